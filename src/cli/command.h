@@ -1,0 +1,15 @@
+// The `felix` CLI is a CLI11 app with one subcommand group per subsystem. Each group lives in
+// its own file and registers itself here; main.cc only wires the groups together.
+//
+// A Register* function adds its subcommands to `app` and sets their callbacks. A callback
+// reports failure by throwing CLI::RuntimeError(exit_code) after printing a message to stderr,
+// which is how CLI11 carries exit codes out of callbacks.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace felix::cli {
+
+void RegisterVersionCommand(CLI::App& app);
+
+}  // namespace felix::cli

@@ -1,0 +1,14 @@
+// felix: the command-line client and operator tool.
+#include "cli/command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"felix: command-line client for Felix brokers"};
+  app.require_subcommand(1);
+  felix::cli::RegisterVersionCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return 0;
+}

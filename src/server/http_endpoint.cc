@@ -1,0 +1,72 @@
+#include "server/http_endpoint.h"
+
+#include <sys/socket.h>
+
+#include <httplib.h>
+
+namespace felix::server {
+
+HttpEndpoint::HttpEndpoint(MetricsRegistry& metrics)
+    : metrics_(metrics),
+      server_(std::make_unique<httplib::Server>()),
+      ready_gauge_(metrics.AddGauge("felix_ready_state", "1 while the broker is ready")) {
+  // httplib's default also sets SO_REUSEPORT, which would let a second broker share the port.
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  server_->Get("/live", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
+  server_->Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
+    if (ready_.load()) {
+      res.set_content("ok", "text/plain");
+    } else {
+      res.status = 503;
+      res.set_content("draining", "text/plain");
+    }
+  });
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    ready_gauge_.Set(ready_.load() ? 1 : 0);
+    res.set_content(metrics_.RenderPrometheus(), "text/plain; version=0.0.4");
+  });
+}
+
+HttpEndpoint::~HttpEndpoint() {
+  Stop();
+}
+
+void HttpEndpoint::Get(const std::string& pattern, Handler handler) {
+  server_->Get(pattern, std::move(handler));
+}
+void HttpEndpoint::Post(const std::string& pattern, Handler handler) {
+  server_->Post(pattern, std::move(handler));
+}
+void HttpEndpoint::Delete(const std::string& pattern, Handler handler) {
+  server_->Delete(pattern, std::move(handler));
+}
+
+Result<HostPort> HttpEndpoint::Start(const HostPort& bind) {
+  HostPort bound = bind;
+  if (bind.port == 0) {
+    int port = server_->bind_to_any_port(bind.host);
+    if (port <= 0) {
+      return Fail(ErrorCode::kIo, "FELIX_BROKER_METRICS_BIND: cannot bind " + bind.ToString());
+    }
+    bound.port = static_cast<uint16_t>(port);
+  } else if (!server_->bind_to_port(bind.host, bind.port)) {
+    return Fail(ErrorCode::kIo, "FELIX_BROKER_METRICS_BIND: cannot bind " + bind.ToString() +
+                                    " (in use, or not a local address)");
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return bound;
+}
+
+void HttpEndpoint::Stop() {
+  if (thread_.joinable()) {
+    server_->stop();
+    thread_.join();
+  }
+}
+
+}  // namespace felix::server

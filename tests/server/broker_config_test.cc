@@ -1,0 +1,149 @@
+#include "server/broker_config.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "support/child_process.h"
+
+namespace felix::server {
+namespace {
+
+// Loads with only the given environment and no YAML file.
+Result<LoadedConfig> Load(const EnvironmentMap& env, const std::string& yaml = {}) {
+  return LoadBrokerConfig(env, yaml);
+}
+
+std::string WriteYaml(const std::string& text) {
+  std::string dir = felix::testing::MakeTempDir("felix-config");
+  std::string path = dir + "/config.yml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The load fails and its message names `setting`.
+void ExpectRefusedNaming(const Result<LoadedConfig>& r, const std::string& setting) {
+  ASSERT_FALSE(r) << "expected a refusal naming " << setting;
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.error().message.find(setting), std::string::npos) << r.error().message;
+}
+
+TEST(BrokerConfig, DefaultsMatchTheEmbeddedSingleNode) {
+  auto r = Load({});
+  ASSERT_TRUE(r) << r.error().message;
+  const BrokerConfig& c = r->config;
+  EXPECT_EQ(c.quic_bind, (HostPort{"0.0.0.0", 5000}));
+  EXPECT_EQ(c.internal_bind, (HostPort{"0.0.0.0", 5001}));
+  EXPECT_EQ(c.metrics_bind, (HostPort{"0.0.0.0", 8080}));
+  EXPECT_EQ(c.data_dir, "./felix-data");
+  EXPECT_EQ(c.EffectiveStorageDir(), "./felix-data/shards");
+  EXPECT_EQ(c.durable_fsync_mode, FsyncMode::kPeriodic);
+  EXPECT_EQ(c.max_frame_bytes, 16u << 20);
+  EXPECT_TRUE(c.node_id.empty());
+  EXPECT_TRUE(r->warnings.empty());
+}
+
+TEST(BrokerConfig, EnvironmentOverridesDefaults) {
+  auto r = Load({{"FELIX_QUIC_BIND", "127.0.0.1:7000"},
+                 {"FELIX_DURABLE_FSYNC_MODE", "on_commit"},
+                 {"FELIX_ACK_ON_COMMIT", "YES"},
+                 {"FELIX_SUB_QUEUE_POLICY", "block"},
+                 {"PATH", "/bin"}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->config.quic_bind, (HostPort{"127.0.0.1", 7000}));
+  EXPECT_EQ(r->config.durable_fsync_mode, FsyncMode::kOnCommit);
+  EXPECT_TRUE(r->config.ack_on_commit);
+  EXPECT_EQ(r->config.subscriber_queue_policy, SubscriberQueuePolicy::kBlock);
+}
+
+TEST(BrokerConfig, YamlOverridesEnvironment) {
+  std::string path = WriteYaml("quic_bind: 127.0.0.1:7100\nevent_batch_max_events: 8\n");
+  auto r = Load({{"FELIX_QUIC_BIND", "127.0.0.1:7000"}}, path);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->config.quic_bind.port, 7100);
+  EXPECT_EQ(r->config.event_batch_max_events, 8u);
+}
+
+TEST(BrokerConfig, FsyncIntervalAloneImpliesPeriodic) {
+  auto r = Load({{"FELIX_DURABLE_FSYNC_INTERVAL_MS", "50"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->config.durable_fsync_mode, FsyncMode::kPeriodic);
+  EXPECT_EQ(r->config.durable_fsync_interval_ms, 50u);
+}
+
+TEST(BrokerConfig, BadValuesNameTheVariable) {
+  ExpectRefusedNaming(Load({{"FELIX_QUIC_BIND", "nonsense"}}), "FELIX_QUIC_BIND");
+  ExpectRefusedNaming(Load({{"FELIX_MAX_FRAME_BYTES", "-1"}}), "FELIX_MAX_FRAME_BYTES");
+  ExpectRefusedNaming(Load({{"FELIX_MAX_FRAME_BYTES", "12abc"}}), "FELIX_MAX_FRAME_BYTES");
+  ExpectRefusedNaming(Load({{"FELIX_ACK_ON_COMMIT", "maybe"}}), "FELIX_ACK_ON_COMMIT");
+  ExpectRefusedNaming(Load({{"FELIX_DURABLE_FSYNC_MODE", "always"}}), "FELIX_DURABLE_FSYNC_MODE");
+  ExpectRefusedNaming(Load({{"FELIX_SUB_QUEUE_POLICY", "drop"}}), "FELIX_SUB_QUEUE_POLICY");
+  ExpectRefusedNaming(Load({{"FELIX_ETCD_ENDPOINTS", "a:1,b"}}), "FELIX_ETCD_ENDPOINTS");
+}
+
+TEST(BrokerConfig, ImpossibleCombinationsAreRefused) {
+  ExpectRefusedNaming(
+      Load({{"FELIX_QUIC_BIND", "0.0.0.0:6000"}, {"FELIX_INTERNAL_BIND", "127.0.0.1:6000"}}),
+      "FELIX_INTERNAL_BIND");
+  ExpectRefusedNaming(Load({{"FELIX_EVENT_BATCH_MAX_BYTES", "2000"},
+                            {"FELIX_MAX_FRAME_BYTES", "1000"},
+                            {"FELIX_PREAUTH_MAX_FRAME_BYTES", "1000"}}),
+                      "FELIX_EVENT_BATCH_MAX_BYTES");
+  ExpectRefusedNaming(Load({{"FELIX_PREAUTH_MAX_FRAME_BYTES", "99999999"}}),
+                      "FELIX_PREAUTH_MAX_FRAME_BYTES");
+  ExpectRefusedNaming(Load({{"FELIX_DURABLE_FSYNC_INTERVAL_MS", "0"}}),
+                      "FELIX_DURABLE_FSYNC_INTERVAL_MS");
+  ExpectRefusedNaming(Load({{"FELIX_TLS_CERT", "/c.pem"}}), "FELIX_TLS_KEY");
+  ExpectRefusedNaming(
+      Load({{"FELIX_INTERNAL_TLS_CERT", "/c.pem"}, {"FELIX_INTERNAL_TLS_KEY", "/k.pem"}}),
+      "FELIX_INTERNAL_TLS_CA");
+  ExpectRefusedNaming(Load({{"FELIX_NODE_ID", "bad_name"}}), "FELIX_NODE_ID");
+  ExpectRefusedNaming(Load({{"FELIX_NODE_ID", "broker-1"}}), "FELIX_NODE_ADVERTISE_ADDR");
+  ExpectRefusedNaming(Load({{"FELIX_NODE_ID", "broker-1"},
+                            {"FELIX_NODE_ADVERTISE_ADDR", "127.0.0.1:5001"},
+                            {"FELIX_ETCD_ENDPOINTS", "127.0.0.1:2379"}}),
+                      "FELIX_INTERNAL_ALLOW_UNAUTHENTICATED");
+}
+
+TEST(BrokerConfig, ClusterMemberWithWaiverLoads) {
+  auto r = Load({{"FELIX_NODE_ID", "broker-1"},
+                 {"FELIX_NODE_ADVERTISE_ADDR", "127.0.0.1:5001"},
+                 {"FELIX_ETCD_ENDPOINTS", "127.0.0.1:2379,127.0.0.1:2380"},
+                 {"FELIX_INTERNAL_ALLOW_UNAUTHENTICATED", "true"}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->config.etcd_endpoints.size(), 2u);
+}
+
+TEST(BrokerConfig, UnknownEnvironmentVariableWarnsWithSuggestion) {
+  auto r = Load({{"FELIX_QUIC_BND", "0.0.0.0:5000"}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_NE(r->warnings[0].find("did you mean FELIX_QUIC_BIND"), std::string::npos);
+}
+
+TEST(BrokerConfig, YamlErrorsNameTheKey) {
+  ExpectRefusedNaming(Load({}, WriteYaml("quic_bnd: 1.2.3.4:5\n")), "unknown key 'quic_bnd'");
+  ExpectRefusedNaming(Load({}, WriteYaml("max_frame_bytes: lots\n")), "max_frame_bytes");
+  ExpectRefusedNaming(Load({}, WriteYaml("quic_bind: [1, 2]\n")), "quic_bind");
+  ExpectRefusedNaming(Load({}, WriteYaml("- a\n- b\n")), "mapping");
+  ExpectRefusedNaming(Load({}, WriteYaml("quic_bind: \"unclosed\n")), "config file");
+  // Environment-only settings are not YAML keys.
+  ExpectRefusedNaming(Load({}, WriteYaml("internal_bind: 0.0.0.0:5001\n")), "internal_bind");
+}
+
+TEST(BrokerConfig, ExplicitMissingFileIsAnError) {
+  ExpectRefusedNaming(Load({}, "/nonexistent/felix.yml"), "/nonexistent/felix.yml");
+  ExpectRefusedNaming(Load({{"FELIX_BROKER_CONFIG", "/nonexistent/b.yml"}}), "/nonexistent/b.yml");
+}
+
+TEST(BrokerConfig, PrintConfigRedactsSecrets) {
+  auto r = Load({{"FELIX_ADMIN_TOKEN", "s3cret"}});
+  ASSERT_TRUE(r);
+  std::string yaml = RenderBrokerConfigYaml(r->config);
+  EXPECT_EQ(yaml.find("s3cret"), std::string::npos);
+  EXPECT_NE(yaml.find("<redacted>"), std::string::npos);
+  EXPECT_NE(yaml.find("quic_bind: \"0.0.0.0:5000\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace felix::server
