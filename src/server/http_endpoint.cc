@@ -58,7 +58,18 @@ Result<HostPort> HttpEndpoint::Start(const HostPort& bind) {
     return Fail(ErrorCode::kIo, "FELIX_BROKER_METRICS_BIND: cannot bind " + bind.ToString() +
                                     " (in use, or not a local address)");
   }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    loop_finished_.store(true);
+  });
+  // stop() is a no-op until the accept loop runs, so a Stop() racing a fresh Start() would
+  // hang in join(); wait for the loop (it starts at once: the socket is already bound).
+  while (!server_->is_running() && !loop_finished_.load()) std::this_thread::yield();
+  if (loop_finished_.load()) {
+    thread_.join();
+    return Fail(ErrorCode::kIo, "FELIX_BROKER_METRICS_BIND: listener on " + bound.ToString() +
+                                    " stopped at once");
+  }
   return bound;
 }
 

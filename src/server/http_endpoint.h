@@ -47,6 +47,7 @@ class HttpEndpoint {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> loop_finished_{false};
   Gauge& ready_gauge_;
 };
 
