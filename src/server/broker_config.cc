@@ -6,9 +6,8 @@
 #include <functional>
 #include <sstream>
 
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
-
-extern char** environ;
 
 namespace felix::server {
 namespace {
@@ -348,7 +347,9 @@ Result<LoadedConfig> LoadBrokerConfig(const EnvironmentMap& env, const std::stri
 }
 
 Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
-  auto refuse = [](std::string message) { return Fail(ErrorCode::kInvalidArgument, message); };
+  auto refuse = [](std::string message) {
+    return Fail(ErrorCode::kInvalidArgument, std::move(message));
+  };
   if (c.quic_bind.port != 0 && c.quic_bind.port == c.internal_bind.port) {
     return refuse("FELIX_INTERNAL_BIND (" + c.internal_bind.ToString() +
                   ") shares its port with FELIX_QUIC_BIND (" + c.quic_bind.ToString() +

@@ -1,0 +1,90 @@
+#include "broker/executor.h"
+
+#include <pthread.h>
+
+namespace felix::broker {
+
+Executor::Executor(std::string name) : name_(std::move(name)) {
+  thread_ = std::thread([this] { Run(); });
+  // Thread names are at most 15 characters; they show in top/perf.
+  pthread_setname_np(thread_.native_handle(), name_.substr(0, 15).c_str());
+}
+
+Executor::~Executor() {
+  Stop();
+}
+
+bool Executor::Post(Task task) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    tasks_.push_back(std::move(task));
+  }
+  wake_.notify_one();
+  return true;
+}
+
+Executor::TimerId Executor::PostAfter(Clock::duration delay, Task task) {
+  TimerId id;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return 0;
+    id = next_timer_id_++;
+    timers_.push(Timer{Clock::now() + delay, id});
+    timer_tasks_.emplace(id, std::move(task));
+  }
+  wake_.notify_one();
+  return id;
+}
+
+bool Executor::Cancel(TimerId id) {
+  std::lock_guard lock(mu_);
+  // The heap entry stays until it surfaces; without its task it is skipped.
+  return timer_tasks_.erase(id) > 0;
+}
+
+void Executor::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Executor::Run() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    // Due timers first, so a steady stream of posts cannot starve them.
+    auto now = Clock::now();
+    while (!timers_.empty() && timers_.top().deadline <= now && !stopping_) {
+      TimerId id = timers_.top().id;
+      timers_.pop();
+      auto it = timer_tasks_.find(id);
+      if (it == timer_tasks_.end()) continue;  // cancelled
+      Task task = std::move(it->second);
+      timer_tasks_.erase(it);
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+    if (!tasks_.empty()) {
+      Task task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+      continue;
+    }
+    if (stopping_) break;
+    if (timers_.empty()) {
+      wake_.wait(lock);
+    } else {
+      wake_.wait_until(lock, timers_.top().deadline);
+    }
+  }
+  timer_tasks_.clear();
+}
+
+}  // namespace felix::broker

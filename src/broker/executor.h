@@ -1,0 +1,71 @@
+// Executor: one thread that runs posted tasks in order, and timers by deadline.
+//
+// Shard state is owned by exactly one Executor: every read or write of that state runs as a
+// task on it, so the state needs no lock. Other threads (QUIC loop, storage flusher) hand work
+// over with Post(). Post/PostAfter/Cancel are thread-safe. Tasks must not block for long (no
+// fsync, no network waits): they start I/O and finish in a later task.
+//
+// Stop() runs every task already posted, drops pending timers, and joins the thread; it must
+// not be called from the executor's own thread. The destructor calls Stop().
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <queue>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace felix::broker {
+
+class Executor {
+ public:
+  using Task = std::function<void()>;
+  using Clock = std::chrono::steady_clock;
+  using TimerId = uint64_t;
+
+  explicit Executor(std::string name);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // False (and the task is dropped) once Stop() has begun.
+  bool Post(Task task);
+  // Runs `task` at or after `delay` from now, unless cancelled first. 0 when stopped.
+  TimerId PostAfter(Clock::duration delay, Task task);
+  // True if the timer had not fired yet and now never will.
+  bool Cancel(TimerId id);
+
+  void Stop();
+
+  // True when called from this executor's thread (for assertions in owned state).
+  bool InExecutorThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  const std::string& name() const { return name_; }
+
+ private:
+  struct Timer {
+    Clock::time_point deadline;
+    TimerId id;
+    bool operator>(const Timer& o) const {
+      return deadline != o.deadline ? deadline > o.deadline : id > o.id;
+    }
+  };
+  void Run();
+
+  std::string name_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Task> tasks_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  std::unordered_map<TimerId, Task> timer_tasks_;
+  TimerId next_timer_id_ = 1;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace felix::broker

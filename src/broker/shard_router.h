@@ -1,0 +1,51 @@
+// ShardRouter: answers, for one shard of a stream or cache, whether this broker serves it
+// (Local) or which broker does (Remote), and at which generation.
+//
+// Every broker request that touches shard state asks the router first. On a single node the
+// embedded router answers Local at generation 0 for every shard; the cluster milestone adds a
+// router fed by etcd assignments that can answer Remote(owner, generation). Implementations
+// are thread-safe: routing is read on every QUIC stream's thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace felix::broker {
+
+enum class ShardKind : uint8_t { kStream, kCache };
+
+struct ShardId {
+  std::string tenant;
+  std::string name_space;  // "namespace" is a keyword
+  std::string name;        // stream or cache name
+  ShardKind kind = ShardKind::kStream;
+  uint32_t shard = 0;
+
+  bool operator==(const ShardId&) const = default;
+  // "tenant/namespace/name#shard" (with "cache:" before caches), for logs and metrics-free ids.
+  std::string ToString() const;
+};
+
+struct Route {
+  enum class Where : uint8_t { kLocal, kRemote };
+  Where where = Where::kLocal;
+  uint64_t generation = 0;
+  std::string owner_node_id;      // kRemote: the owner's node id
+  std::string owner_client_addr;  // kRemote: its client-facing host:port, empty if unknown
+
+  bool is_local() const { return where == Where::kLocal; }
+};
+
+class ShardRouter {
+ public:
+  virtual ~ShardRouter() = default;
+  virtual Route RouteShard(const ShardId& shard) const = 0;
+};
+
+// The single-node router: this broker owns every shard at generation 0.
+class SingleNodeRouter final : public ShardRouter {
+ public:
+  Route RouteShard(const ShardId&) const override { return Route{}; }
+};
+
+}  // namespace felix::broker

@@ -1,0 +1,85 @@
+#include "broker/subscriber_queue.h"
+
+namespace felix::broker {
+
+SubscriberQueue::SubscriberQueue(size_t capacity, std::function<void()> on_ready,
+                                 std::function<void()> on_room)
+    : ring_(capacity == 0 ? 1 : capacity),
+      on_ready_(std::move(on_ready)),
+      on_room_(std::move(on_room)) {}
+
+bool SubscriberQueue::Push(EventBatchRef& batch, bool* was_empty) {
+  if (count_ == ring_.size()) return false;
+  *was_empty = count_ == 0;
+  ring_[(head_ + count_) % ring_.size()] = std::move(batch);
+  ++count_;
+  return true;
+}
+
+bool SubscriberQueue::OfferLive(EventBatchRef batch) {
+  bool was_empty = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!Push(batch, &was_empty)) {
+      ++dropped_batches_;
+      dropped_records_ += batch->record_count;
+      if (!first_dropped_offset_) first_dropped_offset_ = batch->base_offset;
+      return false;
+    }
+  }
+  if (was_empty && on_ready_) on_ready_();
+  return true;
+}
+
+bool SubscriberQueue::OfferReplay(EventBatchRef batch) {
+  bool was_empty = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!Push(batch, &was_empty)) {
+      replay_waiting_ = true;
+      return false;
+    }
+  }
+  if (was_empty && on_ready_) on_ready_();
+  return true;
+}
+
+std::optional<EventBatchRef> SubscriberQueue::Pop() {
+  EventBatchRef out;
+  bool notify_room = false;
+  {
+    std::lock_guard lock(mu_);
+    if (count_ == 0) return std::nullopt;
+    out = std::move(ring_[head_]);
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
+    if (replay_waiting_) {
+      replay_waiting_ = false;
+      notify_room = true;
+    }
+  }
+  if (notify_room && on_room_) on_room_();
+  return out;
+}
+
+size_t SubscriberQueue::size() const {
+  std::lock_guard lock(mu_);
+  return count_;
+}
+
+uint64_t SubscriberQueue::dropped_batches() const {
+  std::lock_guard lock(mu_);
+  return dropped_batches_;
+}
+
+uint64_t SubscriberQueue::dropped_records() const {
+  std::lock_guard lock(mu_);
+  return dropped_records_;
+}
+
+std::optional<uint64_t> SubscriberQueue::first_dropped_offset() const {
+  std::lock_guard lock(mu_);
+  return first_dropped_offset_;
+}
+
+}  // namespace felix::broker

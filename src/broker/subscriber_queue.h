@@ -1,0 +1,69 @@
+// SubscriberQueue: the bounded broker-side queue between a shard's fanout and one
+// subscriber's event-stream writer (semantics.md §5).
+//
+// Items are event batches encoded once and shared by every subscriber (EventBatchRef), so
+// fanout costs one reference-count increment per subscriber, never a copy. Capacity counts
+// batches ("published batches", default 512). Live fanout uses OfferLive(): with drop_new a
+// full queue drops that batch for this subscriber only (counted; the offset gap shows it) and
+// the publisher never waits. History replay uses OfferReplay(), which never drops: it refuses
+// when full, and the replayer resumes from the on_room callback.
+//
+// Threading: one producer (the shard's executor) and one consumer (the connection's writer)
+// may run on different threads; every method is thread-safe. Callbacks run on the calling
+// thread of the method that triggers them, outside the queue's lock, and must not block.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace felix::broker {
+
+// One delivery frame, encoded once: the FLX1 frame bytes plus what fanout needs to know.
+struct EventBatch {
+  uint64_t base_offset = 0;  // first record's offset (durable streams)
+  uint32_t record_count = 0;
+  std::vector<uint8_t> frame;  // complete FLX1 frame (header + payload)
+};
+using EventBatchRef = std::shared_ptr<const EventBatch>;
+
+class SubscriberQueue {
+ public:
+  // on_ready: the queue went from empty to non-empty (the writer should drain it).
+  // on_room: a Pop made room after an OfferReplay was refused (the replayer may continue).
+  SubscriberQueue(size_t capacity, std::function<void()> on_ready,
+                  std::function<void()> on_room = {});
+
+  // Live delivery; false when the batch was dropped because the queue is full.
+  bool OfferLive(EventBatchRef batch);
+  // History replay; false when full (nothing dropped: retry after on_room).
+  bool OfferReplay(EventBatchRef batch);
+  // Next batch for the writer, or nullopt when empty.
+  std::optional<EventBatchRef> Pop();
+
+  size_t size() const;
+  size_t capacity() const { return ring_.size(); }
+  uint64_t dropped_batches() const;
+  uint64_t dropped_records() const;
+  // Offset of the first record ever dropped (for subscription_lagged.resume_from).
+  std::optional<uint64_t> first_dropped_offset() const;
+
+ private:
+  bool Push(EventBatchRef& batch, bool* was_empty);
+
+  mutable std::mutex mu_;
+  std::vector<EventBatchRef> ring_;
+  size_t head_ = 0;
+  size_t count_ = 0;
+  bool replay_waiting_ = false;
+  uint64_t dropped_batches_ = 0;
+  uint64_t dropped_records_ = 0;
+  std::optional<uint64_t> first_dropped_offset_;
+  std::function<void()> on_ready_;
+  std::function<void()> on_room_;
+};
+
+}  // namespace felix::broker
