@@ -2,6 +2,14 @@
 
 namespace felix::broker {
 
+EventBatch::Frame EventBatch::GetOrEncode(
+    size_t variant, const std::function<std::vector<uint8_t>()>& encode) const {
+  std::lock_guard lock(frames_mu_);
+  Frame& frame = frames_[variant % kVariants];
+  if (!frame) frame = std::make_shared<const std::vector<uint8_t>>(encode());
+  return frame;
+}
+
 SubscriberQueue::SubscriberQueue(size_t capacity, std::function<void()> on_ready,
                                  std::function<void()> on_room)
     : ring_(capacity == 0 ? 1 : capacity),

@@ -13,6 +13,7 @@
 // thread of the method that triggers them, outside the queue's lock, and must not block.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,13 +21,29 @@
 #include <optional>
 #include <vector>
 
+#include "broker/record_log.h"
+
 namespace felix::broker {
 
-// One delivery frame, encoded once: the FLX1 frame bytes plus what fanout needs to know.
+// One batch of committed records on its way to subscribers. Built once per publish (or
+// per replay read) and shared by every subscriber; payloads are views kept alive by `owner`.
+// The wire frame depends on what each subscriber negotiated (offsets, timestamps), so frames
+// are encoded lazily, once per variant, by the first writer that needs that variant.
 struct EventBatch {
-  uint64_t base_offset = 0;  // first record's offset (durable streams)
+  std::shared_ptr<const void> owner;
+  uint64_t base_offset = 0;  // offset of records[0]; records are contiguous
   uint32_t record_count = 0;
-  std::vector<uint8_t> frame;  // complete FLX1 frame (header + payload)
+  std::vector<RecordView> records;
+
+  // The frame for `variant` (a small index the writer derives from its negotiated flags),
+  // encoding it with `encode` the first time. Thread-safe.
+  using Frame = std::shared_ptr<const std::vector<uint8_t>>;
+  Frame GetOrEncode(size_t variant, const std::function<std::vector<uint8_t>()>& encode) const;
+  static constexpr size_t kVariants = 8;
+
+ private:
+  mutable std::mutex frames_mu_;
+  mutable std::array<Frame, kVariants> frames_;
 };
 using EventBatchRef = std::shared_ptr<const EventBatch>;
 

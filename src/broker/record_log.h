@@ -1,0 +1,69 @@
+// RecordLog: what a stream shard needs from its record log, whatever stores it.
+//
+// The broker's shard code is written against this port; adapters bind it to the storage
+// library's durable segmented log and in-memory ring. Tests bind it to in-process fakes.
+// Payload bytes are never copied on the way through: appends borrow spans kept alive by the
+// batch's `owner`, and reads return spans kept alive by the result's `owner`.
+//
+// Threading: called only from the owning shard's executor. `AppendDone` may run on any
+// thread (e.g. the storage flusher); the shard posts it back to its executor. Completions
+// arrive in append order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "common/result.h"
+
+namespace felix::broker {
+
+// Payloads of one publish, borrowed from a buffer that `owner` keeps alive.
+struct PayloadBatch {
+  std::shared_ptr<const void> owner;
+  std::vector<std::span<const uint8_t>> payloads;
+  uint64_t timestamp_micros = 0;  // append time, µs since the Unix epoch
+};
+
+struct RecordView {
+  uint64_t offset = 0;
+  uint64_t timestamp_micros = 0;
+  std::span<const uint8_t> payload;
+};
+
+struct RecordRead {
+  std::shared_ptr<const void> owner;  // keeps every `payload` span alive
+  std::vector<RecordView> records;    // contiguous offsets from the requested one
+};
+
+// Reads below the retained range answer this (not an ErrorCode): the caller maps it to
+// `subscribe_cursor_error too_old` with the oldest retained offset.
+struct Trimmed {
+  uint64_t oldest_offset = 0;
+};
+
+class RecordLog {
+ public:
+  virtual ~RecordLog() = default;
+
+  // Appends the batch; its records get consecutive offsets. `done` gets the first offset once
+  // the log's durability mode is satisfied (fsync for on_commit), or the error.
+  using AppendDone = std::function<void(Result<uint64_t>)>;
+  virtual void Append(const PayloadBatch& batch, AppendDone done) = 0;
+
+  // Oldest retained offset and the next offset to be assigned.
+  virtual uint64_t start_offset() const = 0;
+  virtual uint64_t next_offset() const = 0;
+
+  // Up to `max_records` / about `max_bytes` (at least one record) from `from`, which must be
+  // below next_offset(). Below start_offset() → a Trimmed outcome.
+  using ReadOutcome = std::variant<RecordRead, Trimmed, Error>;
+  virtual ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) = 0;
+
+  virtual bool durable() const = 0;
+};
+
+}  // namespace felix::broker

@@ -1,0 +1,145 @@
+#include "broker/stream_shard.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace felix::broker {
+
+StreamShard::StreamShard(ShardId id, Executor& executor, std::unique_ptr<RecordLog> log,
+                         StreamShardOptions options)
+    : id_(std::move(id)),
+      executor_(executor),
+      log_(std::move(log)),
+      options_(options),
+      committed_next_(log_->next_offset()) {}
+
+void StreamShard::Publish(PayloadBatch batch, PublishDone done) {
+  // The log keeps borrowing the payloads until completion: the copy of `batch` in the
+  // callback holds their owner.
+  auto shared = std::make_shared<PayloadBatch>(std::move(batch));
+  log_->Append(*shared, [this, shared, done = std::move(done)](Result<uint64_t> result) mutable {
+    executor_.Post([this, shared, result = std::move(result), done = std::move(done)]() mutable {
+      OnAppended(*shared, std::move(result), done);
+    });
+  });
+}
+
+void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
+                             const PublishDone& done) {
+  if (!result) {
+    done(std::move(result));
+    return;
+  }
+  uint64_t first = *result;
+  committed_next_ = std::max(committed_next_, first + batch.payloads.size());
+  if (!batch.payloads.empty()) {
+    auto event = std::make_shared<EventBatch>();
+    event->owner = batch.owner;
+    event->base_offset = first;
+    event->record_count = static_cast<uint32_t>(batch.payloads.size());
+    event->records.reserve(batch.payloads.size());
+    for (size_t i = 0; i < batch.payloads.size(); ++i) {
+      event->records.push_back(RecordView{first + i, batch.timestamp_micros, batch.payloads[i]});
+    }
+    EventBatchRef shared_event = std::move(event);
+    for (auto& [id, sub] : subscribers_) {
+      // Replaying subscribers read this batch from the log when they get to it.
+      if (sub.live && !sub.queue->OfferLive(shared_event)) ++live_drops_;
+    }
+  }
+  done(first);
+}
+
+std::variant<Subscription, CursorError> StreamShard::Subscribe(StartPosition start,
+                                                               uint32_t requested_capacity,
+                                                               std::function<void()> on_ready) {
+  uint64_t oldest = log_->start_offset();
+  uint64_t tail = committed_next_;
+  uint64_t from = tail;
+  switch (start.kind) {
+    case StartPosition::Kind::kLatest:
+      break;
+    case StartPosition::Kind::kEarliest:
+      from = std::min(oldest, tail);
+      break;
+    case StartPosition::Kind::kOffset:
+      if (start.offset < oldest) {
+        return CursorError{CursorError::Reason::kTooOld, start.offset, oldest};
+      }
+      if (start.offset > tail) {
+        return CursorError{CursorError::Reason::kInFuture, start.offset, tail};
+      }
+      from = start.offset;
+      break;
+  }
+  size_t capacity = requested_capacity == 0
+                        ? options_.default_queue_capacity
+                        : std::clamp<size_t>(requested_capacity, 1, options_.max_queue_capacity);
+  uint64_t id = next_subscription_id_++;
+  auto on_room = [this, id] { executor_.Post([this, id] { ReplayStep(id); }); };
+  Subscriber sub;
+  sub.queue = std::make_shared<SubscriberQueue>(capacity, std::move(on_ready), on_room);
+  sub.replay_next = from;
+  sub.live = from == tail;
+  Subscription out{id, from, tail, static_cast<uint32_t>(capacity), sub.queue};
+  subscribers_.emplace(id, std::move(sub));
+  if (from != tail) executor_.Post([this, id] { ReplayStep(id); });
+  return out;
+}
+
+void StreamShard::Unsubscribe(uint64_t subscription_id) {
+  subscribers_.erase(subscription_id);
+}
+
+void StreamShard::ReplayStep(uint64_t subscription_id) {
+  auto it = subscribers_.find(subscription_id);
+  if (it == subscribers_.end() || it->second.live) return;
+  Subscriber& sub = it->second;
+  for (size_t step = 0; step < options_.replay_batches_per_step; ++step) {
+    if (sub.pending) {
+      if (!sub.queue->OfferReplay(sub.pending)) return;  // resumed by on_room
+      sub.pending.reset();
+    }
+    if (sub.replay_next >= committed_next_) {
+      // Caught up inside this executor task: nothing can commit in between, so live delivery
+      // starts exactly where replay ends.
+      sub.live = true;
+      return;
+    }
+    RecordLog::ReadOutcome read = log_->Read(sub.replay_next, options_.event_batch_max_records,
+                                             options_.event_batch_max_bytes);
+    if (auto* trimmed = std::get_if<Trimmed>(&read)) {
+      // Retention removed records while we replayed: skip them (a visible offset gap).
+      sub.replay_next = std::max(sub.replay_next + 1, trimmed->oldest_offset);
+      continue;
+    }
+    if (auto* error = std::get_if<Error>(&read)) {
+      spdlog::error("replay read failed shard={} offset={} error={}", id_.ToString(),
+                    sub.replay_next, error->ToString());
+      // Resume live at the tail; the gap shows in the offsets.
+      sub.replay_next = committed_next_;
+      continue;
+    }
+    auto& records = std::get<RecordRead>(read);
+    // Never deliver past the commit point, even if the log holds more.
+    while (!records.records.empty() && records.records.back().offset >= committed_next_) {
+      records.records.pop_back();
+    }
+    if (records.records.empty()) {
+      sub.replay_next = committed_next_;
+      continue;
+    }
+    auto event = std::make_shared<EventBatch>();
+    event->owner = std::move(records.owner);
+    event->base_offset = records.records.front().offset;
+    event->record_count = static_cast<uint32_t>(records.records.size());
+    sub.replay_next = records.records.back().offset + 1;
+    event->records = std::move(records.records);
+    sub.pending = std::move(event);
+  }
+  // Yield the executor to other work, then continue.
+  executor_.Post([this, subscription_id] { ReplayStep(subscription_id); });
+}
+
+}  // namespace felix::broker

@@ -1,0 +1,109 @@
+// StreamShard: one shard of a stream on the broker that serves it — its record log, its
+// live subscribers, and the publish → commit → fanout pipeline (semantics.md §2, §5).
+//
+// Publish appends a batch to the log; once the log reports it committed (per its durability
+// mode) the batch is fanned out, as one shared EventBatch, to every live subscriber, then the
+// publisher is answered. Commits settle in append order, so fanout follows offset order.
+//
+// Subscribe registers the subscriber before reading history ("register-before-read"):
+// records below the committed tail at registration (live_offset) are replayed from the log,
+// never dropped (replay waits for queue room); the subscriber then turns live in the same
+// executor task in which replay reaches the committed tail, so there is no gap and no
+// duplicate. Live batches are offered with drop_new: a full subscriber queue loses that batch
+// (counted, visible as an offset gap) and the publisher never waits.
+//
+// Threading: every method runs on `executor` (the shard's owner); other threads Post to it.
+// The executor and the shard must outlive every pending append completion: close the log
+// (completing or failing its appends) and drain the executor before destroying the shard.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <variant>
+
+#include "broker/executor.h"
+#include "broker/record_log.h"
+#include "broker/shard_router.h"
+#include "broker/subscriber_queue.h"
+
+namespace felix::broker {
+
+struct StreamShardOptions {
+  size_t default_queue_capacity = 512;   // FELIX_SUBSCRIBER_QUEUE_CAPACITY
+  size_t max_queue_capacity = 4096;      // FELIX_SUBSCRIBER_QUEUE_CAPACITY_MAX
+  size_t event_batch_max_records = 64;   // FELIX_EVENT_BATCH_MAX_EVENTS (replay chunks)
+  size_t event_batch_max_bytes = 65536;  // FELIX_EVENT_BATCH_MAX_BYTES
+  size_t replay_batches_per_step = 16;   // replay yields the executor after this many
+};
+
+struct StartPosition {
+  enum class Kind : uint8_t { kLatest, kEarliest, kOffset };
+  Kind kind = Kind::kLatest;
+  uint64_t offset = 0;  // kOffset only
+};
+
+struct CursorError {
+  enum class Reason : uint8_t { kTooOld, kInFuture };
+  Reason reason;
+  uint64_t requested;
+  uint64_t available;  // oldest retained (too_old) or the tail (in_future)
+};
+
+struct Subscription {
+  uint64_t id = 0;
+  uint64_t start_offset = 0;  // first offset this subscription delivers
+  uint64_t live_offset = 0;   // committed tail at registration
+  uint32_t queue_capacity = 0;
+  std::shared_ptr<SubscriberQueue> queue;
+};
+
+class StreamShard {
+ public:
+  StreamShard(ShardId id, Executor& executor, std::unique_ptr<RecordLog> log,
+              StreamShardOptions options = {});
+  StreamShard(const StreamShard&) = delete;
+  StreamShard& operator=(const StreamShard&) = delete;
+
+  using PublishDone = std::function<void(Result<uint64_t>)>;
+  // `done` runs on the executor with the batch's first offset, after fanout.
+  void Publish(PayloadBatch batch, PublishDone done);
+
+  // `on_ready` runs (on any thread) when the subscriber's queue turns non-empty.
+  // `requested_capacity` 0 = the default; otherwise clamped to 1..max_queue_capacity.
+  std::variant<Subscription, CursorError> Subscribe(StartPosition start,
+                                                    uint32_t requested_capacity,
+                                                    std::function<void()> on_ready);
+  void Unsubscribe(uint64_t subscription_id);
+
+  const ShardId& id() const { return id_; }
+  uint64_t committed_next() const { return committed_next_; }
+  uint64_t start_offset() const { return log_->start_offset(); }
+  bool durable() const { return log_->durable(); }
+  size_t subscriber_count() const { return subscribers_.size(); }
+  uint64_t live_drops() const { return live_drops_; }
+
+ private:
+  struct Subscriber {
+    std::shared_ptr<SubscriberQueue> queue;
+    bool live = false;
+    uint64_t replay_next = 0;
+    EventBatchRef pending;  // replay batch refused for lack of room, offered again first
+  };
+
+  void OnAppended(const PayloadBatch& batch, Result<uint64_t> result, const PublishDone& done);
+  void ReplayStep(uint64_t subscription_id);
+
+  ShardId id_;
+  Executor& executor_;
+  std::unique_ptr<RecordLog> log_;
+  StreamShardOptions options_;
+  uint64_t committed_next_ = 0;
+  uint64_t next_subscription_id_ = 1;
+  std::map<uint64_t, Subscriber> subscribers_;
+  uint64_t live_drops_ = 0;
+};
+
+}  // namespace felix::broker

@@ -1,0 +1,72 @@
+// FakeRecordLog: an in-process RecordLog for shard unit tests. Appends complete at once, or
+// are held until CompleteHeld() when `hold_completions` is set (to model a pending fsync).
+#pragma once
+
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "broker/record_log.h"
+
+namespace felix::broker::testing {
+
+class FakeRecordLog final : public RecordLog {
+ public:
+  bool hold_completions = false;
+  bool fail_appends = false;
+  uint64_t trimmed_below = 0;  // reads below this answer Trimmed
+
+  void Append(const PayloadBatch& batch, AppendDone done) override {
+    if (fail_appends) {
+      done(Fail(ErrorCode::kIo, "injected append failure"));
+      return;
+    }
+    uint64_t first = records_.size();
+    for (auto p : batch.payloads) {
+      records_.push_back({std::string(p.begin(), p.end()), batch.timestamp_micros});
+    }
+    if (hold_completions) {
+      held_.push_back([done = std::move(done), first] { done(first); });
+    } else {
+      done(first);
+    }
+  }
+  void CompleteHeld() {
+    while (!held_.empty()) {
+      auto f = std::move(held_.front());
+      held_.pop_front();
+      f();
+    }
+  }
+  uint64_t start_offset() const override { return trimmed_below; }
+  uint64_t next_offset() const override { return records_.size(); }
+  ReadOutcome Read(uint64_t from, size_t max_records, size_t) override {
+    ++reads;
+    if (from < trimmed_below) return Trimmed{trimmed_below};
+    RecordRead out;
+    auto keep = std::make_shared<std::deque<Stored>>();
+    for (uint64_t o = from; o < records_.size() && out.records.size() < max_records; ++o) {
+      keep->push_back(records_[o]);
+      const std::string& bytes = keep->back().payload;
+      out.records.push_back(
+          RecordView{o,
+                     keep->back().timestamp,
+                     {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}});
+    }
+    out.owner = keep;
+    return out;
+  }
+  bool durable() const override { return true; }
+
+  int reads = 0;
+
+ private:
+  struct Stored {
+    std::string payload;
+    uint64_t timestamp;
+  };
+  std::deque<Stored> records_;
+  std::deque<std::function<void()>> held_;
+};
+
+}  // namespace felix::broker::testing

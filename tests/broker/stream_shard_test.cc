@@ -1,0 +1,243 @@
+#include "broker/stream_shard.h"
+
+#include <future>
+
+#include <gtest/gtest.h>
+
+#include "broker/fake_record_log.h"
+
+namespace felix::broker {
+namespace {
+
+using testing::FakeRecordLog;
+using namespace std::chrono_literals;
+
+// Runs `fn` on the executor and waits for it (tests drive the shard from its own thread).
+template <typename F>
+auto OnExecutor(Executor& executor, F fn) -> decltype(fn()) {
+  std::packaged_task<decltype(fn())()> task(std::move(fn));
+  auto future = task.get_future();
+  executor.Post([&task] { task(); });
+  EXPECT_EQ(future.wait_for(10s), std::future_status::ready);
+  return future.get();
+}
+
+// Waits until every task posted so far (including ones they post now) has run.
+void Drain(Executor& executor) {
+  for (int i = 0; i < 4; ++i) OnExecutor(executor, [] { return 0; });
+}
+
+PayloadBatch Batch(std::initializer_list<std::string> payloads) {
+  auto owner = std::make_shared<std::vector<std::string>>(payloads);
+  PayloadBatch batch;
+  for (const auto& p : *owner) {
+    batch.payloads.emplace_back(reinterpret_cast<const uint8_t*>(p.data()), p.size());
+  }
+  batch.owner = owner;
+  batch.timestamp_micros = 1234;
+  return batch;
+}
+
+std::string Text(const RecordView& r) {
+  return std::string(r.payload.begin(), r.payload.end());
+}
+
+// Pops everything and returns the offsets and payload texts in delivery order.
+std::vector<std::pair<uint64_t, std::string>> PopAll(SubscriberQueue& q) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  while (auto batch = q.Pop()) {
+    for (const auto& r : (*batch)->records) out.emplace_back(r.offset, Text(r));
+  }
+  return out;
+}
+
+struct ShardFixture : ::testing::Test {
+  Executor executor{"shard-test"};
+  FakeRecordLog* log = nullptr;
+  std::unique_ptr<StreamShard> shard;
+
+  void Open(StreamShardOptions options = {}) {
+    auto owned = std::make_unique<FakeRecordLog>();
+    log = owned.get();
+    shard = std::make_unique<StreamShard>(ShardId{"t", "ns", "s", ShardKind::kStream, 0}, executor,
+                                          std::move(owned), options);
+  }
+  uint64_t Publish(std::initializer_list<std::string> payloads) {
+    std::promise<Result<uint64_t>> acked;
+    auto future = acked.get_future();
+    executor.Post([&, batch = Batch(payloads)]() mutable {
+      shard->Publish(std::move(batch), [&](Result<uint64_t> r) { acked.set_value(r); });
+    });
+    EXPECT_EQ(future.wait_for(10s), std::future_status::ready);
+    auto r = future.get();
+    EXPECT_TRUE(r);
+    return r ? *r : UINT64_MAX;
+  }
+  Subscription Subscribe(StartPosition start, uint32_t capacity = 0) {
+    auto result = OnExecutor(executor, [&] { return shard->Subscribe(start, capacity, [] {}); });
+    EXPECT_TRUE(std::holds_alternative<Subscription>(result));
+    return std::get<Subscription>(result);
+  }
+  ~ShardFixture() override { executor.Stop(); }
+};
+
+TEST_F(ShardFixture, PublishAssignsConsecutiveOffsetsAndFansOutWithoutCopying) {
+  Open();
+  Subscription sub = Subscribe({});
+  EXPECT_EQ(sub.start_offset, 0u);
+  EXPECT_EQ(sub.live_offset, 0u);
+  EXPECT_EQ(Publish({"a", "b"}), 0u);
+  EXPECT_EQ(Publish({"c"}), 2u);
+  auto batch = sub.queue->Pop();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ((*batch)->base_offset, 0u);
+  ASSERT_EQ((*batch)->records.size(), 2u);
+  EXPECT_EQ(Text((*batch)->records[1]), "b");
+  EXPECT_EQ((*batch)->records[1].offset, 1u);
+  EXPECT_EQ((*batch)->records[0].timestamp_micros, 1234u);
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{2, "c"}}));
+}
+
+TEST_F(ShardFixture, LatestStartsAtTheCommittedTail) {
+  Open();
+  Publish({"old1", "old2"});
+  Subscription sub = Subscribe({});
+  EXPECT_EQ(sub.start_offset, 2u);
+  EXPECT_EQ(sub.live_offset, 2u);
+  Publish({"new"});
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{2, "new"}}));
+}
+
+TEST_F(ShardFixture, EarliestReplaysHistoryThenJoinsLiveWithNoGapNoDuplicate) {
+  StreamShardOptions options;
+  options.event_batch_max_records = 2;
+  options.replay_batches_per_step = 1;  // force many interleavings with live publishes
+  Open(options);
+  for (int i = 0; i < 10; ++i) Publish({"h" + std::to_string(i)});
+  Subscription sub = Subscribe({StartPosition::Kind::kEarliest}, 4096);
+  EXPECT_EQ(sub.start_offset, 0u);
+  EXPECT_EQ(sub.live_offset, 10u);
+  // Publishes racing the replay.
+  for (int i = 0; i < 10; ++i) Publish({"l" + std::to_string(i)});
+  Drain(executor);
+  auto got = PopAll(*sub.queue);
+  ASSERT_EQ(got.size(), 20u);
+  for (uint64_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(got[i].first, i);
+    EXPECT_EQ(got[i].second, (i < 10 ? "h" : "l") + std::to_string(i % 10));
+  }
+}
+
+TEST_F(ShardFixture, ExplicitOffsetResumesExactlyThere) {
+  Open();
+  for (int i = 0; i < 5; ++i) Publish({"r" + std::to_string(i)});
+  Subscription sub = Subscribe({StartPosition::Kind::kOffset, 3});
+  EXPECT_EQ(sub.start_offset, 3u);
+  Drain(executor);
+  EXPECT_EQ(PopAll(*sub.queue),
+            (std::vector<std::pair<uint64_t, std::string>>{{3, "r3"}, {4, "r4"}}));
+}
+
+TEST_F(ShardFixture, UnservableOffsetsAreCursorErrorsNeverSilentRestarts) {
+  Open();
+  for (int i = 0; i < 5; ++i) Publish({"x"});
+  log->trimmed_below = 2;
+  auto too_old = OnExecutor(executor, [&] {
+    return shard->Subscribe({StartPosition::Kind::kOffset, 1}, 0, [] {});
+  });
+  ASSERT_TRUE(std::holds_alternative<CursorError>(too_old));
+  EXPECT_EQ(std::get<CursorError>(too_old).reason, CursorError::Reason::kTooOld);
+  EXPECT_EQ(std::get<CursorError>(too_old).available, 2u);
+  auto in_future = OnExecutor(executor, [&] {
+    return shard->Subscribe({StartPosition::Kind::kOffset, 6}, 0, [] {});
+  });
+  ASSERT_TRUE(std::holds_alternative<CursorError>(in_future));
+  EXPECT_EQ(std::get<CursorError>(in_future).reason, CursorError::Reason::kInFuture);
+  EXPECT_EQ(std::get<CursorError>(in_future).requested, 6u);
+  EXPECT_EQ(std::get<CursorError>(in_future).available, 5u);
+  // The tail itself is fine (nothing to replay).
+  Subscribe({StartPosition::Kind::kOffset, 5});
+}
+
+TEST_F(ShardFixture, SlowSubscriberDropsWhileFastOneGetsEverythingAndPublisherNeverWaits) {
+  Open();
+  Subscription slow = Subscribe({}, 2);
+  Subscription fast = Subscribe({}, 4096);
+  for (int i = 0; i < 50; ++i) Publish({"m" + std::to_string(i)});  // every ack arrived
+  EXPECT_EQ(PopAll(*fast.queue).size(), 50u);
+  auto slow_got = PopAll(*slow.queue);
+  ASSERT_EQ(slow_got.size(), 2u);  // the first two; the rest dropped for this one only
+  EXPECT_EQ(slow_got[1].first, 1u);
+  EXPECT_EQ(slow.queue->dropped_batches(), 48u);
+  EXPECT_EQ(slow.queue->first_dropped_offset(), 2u);
+  EXPECT_EQ(OnExecutor(executor, [&] { return shard->live_drops(); }), 48u);
+  Publish({"after"});
+  EXPECT_EQ(PopAll(*slow.queue),
+            (std::vector<std::pair<uint64_t, std::string>>{{50, "after"}}));  // gap visible
+}
+
+TEST_F(ShardFixture, ReplayWaitsForRoomAndNeverDrops) {
+  StreamShardOptions options;
+  options.event_batch_max_records = 1;
+  Open(options);
+  for (int i = 0; i < 30; ++i) Publish({"h" + std::to_string(i)});
+  Subscription sub = Subscribe({StartPosition::Kind::kEarliest}, 1);
+  std::vector<uint64_t> offsets;
+  while (offsets.size() < 30) {
+    Drain(executor);  // let replay refill the single slot
+    auto batch = sub.queue->Pop();
+    ASSERT_TRUE(batch) << "replay stalled at " << offsets.size();
+    offsets.push_back((*batch)->base_offset);
+  }
+  for (uint64_t i = 0; i < 30; ++i) EXPECT_EQ(offsets[i], i);
+  EXPECT_EQ(sub.queue->dropped_batches(), 0u);
+}
+
+TEST_F(ShardFixture, UncommittedRecordsAreNeitherFannedOutNorReplayed) {
+  Open();
+  Publish({"c0"});
+  log->hold_completions = true;
+  std::promise<Result<uint64_t>> acked;
+  executor.Post(
+      [&] { shard->Publish(Batch({"pending"}), [&](Result<uint64_t> r) { acked.set_value(r); }); });
+  Drain(executor);
+  EXPECT_EQ(OnExecutor(executor, [&] { return shard->committed_next(); }), 1u);
+  Subscription sub = Subscribe({StartPosition::Kind::kEarliest});
+  EXPECT_EQ(sub.live_offset, 1u);
+  Drain(executor);
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{0, "c0"}}));
+  OnExecutor(executor, [&] {
+    log->CompleteHeld();
+    return 0;
+  });
+  ASSERT_EQ(acked.get_future().get().value(), 1u);
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{1, "pending"}}));
+}
+
+TEST_F(ShardFixture, FailedAppendIsReportedAndNotFannedOut) {
+  Open();
+  Subscription sub = Subscribe({});
+  log->fail_appends = true;
+  std::promise<Result<uint64_t>> acked;
+  executor.Post(
+      [&] { shard->Publish(Batch({"x"}), [&](Result<uint64_t> r) { acked.set_value(r); }); });
+  auto r = acked.get_future().get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kIo);
+  EXPECT_FALSE(sub.queue->Pop());
+}
+
+TEST_F(ShardFixture, UnsubscribedQueuesGetNothingMore) {
+  Open();
+  Subscription sub = Subscribe({});
+  OnExecutor(executor, [&] {
+    shard->Unsubscribe(sub.id);
+    return 0;
+  });
+  Publish({"x"});
+  EXPECT_FALSE(sub.queue->Pop());
+  EXPECT_EQ(OnExecutor(executor, [&] { return shard->subscriber_count(); }), 0u);
+}
+
+}  // namespace
+}  // namespace felix::broker
