@@ -404,6 +404,29 @@ DecodeResult<Frame> DecodeFrame(std::span<const uint8_t> bytes);
 // parts that do not match the kind, and a body above kMaxBodyBytes.
 Result<std::vector<uint8_t>> EncodeFrame(const Frame& frame);
 
+// --- kind selection (the sender picks the kind from what is present) ------------------------
+
+// §6.1: a credential → 22 AuthorizedForwardPublish, none → 1 ForwardPublish.
+Kind ForwardPublishKind(const ForwardPublish& m);
+// §6.9: a condition → 34; else a credential → 23; else 11.
+Kind CacheOpFrameKind(const CacheOp& m);
+// §6.5: capabilities → 27/28, none → 5/6; `answer` picks the listener's kind.
+Kind HelloKind(const Hello& m, bool answer);
+
+// §7.1: the frame a leader sends for `records` destined to `log`. `labelled` (the follower
+// offered GENERATION_LABELS for this log) sends kind 32, or 36 with `timed` (RECORD_TIMES;
+// `records.times` must then hold one time per payload); else a commit offset sends 26; else a
+// stream batch with any mark or publisher sends 25; else the log's own kind (7, 14, 16, 18,
+// 20). The marks list is padded with `none` to one per payload where the kind has a marks
+// section and dropped where it has none; sections the chosen kind does not carry (log,
+// commit, generations, times) are set or cleared to match. Refuses marks or publishers on a
+// non-stream log that would have to be dropped; drops times unless labelled and timed.
+Result<Frame> MakeRecordsFrame(ReplicaLog log, Records records, bool labelled, bool timed);
+
+// §7.2 / §6.8: the log a records, bootstrap, rebuild, fence or fetch frame is about — the log
+// byte where the body has one, else the kind's own log. nullopt for other kinds.
+std::optional<ReplicaLog> TargetLog(const Frame& frame);
+
 // --- helpers ---------------------------------------------------------------------------------
 
 uint64_t CorrelationId(const Frame& frame);
