@@ -136,7 +136,8 @@ TEST(FlxiUnknownKind, AnswerIsKind3UnsupportedKindMatchingTheGoldenFrame) {
 TEST(FlxiUnknownKind, ShortBodyAnswersCorrelationZero) {
   for (size_t n = 0; n < 8; ++n) {
     std::vector<uint8_t> body(n, 0xFF);
-    auto f = DecodeFrame(EncodeUnsupportedKindAnswer(65535, body));
+    auto answer = EncodeUnsupportedKindAnswer(65535, body);  // the frame views it
+    auto f = DecodeFrame(answer);
     ASSERT_TRUE(f);
     EXPECT_EQ(CorrelationId(*f), 0u);
     EXPECT_EQ(std::get<ErrorAnswer>(f->body).detail, "this broker does not know frame kind 65535");
@@ -319,7 +320,8 @@ TEST(FlxiPrimitives, GenerationCountIsBounded) {
 TEST(FlxiPrimitives, CommitFlagIsStrict) {
   EXPECT_EQ(ErrorOf(FrameOf(32, LabelledBody(2, 0, 0, 0))), DecodeErrorCode::kInvalidValue);
   EXPECT_EQ(ErrorOf(FrameOf(32, LabelledBody(0, 5, 0, 0))), DecodeErrorCode::kInvalidValue);
-  auto f = DecodeFrame(FrameOf(32, LabelledBody(1, 0, 0, 0)));
+  auto frame = FrameOf(32, LabelledBody(1, 0, 0, 0));
+  auto f = DecodeFrame(frame);
   ASSERT_TRUE(f);
   EXPECT_EQ(std::get<Records>(f->body).commit_offset, std::optional<uint64_t>(0));
 }
