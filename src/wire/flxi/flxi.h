@@ -38,6 +38,7 @@ inline constexpr size_t kMaxCredentialBytes = 16384;            // Cred / OptCre
 inline constexpr uint32_t kMaxBatchPayloads = 65536;            // PayloadList count
 inline constexpr uint32_t kMaxGenerations = 512;                // generations in kinds 32/36
 inline constexpr size_t kMaxPublisherBytes = 255;               // u8 length in the marks section
+inline constexpr uint32_t kMaxFetchAnswerBytes = 4u * 1024u * 1024u;  // records per fetch answer
 
 // Message discriminants. Renumbering is forbidden; a test pins every value.
 enum class Kind : uint16_t {
@@ -447,6 +448,9 @@ std::vector<uint8_t> EncodeUnsupportedKindAnswer(uint16_t kind, std::span<const 
 uint64_t BatchChecksum(std::span<const Bytes> payloads, std::span<const RecordMark> marks);
 // True when any mark is not `none` or carries a publisher.
 bool HasAnyMark(std::span<const RecordMark> marks);
+
+// A replica clamps ReplicateFetch.max_bytes into [1, kMaxFetchAnswerBytes].
+uint32_t ClampFetchBytes(uint32_t max_bytes);
 
 // CounterAdd deltas and counter sums ride `value` as exactly 8 big-endian bytes.
 std::string EncodeCounterValue(int64_t v);

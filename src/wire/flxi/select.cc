@@ -1,4 +1,5 @@
 // Sender-side kind selection (§6.1, §6.5, §6.9, §7.1) and the receiver's target log (§7.2).
+#include <algorithm>
 #include <utility>
 
 #include "wire/flxi/flxi.h"
@@ -117,6 +118,10 @@ std::optional<ReplicaLog> TargetLog(const Frame& frame) {
     default:
       return std::nullopt;
   }
+}
+
+uint32_t ClampFetchBytes(uint32_t max_bytes) {
+  return std::clamp<uint32_t>(max_bytes, 1, kMaxFetchAnswerBytes);
 }
 
 }  // namespace felix::wire::flxi

@@ -105,6 +105,14 @@ TEST(FlxiSelect, RecordsKindFollowsTheSpecOrder) {
   EXPECT_TRUE(std::get<Records>(dropped->body).generations.empty());
 }
 
+TEST(FlxiSelect, FetchSizeIsClampedToFourMebibytes) {
+  EXPECT_EQ(ClampFetchBytes(0), 1u);
+  EXPECT_EQ(ClampFetchBytes(1u << 20), 1u << 20);
+  EXPECT_EQ(ClampFetchBytes(4u << 20), 4u << 20);
+  EXPECT_EQ(ClampFetchBytes((4u << 20) + 1), 4u << 20);
+  EXPECT_EQ(ClampFetchBytes(UINT32_MAX), 4u << 20);
+}
+
 TEST(FlxiSelect, TargetLogOfBootstrapAndControlKinds) {
   EXPECT_EQ(TargetLog(Frame{Kind::kReplicateDeadLetterBootstrap, Bootstrap{}}),
             ReplicaLog::kGroupDeadLetters);
