@@ -11,5 +11,6 @@
 namespace felix::cli {
 
 void RegisterVersionCommand(CLI::App& app);
+void RegisterLogCommand(CLI::App& app);
 
 }  // namespace felix::cli
