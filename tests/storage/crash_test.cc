@@ -15,6 +15,9 @@
 namespace felix::storage {
 namespace {
 
+[[maybe_unused]] const auto* const kCleanup =
+    ::testing::AddGlobalTestEnvironment(new test::CleanupEnvironment);
+
 using felix::testing::BuiltProgram;
 using felix::testing::ChildProcess;
 

@@ -4,9 +4,13 @@
 
 #include "storage/log_reader.h"
 #include "storage/record_format.h"
+#include "test_util.h"
 
 namespace felix::storage {
 namespace {
+
+[[maybe_unused]] const auto* const kCleanup =
+    ::testing::AddGlobalTestEnvironment(new test::CleanupEnvironment);
 
 std::vector<uint8_t> Segment(int records, size_t payload = 10, uint64_t base = 0) {
   std::vector<uint8_t> out(kSegmentHeaderBytes);

@@ -1,6 +1,7 @@
 // Helpers shared by the storage tests: temp directories, payload builders, file surgery.
 #pragma once
 
+#include <stdlib.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,8 +14,24 @@
 
 namespace felix::storage::test {
 
+// All test directories live under one per-process root, removed after a fully passing run
+// (kept for inspection when something failed).
+inline const std::string& TestRoot() {
+  static const std::string root = felix::testing::MakeTempDir("felix-storage-test");
+  return root;
+}
+
+class CleanupEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (::testing::UnitTest::GetInstance()->Passed()) std::filesystem::remove_all(TestRoot());
+  }
+};
+
 inline std::string TempDir(const std::string& name) {
-  return felix::testing::MakeTempDir("felix-storage-" + name);
+  std::string pattern = TestRoot() + "/" + name + "-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) std::abort();
+  return pattern;
 }
 
 inline std::string Payload(uint64_t i, size_t size = 0) {
