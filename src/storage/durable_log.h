@@ -146,6 +146,8 @@ class DurableLog final : public LogReader {
   uint64_t NotifyWhen(uint64_t offset, TailCallback cb) override;
   bool CancelNotify(uint64_t id) override;
 
+  // Offset after the last record written (durable or not); >= TailOffset().
+  uint64_t WrittenOffset() const { return written_end_.load(); }
   // Offset up to which the log is known durable (exclusive).
   uint64_t DurableOffset() const { return durable_atomic_.load(); }
   bool poisoned() const { return poisoned_.load(); }

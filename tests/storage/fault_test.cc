@@ -91,6 +91,50 @@ TEST(Faults, FailedFsyncFailsEveryConcurrentWaiter) {
   EXPECT_EQ(failed.load(), 40);
 }
 
+// Waits (bounded) for a condition another thread makes true.
+template <typename F>
+bool Eventually(F cond) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST(Faults, GroupCommitOneFlushCoversEveryQueuedAppender) {
+  auto dir = TempDir("group-commit");
+  auto faults = std::make_shared<FaultInjector>();
+  MetricsRegistry registry;
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.faults = faults;
+  o.metrics = &registry;
+  auto log = MustOpen(dir, o);
+  const int before = faults->syncs_started();
+  faults->HoldSyncs(true);
+  // The first appender becomes the flush leader and blocks inside its fdatasync.
+  std::thread leader([&] { ASSERT_TRUE(log->Append(AppendRecord{AsBytes("first")})); });
+  ASSERT_TRUE(Eventually([&] { return faults->syncs_held() == 1; }));
+  // Seven more write their records and queue behind that flush.
+  std::vector<std::thread> queued;
+  for (int i = 0; i < 7; ++i) {
+    queued.emplace_back([&] { ASSERT_TRUE(log->Append(AppendRecord{AsBytes("queued")})); });
+  }
+  ASSERT_TRUE(Eventually([&] { return log->WrittenOffset() == 8; }));
+  EXPECT_EQ(log->DurableOffset(), 0u);
+  EXPECT_EQ(log->TailOffset(), 0u);  // nothing acknowledged, nothing readable yet
+  faults->HoldSyncs(false);
+  leader.join();
+  for (auto& t : queued) t.join();
+  // The leader's flush covered only its own record; the next one covered all seven.
+  EXPECT_EQ(faults->syncs_started() - before, 2);
+  EXPECT_EQ(log->DurableOffset(), 8u);
+  EXPECT_NE(registry.RenderPrometheus().find(
+                "felix_storage_sync_batch_appends_bucket{log=\"log\",le=\"8\"} 2"),
+            std::string::npos)
+      << registry.RenderPrometheus();
+}
+
 TEST(Faults, PeriodicAndNoneModesPoisonOnFailedSync) {
   for (FsyncMode mode : {FsyncMode::kNone, FsyncMode::kPeriodic}) {
     auto dir = TempDir("poison-mode");
