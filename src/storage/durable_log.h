@@ -13,8 +13,9 @@
 // A failed fsync (any path) poisons the log: every later Append/Sync/Truncate/Reset answers
 // kPoisoned, a POISONED file is left in the directory, and the next Open refuses with
 // kPoisoned unless LogOptions::clear_poison is set (RecoveryReport::previous_poison then
-// carries the message). A failed write is undone (the segment is cut back to its last good
-// byte) and consumes no offsets; if the undo fails, every later append is refused until reopen.
+// carries the message). While poisoned, reads stop at DurableOffset(). A failed write is undone
+// (the segment is cut back to its last good byte) and consumes no offsets; if the undo fails, every
+// later append is refused until reopen.
 //
 // Threading contract:
 //   - Append/AppendAt/Sync: any number of threads concurrently. Appends are serialised on an

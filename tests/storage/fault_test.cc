@@ -45,6 +45,9 @@ TEST(Faults, FailedFsyncPoisonsLaterAppendsAndTheNextOpen) {
     ASSERT_FALSE(later);
     EXPECT_EQ(later.error().code, StorageErrc::kPoisoned);
     EXPECT_FALSE(log->Sync());
+    auto read = log->Read(0, ReadLimits{});
+    ASSERT_TRUE(read);
+    EXPECT_EQ(read->records.size(), 5u);  // only what is known durable
     EXPECT_FALSE(log->Truncate(5));
     EXPECT_FALSE(log->Close());
     EXPECT_NE(registry.RenderPrometheus().find("felix_storage_sync_failures_total{log=\"log\"} 1"),
