@@ -576,7 +576,9 @@ DecodeResult<void> ReadValue(const JsonValue& j, PublishRefusalReason& out,
   if (!j.is_object() || j.size() != 1) {
     return Bad(DecodeErrorCode::kInvalidJson, path, "expected a string or a one-key object");
   }
-  const auto& [name, body] = *j.items().begin();
+  const auto first = j.begin();
+  const std::string& name = first.key();
+  const JsonValue& body = first.value();
   if (!body.is_object()) {
     return Bad(DecodeErrorCode::kInvalidJson, path + "." + name, "expected an object");
   }
