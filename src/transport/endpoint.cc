@@ -972,7 +972,8 @@ void ConnImpl::NotifyClosed(CloseInfo info) {
   streams_.clear();
   for (auto& [id, s] : streams) {
     s->closed_ = true;
-    s->Abort(info.code, true);
+    // Deferred: bytes that arrived with the CONNECTION_CLOSE are delivered first.
+    ep_->Defer([s, code = info.code] { s->Abort(code, true); });
   }
   auto self = shared_from_this();
   ep_->Defer([self, info = std::move(info)] {
