@@ -273,6 +273,7 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   void Write();
   void Release();
   void MarkDirty();
+  void SetDead();
   State state() const { return state_; }
   uint64_t id() const { return id_; }
 
@@ -335,7 +336,13 @@ class EndpointImpl final : public Endpoint {
   HostPort local_address() const override { return local_hp_; }
   void Post(std::function<void()> fn) override {
     {
-      std::lock_guard<std::mutex> lock(post_mu_);
+      std::unique_lock<std::mutex> lock(post_mu_);
+      if (loop_done_) {
+        // The loop has exited: nothing else touches its state, run inline.
+        lock.unlock();
+        fn();
+        return;
+      }
       posted_.push_back(std::move(fn));
     }
     uint64_t one = 1;
@@ -420,6 +427,8 @@ class EndpointImpl final : public Endpoint {
   std::thread thread_;
   std::thread::id loop_thread_id_;
   bool stopping_ = false;
+  bool reap_needed_ = false;
+  bool loop_done_ = false;  // guarded by post_mu_
   std::mutex post_mu_;
   std::vector<std::function<void()>> posted_;
   std::deque<std::function<void()>> deferred_;
@@ -548,6 +557,11 @@ Endpoint& ConnImpl::endpoint() {
 
 void ConnImpl::MarkDirty() {
   if (conn_ && state_ != State::kDead) ep_->MarkDirty(this);
+}
+
+void ConnImpl::SetDead() {
+  state_ = State::kDead;
+  ep_->reap_needed_ = true;
 }
 
 void ConnImpl::RegisterCid(const uint8_t* data, size_t len) {
@@ -855,7 +869,7 @@ uint64_t ConnImpl::Expiry() const {
 void ConnImpl::OnTimer(uint64_t now) {
   if (!conn_ || state_ == State::kDead) return;
   if (state_ == State::kClosing || state_ == State::kDraining) {
-    if (now >= close_deadline_) state_ = State::kDead;
+    if (now >= close_deadline_) SetDead();
     return;
   }
   if (ngtcp2_conn_get_expiry(conn_) > now) return;
@@ -888,18 +902,18 @@ void ConnImpl::HandleError(int rv) {
     case NGTCP2_ERR_IDLE_CLOSE:
       if (established_) info.kind = CloseInfo::Kind::kIdle;
       info.reason = "idle timeout";
-      state_ = State::kDead;
+      SetDead();
       NotifyClosed(std::move(info));
       return;
     case NGTCP2_ERR_HANDSHAKE_TIMEOUT:
       info.reason = "handshake timeout";
-      state_ = State::kDead;
+      SetDead();
       NotifyClosed(std::move(info));
       return;
     case NGTCP2_ERR_DROP_CONN:
     case NGTCP2_ERR_RETRY:
       info.reason = "dropped";
-      state_ = State::kDead;
+      SetDead();
       NotifyClosed(std::move(info));
       return;
     case NGTCP2_ERR_CRYPTO:
@@ -920,7 +934,7 @@ void ConnImpl::HandleError(int rv) {
 void ConnImpl::StartClosing(const ngtcp2_connection_close_error& err) {
   if (state_ == State::kClosing || state_ == State::kDraining || state_ == State::kDead) return;
   if (ngtcp2_conn_is_in_closing_period(conn_) || ngtcp2_conn_is_in_draining_period(conn_)) {
-    state_ = State::kDead;
+    SetDead();
     return;
   }
   close_pkt_.resize(NGTCP2_MAX_UDP_PAYLOAD_SIZE);
@@ -931,7 +945,7 @@ void ConnImpl::StartClosing(const ngtcp2_connection_close_error& err) {
                                                       close_pkt_.size(), &err, NowNs());
   if (n <= 0) {
     close_pkt_.clear();
-    state_ = State::kDead;
+    SetDead();
     return;
   }
   close_pkt_.resize(size_t(n));
@@ -1382,8 +1396,10 @@ void EndpointImpl::Settle() {
       Reschedule(c.get());
     }
   }
+  if (!reap_needed_ || !deferred_.empty()) return;
+  reap_needed_ = false;
   for (auto it = conns_.begin(); it != conns_.end();) {
-    if (it->second->state() == ConnImpl::State::kDead && deferred_.empty()) {
+    if (it->second->state() == ConnImpl::State::kDead) {
       it->second->Release();
       it = conns_.erase(it);
     } else {
@@ -1444,6 +1460,13 @@ void EndpointImpl::Shutdown() {
   dirty_.clear();
   timers_.clear();
   timer_at_by_id_.clear();
+  std::vector<std::function<void()>> late;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    loop_done_ = true;
+    late.swap(posted_);
+  }
+  for (auto& fn : late) fn();
 }
 
 }  // namespace

@@ -12,8 +12,11 @@
 //  - Endpoint::Post, Endpoint::Dial, Endpoint::Stop, Endpoint::local_address and
 //    Endpoint::InLoopThread may be called from any thread. Stop (and the destructor) must not be
 //    called on the loop thread; they close every connection (application code 0) and join.
-//  - The Endpoint must outlive nothing in particular: it shares ownership of its TlsContext and
-//    MetricsRegistry-registered series must outlive it (the registry belongs to the daemon).
+//    After the loop has exited, Post runs the function inline on the caller's thread.
+//  - Stream handlers should not capture their own Stream's shared_ptr (a cycle) unless they
+//    drop it on on_fin/on_reset.
+//  - Lifetimes: the Endpoint shares ownership of its TlsContext; the MetricsRegistry must
+//    outlive it; anything that calls into it (PeerPool, the broker) must be stopped before it.
 //
 // Flow control is backpressure: received bytes stay in the stream's receive buffer, and QUIC
 // credit (MAX_STREAM_DATA / MAX_DATA) is returned only when the application calls

@@ -194,9 +194,12 @@ TEST(EndpointTest, FlowControlIsBackpressure) {
     reader->consumed += reader->stream->received_buffered();
     reader->stream->Consume(reader->stream->received_buffered());
   });
-  std::unique_lock<std::mutex> lock(reader->mu);
-  ASSERT_TRUE(reader->cv.wait_for(lock, kWait, [&] { return reader->fin; }));
-  EXPECT_EQ(reader->consumed, kTotal);
+  {
+    std::unique_lock<std::mutex> lock(reader->mu);
+    ASSERT_TRUE(reader->cv.wait_for(lock, kWait, [&] { return reader->fin; }));
+    EXPECT_EQ(reader->consumed, kTotal);
+  }
+  OnLoop(**server, [&] { reader->stream.reset(); });  // break the handler <-> stream cycle
 }
 
 TEST(EndpointTest, ApplicationCloseCodeReachesPeer) {

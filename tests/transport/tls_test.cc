@@ -156,6 +156,43 @@ TEST(ClientPortTest, ClientVerifiesSelfSignedLocalhostCertificate) {
   ASSERT_FALSE(wrong.has_value());
 }
 
+// FELIX_TLS_CLIENT_CA: client certificates are optional on the client port, verified when
+// presented.
+TEST(ClientPortTest, OptionalClientCertificateIsVerifiedWhenPresented) {
+  MetricsRegistry metrics;
+  TestPki pki;
+  TlsOptions so;
+  so.ca_file = pki.ca_file();
+  EchoServer server(MakeTls(so), metrics);
+
+  auto [crt, key] = pki.Issue("alice", {"alice.clients.example"});
+  TlsOptions with_cert;
+  with_cert.cert_file = crt;
+  with_cert.key_file = key;
+  auto d1 = MakeDialer(MakeTls(with_cert), metrics);
+  auto c1 = DialAndWait(*d1, server.addr(), "localhost");
+  ASSERT_TRUE(c1.has_value()) << c1.error().message;
+  auto accepted = server.first->get_future();
+  auto sconn = Await(accepted);
+  EXPECT_TRUE(Contains(OnLoop(*server.ep, [&] { return sconn->peer_dns_names(); }),
+                       "alice.clients.example"));
+
+  TlsOptions without;
+  without.no_certificate = true;
+  auto d2 = MakeDialer(MakeTls(without), metrics);
+  auto c2 = DialAndWait(*d2, server.addr(), "localhost");
+  ASSERT_TRUE(c2.has_value()) << c2.error().message;
+  EXPECT_EQ(EchoRoundTrip(*d2, *c2, "anon"), "anon");
+
+  TestPki rogue("rogue-ca");
+  auto [rcrt, rkey] = rogue.Issue("mallory", {"mallory"});
+  TlsOptions bad;
+  bad.cert_file = rcrt;
+  bad.key_file = rkey;
+  auto d3 = MakeDialer(MakeTls(bad), metrics);
+  ASSERT_FALSE(DialAndWait(*d3, server.addr(), "localhost").has_value());
+}
+
 TEST(TlsContextTest, UnsetInternalVariablesWarnAndAcceptAnyPeer) {
   MetricsRegistry metrics;
   std::vector<std::string> warnings;
