@@ -984,7 +984,8 @@ void ConnImpl::NotifyClosed(CloseInfo info) {
   }
   auto streams = std::move(streams_);
   streams_.clear();
-  for (auto& [id, s] : streams) {
+  for (auto& entry : streams) {
+    std::shared_ptr<StreamImpl> s = entry.second;
     s->closed_ = true;
     // Deferred: bytes that arrived with the CONNECTION_CLOSE are delivered first.
     ep_->Defer([s, code = info.code] { s->Abort(code, true); });

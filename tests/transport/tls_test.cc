@@ -262,6 +262,27 @@ TEST(TlsRotationTest, NewHandshakesUseReloadedCertificate) {
   EXPECT_EQ(EchoRoundTrip(*dialer, *first, "old-still-up"), "old-still-up");
 }
 
+// The periodic path: with a zero interval every new handshake re-reads the files.
+TEST(TlsRotationTest, PeriodicReloadPicksUpReplacedFiles) {
+  MetricsRegistry metrics;
+  TestPki pki;
+  auto [crt, key] = pki.Issue("node-b", {"node-b", "v1.node-b"});
+  TlsOptions so = InternalTls(crt, key, pki.ca_file());
+  so.reload_interval = std::chrono::milliseconds(0);
+  EndpointOptions eo;
+  eo.name = "internal";
+  EchoServer server(MakeTls(so), metrics, eo);
+  auto [ccrt, ckey] = pki.Issue("node-a", {"node-a"});
+  auto dialer = MakeDialer(MakeTls(InternalTls(ccrt, ckey, pki.ca_file())), metrics);
+  auto first = DialAndWait(*dialer, server.addr(), "node-b");
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  pki.Issue("node-b", {"node-b", "v2.node-b"});
+  auto second = DialAndWait(*dialer, server.addr(), "node-b");
+  ASSERT_TRUE(second.has_value()) << second.error().message;
+  EXPECT_TRUE(Contains(OnLoop(*dialer, [&] { return (*second)->peer_dns_names(); }), "v2.node-b"));
+  EXPECT_EQ(EchoRoundTrip(*dialer, *first, "old"), "old");
+}
+
 // A broken file at reload time keeps the previous certificate in use.
 TEST(TlsRotationTest, FailedReloadKeepsPreviousCertificate) {
   MetricsRegistry metrics;
