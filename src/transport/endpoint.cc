@@ -286,6 +286,7 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   static ngtcp2_callbacks Callbacks(bool server);
   void FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p);
   Result<void> InitTls(const std::string& server_name);
+  void SetKeepAlive();
   Result<std::shared_ptr<Stream>> Open(bool uni);
   std::shared_ptr<StreamImpl> StreamFor(int64_t id, bool create);
   void HandleError(int rv);
@@ -539,6 +540,9 @@ void StreamImpl::Abort(uint64_t code, bool notify) {
   if (aborted_) return;
   aborted_ = true;
   tx_dead_ = true;
+  // A stream whose both directions already ended for the application (fin delivered, own side
+  // finished or receive-only) has nothing left to abort.
+  if (fin_delivered_ && (fin_requested_ || !can_send())) notify = false;
   if (notify && handlers_.on_reset) {
     auto c = conn_.lock();
     if (c)
@@ -719,6 +723,15 @@ void ConnImpl::FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p) {
   p.active_connection_id_limit = 4;
 }
 
+void ConnImpl::SetKeepAlive() {
+  const EndpointOptions& o = ep_->options();
+  auto ka = o.keep_alive;
+  if (ka.count() <= 0) return;
+  if (ka >= o.idle_timeout / 2) ka = o.idle_timeout / 2;
+  if (ka.count() <= 0) return;
+  ngtcp2_conn_set_keep_alive_timeout(conn_, uint64_t(ka.count()) * NGTCP2_MILLISECONDS);
+}
+
 Result<void> ConnImpl::InitTls(const std::string& server_name) {
   TlsContext& ctx = *ep_->options().tls;
   ctx.MaybeReload();
@@ -755,6 +768,7 @@ Result<void> ConnImpl::InitServer(const ngtcp2_pkt_hd& hd, const sockaddr* from,
     return Fail(ErrorCode::kInternal,
                 std::string("ngtcp2_conn_server_new: ") + ngtcp2_strerror(rv));
   ref_.conn = conn_;
+  SetKeepAlive();
   if (auto r = InitTls(""); !r) return r;
   RegisterCid(hd.dcid.data, hd.dcid.datalen);
   RegisterCid(scid.data, scid.datalen);
@@ -782,6 +796,7 @@ Result<void> ConnImpl::InitClient(const sockaddr* to, socklen_t tolen, const Dia
     return Fail(ErrorCode::kInternal,
                 std::string("ngtcp2_conn_client_new: ") + ngtcp2_strerror(rv));
   ref_.conn = conn_;
+  SetKeepAlive();
   if (auto r = InitTls(options.server_name); !r) return r;
   RegisterCid(scid.data, scid.datalen);
   MarkDirty();

@@ -53,7 +53,8 @@ struct StreamHandlers {
   // The peer finished its side and every received byte has been consumed.
   std::function<void(Stream&)> on_fin;
   // The stream was aborted: the peer reset it or asked us to stop sending (code = its
-  // application error code), or the connection closed under it (code = the close code).
+  // application error code), or the connection closed under it (code = the close code). Not
+  // delivered once on_fin was delivered and our own side was finished (nothing left to abort).
   std::function<void(Stream&, uint64_t code)> on_reset;
   // The unacknowledged send backlog fell below half the high-water mark after a Write that
   // returned false.
@@ -127,6 +128,9 @@ struct EndpointOptions {
   std::string name;                 // metrics label and logs, e.g. "client", "internal"
   std::chrono::milliseconds idle_timeout{6000};
   std::chrono::milliseconds handshake_timeout{5000};
+  // PING after this much silence so a live but quiet peer is not idled out (0: off). Values
+  // not below half the idle timeout are replaced by half of it.
+  std::chrono::milliseconds keep_alive{2000};
   uint64_t max_streams_bidi = 1024;  // concurrent peer-opened streams allowed, each kind
   uint64_t max_streams_uni = 1024;
   uint64_t initial_stream_window = 1u << 20;
