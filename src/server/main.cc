@@ -14,6 +14,7 @@
 #include "server/admin_api.h"
 #include "server/broker_config.h"
 #include "server/http_endpoint.h"
+#include "transport/broker_listeners.h"
 
 namespace {
 
@@ -83,6 +84,23 @@ int Run(int argc, char** argv) {
     std::cerr << "felix-broker: " << http_addr.error().message << "\n";
     return 1;
   }
+  felix::transport::ListenerConfig lc;
+  lc.client_bind = config.quic_bind;
+  lc.internal_bind = config.internal_bind;
+  lc.tls_cert = config.tls_cert;
+  lc.tls_key = config.tls_key;
+  lc.tls_client_ca = config.tls_client_ca;
+  lc.internal_tls_cert = config.internal_tls_cert;
+  lc.internal_tls_key = config.internal_tls_key;
+  lc.internal_tls_ca = config.internal_tls_ca;
+  lc.node_id = config.node_id;
+  std::vector<std::string> tls_warnings;
+  auto quic = felix::transport::BrokerListeners::Start(lc, metrics, &tls_warnings);
+  for (const auto& w : tls_warnings) std::cerr << "felix-broker: warning: " << w << "\n";
+  if (!quic) {
+    std::cerr << "felix-broker: " << quic.error().message << "\n";
+    return 1;
+  }
   if (auto written = (*admin)->WriteCredentials(*http_addr); !written) {
     std::cerr << "felix-broker: " << written.error().message << "\n";
     return 1;
@@ -91,7 +109,9 @@ int Run(int argc, char** argv) {
   spdlog::info("broker started version={} data_dir={} http={}", felix::kVersion,
                std::filesystem::absolute(config.data_dir).string(), http_addr->ToString());
   // Machine-readable line on stdout: tests and scripts wait for it.
-  std::printf("felix-broker listening http=%s data_dir=%s\n", http_addr->ToString().c_str(),
+  std::printf("felix-broker listening quic=%s internal=%s http=%s data_dir=%s\n",
+              (*quic)->client_address().ToString().c_str(),
+              (*quic)->internal_address().ToString().c_str(), http_addr->ToString().c_str(),
               config.data_dir.c_str());
   std::fflush(stdout);
 
@@ -99,6 +119,7 @@ int Run(int argc, char** argv) {
   sigwait(&signals, &signal_number);
   spdlog::info("shutdown signal={}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   http.SetReady(false);
+  (*quic)->Stop();
   http.Stop();
   spdlog::info("drain complete");
   return 0;
