@@ -18,8 +18,13 @@
 // later append is refused until reopen.
 //
 // Threading contract:
-//   - Append/AppendAt/Sync: any number of threads concurrently. Appends are serialised on an
-//     internal mutex (one pwrite per batch); the fsync wait happens outside it.
+//   - Append/AppendAt/AppendAsync/Sync: any number of threads concurrently. Appends are
+//     serialised on an internal mutex (one pwrite per batch); the fsync wait happens outside
+//     it. Append blocks its caller until durable under kOnCommit; AppendAsync never waits for
+//     the flush (its callback runs on the log's flusher thread), for shard executors.
+//   - The log owns at most one flusher thread: started at open under kPeriodic, or on the
+//     first AppendAsync; joined by Close. Under kOnCommit the flush is otherwise done by the
+//     appender that becomes the group-commit leader.
 //   - Read/ReadOne/WaitFor/NotifyWhen/CancelNotify/Tail/Base/DurableOffset: any thread,
 //     concurrently with appends (positioned reads, no lock held during I/O).
 //   - Truncate/Reset: callable from any thread, but the caller (replication) must not have
