@@ -180,9 +180,28 @@ StorageResult<void> DurableLog::Apply(RecoveryPlan plan) {
     metrics_->index_rebuilds->Increment(report_.indexes_rebuilt);
   }
   if (opts_.fsync_mode == FsyncMode::kPeriodic) {
-    flusher_ = std::thread([this] { FlusherLoop(); });
+    std::lock_guard<std::mutex> f(flusher_mu_);
+    StartFlusherLocked();
   }
   return {};
+}
+
+void DurableLog::StartFlusherLocked() {
+  if (!flusher_.joinable() && !stop_flusher_) flusher_ = std::thread([this] { FlusherLoop(); });
+}
+
+void DurableLog::CompleteAsync(bool all, const StorageResult<void>& result) {
+  std::vector<AsyncWaiter> done;
+  {
+    std::lock_guard<std::mutex> l(flusher_mu_);
+    const uint64_t durable = durable_atomic_.load();
+    size_t n = 0;
+    while (n < async_.size() && (all || async_[n].need <= durable)) ++n;
+    done.assign(std::make_move_iterator(async_.begin()),
+                std::make_move_iterator(async_.begin() + long(n)));
+    async_.erase(async_.begin(), async_.begin() + long(n));
+  }
+  for (auto& w : done) w.cb(result);
 }
 
 StorageResult<std::shared_ptr<Segment>> DurableLog::CreateSegment(uint64_t base) {
@@ -297,8 +316,14 @@ StorageResult<AppendResult> DurableLog::AppendAt(uint64_t expected_first,
   return AppendImpl(expected_first, records);
 }
 
+StorageResult<AppendResult> DurableLog::AppendAsync(std::span<const AppendRecord> records,
+                                                    DurableCallback on_durable) {
+  return AppendImpl(std::nullopt, records, &on_durable);
+}
+
 StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expected,
-                                                   std::span<const AppendRecord> records) {
+                                                   std::span<const AppendRecord> records,
+                                                   DurableCallback* on_durable) {
   auto started = std::chrono::steady_clock::now();
   if (records.empty()) return StorageFail(StorageErrc::kInvalidArgument, "empty append");
   uint64_t total = 0;
@@ -374,8 +399,16 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
     next_offset_ = offset;
     written_end_.store(offset);
     new_tail = offset;
+    if (on_durable != nullptr) {
+      std::lock_guard<std::mutex> f(flusher_mu_);
+      async_.push_back(AsyncWaiter{offset, std::move(*on_durable)});
+      StartFlusherLocked();
+      flusher_cv_.notify_all();
+    }
   }
-  if (opts_.fsync_mode == FsyncMode::kOnCommit) {
+  if (on_durable != nullptr) {
+    if (opts_.fsync_mode != FsyncMode::kOnCommit) notifier_.Advance(new_tail);
+  } else if (opts_.fsync_mode == FsyncMode::kOnCommit) {
     if (auto r = WaitDurable(new_tail); !r) return tl::unexpected(r.error());
   } else {
     notifier_.Advance(new_tail);
@@ -763,14 +796,14 @@ StorageResult<RetentionResult> DurableLog::EnforceRetention(uint64_t now_ms) {
 
 StorageResult<void> DurableLog::Close() {
   if (closed_.exchange(true)) return {};
-  if (flusher_.joinable()) {
-    {
-      std::lock_guard<std::mutex> l(flusher_mu_);
-      stop_flusher_ = true;
-    }
-    flusher_cv_.notify_all();
-    flusher_.join();
+  std::thread flusher;
+  {
+    std::lock_guard<std::mutex> l(flusher_mu_);
+    stop_flusher_ = true;
+    flusher = std::move(flusher_);
   }
+  flusher_cv_.notify_all();
+  if (flusher.joinable()) flusher.join();
   StorageResult<void> result;
   {
     std::lock_guard<std::mutex> l(append_mu_);
@@ -785,18 +818,32 @@ StorageResult<void> DurableLog::Close() {
       result = StorageFail(PoisonError());
     }
   }
+  // Async appends still waiting learn the outcome of the final flush.
+  CompleteAsync(true, result);
   notifier_.Close();
   return result;
 }
 
 void DurableLog::FlusherLoop() {
   std::unique_lock<std::mutex> l(flusher_mu_);
+  const bool periodic = opts_.fsync_mode == FsyncMode::kPeriodic;
   while (!stop_flusher_) {
-    flusher_cv_.wait_for(l, opts_.fsync_interval, [&] { return stop_flusher_; });
+    auto ready = [&] { return stop_flusher_ || !async_.empty(); };
+    if (periodic) {
+      flusher_cv_.wait_for(l, opts_.fsync_interval, ready);
+    } else {
+      flusher_cv_.wait(l, ready);
+    }
     if (stop_flusher_) break;
     l.unlock();
     uint64_t target = written_end_.load();
-    if (target > durable_atomic_.load() && !poisoned_.load()) (void)WaitDurable(target);
+    StorageResult<void> r;
+    if (poisoned_.load()) {
+      r = StorageFail(PoisonError());
+    } else if (target > durable_atomic_.load()) {
+      r = WaitDurable(target);
+    }
+    CompleteAsync(!r, r);
     l.lock();
   }
 }

@@ -18,8 +18,13 @@
 // later append is refused until reopen.
 //
 // Threading contract:
-//   - Append/AppendAt/Sync: any number of threads concurrently. Appends are serialised on an
-//     internal mutex (one pwrite per batch); the fsync wait happens outside it.
+//   - Append/AppendAt/AppendAsync/Sync: any number of threads concurrently. Appends are
+//     serialised on an internal mutex (one pwrite per batch); the fsync wait happens outside
+//     it. Append blocks its caller until durable under kOnCommit; AppendAsync never waits for
+//     the flush (its callback runs on the log's flusher thread), for shard executors.
+//   - The log owns at most one flusher thread: started at open under kPeriodic, or on the
+//     first AppendAsync; joined by Close. Under kOnCommit the flush is otherwise done by the
+//     appender that becomes the group-commit leader.
 //   - Read/ReadOne/WaitFor/NotifyWhen/CancelNotify/Tail/Base/DurableOffset: any thread,
 //     concurrently with appends (positioned reads, no lock held during I/O).
 //   - Truncate/Reset: callable from any thread, but the caller (replication) must not have
@@ -35,6 +40,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -115,6 +121,15 @@ class DurableLog final : public LogReader {
   // nothing written, no offset consumed.
   StorageResult<AppendResult> AppendAt(uint64_t expected_first,
                                        std::span<const AppendRecord> records);
+  // For an executor that must not block on fsync: writes the batch now and returns its
+  // offsets at once; `on_durable` runs later on the log's flusher thread (started on first use)
+  // once a flush covered the batch — Ok, or the poison error if the flush failed — or from
+  // Close. Under kOnCommit readers see the batch only once it is durable, as with Append.
+  // Any fsync mode: the call asks for a flush. The callback must be short and must not call
+  // Close; it may append.
+  using DurableCallback = std::function<void(const StorageResult<void>&)>;
+  StorageResult<AppendResult> AppendAsync(std::span<const AppendRecord> records,
+                                          DurableCallback on_durable);
   // Makes everything appended so far durable (group commit with concurrent appenders).
   StorageResult<void> Sync();
 
@@ -161,7 +176,10 @@ class DurableLog final : public LogReader {
   DurableLog(std::string dir, LogOptions options);
   StorageResult<void> Apply(RecoveryPlan plan);
   StorageResult<AppendResult> AppendImpl(std::optional<uint64_t> expected,
-                                         std::span<const AppendRecord> records);
+                                         std::span<const AppendRecord> records,
+                                         DurableCallback* on_durable = nullptr);
+  void StartFlusherLocked();
+  void CompleteAsync(bool all, const StorageResult<void>& result);
   StorageResult<void> RollLocked();
   StorageResult<std::shared_ptr<Segment>> CreateSegment(uint64_t base);
   StorageResult<void> WaitDurable(uint64_t need);
@@ -215,11 +233,16 @@ class DurableLog final : public LogReader {
   std::atomic<uint64_t> commit_offset_{0};
   std::atomic<bool> retention_hold_{false};
 
-  // Periodic flusher.
-  std::thread flusher_;
+  // Flusher thread: periodic flushes and AppendAsync completions.
+  std::thread flusher_;  // flusher_mu_
   std::mutex flusher_mu_;
   std::condition_variable flusher_cv_;
-  bool stop_flusher_ = false;
+  bool stop_flusher_ = false;  // flusher_mu_
+  struct AsyncWaiter {
+    uint64_t need;
+    DurableCallback cb;
+  };
+  std::vector<AsyncWaiter> async_;  // flusher_mu_, in offset order
 
   TailNotifier notifier_{0};
   RecoveryReport report_;

@@ -2,6 +2,7 @@
 // tail following, group commit, retention, truncation and reset, index rebuilds.
 #include <atomic>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -221,6 +222,35 @@ TEST(DurableLog, OnCommitConcurrentAppendersGetUniqueDurableOffsets) {
   EXPECT_NE(text.find("felix_storage_sync_batch_appends_count{log=\"log\"}"), std::string::npos);
   EXPECT_NE(text.find("felix_storage_sync_duration_seconds_count"), std::string::npos);
   EXPECT_NE(text.find("felix_storage_append_duration_seconds_count"), std::string::npos);
+}
+
+TEST(DurableLog, AppendAsyncReturnsAtOnceAndCallsBackWhenDurable) {
+  for (FsyncMode mode : {FsyncMode::kOnCommit, FsyncMode::kPeriodic, FsyncMode::kNone}) {
+    auto dir = TempDir("async");
+    LogOptions o = Opts(mode);
+    o.fsync_interval = std::chrono::hours(1);  // the flush comes from the request, not a tick
+    auto log = MustOpen(dir, o);
+    constexpr int kBatches = 20;
+    std::vector<std::promise<StorageResult<void>>> done(kBatches);
+    for (int i = 0; i < kBatches; ++i) {
+      std::string p = Payload(uint64_t(i));
+      AppendRecord rec{AsBytes(p)};
+      auto r = log->AppendAsync({&rec, 1}, [&done, i](const StorageResult<void>& res) {
+        done[size_t(i)].set_value(res);
+      });
+      ASSERT_TRUE(r) << r.error().ToString();
+      EXPECT_EQ(r->first_offset, uint64_t(i));
+    }
+    for (int i = 0; i < kBatches; ++i) {
+      auto f = done[size_t(i)].get_future();
+      ASSERT_EQ(f.wait_for(30s), std::future_status::ready) << FsyncModeName(mode) << " " << i;
+      EXPECT_TRUE(f.get());
+      EXPECT_GT(log->DurableOffset(), uint64_t(i));
+    }
+    EXPECT_EQ(log->WaitFor(kBatches - 1, std::chrono::steady_clock::now() + 30s),
+              WaitOutcome::kReady);
+    ExpectRecords(*log, 0, kBatches);
+  }
 }
 
 TEST(DurableLog, SyncMakesNoneModeDurable) {

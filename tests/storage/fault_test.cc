@@ -2,6 +2,7 @@
 // syncs and the next open report it); a failed write is undone and consumes no offsets.
 #include <cerrno>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -136,6 +137,28 @@ TEST(Faults, GroupCommitOneFlushCoversEveryQueuedAppender) {
                 "felix_storage_sync_batch_appends_bucket{log=\"log\",le=\"8\"} 2"),
             std::string::npos)
       << registry.RenderPrometheus();
+}
+
+TEST(Faults, AppendAsyncReportsTheFailedFlush) {
+  auto dir = TempDir("async-poison");
+  auto faults = std::make_shared<FaultInjector>();
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.faults = faults;
+  auto log = MustOpen(dir, o);
+  faults->FailSyncs(1, EIO);
+  std::promise<StorageResult<void>> done;
+  std::string p = Payload(0);
+  AppendRecord rec{AsBytes(p)};
+  auto r =
+      log->AppendAsync({&rec, 1}, [&](const StorageResult<void>& res) { done.set_value(res); });
+  ASSERT_TRUE(r);
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  auto res = f.get();
+  ASSERT_FALSE(res);
+  EXPECT_EQ(res.error().code, StorageErrc::kPoisoned);
+  EXPECT_EQ(log->TailOffset(), 0u);  // never durable, never readable
+  EXPECT_FALSE(log->AppendAsync({&rec, 1}, [](const StorageResult<void>&) {}));
 }
 
 TEST(Faults, PeriodicAndNoneModesPoisonOnFailedSync) {
