@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "catalog/embedded_catalog.h"
@@ -35,8 +36,11 @@ class AdminApi {
 
   void Register(HttpEndpoint& http);
 
-  // Writes <data_dir>/admin-credentials.json (0600) with the bound HTTP address.
-  Result<void> WriteCredentials(const HostPort& http_addr);
+  // Writes <data_dir>/admin-credentials.json (0600) with the bound HTTP address and the client
+  // QUIC address (`quic_addr`, else the configured FELIX_QUIC_BIND). May be called again, e.g.
+  // once the QUIC listener has bound its real port.
+  Result<void> WriteCredentials(const HostPort& http_addr,
+                                const std::optional<HostPort>& quic_addr = std::nullopt);
 
   catalog::Catalog& catalog() { return *catalog_; }
   const std::string& credentials_path() const { return credentials_path_; }
