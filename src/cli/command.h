@@ -11,5 +11,7 @@
 namespace felix::cli {
 
 void RegisterVersionCommand(CLI::App& app);
+// tenant, namespace, stream, cache and token groups (admin API client).
+void RegisterAdminCommands(CLI::App& app);
 
 }  // namespace felix::cli

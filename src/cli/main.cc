@@ -5,6 +5,7 @@ int main(int argc, char** argv) {
   CLI::App app{"felix: command-line client for Felix brokers"};
   app.require_subcommand(1);
   felix::cli::RegisterVersionCommand(app);
+  felix::cli::RegisterAdminCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

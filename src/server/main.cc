@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "felix/version.h"
+#include "server/admin_api.h"
 #include "server/broker_config.h"
 #include "server/http_endpoint.h"
 
@@ -68,10 +69,22 @@ int Run(int argc, char** argv) {
   }
 
   felix::MetricsRegistry metrics;
+  // Embedded catalog + admin API, declared before (so destroyed after) the HTTP endpoint
+  // that serves it; the credential file is written once the HTTP address is known.
+  auto admin = felix::server::AdminApi::Open(config, metrics);
+  if (!admin) {
+    std::cerr << "felix-broker: " << admin.error().message << "\n";
+    return 1;
+  }
   felix::server::HttpEndpoint http(metrics);
+  (*admin)->Register(http);
   auto http_addr = http.Start(config.metrics_bind);
   if (!http_addr) {
     std::cerr << "felix-broker: " << http_addr.error().message << "\n";
+    return 1;
+  }
+  if (auto written = (*admin)->WriteCredentials(*http_addr); !written) {
+    std::cerr << "felix-broker: " << written.error().message << "\n";
     return 1;
   }
   http.SetReady(true);

@@ -1,0 +1,59 @@
+// AdminApi: the broker's admin HTTP API (tenants, namespaces, streams, caches, signing keys,
+// token issuance) on the HttpEndpoint, shaped like the reference control-plane API
+// (control-plane.md §4.2, auth.md §4): JSON bodies, error body
+// {"code","message","request_id":null}, 201 on create, 204 on delete, 409 on duplicates,
+// 400 on validation, 404 when missing.
+//
+// Every route except the JWKS needs `Authorization: Bearer <admin token>`: 401 without a
+// bearer token, 403 with a wrong one (checked before anything else, in constant time).
+//
+// It owns the embedded catalog (opened from the data directory) and writes the admin
+// credential file once the HTTP address is known. Register() must run before
+// HttpEndpoint::Start(); the AdminApi must outlive the endpoint's serving. Handlers run on
+// httplib's worker threads; the catalog is thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "catalog/embedded_catalog.h"
+#include "common/metrics.h"
+#include "common/net_address.h"
+#include "common/result.h"
+#include "server/broker_config.h"
+#include "server/http_endpoint.h"
+
+namespace felix::server {
+
+class AdminApi {
+ public:
+  // Opens the catalog in config.data_dir (first start: default tenant, namespace and key) and
+  // settles the admin token: FELIX_ADMIN_TOKEN if set, else the one in an existing credential
+  // file, else a fresh random one.
+  static Result<std::unique_ptr<AdminApi>> Open(const BrokerConfig& config,
+                                                MetricsRegistry& metrics);
+
+  void Register(HttpEndpoint& http);
+
+  // Writes <data_dir>/admin-credentials.json (0600) with the bound HTTP address.
+  Result<void> WriteCredentials(const HostPort& http_addr);
+
+  catalog::Catalog& catalog() { return *catalog_; }
+  const std::string& credentials_path() const { return credentials_path_; }
+
+ private:
+  AdminApi(const BrokerConfig& config, MetricsRegistry& metrics,
+           std::unique_ptr<catalog::EmbeddedCatalog> catalog, std::string admin_token);
+
+  const BrokerConfig config_;
+  std::unique_ptr<catalog::EmbeddedCatalog> catalog_;
+  const std::string admin_token_;
+  const std::string credentials_path_;
+  Counter& missing_token_;
+  Counter& invalid_token_;
+};
+
+// "http://host:port" reachable from this machine: a wildcard bind becomes loopback.
+std::string LocalUrl(const HostPort& addr);
+
+}  // namespace felix::server

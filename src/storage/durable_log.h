@@ -1,0 +1,225 @@
+// DurableLog: one segmented, checksummed, append-only log in its own directory (one per shard
+// and log kind). Offsets are assigned by the log, start at the base offset and are never
+// renumbered; records carry the generation they were written in and a timestamp.
+//
+// Durability (LogOptions::fsync_mode):
+//   kOnCommit  Append returns only after fdatasync covered the batch. Group commit: a waiting
+//              appender either becomes the flush leader or sleeps on its own condition
+//              variable; a finished flush wakes only the waiters it covered, plus the first
+//              uncovered one to lead the next flush. Readers see a record once it is durable.
+//   kPeriodic  a flusher thread owned by the log syncs every `fsync_interval` (idle logs issue
+//              no fsync). Readers see a record once written.
+//   kNone      synced only at roll, Sync(), Truncate/Reset and Close.
+// A failed fsync (any path) poisons the log: every later Append/Sync/Truncate/Reset answers
+// kPoisoned, a POISONED file is left in the directory, and the next Open refuses with
+// kPoisoned unless LogOptions::clear_poison is set (RecoveryReport::previous_poison then
+// carries the message). A failed write is undone (the segment is cut back to its last good
+// byte) and consumes no offsets; if the undo fails, every later append is refused until reopen.
+//
+// Threading contract:
+//   - Append/AppendAt/Sync: any number of threads concurrently. Appends are serialised on an
+//     internal mutex (one pwrite per batch); the fsync wait happens outside it.
+//   - Read/ReadOne/WaitFor/NotifyWhen/CancelNotify/Tail/Base/DurableOffset: any thread,
+//     concurrently with appends (positioned reads, no lock held during I/O).
+//   - Truncate/Reset: callable from any thread, but the caller (replication) must not have
+//     appends in flight on this log; readers of the removed records see them vanish.
+//   - EnforceRetention: any thread (the broker's retention timer); serialises with appends.
+//   - Close: once, after callers stopped issuing calls; the destructor closes if needed.
+//   - NotifyWhen callbacks run on the appending (or flushing) thread, outside the log's locks;
+//     they must be short and must not append to the same log.
+// The MetricsRegistry (if given) must outlive the log.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "storage/io_util.h"
+#include "storage/log_reader.h"
+#include "storage/record_format.h"
+#include "storage/recovery.h"
+#include "storage/storage_error.h"
+#include "storage/storage_metrics.h"
+
+namespace felix {
+class MetricsRegistry;
+}
+
+namespace felix::storage {
+
+enum class FsyncMode { kNone, kPeriodic, kOnCommit };
+const char* FsyncModeName(FsyncMode mode);
+// "none" | "periodic" | "on_commit"
+std::optional<FsyncMode> ParseFsyncMode(std::string_view text);
+
+struct LogOptions {
+  FsyncMode fsync_mode = FsyncMode::kPeriodic;
+  std::chrono::milliseconds fsync_interval{250};
+  uint64_t segment_bytes = 256ull << 20;
+  uint64_t index_spacing_bytes = 4096;
+  uint64_t retention_bytes = 0;           // 0 = unbounded
+  std::chrono::seconds retention_age{0};  // 0 = unbounded
+  uint64_t max_records_per_read = 10000;
+  uint64_t initial_base_offset = 0;    // base of a brand-new log
+  bool verify_all_on_open = false;     // check every record of sealed segments too
+  bool clear_poison = false;           // open a log poisoned in an earlier run
+  std::string metrics_label = "log";   // label log="..." on the storage series
+  MetricsRegistry* metrics = nullptr;  // optional; must outlive the log
+#if FELIX_FAULT_INJECTION
+  std::shared_ptr<FaultInjector> faults;  // tests: inject fsync/write failures
+#endif
+};
+
+struct RecoveryReport {
+  bool fresh = false;
+  bool torn_tail_repaired = false;
+  std::string torn_reason;
+  uint64_t truncated_bytes = 0;
+  uint64_t blank_segments_removed = 0;
+  uint64_t indexes_rebuilt = 0;
+  uint64_t segments = 0;
+  uint64_t records_scanned = 0;
+  uint64_t bytes_scanned = 0;
+  std::string previous_poison;  // set when clear_poison opened a poisoned log
+};
+
+struct RetentionResult {
+  uint64_t segments_deleted = 0;
+  uint64_t bytes_reclaimed = 0;
+  uint64_t base_offset = 0;
+};
+
+struct Segment;
+
+class DurableLog final : public LogReader {
+ public:
+  static StorageResult<std::unique_ptr<DurableLog>> Open(std::string dir, LogOptions options);
+  ~DurableLog() override;
+  DurableLog(const DurableLog&) = delete;
+  DurableLog& operator=(const DurableLog&) = delete;
+
+  // Appends the batch with one write; offsets are consecutive from the tail.
+  StorageResult<AppendResult> Append(std::span<const AppendRecord> records);
+  StorageResult<AppendResult> Append(const AppendRecord& record) { return Append({&record, 1}); }
+  // Appends only if `expected_first` equals the tail; else kOffsetMismatch (with the tail),
+  // nothing written, no offset consumed.
+  StorageResult<AppendResult> AppendAt(uint64_t expected_first,
+                                       std::span<const AppendRecord> records);
+  // Makes everything appended so far durable (group commit with concurrent appenders).
+  StorageResult<void> Sync();
+
+  // Replication: cut the log so that the tail becomes `new_tail`. kBelowCommit if that would
+  // discard a record below the commit offset; kInvalidArgument below the base or past the tail.
+  StorageResult<void> Truncate(uint64_t new_tail);
+  // Replication bootstrap/rebuild: discard everything and begin empty at `base`. kBelowCommit
+  // if records in [max(base offset, base), commit offset) would be discarded.
+  StorageResult<void> Reset(uint64_t base);
+  // The commit offset (one past the last committed record), kept by replication; storage
+  // refuses to cut below it. In memory only (replication persists it).
+  void SetCommitOffset(uint64_t offset) { commit_offset_.store(offset); }
+  uint64_t CommitOffset() const { return commit_offset_.load(); }
+  // When held, retention never deletes a segment holding offsets >= the commit offset.
+  void SetRetentionHold(bool hold) { retention_hold_.store(hold); }
+
+  // Deletes whole sealed segments, oldest first, while over the size bound or older than the
+  // age bound (by their newest record's timestamp); advances the base offset.
+  StorageResult<RetentionResult> EnforceRetention(uint64_t now_ms);
+  StorageResult<RetentionResult> EnforceRetention();
+
+  // Syncs, writes indexes and the durable mark, wakes waiters with kClosed.
+  StorageResult<void> Close();
+
+  // LogReader
+  uint64_t BaseOffset() const override { return base_offset_.load(); }
+  uint64_t TailOffset() const override { return notifier_.tail(); }
+  StorageResult<ReadBatch> Read(uint64_t from, ReadLimits limits) const override;
+  WaitOutcome WaitFor(uint64_t offset, Deadline deadline) const override;
+  uint64_t NotifyWhen(uint64_t offset, TailCallback cb) override;
+  bool CancelNotify(uint64_t id) override;
+
+  // Offset up to which the log is known durable (exclusive).
+  uint64_t DurableOffset() const { return durable_atomic_.load(); }
+  bool poisoned() const { return poisoned_.load(); }
+  const RecoveryReport& recovery() const { return report_; }
+  const std::string& dir() const { return dir_; }
+  const LogOptions& options() const { return opts_; }
+  size_t SegmentCount() const;
+
+ private:
+  DurableLog(std::string dir, LogOptions options);
+  StorageResult<void> Apply(RecoveryPlan plan);
+  StorageResult<AppendResult> AppendImpl(std::optional<uint64_t> expected,
+                                         std::span<const AppendRecord> records);
+  StorageResult<void> RollLocked();
+  StorageResult<std::shared_ptr<Segment>> CreateSegment(uint64_t base);
+  StorageResult<void> WaitDurable(uint64_t need);
+  int SyncData(int fd);
+  int WriteData(int fd, const uint8_t* data, size_t len, uint64_t pos);
+  void PublishDurableLocked(uint64_t target, uint64_t seg_base, uint64_t seg_bytes);
+  void SetPoisonLocked(int err, const std::string& what);
+  void PoisonFromWriter(int err, const std::string& what);
+  void WritePoisonMarker();
+  StorageError PoisonError() const;
+  void WriteMark(uint64_t seg_base, uint64_t bytes, bool sync);
+  void WriteIndexFile(const Segment& seg);
+  void AcquireFlushExclusive();
+  void ReleaseFlushExclusive();
+  StorageResult<void> RemoveSegmentFiles(const Segment& seg);
+  StorageResult<uint64_t> LocatePosition(const Segment& seg, uint64_t offset) const;
+  void FlusherLoop();
+
+  const std::string dir_;
+  const LogOptions opts_;
+  std::optional<StorageMetrics> metrics_;
+
+  // Writers: append, roll, truncate, reset, retention, close.
+  mutable std::mutex append_mu_;
+  std::vector<uint8_t> staging_;          // append_mu_
+  std::vector<IndexEntry> new_entries_;   // append_mu_
+  IndexBuilder builder_;                  // append_mu_ (for the active segment)
+  uint64_t next_offset_ = 0;              // append_mu_
+  bool broken_ = false;                   // append_mu_: a failed write could not be undone
+  std::atomic<uint64_t> written_end_{0};  // offset after the last written record
+  std::atomic<bool> closed_{false};
+
+  // Segment list and per-segment index/end offsets (mutated with append_mu_ also held).
+  mutable std::mutex state_mu_;
+  std::vector<std::shared_ptr<Segment>> segments_;
+  std::shared_ptr<Segment> active_;
+  std::atomic<uint64_t> base_offset_{0};
+
+  // Group commit.
+  struct SyncWaiter;
+  mutable std::mutex sync_mu_;
+  std::condition_variable idle_cv_;  // flushing_ became false
+  uint64_t durable_ = 0;             // sync_mu_
+  std::atomic<uint64_t> durable_atomic_{0};
+  bool flushing_ = false;               // sync_mu_: a flush (or exclusive section) is in progress
+  SyncWaiter* waiters_ = nullptr;       // sync_mu_: intrusive list, arrival order
+  std::optional<StorageError> poison_;  // sync_mu_
+  std::atomic<bool> poisoned_{false};
+  int mark_fd_ = -1;
+
+  std::atomic<uint64_t> commit_offset_{0};
+  std::atomic<bool> retention_hold_{false};
+
+  // Periodic flusher.
+  std::thread flusher_;
+  std::mutex flusher_mu_;
+  std::condition_variable flusher_cv_;
+  bool stop_flusher_ = false;
+
+  TailNotifier notifier_{0};
+  RecoveryReport report_;
+};
+
+}  // namespace felix::storage

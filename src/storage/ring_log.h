@@ -1,0 +1,63 @@
+// RingLog: the in-memory log for non-durable streams. Same reader interface as DurableLog
+// (offsets, Read with limits, kTrimmed below the base, WaitFor / NotifyWhen tail following),
+// bounded by a record count and a payload-byte budget: appending past either bound evicts the
+// oldest records and advances the base offset. The newest record is always kept, even alone
+// over the byte bound. Nothing survives the process.
+//
+// Thread-safe: appends and reads from any threads (one mutex; reads copy records out).
+// NotifyWhen callbacks run on the appending thread outside the lock.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <span>
+
+#include "storage/log_reader.h"
+
+namespace felix::storage {
+
+struct RingOptions {
+  uint64_t max_records = 100000;
+  uint64_t max_bytes = 64ull << 20;
+  uint64_t base_offset = 0;
+};
+
+class RingLog final : public LogReader {
+ public:
+  explicit RingLog(RingOptions options);
+  ~RingLog() override;
+
+  StorageResult<AppendResult> Append(std::span<const AppendRecord> records);
+  StorageResult<AppendResult> Append(const AppendRecord& record) { return Append({&record, 1}); }
+  StorageResult<AppendResult> AppendAt(uint64_t expected_first,
+                                       std::span<const AppendRecord> records);
+  // Drops everything and restarts empty at `base`.
+  void Reset(uint64_t base);
+  // Wakes waiters with kClosed; later appends answer kClosed.
+  void Close();
+
+  uint64_t BaseOffset() const override;
+  uint64_t TailOffset() const override;
+  StorageResult<ReadBatch> Read(uint64_t from, ReadLimits limits) const override;
+  WaitOutcome WaitFor(uint64_t offset, Deadline deadline) const override;
+  uint64_t NotifyWhen(uint64_t offset, TailCallback cb) override;
+  bool CancelNotify(uint64_t id) override;
+
+  uint64_t bytes() const;
+
+ private:
+  StorageResult<AppendResult> AppendImpl(std::optional<uint64_t> expected,
+                                         std::span<const AppendRecord> records);
+
+  const RingOptions opts_;
+  mutable std::mutex mu_;
+  std::deque<Record> records_;
+  uint64_t base_;
+  uint64_t bytes_ = 0;
+  bool closed_ = false;
+  TailNotifier notifier_;
+};
+
+}  // namespace felix::storage

@@ -1,0 +1,1462 @@
+// The ngtcp2 side of the endpoint. Everything here runs on the endpoint's loop thread except
+// Post/Dial/Stop (which only queue work) and construction.
+//
+// Re-entrancy rule: ngtcp2 callbacks never call application code; they update buffers and
+// queue "deferred" notifications, which the loop runs after ngtcp2 returns. Application code
+// may therefore call any Connection/Stream method, including ones that call into ngtcp2.
+#include "transport/endpoint.h"
+
+#include <arpa/inet.h>
+#include <gnutls/crypto.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "transport/gnutls_init.h"
+#include "transport/tls_session.h"
+#include "transport/transport_metrics.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+namespace felix::transport {
+namespace {
+
+constexpr size_t kScidLen = 18;  // fixed: short-header packets carry no DCID length
+constexpr size_t kTxBatch = 32;  // packets per GSO send
+constexpr size_t kRxBatch = 16;
+constexpr size_t kRxBufSize = 65536;
+constexpr size_t kChunk = 64 * 1024;
+constexpr uint64_t kStreamRefusedCode = 0x10;  // peer-opened stream with no on_stream handler
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * NGTCP2_SECONDS + uint64_t(ts.tv_nsec);
+}
+
+void RandomBytes(uint8_t* p, size_t n) {
+  // gnutls_rnd only fails when the library is unusable; a zero fill would still be unique
+  // enough for CIDs but not for tokens, so treat failure as fatal for this connection later.
+  if (gnutls_rnd(GNUTLS_RND_RANDOM, p, n) != 0) std::memset(p, 0, n);
+}
+
+std::string CidKey(const uint8_t* data, size_t len) {
+  return std::string(reinterpret_cast<const char*>(data), len);
+}
+
+HostPort FromSockaddr(const sockaddr_storage& sa) {
+  char host[INET6_ADDRSTRLEN] = {};
+  HostPort hp;
+  if (sa.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(&sa);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    hp.port = ntohs(in->sin_port);
+  } else if (sa.ss_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(&sa);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    hp.port = ntohs(in6->sin6_port);
+  }
+  hp.host = host;
+  return hp;
+}
+
+Result<std::pair<sockaddr_storage, socklen_t>> Resolve(const HostPort& hp, int family) {
+  addrinfo hints{};
+  hints.ai_family = family;
+  hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_flags = AI_NUMERICSERV | (family == AF_UNSPEC ? AI_PASSIVE : 0);
+  addrinfo* res = nullptr;
+  std::string port = std::to_string(hp.port);
+  int rv = getaddrinfo(hp.host.empty() ? nullptr : hp.host.c_str(), port.c_str(), &hints, &res);
+  if (rv != 0 || res == nullptr)
+    return Fail(ErrorCode::kInvalidArgument,
+                "cannot resolve " + hp.ToString() + ": " + gai_strerror(rv));
+  std::pair<sockaddr_storage, socklen_t> out{};
+  std::memcpy(&out.first, res->ai_addr, res->ai_addrlen);
+  out.second = res->ai_addrlen;
+  freeaddrinfo(res);
+  return out;
+}
+
+std::string DescribeClose(const ngtcp2_connection_close_error& e) {
+  std::string s;
+  if (e.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION) {
+    s = "application error " + std::to_string(e.error_code);
+  } else if ((e.error_code & ~uint64_t(0xff)) == NGTCP2_CRYPTO_ERROR) {
+    auto alert = static_cast<gnutls_alert_description_t>(e.error_code & 0xff);
+    const char* name = gnutls_alert_get_strname(alert);
+    s = "TLS alert " + std::to_string(unsigned(alert)) + " " + (name ? name : "?");
+  } else {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "transport error 0x%llx",
+                  static_cast<unsigned long long>(e.error_code));
+    s = buf;
+  }
+  if (e.reasonlen > 0)
+    s += " (" + std::string(reinterpret_cast<const char*>(e.reason), e.reasonlen) + ")";
+  return s;
+}
+
+// Stream send buffer. ngtcp2 keeps pointers into it until the bytes are acknowledged, so bytes
+// never move: fixed 64 KiB chunks, freed front-first once fully acknowledged.
+class SendBuffer {
+ public:
+  void Append(const uint8_t* p, size_t n) {
+    while (n > 0) {
+      if (chunks_.empty() || fill_ == kChunk) {
+        chunks_.push_back(std::make_unique<uint8_t[]>(kChunk));
+        fill_ = 0;
+      }
+      size_t k = std::min(n, kChunk - fill_);
+      std::memcpy(chunks_.back().get() + fill_, p, k);
+      fill_ += k;
+      p += k;
+      n -= k;
+      end_ += k;
+    }
+  }
+  size_t Peek(ngtcp2_vec* v, size_t maxv) const {
+    size_t cnt = 0;
+    uint64_t off = base_;
+    for (size_t i = 0; i < chunks_.size() && cnt < maxv; ++i) {
+      size_t size = (i + 1 == chunks_.size()) ? fill_ : kChunk;
+      uint64_t cend = off + size;
+      if (cend > sent_) {
+        size_t skip = sent_ > off ? size_t(sent_ - off) : 0;
+        v[cnt].base = chunks_[i].get() + skip;
+        v[cnt].len = size - skip;
+        ++cnt;
+      }
+      off = cend;
+    }
+    return cnt;
+  }
+  void Sent(size_t n) { sent_ += n; }
+  void Acked(uint64_t upto) {
+    acked_ = std::max(acked_, upto);
+    while (chunks_.size() > 1 && base_ + kChunk <= acked_) {
+      chunks_.pop_front();
+      base_ += kChunk;
+    }
+    if (chunks_.size() == 1 && fill_ == kChunk && base_ + kChunk <= acked_) {
+      chunks_.pop_front();
+      base_ += kChunk;
+      fill_ = kChunk;
+    }
+  }
+  uint64_t unsent() const { return end_ - sent_; }
+  uint64_t unacked() const { return end_ - acked_; }
+
+ private:
+  std::deque<std::unique_ptr<uint8_t[]>> chunks_;
+  size_t fill_ = kChunk;  // bytes used in the last chunk
+  uint64_t base_ = 0;     // stream offset of chunks_.front()[0]
+  uint64_t sent_ = 0;
+  uint64_t acked_ = 0;
+  uint64_t end_ = 0;
+};
+
+class EndpointImpl;
+class ConnImpl;
+
+class StreamImpl final : public Stream, public std::enable_shared_from_this<StreamImpl> {
+ public:
+  StreamImpl(std::weak_ptr<ConnImpl> conn, ConnImpl* raw, int64_t id, bool local)
+      : conn_(std::move(conn)), raw_conn_(raw), id_(id), local_(local) {}
+
+  int64_t id() const override { return id_; }
+  bool is_unidirectional() const override { return (id_ & 0x2) != 0; }
+  bool is_local() const override { return local_; }
+  void SetHandlers(StreamHandlers handlers) override;
+  Result<bool> Write(std::span<const uint8_t> bytes) override;
+  void Finish() override;
+  void Reset(uint64_t app_error_code) override;
+  void Consume(size_t n) override;
+  size_t received_buffered() const override { return rx_.size() - rx_pos_; }
+  size_t send_buffered() const override { return size_t(tx_.unacked()); }
+  uint64_t total_received() const override { return total_rx_; }
+  bool closed() const override { return closed_ || aborted_; }
+  Connection* connection() override;
+
+  bool can_send() const { return !is_unidirectional() || local_; }
+  bool can_recv() const { return !is_unidirectional() || !local_; }
+  bool HasPendingTx() const {
+    return !blocked_ && !tx_dead_ && (tx_.unsent() > 0 || (fin_requested_ && !fin_sent_));
+  }
+
+  // Loop-internal state, touched by ConnImpl.
+  std::weak_ptr<ConnImpl> conn_;
+  ConnImpl* raw_conn_;
+  int64_t id_;
+  bool local_;
+  StreamHandlers handlers_;
+  std::vector<uint8_t> rx_;
+  size_t rx_pos_ = 0;
+  uint64_t total_rx_ = 0;
+  uint64_t shown_ = 0;  // total_rx_ at the last on_data
+  bool rx_fin_ = false;
+  bool fin_delivered_ = false;
+  bool deliver_scheduled_ = false;
+  SendBuffer tx_;
+  bool fin_requested_ = false;
+  bool fin_sent_ = false;
+  bool blocked_ = false;
+  bool tx_dead_ = false;
+  bool want_writable_ = false;
+  bool aborted_ = false;  // reset either way; on_reset delivered (or local)
+  bool closed_ = false;   // ngtcp2 closed it
+
+  void ScheduleDeliver();
+  void Deliver();
+  void Abort(uint64_t code, bool notify);
+};
+
+struct PendingDial {
+  DialCallback done;
+};
+
+class ConnImpl final : public Connection, public std::enable_shared_from_this<ConnImpl> {
+ public:
+  enum class State { kHandshaking, kOpen, kClosing, kDraining, kDead };
+
+  ConnImpl(EndpointImpl* ep, uint64_t id, bool server) : ep_(ep), id_(id), server_(server) {
+    ref_.conn_ref.get_conn = [](ngtcp2_crypto_conn_ref* r) {
+      return static_cast<TlsSessionRef*>(r->user_data)->conn;
+    };
+    ref_.conn_ref.user_data = &ref_;
+  }
+  ~ConnImpl() override { Release(); }
+
+  // Connection API.
+  void SetHandlers(ConnectionHandlers handlers) override { handlers_ = std::move(handlers); }
+  Result<std::shared_ptr<Stream>> OpenBidiStream() override { return Open(false); }
+  Result<std::shared_ptr<Stream>> OpenUniStream() override { return Open(true); }
+  void Close(uint64_t app_error_code, std::string_view reason) override;
+  bool is_open() const override { return state_ == State::kOpen; }
+  bool is_server() const override { return server_; }
+  HostPort remote_address() const override { return FromSockaddr(remote_sa_); }
+  std::string alpn() const override { return alpn_; }
+  std::vector<std::string> peer_dns_names() const override { return ref_.peer_dns_names; }
+  Endpoint& endpoint() override;
+
+  Result<void> InitServer(const ngtcp2_pkt_hd& hd, const sockaddr* from, socklen_t fromlen);
+  Result<void> InitClient(const sockaddr* to, socklen_t tolen, const DialOptions& options);
+  void SetDialCallback(DialCallback done) { dial_done_ = std::move(done); }
+  void Read(const uint8_t* data, size_t len, const sockaddr* from, socklen_t fromlen);
+  void OnTimer(uint64_t now);
+  uint64_t Expiry() const;
+  void Write();
+  void Release();
+  void MarkDirty();
+  State state() const { return state_; }
+  uint64_t id() const { return id_; }
+
+  ngtcp2_conn* conn_ = nullptr;
+  uint64_t timer_at_ = UINT64_MAX;
+  bool dirty_ = false;
+
+ private:
+  friend class StreamImpl;
+  static ngtcp2_callbacks Callbacks(bool server);
+  void FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p);
+  Result<void> InitTls(const std::string& server_name);
+  Result<std::shared_ptr<Stream>> Open(bool uni);
+  std::shared_ptr<StreamImpl> StreamFor(int64_t id, bool create);
+  void HandleError(int rv);
+  void StartClosing(const ngtcp2_connection_close_error& err);
+  void NotifyClosed(CloseInfo info);
+  void OnEstablished();
+  void RegisterCid(const uint8_t* data, size_t len);
+
+  EndpointImpl* ep_;
+  uint64_t id_;
+  bool server_;
+  State state_ = State::kHandshaking;
+  bool established_ = false;
+  bool closed_notified_ = false;
+  gnutls_session_t tls_ = nullptr;
+  std::shared_ptr<TlsCredentials> creds_;
+  TlsSessionRef ref_;
+  sockaddr_storage remote_sa_{};
+  socklen_t remote_len_ = 0;
+  std::string alpn_;
+  ConnectionHandlers handlers_;
+  DialCallback dial_done_;
+  std::unordered_map<int64_t, std::shared_ptr<StreamImpl>> streams_;
+  std::unordered_set<std::string> cids_;
+  std::optional<ngtcp2_connection_close_error> pending_close_;
+  std::vector<uint8_t> close_pkt_;
+  size_t close_resends_ = 0;
+  uint64_t close_deadline_ = 0;
+  size_t rr_ = 0;
+};
+
+class EndpointImpl final : public Endpoint {
+ public:
+  EndpointImpl(EndpointOptions options, MetricsRegistry& metrics,
+               std::optional<ListenHandlers> listen)
+      : options_(std::move(options)),
+        metrics_(TransportMetrics::Register(metrics, options_.name)),
+        listen_(std::move(listen)) {
+    RandomBytes(reset_secret_, sizeof(reset_secret_));
+  }
+  ~EndpointImpl() override { Stop(); }
+
+  Result<void> Bind(const HostPort& bind);
+  void Start() {
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  HostPort local_address() const override { return local_hp_; }
+  void Post(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lock(post_mu_);
+      posted_.push_back(std::move(fn));
+    }
+    uint64_t one = 1;
+    ssize_t w = ::write(event_fd_, &one, sizeof(one));
+    (void)w;
+  }
+  bool InLoopThread() const override { return std::this_thread::get_id() == loop_thread_id_; }
+  void Dial(const HostPort& remote, DialOptions options, DialCallback done) override;
+  TimerId RunAfter(std::chrono::nanoseconds delay, std::function<void()> fn) override {
+    TimerId id = ++next_timer_id_;
+    uint64_t at = NowNs() + uint64_t(std::max<int64_t>(0, delay.count()));
+    timers_.emplace(std::make_pair(at, id), std::move(fn));
+    timer_at_by_id_[id] = at;
+    return id;
+  }
+  void Cancel(TimerId id) override {
+    auto it = timer_at_by_id_.find(id);
+    if (it == timer_at_by_id_.end()) return;
+    timers_.erase({it->second, id});
+    timer_at_by_id_.erase(it);
+  }
+  void Stop() override {
+    if (!thread_.joinable()) return;
+    Post([this] { stopping_ = true; });
+    thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+    if (event_fd_ >= 0) ::close(event_fd_);
+    fd_ = event_fd_ = -1;
+  }
+  const TlsContext& tls() const override { return *options_.tls; }
+
+  // Used by ConnImpl.
+  const EndpointOptions& options() const { return options_; }
+  TransportMetrics& metrics() { return metrics_; }
+  const sockaddr* local_sa() const { return reinterpret_cast<const sockaddr*>(&local_sa_); }
+  socklen_t local_len() const { return local_len_; }
+  const uint8_t* reset_secret() const { return reset_secret_; }
+  void Defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
+  void MarkDirty(ConnImpl* c) {
+    if (!c->dirty_) {
+      c->dirty_ = true;
+      dirty_.push_back(c->shared_from_this());
+    }
+  }
+  void Route(const std::string& cid, ConnImpl* c) { routes_[cid] = c; }
+  void Unroute(const std::string& cid, ConnImpl* c) {
+    auto it = routes_.find(cid);
+    if (it != routes_.end() && it->second == c) routes_.erase(it);
+  }
+  void SendPackets(const sockaddr* to, socklen_t tolen, const uint8_t* data, size_t len,
+                   size_t seg);
+  void OnConnection(const std::shared_ptr<ConnImpl>& c) {
+    if (listen_ && listen_->on_connection) listen_->on_connection(c);
+  }
+  uint8_t* tx_buf() { return tx_buf_.data(); }
+  size_t tx_buf_size() const { return tx_buf_.size(); }
+
+ private:
+  void Loop();
+  void ReadPackets();
+  void Dispatch(const uint8_t* data, size_t len, const sockaddr* from, socklen_t fromlen);
+  void Accept(const uint8_t* data, size_t len, const sockaddr* from, socklen_t fromlen);
+  void SendStatelessReset(const ngtcp2_version_cid& vc, size_t len, const sockaddr* from,
+                          socklen_t fromlen);
+  void RunPosted();
+  void RunTimers();
+  void Settle();
+  void Reschedule(ConnImpl* c);
+  uint64_t NextDeadline();
+  void Shutdown();
+
+  EndpointOptions options_;
+  TransportMetrics metrics_;
+  std::optional<ListenHandlers> listen_;
+  int fd_ = -1;
+  int event_fd_ = -1;
+  sockaddr_storage local_sa_{};
+  socklen_t local_len_ = 0;
+  HostPort local_hp_;
+  bool gso_ = true;
+  uint8_t reset_secret_[32];
+  std::thread thread_;
+  std::thread::id loop_thread_id_;
+  bool stopping_ = false;
+  std::mutex post_mu_;
+  std::vector<std::function<void()>> posted_;
+  std::deque<std::function<void()>> deferred_;
+  std::vector<std::shared_ptr<ConnImpl>> dirty_;
+  std::unordered_map<uint64_t, std::shared_ptr<ConnImpl>> conns_;
+  std::unordered_map<std::string, ConnImpl*> routes_;
+  using HeapEntry = std::pair<uint64_t, uint64_t>;  // (deadline, conn id)
+  std::priority_queue<HeapEntry, std::vector<HeapEntry>, std::greater<>> conn_timers_;
+  std::map<std::pair<uint64_t, TimerId>, std::function<void()>> timers_;
+  std::unordered_map<TimerId, uint64_t> timer_at_by_id_;
+  TimerId next_timer_id_ = 0;
+  uint64_t next_conn_id_ = 0;
+  std::vector<uint8_t> rx_bufs_ = std::vector<uint8_t>(kRxBatch * kRxBufSize);
+  std::vector<uint8_t> tx_buf_ =
+      std::vector<uint8_t>((kTxBatch + 2) * NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE);
+  friend class ConnImpl;
+};
+
+// ---------------------------------------------------------------------------------------------
+// StreamImpl
+
+Connection* StreamImpl::connection() {
+  auto c = conn_.lock();
+  return c && c->conn_ ? c.get() : nullptr;
+}
+
+void StreamImpl::SetHandlers(StreamHandlers handlers) {
+  handlers_ = std::move(handlers);
+  shown_ = 0;
+  if (received_buffered() > 0 || rx_fin_) ScheduleDeliver();
+}
+
+void StreamImpl::ScheduleDeliver() {
+  auto c = conn_.lock();
+  if (deliver_scheduled_ || !c || !c->conn_) return;
+  deliver_scheduled_ = true;
+  c->ep_->Defer([self = shared_from_this()] { self->Deliver(); });
+}
+
+void StreamImpl::Deliver() {
+  deliver_scheduled_ = false;
+  if (aborted_) return;
+  if (handlers_.on_data && received_buffered() > 0 && total_rx_ > shown_) {
+    shown_ = total_rx_;
+    handlers_.on_data(*this, std::span<const uint8_t>(rx_.data() + rx_pos_, received_buffered()));
+  }
+  if (rx_fin_ && received_buffered() == 0 && !fin_delivered_ && !aborted_ && handlers_.on_fin) {
+    fin_delivered_ = true;
+    handlers_.on_fin(*this);
+  }
+}
+
+Result<bool> StreamImpl::Write(std::span<const uint8_t> bytes) {
+  auto c = conn_.lock();
+  if (!c || !c->conn_ || !c->is_open()) return Fail(ErrorCode::kUnavailable, "connection closed");
+  if (!can_send()) return Fail(ErrorCode::kInvalidArgument, "stream is receive-only");
+  if (tx_dead_ || aborted_ || fin_requested_ || closed_)
+    return Fail(ErrorCode::kUnavailable, "stream write side closed");
+  tx_.Append(bytes.data(), bytes.size());
+  c->MarkDirty();
+  if (tx_.unacked() >= c->ep_->options().send_high_water) {
+    want_writable_ = true;
+    return false;
+  }
+  return true;
+}
+
+void StreamImpl::Finish() {
+  auto c = conn_.lock();
+  if (!c || !c->conn_ || !can_send() || fin_requested_) return;
+  fin_requested_ = true;
+  c->MarkDirty();
+}
+
+void StreamImpl::Reset(uint64_t app_error_code) {
+  auto c = conn_.lock();
+  if (aborted_) return;
+  aborted_ = true;
+  tx_dead_ = true;
+  if (c && c->conn_ && !closed_) {
+    ngtcp2_conn_shutdown_stream(c->conn_, id_, app_error_code);
+    c->MarkDirty();
+  }
+}
+
+void StreamImpl::Consume(size_t n) {
+  n = std::min(n, received_buffered());
+  if (n == 0) return;
+  rx_pos_ += n;
+  if (rx_pos_ == rx_.size()) {
+    rx_.clear();
+    rx_pos_ = 0;
+  } else if (rx_pos_ > (64u << 10) && rx_pos_ > rx_.size() / 2) {
+    rx_.erase(rx_.begin(), rx_.begin() + long(rx_pos_));
+    rx_pos_ = 0;
+  }
+  auto c = conn_.lock();
+  if (c && c->conn_ && c->state_ != ConnImpl::State::kDead) {
+    // Credit goes back only now: this is the backpressure path.
+    if (!closed_) ngtcp2_conn_extend_max_stream_offset(c->conn_, id_, n);
+    ngtcp2_conn_extend_max_offset(c->conn_, n);
+    c->MarkDirty();
+  }
+  if (rx_fin_ && received_buffered() == 0) ScheduleDeliver();
+}
+
+void StreamImpl::Abort(uint64_t code, bool notify) {
+  if (aborted_) return;
+  aborted_ = true;
+  tx_dead_ = true;
+  if (notify && handlers_.on_reset) {
+    auto c = conn_.lock();
+    if (c)
+      c->ep_->Defer([self = shared_from_this(), code] {
+        if (self->handlers_.on_reset) self->handlers_.on_reset(*self, code);
+      });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ConnImpl
+
+Endpoint& ConnImpl::endpoint() {
+  return *ep_;
+}
+
+void ConnImpl::MarkDirty() {
+  if (conn_ && state_ != State::kDead) ep_->MarkDirty(this);
+}
+
+void ConnImpl::RegisterCid(const uint8_t* data, size_t len) {
+  std::string key = CidKey(data, len);
+  cids_.insert(key);
+  ep_->Route(key, this);
+}
+
+ngtcp2_callbacks ConnImpl::Callbacks(bool server) {
+  ngtcp2_callbacks cb{};
+  if (server) {
+    cb.recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
+  } else {
+    cb.client_initial = ngtcp2_crypto_client_initial_cb;
+    cb.recv_retry = ngtcp2_crypto_recv_retry_cb;
+  }
+  cb.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
+  cb.encrypt = ngtcp2_crypto_encrypt_cb;
+  cb.decrypt = ngtcp2_crypto_decrypt_cb;
+  cb.hp_mask = ngtcp2_crypto_hp_mask_cb;
+  cb.update_key = ngtcp2_crypto_update_key_cb;
+  cb.delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+  cb.delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
+  cb.get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
+  cb.version_negotiation = ngtcp2_crypto_version_negotiation_cb;
+  cb.rand = [](uint8_t* dest, size_t len, const ngtcp2_rand_ctx*) { RandomBytes(dest, len); };
+  cb.get_new_connection_id = [](ngtcp2_conn*, ngtcp2_cid* cid, uint8_t* token, size_t cidlen,
+                                void* ud) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    RandomBytes(cid->data, cidlen);
+    cid->datalen = cidlen;
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, c->ep_->reset_secret(), 32, cid) != 0)
+      return NGTCP2_ERR_CALLBACK_FAILURE;
+    c->RegisterCid(cid->data, cid->datalen);
+    return 0;
+  };
+  cb.remove_connection_id = [](ngtcp2_conn*, const ngtcp2_cid* cid, void* ud) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    std::string key = CidKey(cid->data, cid->datalen);
+    c->cids_.erase(key);
+    c->ep_->Unroute(key, c);
+    return 0;
+  };
+  cb.handshake_completed = [](ngtcp2_conn*, void* ud) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    c->alpn_ = SelectedAlpn(c->tls_);
+    // Server: the client's Finished (and certificate) is verified. Clients wait for
+    // HANDSHAKE_DONE (handshake_confirmed): the server may still refuse our certificate.
+    if (c->server_) c->ep_->Defer([self = c->shared_from_this()] { self->OnEstablished(); });
+    return 0;
+  };
+  cb.handshake_confirmed = [](ngtcp2_conn*, void* ud) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    if (!c->server_) c->ep_->Defer([self = c->shared_from_this()] { self->OnEstablished(); });
+    return 0;
+  };
+  cb.stream_open = [](ngtcp2_conn*, int64_t id, void* ud) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    auto s = c->StreamFor(id, true);
+    c->ep_->Defer([self = c->shared_from_this(), s] {
+      if (self->state_ != State::kOpen || s->aborted_) return;
+      if (self->handlers_.on_stream) {
+        self->handlers_.on_stream(s);
+      } else {
+        s->Reset(kStreamRefusedCode);
+      }
+    });
+    return 0;
+  };
+  cb.recv_stream_data = [](ngtcp2_conn*, uint32_t flags, int64_t id, uint64_t, const uint8_t* data,
+                           size_t len, void* ud, void*) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    auto s = c->StreamFor(id, true);
+    if (s->aborted_) {
+      // Nobody will consume: return the credit at once so the connection window is not lost.
+      ngtcp2_conn_extend_max_offset(c->conn_, len);
+      return 0;
+    }
+    s->rx_.insert(s->rx_.end(), data, data + len);
+    s->total_rx_ += len;
+    if (flags & NGTCP2_STREAM_DATA_FLAG_FIN) s->rx_fin_ = true;
+    s->ScheduleDeliver();
+    return 0;
+  };
+  cb.acked_stream_data_offset = [](ngtcp2_conn*, int64_t id, uint64_t offset, uint64_t len,
+                                   void* ud, void*) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    auto s = c->StreamFor(id, false);
+    if (!s) return 0;
+    s->tx_.Acked(offset + len);
+    if (s->want_writable_ && s->tx_.unacked() < c->ep_->options().send_high_water / 2) {
+      s->want_writable_ = false;
+      c->ep_->Defer([s] {
+        if (!s->aborted_ && s->handlers_.on_writable) s->handlers_.on_writable(*s);
+      });
+    }
+    return 0;
+  };
+  cb.extend_max_stream_data = [](ngtcp2_conn*, int64_t id, uint64_t, void* ud, void*) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    if (auto s = c->StreamFor(id, false)) s->blocked_ = false;
+    return 0;
+  };
+  cb.stream_reset = [](ngtcp2_conn*, int64_t id, uint64_t, uint64_t code, void* ud, void*) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    if (auto s = c->StreamFor(id, false)) s->Abort(code, true);
+    return 0;
+  };
+  cb.stream_stop_sending = [](ngtcp2_conn*, int64_t id, uint64_t code, void* ud, void*) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    if (auto s = c->StreamFor(id, false)) s->Abort(code, true);
+    return 0;
+  };
+  cb.stream_close = [](ngtcp2_conn* conn, uint32_t flags, int64_t id, uint64_t code, void* ud,
+                       void*) {
+    auto* c = static_cast<ConnImpl*>(ud);
+    // ngtcp2 0.12 does not raise the peer's stream limit by itself.
+    if (!ngtcp2_conn_is_local_stream(conn, id)) {
+      if (ngtcp2_is_bidi_stream(id))
+        ngtcp2_conn_extend_max_streams_bidi(conn, 1);
+      else
+        ngtcp2_conn_extend_max_streams_uni(conn, 1);
+    }
+    auto it = c->streams_.find(id);
+    if (it == c->streams_.end()) return 0;
+    auto s = it->second;
+    c->streams_.erase(it);
+    s->closed_ = true;
+    s->tx_dead_ = true;
+    if (s->can_recv() && !s->rx_fin_ && (flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
+      s->Abort(code, true);
+    return 0;
+  };
+  return cb;
+}
+
+void ConnImpl::FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p) {
+  const EndpointOptions& o = ep_->options();
+  ngtcp2_settings_default(&s);
+  s.initial_ts = NowNs();
+  // ngtcp2 0.12 paces from cwnd/smoothed_rtt; before the first sample that is initial_rtt
+  // (default 333 ms), which holds the second handshake flight ~20 ms on a LAN.
+  s.initial_rtt = uint64_t(o.initial_rtt.count()) * NGTCP2_MICROSECONDS;
+  s.max_window = o.max_connection_window;
+  s.max_stream_window = o.max_stream_window;
+  s.handshake_timeout = uint64_t(o.handshake_timeout.count()) * NGTCP2_MILLISECONDS;
+  ngtcp2_transport_params_default(&p);
+  p.initial_max_stream_data_bidi_local = o.initial_stream_window;
+  p.initial_max_stream_data_bidi_remote = o.initial_stream_window;
+  p.initial_max_stream_data_uni = o.initial_stream_window;
+  p.initial_max_data = o.initial_connection_window;
+  p.initial_max_streams_bidi = o.max_streams_bidi;
+  p.initial_max_streams_uni = o.max_streams_uni;
+  p.max_idle_timeout = uint64_t(o.idle_timeout.count()) * NGTCP2_MILLISECONDS;
+  p.active_connection_id_limit = 4;
+}
+
+Result<void> ConnImpl::InitTls(const std::string& server_name) {
+  TlsContext& ctx = *ep_->options().tls;
+  ctx.MaybeReload();
+  creds_ = ctx.Current();
+  auto session = NewTlsSession(ctx, *creds_, server_, server_name, &ref_);
+  if (!session) return tl::unexpected(session.error());
+  tls_ = *session;
+  ngtcp2_conn_set_tls_native_handle(conn_, tls_);
+  return Ok();
+}
+
+Result<void> ConnImpl::InitServer(const ngtcp2_pkt_hd& hd, const sockaddr* from,
+                                  socklen_t fromlen) {
+  std::memcpy(&remote_sa_, from, fromlen);
+  remote_len_ = fromlen;
+  ngtcp2_settings settings;
+  ngtcp2_transport_params params;
+  FillSettings(settings, params);
+  settings.token = hd.token;
+  ngtcp2_cid scid;
+  scid.datalen = kScidLen;
+  RandomBytes(scid.data, kScidLen);
+  params.original_dcid = hd.dcid;
+  params.stateless_reset_token_present = 1;
+  ngtcp2_crypto_generate_stateless_reset_token(params.stateless_reset_token, ep_->reset_secret(),
+                                               32, &scid);
+  ngtcp2_path path{{const_cast<sockaddr*>(ep_->local_sa()), ep_->local_len()},
+                   {reinterpret_cast<sockaddr*>(&remote_sa_), remote_len_},
+                   nullptr};
+  ngtcp2_callbacks cb = Callbacks(true);
+  int rv = ngtcp2_conn_server_new(&conn_, &hd.scid, &scid, &path, hd.version, &cb, &settings,
+                                  &params, nullptr, this);
+  if (rv != 0)
+    return Fail(ErrorCode::kInternal,
+                std::string("ngtcp2_conn_server_new: ") + ngtcp2_strerror(rv));
+  ref_.conn = conn_;
+  if (auto r = InitTls(""); !r) return r;
+  RegisterCid(hd.dcid.data, hd.dcid.datalen);
+  RegisterCid(scid.data, scid.datalen);
+  return Ok();
+}
+
+Result<void> ConnImpl::InitClient(const sockaddr* to, socklen_t tolen, const DialOptions& options) {
+  std::memcpy(&remote_sa_, to, tolen);
+  remote_len_ = tolen;
+  ngtcp2_settings settings;
+  ngtcp2_transport_params params;
+  FillSettings(settings, params);
+  ngtcp2_cid scid, dcid;
+  scid.datalen = kScidLen;
+  RandomBytes(scid.data, kScidLen);
+  dcid.datalen = 18;
+  RandomBytes(dcid.data, dcid.datalen);
+  ngtcp2_path path{{const_cast<sockaddr*>(ep_->local_sa()), ep_->local_len()},
+                   {reinterpret_cast<sockaddr*>(&remote_sa_), remote_len_},
+                   nullptr};
+  ngtcp2_callbacks cb = Callbacks(false);
+  int rv = ngtcp2_conn_client_new(&conn_, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cb, &settings,
+                                  &params, nullptr, this);
+  if (rv != 0)
+    return Fail(ErrorCode::kInternal,
+                std::string("ngtcp2_conn_client_new: ") + ngtcp2_strerror(rv));
+  ref_.conn = conn_;
+  if (auto r = InitTls(options.server_name); !r) return r;
+  RegisterCid(scid.data, scid.datalen);
+  MarkDirty();
+  return Ok();
+}
+
+void ConnImpl::OnEstablished() {
+  if (state_ != State::kHandshaking) return;
+  state_ = State::kOpen;
+  established_ = true;
+  ep_->metrics().connections->Add(1);
+  if (server_) {
+    ep_->metrics().accepted->Increment();
+    ep_->OnConnection(shared_from_this());
+  } else {
+    ep_->metrics().dialled->Increment();
+    if (dial_done_) {
+      auto done = std::move(dial_done_);
+      dial_done_ = nullptr;
+      done(std::static_pointer_cast<Connection>(shared_from_this()));
+    }
+  }
+}
+
+std::shared_ptr<StreamImpl> ConnImpl::StreamFor(int64_t id, bool create) {
+  auto it = streams_.find(id);
+  if (it != streams_.end()) return it->second;
+  if (!create) return nullptr;
+  auto s = std::make_shared<StreamImpl>(weak_from_this(), this, id,
+                                        ngtcp2_conn_is_local_stream(conn_, id) != 0);
+  streams_.emplace(id, s);
+  return s;
+}
+
+Result<std::shared_ptr<Stream>> ConnImpl::Open(bool uni) {
+  if (!conn_ || state_ != State::kOpen) return Fail(ErrorCode::kUnavailable, "connection closed");
+  int64_t id = -1;
+  int rv = uni ? ngtcp2_conn_open_uni_stream(conn_, &id, nullptr)
+               : ngtcp2_conn_open_bidi_stream(conn_, &id, nullptr);
+  if (rv != 0)
+    return Fail(ErrorCode::kUnavailable,
+                std::string("cannot open stream: ") + ngtcp2_strerror(rv));  // peer's limit
+  return std::static_pointer_cast<Stream>(StreamFor(id, true));
+}
+
+void ConnImpl::Close(uint64_t app_error_code, std::string_view reason) {
+  if (!conn_ || state_ == State::kClosing || state_ == State::kDraining || state_ == State::kDead ||
+      pending_close_)
+    return;
+  ngtcp2_connection_close_error err;
+  ngtcp2_connection_close_error_default(&err);
+  ngtcp2_connection_close_error_set_application_error(
+      &err, app_error_code, reinterpret_cast<const uint8_t*>(reason.data()), reason.size());
+  pending_close_ = err;
+  MarkDirty();
+}
+
+void ConnImpl::Read(const uint8_t* data, size_t len, const sockaddr* from, socklen_t fromlen) {
+  if (!conn_) return;
+  if (state_ == State::kClosing) {
+    if (close_resends_++ < 8 && !close_pkt_.empty())
+      ep_->SendPackets(reinterpret_cast<sockaddr*>(&remote_sa_), remote_len_, close_pkt_.data(),
+                       close_pkt_.size(), close_pkt_.size());
+    return;
+  }
+  if (state_ == State::kDraining || state_ == State::kDead) return;
+  ngtcp2_path path{{const_cast<sockaddr*>(ep_->local_sa()), ep_->local_len()},
+                   {const_cast<sockaddr*>(from), fromlen},
+                   nullptr};
+  ngtcp2_pkt_info pi{};
+  int rv = ngtcp2_conn_read_pkt(conn_, &path, &pi, data, len, NowNs());
+  if (rv != 0) {
+    HandleError(rv);
+    return;
+  }
+  MarkDirty();
+}
+
+uint64_t ConnImpl::Expiry() const {
+  if (!conn_ || state_ == State::kDead) return UINT64_MAX;
+  if (state_ == State::kClosing || state_ == State::kDraining) return close_deadline_;
+  return ngtcp2_conn_get_expiry(conn_);
+}
+
+void ConnImpl::OnTimer(uint64_t now) {
+  if (!conn_ || state_ == State::kDead) return;
+  if (state_ == State::kClosing || state_ == State::kDraining) {
+    if (now >= close_deadline_) state_ = State::kDead;
+    return;
+  }
+  if (ngtcp2_conn_get_expiry(conn_) > now) return;
+  int rv = ngtcp2_conn_handle_expiry(conn_, now);
+  if (rv != 0) {
+    HandleError(rv);
+    return;
+  }
+  MarkDirty();
+}
+
+void ConnImpl::HandleError(int rv) {
+  CloseInfo info;
+  info.kind = established_ ? CloseInfo::Kind::kLocal : CloseInfo::Kind::kHandshake;
+  ngtcp2_connection_close_error err;
+  ngtcp2_connection_close_error_default(&err);
+  switch (rv) {
+    case NGTCP2_ERR_DRAINING: {
+      ngtcp2_connection_close_error peer;
+      ngtcp2_conn_get_connection_close_error(conn_, &peer);
+      if (established_) info.kind = CloseInfo::Kind::kPeer;
+      info.application = peer.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION;
+      info.code = peer.error_code;
+      info.reason = "closed by peer: " + DescribeClose(peer);
+      state_ = State::kDraining;
+      close_deadline_ = NowNs() + 3 * ngtcp2_conn_get_pto(conn_);
+      NotifyClosed(std::move(info));
+      return;
+    }
+    case NGTCP2_ERR_IDLE_CLOSE:
+      if (established_) info.kind = CloseInfo::Kind::kIdle;
+      info.reason = "idle timeout";
+      state_ = State::kDead;
+      NotifyClosed(std::move(info));
+      return;
+    case NGTCP2_ERR_HANDSHAKE_TIMEOUT:
+      info.reason = "handshake timeout";
+      state_ = State::kDead;
+      NotifyClosed(std::move(info));
+      return;
+    case NGTCP2_ERR_DROP_CONN:
+    case NGTCP2_ERR_RETRY:
+      info.reason = "dropped";
+      state_ = State::kDead;
+      NotifyClosed(std::move(info));
+      return;
+    case NGTCP2_ERR_CRYPTO:
+      ngtcp2_connection_close_error_set_transport_error_tls_alert(
+          &err, ngtcp2_conn_get_tls_alert(conn_), nullptr, 0);
+      break;
+    default:
+      ngtcp2_connection_close_error_set_transport_error_liberr(&err, rv, nullptr, 0);
+  }
+  info.code = err.error_code;
+  info.reason = std::string("closed locally (") + ngtcp2_strerror(rv) + "): " + DescribeClose(err);
+  if (ref_.alpn_refused) info.reason += ": no common ALPN protocol";
+  if (!ref_.failure.empty()) info.reason += ": " + ref_.failure;
+  StartClosing(err);
+  NotifyClosed(std::move(info));
+}
+
+void ConnImpl::StartClosing(const ngtcp2_connection_close_error& err) {
+  if (state_ == State::kClosing || state_ == State::kDraining || state_ == State::kDead) return;
+  if (ngtcp2_conn_is_in_closing_period(conn_) || ngtcp2_conn_is_in_draining_period(conn_)) {
+    state_ = State::kDead;
+    return;
+  }
+  close_pkt_.resize(NGTCP2_MAX_UDP_PAYLOAD_SIZE);
+  ngtcp2_path_storage ps;
+  ngtcp2_path_storage_zero(&ps);
+  ngtcp2_pkt_info pi;
+  ngtcp2_ssize n = ngtcp2_conn_write_connection_close(conn_, &ps.path, &pi, close_pkt_.data(),
+                                                      close_pkt_.size(), &err, NowNs());
+  if (n <= 0) {
+    close_pkt_.clear();
+    state_ = State::kDead;
+    return;
+  }
+  close_pkt_.resize(size_t(n));
+  ep_->SendPackets(reinterpret_cast<sockaddr*>(&remote_sa_), remote_len_, close_pkt_.data(),
+                   close_pkt_.size(), close_pkt_.size());
+  state_ = State::kClosing;
+  close_deadline_ = NowNs() + 3 * ngtcp2_conn_get_pto(conn_);
+}
+
+void ConnImpl::NotifyClosed(CloseInfo info) {
+  if (closed_notified_) return;
+  closed_notified_ = true;
+  TransportMetrics& m = ep_->metrics();
+  if (established_) {
+    m.connections->Add(-1);
+  } else {
+    // Classify the refusal: our ALPN check or the peer's alert 120; certificate problems on
+    // either side; timeouts; anything else.
+    uint64_t alert = ((info.code & ~uint64_t(0xff)) == NGTCP2_CRYPTO_ERROR && !info.application)
+                         ? (info.code & 0xff)
+                         : 0;
+    if (ref_.alpn_refused || alert == GNUTLS_A_NO_APPLICATION_PROTOCOL) {
+      m.refused_alpn->Increment();
+    } else if (!ref_.failure.empty() || alert == GNUTLS_A_BAD_CERTIFICATE ||
+               alert == GNUTLS_A_CERTIFICATE_REQUIRED || alert == GNUTLS_A_UNKNOWN_CA ||
+               alert == GNUTLS_A_CERTIFICATE_EXPIRED || alert == GNUTLS_A_CERTIFICATE_UNKNOWN ||
+               alert == GNUTLS_A_UNSUPPORTED_CERTIFICATE || alert == GNUTLS_A_ACCESS_DENIED) {
+      m.refused_certificate->Increment();
+    } else if (info.reason == "handshake timeout") {
+      m.refused_timeout->Increment();
+    } else {
+      m.refused_other->Increment();
+    }
+    spdlog::debug("quic handshake failed endpoint={} server={} remote={} reason=\"{}\"",
+                  ep_->options().name, server_, remote_address().ToString(), info.reason);
+  }
+  auto streams = std::move(streams_);
+  streams_.clear();
+  for (auto& [id, s] : streams) {
+    s->closed_ = true;
+    s->Abort(info.code, true);
+  }
+  auto self = shared_from_this();
+  ep_->Defer([self, info = std::move(info)] {
+    if (self->dial_done_) {
+      auto done = std::move(self->dial_done_);
+      self->dial_done_ = nullptr;
+      done(Fail(info.kind == CloseInfo::Kind::kHandshake ? ErrorCode::kPermissionDenied
+                                                         : ErrorCode::kUnavailable,
+                "dial " + self->remote_address().ToString() + ": " + info.reason));
+    }
+    if (self->established_ && self->handlers_.on_closed) self->handlers_.on_closed(*self, info);
+    self->handlers_ = ConnectionHandlers{};  // break cycles through captured handles
+  });
+}
+
+void ConnImpl::Write() {
+  if (!conn_ || state_ == State::kClosing || state_ == State::kDraining || state_ == State::kDead)
+    return;
+  const uint64_t ts = NowNs();
+  const size_t mtu = ngtcp2_conn_get_max_tx_udp_payload_size(conn_);
+  const size_t quantum = ngtcp2_conn_get_send_quantum(conn_) / mtu;
+  const size_t max_pkts = std::clamp<size_t>(quantum, 1, kTxBatch);
+  uint8_t* buf = ep_->tx_buf();
+  size_t nout = 0, npkts = 0, seg = 0, total = 0;
+  ngtcp2_path_storage ps;
+  ngtcp2_path_storage_zero(&ps);
+  ngtcp2_pkt_info pi{};
+
+  std::vector<std::shared_ptr<StreamImpl>> ready;
+  if (state_ == State::kOpen) {
+    for (auto& [id, s] : streams_)
+      if (s->can_send() && s->HasPendingTx()) ready.push_back(s);
+    if (ready.size() > 1)
+      std::rotate(ready.begin(), ready.begin() + long(rr_++ % ready.size()), ready.end());
+  }
+  size_t ri = 0;
+  auto flush = [&] {
+    if (nout > 0)
+      ep_->SendPackets(reinterpret_cast<sockaddr*>(ps.path.remote.addr), ps.path.remote.addrlen,
+                       buf, nout, seg);
+    nout = npkts = 0;
+  };
+  for (;;) {
+    StreamImpl* s = nullptr;
+    while (ri < ready.size() && !ready[ri]->HasPendingTx()) ++ri;
+    if (ri < ready.size()) s = ready[ri].get();
+    ngtcp2_vec vec[16];
+    size_t nvec = 0;
+    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
+    int64_t sid = -1;
+    if (s) {
+      sid = s->id_;
+      nvec = s->tx_.Peek(vec, 16);
+      uint64_t bytes = 0;
+      for (size_t i = 0; i < nvec; ++i) bytes += vec[i].len;
+      if (s->fin_requested_ && bytes == s->tx_.unsent()) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+    }
+    ngtcp2_ssize ndatalen = -1;
+    ngtcp2_ssize n = ngtcp2_conn_writev_stream(conn_, &ps.path, &pi, buf + nout, mtu, &ndatalen,
+                                               flags, sid, vec, nvec, ts);
+    if (s && ndatalen >= 0) {
+      s->tx_.Sent(size_t(ndatalen));
+      if ((flags & NGTCP2_WRITE_STREAM_FLAG_FIN) && s->tx_.unsent() == 0) s->fin_sent_ = true;
+    }
+    if (n < 0) {
+      if (n == NGTCP2_ERR_WRITE_MORE) {
+        ++ri;
+        continue;
+      }
+      if (n == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+        s->blocked_ = true;
+        ++ri;
+        continue;
+      }
+      if (n == NGTCP2_ERR_STREAM_SHUT_WR || n == NGTCP2_ERR_STREAM_NOT_FOUND) {
+        s->tx_dead_ = true;
+        ++ri;
+        continue;
+      }
+      flush();
+      ngtcp2_connection_close_error err;
+      ngtcp2_connection_close_error_default(&err);
+      ngtcp2_connection_close_error_set_transport_error_liberr(&err, int(n), nullptr, 0);
+      CloseInfo info;
+      info.kind = established_ ? CloseInfo::Kind::kLocal : CloseInfo::Kind::kHandshake;
+      info.code = err.error_code;
+      info.reason = std::string("write failed: ") + ngtcp2_strerror(int(n));
+      StartClosing(err);
+      NotifyClosed(std::move(info));
+      return;
+    }
+    if (n == 0) break;
+    // GSO: equal-size packets, only the last may be shorter. A bigger packet (PMTUD probe)
+    // starts a new batch.
+    if (npkts > 0 && size_t(n) > seg) {
+      ep_->SendPackets(reinterpret_cast<sockaddr*>(ps.path.remote.addr), ps.path.remote.addrlen,
+                       buf, nout, seg);
+      std::memmove(buf, buf + nout, size_t(n));
+      nout = size_t(n);
+      npkts = 1;
+      seg = size_t(n);
+    } else {
+      if (npkts == 0) seg = size_t(n);
+      nout += size_t(n);
+      ++npkts;
+    }
+    if (size_t(n) < seg || npkts >= kTxBatch) flush();
+    if (++total >= max_pkts) break;
+  }
+  flush();
+  ngtcp2_conn_update_pkt_tx_time(conn_, ts);
+  if (pending_close_) {
+    auto err = *pending_close_;
+    pending_close_.reset();
+    CloseInfo info;
+    info.kind = CloseInfo::Kind::kLocal;
+    info.application = true;
+    info.code = err.error_code;
+    info.reason = "closed locally: " + DescribeClose(err);
+    StartClosing(err);
+    NotifyClosed(std::move(info));
+  }
+}
+
+void ConnImpl::Release() {
+  if (!conn_) return;
+  for (const auto& key : cids_) ep_->Unroute(key, this);
+  cids_.clear();
+  for (auto& [id, s] : streams_) s->closed_ = true;
+  streams_.clear();
+  ngtcp2_conn_del(conn_);  // before the TLS session it points to
+  conn_ = nullptr;
+  ref_.conn = nullptr;
+  if (tls_) gnutls_deinit(tls_);
+  tls_ = nullptr;
+  state_ = State::kDead;
+}
+
+// ---------------------------------------------------------------------------------------------
+// EndpointImpl
+
+Result<void> EndpointImpl::Bind(const HostPort& bind) {
+  auto addr = Resolve(bind, AF_UNSPEC);
+  if (!addr) return tl::unexpected(addr.error());
+  fd_ = ::socket(addr->first.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return Fail(ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
+  int size = 8 << 20;
+  if (setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) != 0)
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+  if (setsockopt(fd_, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) != 0)
+    setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+  int one = 1;
+  setsockopt(fd_, SOL_UDP, UDP_GRO, &one, sizeof(one));  // optional: split below if present
+  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&addr->first), addr->second) != 0)
+    return Fail(ErrorCode::kIo, "bind " + bind.ToString() + ": " + std::strerror(errno));
+  local_len_ = sizeof(local_sa_);
+  getsockname(fd_, reinterpret_cast<sockaddr*>(&local_sa_), &local_len_);
+  local_hp_ = FromSockaddr(local_sa_);
+  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd_ < 0) return Fail(ErrorCode::kIo, std::string("eventfd: ") + std::strerror(errno));
+  gso_ = options_.gso;
+  return Ok();
+}
+
+void EndpointImpl::SendPackets(const sockaddr* to, socklen_t tolen, const uint8_t* data, size_t len,
+                               size_t seg) {
+  if (len == 0 || fd_ < 0) return;
+  auto send_one = [&](const uint8_t* p, size_t n, bool gso) -> ssize_t {
+    iovec iov{const_cast<uint8_t*>(p), n};
+    msghdr m{};
+    m.msg_name = const_cast<sockaddr*>(to);
+    m.msg_namelen = tolen;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(uint16_t))] = {};
+    if (gso) {
+      m.msg_control = ctrl;
+      m.msg_controllen = sizeof(ctrl);
+      cmsghdr* cm = CMSG_FIRSTHDR(&m);
+      cm->cmsg_level = SOL_UDP;
+      cm->cmsg_type = UDP_SEGMENT;
+      cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      uint16_t s = uint16_t(seg);
+      std::memcpy(CMSG_DATA(cm), &s, sizeof(s));
+    }
+    for (;;) {
+      ssize_t r = sendmsg(fd_, &m, 0);
+      if (r >= 0 || errno != EINTR) return r;
+    }
+  };
+  if (gso_ && len > seg) {
+    if (send_one(data, len, true) >= 0) return;
+    if (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP) {
+      gso_ = false;  // the kernel or device refuses GSO: per-packet from now on
+    } else {
+      metrics_.send_errors->Increment();  // EAGAIN: QUIC loss recovery resends
+      return;
+    }
+  }
+  for (size_t off = 0; off < len; off += seg)
+    if (send_one(data + off, std::min(seg, len - off), false) < 0) {
+      metrics_.send_errors->Increment();
+      return;
+    }
+}
+
+void EndpointImpl::Dial(const HostPort& remote, DialOptions options, DialCallback done) {
+  if (!InLoopThread()) {
+    Post([this, remote, options = std::move(options), done = std::move(done)]() mutable {
+      Dial(remote, std::move(options), std::move(done));
+    });
+    return;
+  }
+  if (stopping_) {
+    done(Fail(ErrorCode::kUnavailable, "endpoint stopped"));
+    return;
+  }
+  auto addr = Resolve(remote, local_sa_.ss_family);
+  if (!addr) {
+    done(tl::unexpected(addr.error()));
+    return;
+  }
+  auto conn = std::make_shared<ConnImpl>(this, ++next_conn_id_, false);
+  auto r = conn->InitClient(reinterpret_cast<const sockaddr*>(&addr->first), addr->second, options);
+  if (!r) {
+    conn->Release();
+    Defer([done = std::move(done), err = r.error()] { done(tl::unexpected(err)); });
+    return;
+  }
+  conn->SetDialCallback(std::move(done));
+  conns_.emplace(conn->id(), conn);
+}
+
+void EndpointImpl::Accept(const uint8_t* data, size_t len, const sockaddr* from,
+                          socklen_t fromlen) {
+  ngtcp2_pkt_hd hd;
+  if (ngtcp2_accept(&hd, data, len) != 0) return;  // not a valid client Initial: drop
+  auto conn = std::make_shared<ConnImpl>(this, ++next_conn_id_, true);
+  if (auto r = conn->InitServer(hd, from, fromlen); !r) {
+    spdlog::warn("quic accept failed error=\"{}\"", r.error().message);
+    conn->Release();
+    return;
+  }
+  conns_.emplace(conn->id(), conn);
+  conn->Read(data, len, from, fromlen);
+}
+
+void EndpointImpl::SendStatelessReset(const ngtcp2_version_cid& vc, size_t len,
+                                      const sockaddr* from, socklen_t fromlen) {
+  // Smaller than what we received (no reset loops), at least the RFC minimum.
+  if (len < 1 + NGTCP2_MIN_STATELESS_RESET_RANDLEN + NGTCP2_STATELESS_RESET_TOKENLEN + 1) return;
+  if (vc.dcidlen != kScidLen) return;
+  ngtcp2_cid cid;
+  ngtcp2_cid_init(&cid, vc.dcid, vc.dcidlen);
+  uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN];
+  if (ngtcp2_crypto_generate_stateless_reset_token(token, reset_secret_, sizeof(reset_secret_),
+                                                   &cid) != 0)
+    return;
+  size_t total = std::min<size_t>(len - 1, 43);
+  size_t randlen = total - 1 - NGTCP2_STATELESS_RESET_TOKENLEN;
+  uint8_t rand[64];
+  RandomBytes(rand, randlen);
+  uint8_t out[64];
+  ngtcp2_ssize n = ngtcp2_pkt_write_stateless_reset(out, sizeof(out), token, rand, randlen);
+  if (n <= 0) return;
+  metrics_.stateless_resets->Increment();
+  SendPackets(from, fromlen, out, size_t(n), size_t(n));
+}
+
+void EndpointImpl::Dispatch(const uint8_t* data, size_t len, const sockaddr* from,
+                            socklen_t fromlen) {
+  ngtcp2_version_cid vc;
+  int rv = ngtcp2_pkt_decode_version_cid(&vc, data, len, kScidLen);
+  if (rv == NGTCP2_ERR_VERSION_NEGOTIATION) {
+    if (!listen_) return;
+    uint8_t out[256];
+    uint8_t unused = 0;
+    RandomBytes(&unused, 1);
+    const uint32_t versions[] = {NGTCP2_PROTO_VER_V1};
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
+        out, sizeof(out), unused, vc.scid, vc.scidlen, vc.dcid, vc.dcidlen, versions, 1);
+    if (n > 0) {
+      metrics_.version_negotiations->Increment();
+      SendPackets(from, fromlen, out, size_t(n), size_t(n));
+    }
+    return;
+  }
+  if (rv != 0) return;
+  auto it = routes_.find(CidKey(vc.dcid, vc.dcidlen));
+  if (it != routes_.end()) {
+    ConnImpl* c = it->second;
+    c->Read(data, len, from, fromlen);
+    Reschedule(c);
+    return;
+  }
+  if (data[0] & 0x80) {
+    if (listen_ && !stopping_) Accept(data, len, from, fromlen);
+    return;
+  }
+  SendStatelessReset(vc, len, from, fromlen);
+}
+
+void EndpointImpl::ReadPackets() {
+  mmsghdr mm[kRxBatch];
+  iovec iov[kRxBatch];
+  sockaddr_storage from[kRxBatch];
+  alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int))];
+  for (int round = 0; round < 64; ++round) {
+    for (size_t i = 0; i < kRxBatch; ++i) {
+      iov[i] = {rx_bufs_.data() + i * kRxBufSize, kRxBufSize};
+      mm[i].msg_hdr = msghdr{};
+      mm[i].msg_hdr.msg_name = &from[i];
+      mm[i].msg_hdr.msg_namelen = sizeof(from[i]);
+      mm[i].msg_hdr.msg_iov = &iov[i];
+      mm[i].msg_hdr.msg_iovlen = 1;
+      mm[i].msg_hdr.msg_control = ctrl[i];
+      mm[i].msg_hdr.msg_controllen = sizeof(ctrl[i]);
+      mm[i].msg_len = 0;
+    }
+    int n = recvmmsg(fd_, mm, kRxBatch, MSG_DONTWAIT, nullptr);
+    if (n <= 0) return;
+    for (int i = 0; i < n; ++i) {
+      size_t len = mm[i].msg_len, seg = len;
+      for (cmsghdr* cm = CMSG_FIRSTHDR(&mm[i].msg_hdr); cm != nullptr;
+           cm = CMSG_NXTHDR(&mm[i].msg_hdr, cm)) {
+        if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+          int g = 0;
+          std::memcpy(&g, CMSG_DATA(cm), sizeof(g));
+          if (g > 0) seg = size_t(g);
+        }
+      }
+      const uint8_t* p = rx_bufs_.data() + size_t(i) * kRxBufSize;
+      for (size_t off = 0; off < len; off += seg)
+        Dispatch(p + off, std::min(seg, len - off), reinterpret_cast<const sockaddr*>(&from[i]),
+                 mm[i].msg_hdr.msg_namelen);
+    }
+    if (size_t(n) < kRxBatch) return;
+  }
+}
+
+void EndpointImpl::RunPosted() {
+  std::vector<std::function<void()>> batch;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    batch.swap(posted_);
+  }
+  for (auto& fn : batch) fn();
+}
+
+void EndpointImpl::Reschedule(ConnImpl* c) {
+  uint64_t at = c->Expiry();
+  if (at != c->timer_at_) {
+    c->timer_at_ = at;
+    if (at != UINT64_MAX) conn_timers_.emplace(at, c->id());
+  }
+}
+
+uint64_t EndpointImpl::NextDeadline() {
+  uint64_t next = UINT64_MAX;
+  while (!conn_timers_.empty()) {
+    auto [at, id] = conn_timers_.top();
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second->timer_at_ != at) {
+      conn_timers_.pop();  // stale entry
+      continue;
+    }
+    next = at;
+    break;
+  }
+  if (!timers_.empty()) next = std::min(next, timers_.begin()->first.first);
+  return next;
+}
+
+void EndpointImpl::RunTimers() {
+  uint64_t now = NowNs();
+  while (!conn_timers_.empty() && conn_timers_.top().first <= now) {
+    auto [at, id] = conn_timers_.top();
+    conn_timers_.pop();
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second->timer_at_ != at) continue;
+    ConnImpl* c = it->second.get();
+    c->timer_at_ = UINT64_MAX;
+    c->OnTimer(now);
+    Reschedule(c);
+  }
+  while (!timers_.empty() && timers_.begin()->first.first <= now) {
+    auto node = timers_.extract(timers_.begin());
+    timer_at_by_id_.erase(node.key().second);
+    node.mapped()();
+  }
+}
+
+void EndpointImpl::Settle() {
+  for (int guard = 0; guard < 1000; ++guard) {
+    while (!deferred_.empty()) {
+      auto fn = std::move(deferred_.front());
+      deferred_.pop_front();
+      fn();
+    }
+    if (dirty_.empty()) break;
+    auto dirty = std::move(dirty_);
+    dirty_.clear();
+    for (auto& c : dirty) {
+      c->dirty_ = false;
+      c->Write();
+      Reschedule(c.get());
+    }
+  }
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (it->second->state() == ConnImpl::State::kDead && deferred_.empty()) {
+      it->second->Release();
+      it = conns_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void EndpointImpl::Loop() {
+  loop_thread_id_ = std::this_thread::get_id();
+  while (!stopping_) {
+    uint64_t next = NextDeadline();
+    uint64_t now = NowNs();
+    timespec ts{};
+    timespec* tsp = nullptr;
+    if (next != UINT64_MAX) {
+      uint64_t wait = next > now ? next - now : 0;
+      ts.tv_sec = time_t(wait / NGTCP2_SECONDS);
+      ts.tv_nsec = long(wait % NGTCP2_SECONDS);
+      tsp = &ts;
+    }
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {event_fd_, POLLIN, 0}};
+    int rv = ppoll(fds, 2, tsp, nullptr);
+    if (rv < 0 && errno != EINTR) {
+      spdlog::error("quic endpoint ppoll: {}", std::strerror(errno));
+      break;
+    }
+    if (fds[1].revents & POLLIN) {
+      uint64_t v;
+      ssize_t r = ::read(event_fd_, &v, sizeof(v));
+      (void)r;
+    }
+    RunPosted();
+    if (fds[0].revents & POLLIN) ReadPackets();
+    RunTimers();
+    Settle();
+  }
+  Shutdown();
+}
+
+void EndpointImpl::Shutdown() {
+  stopping_ = true;
+  for (auto& [id, c] : conns_) {
+    if (c->state() == ConnImpl::State::kOpen || c->state() == ConnImpl::State::kHandshaking) {
+      c->Close(0, "endpoint stopping");
+      c->Write();
+    }
+  }
+  RunPosted();
+  for (int guard = 0; guard < 100 && !deferred_.empty(); ++guard) {
+    auto fn = std::move(deferred_.front());
+    deferred_.pop_front();
+    fn();
+  }
+  deferred_.clear();
+  for (auto& [id, c] : conns_) c->Release();
+  conns_.clear();
+  dirty_.clear();
+  timers_.clear();
+  timer_at_by_id_.clear();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Endpoint>> Endpoint::Create(const HostPort& bind, EndpointOptions options,
+                                                   MetricsRegistry& metrics,
+                                                   std::optional<ListenHandlers> listen) {
+  EnsureGnutlsInitialized();
+  if (!options.tls) return Fail(ErrorCode::kInvalidArgument, "EndpointOptions.tls is required");
+  if (options.name.empty()) options.name = RoleName(options.tls->role());
+  auto ep = std::make_unique<EndpointImpl>(std::move(options), metrics, std::move(listen));
+  if (auto r = ep->Bind(bind); !r) return tl::unexpected(r.error());
+  ep->Start();
+  return std::unique_ptr<Endpoint>(std::move(ep));
+}
+
+}  // namespace felix::transport

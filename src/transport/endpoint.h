@@ -1,0 +1,174 @@
+// The QUIC endpoint: one UDP socket, one event-loop thread, many connections (listened for
+// and/or dialled). This is the only interface the rest of Felix uses; ngtcp2 and GnuTLS stay
+// behind it.
+//
+// Threading contract
+//  - Every Endpoint owns exactly one loop thread. All callbacks (ListenHandlers,
+//    ConnectionHandlers, StreamHandlers, Dial completions, timers, Post'ed functions) run on it,
+//    never inside ngtcp2 or GnuTLS code, so they may call any Connection/Stream method.
+//  - Connection and Stream methods must be called on the loop thread (from a callback, or from
+//    a function given to Endpoint::Post). Handles (shared_ptr) may be released on any thread;
+//    after the connection or endpoint is gone their methods fail harmlessly.
+//  - Endpoint::Post, Endpoint::Dial, Endpoint::Stop, Endpoint::local_address and
+//    Endpoint::InLoopThread may be called from any thread. Stop (and the destructor) must not be
+//    called on the loop thread; they close every connection (application code 0) and join.
+//  - The Endpoint must outlive nothing in particular: it shares ownership of its TlsContext and
+//    MetricsRegistry-registered series must outlive it (the registry belongs to the daemon).
+//
+// Flow control is backpressure: received bytes stay in the stream's receive buffer, and QUIC
+// credit (MAX_STREAM_DATA / MAX_DATA) is returned only when the application calls
+// Stream::Consume. A reader that does not consume stops its sender after one stream window.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/metrics.h"
+#include "common/net_address.h"
+#include "common/result.h"
+#include "transport/tls_context.h"
+
+namespace felix::transport {
+
+class Connection;
+class Stream;
+class Endpoint;
+struct TransportMetrics;
+
+struct StreamHandlers {
+  // New bytes arrived. `data` is every received byte not yet consumed (it starts with bytes
+  // shown before and not consumed). Call Stream::Consume(n) to drop n bytes from the front and
+  // return their flow-control credit to the sender.
+  std::function<void(Stream&, std::span<const uint8_t> data)> on_data;
+  // The peer finished its side and every received byte has been consumed.
+  std::function<void(Stream&)> on_fin;
+  // The stream was aborted: the peer reset it or asked us to stop sending (code = its
+  // application error code), or the connection closed under it (code = the close code).
+  std::function<void(Stream&, uint64_t code)> on_reset;
+  // The unacknowledged send backlog fell below half the high-water mark after a Write that
+  // returned false.
+  std::function<void(Stream&)> on_writable;
+};
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual int64_t id() const = 0;
+  virtual bool is_unidirectional() const = 0;
+  virtual bool is_local() const = 0;  // opened by this side
+  // Installs the handlers; data or a fin that arrived before is delivered next (not inline).
+  virtual void SetHandlers(StreamHandlers handlers) = 0;
+  // Queues bytes (copied). Returns false when the unacknowledged backlog is at or above the
+  // high-water mark (the bytes are still queued); wait for on_writable before writing more.
+  // Fails when the write side is closed.
+  virtual Result<bool> Write(std::span<const uint8_t> bytes) = 0;
+  // Sends FIN after the queued bytes.
+  virtual void Finish() = 0;
+  // Aborts both directions with an application error code (RESET_STREAM + STOP_SENDING).
+  virtual void Reset(uint64_t app_error_code) = 0;
+  // Drops `n` received bytes from the front and returns their credit.
+  virtual void Consume(size_t n) = 0;
+  virtual size_t received_buffered() const = 0;  // received, not yet consumed
+  virtual size_t send_buffered() const = 0;      // queued and not yet acknowledged
+  virtual uint64_t total_received() const = 0;   // bytes ever received on this stream
+  virtual bool closed() const = 0;               // fully closed or aborted
+  virtual Connection* connection() = 0;          // null once the connection is gone
+};
+
+struct CloseInfo {
+  enum class Kind {
+    kLocal,      // we closed it (Close, Stop, or a protocol error we detected)
+    kPeer,       // CONNECTION_CLOSE from the peer
+    kIdle,       // idle timeout
+    kHandshake,  // the handshake failed or timed out
+  };
+  Kind kind = Kind::kLocal;
+  bool application = false;  // code is an application error code (else a transport code)
+  uint64_t code = 0;
+  std::string reason;  // human readable; includes TLS alert and verification failure text
+};
+
+struct ConnectionHandlers {
+  // The peer opened a stream. Install handlers on it (or Reset it).
+  std::function<void(const std::shared_ptr<Stream>&)> on_stream;
+  // Called once when the connection stops being usable; every open stream got on_reset first.
+  std::function<void(Connection&, const CloseInfo&)> on_closed;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual void SetHandlers(ConnectionHandlers handlers) = 0;
+  virtual Result<std::shared_ptr<Stream>> OpenBidiStream() = 0;
+  virtual Result<std::shared_ptr<Stream>> OpenUniStream() = 0;
+  // Sends CONNECTION_CLOSE with an application error code after writing what is queued.
+  virtual void Close(uint64_t app_error_code, std::string_view reason) = 0;
+  virtual bool is_open() const = 0;
+  virtual bool is_server() const = 0;
+  virtual HostPort remote_address() const = 0;
+  virtual std::string alpn() const = 0;  // negotiated ALPN ("" when none)
+  // DNS names of the peer's verified certificate (empty when it presented none).
+  virtual std::vector<std::string> peer_dns_names() const = 0;
+  virtual Endpoint& endpoint() = 0;
+};
+
+struct EndpointOptions {
+  std::shared_ptr<TlsContext> tls;  // required; its role is the endpoint's role
+  std::string name;                 // metrics label and logs, e.g. "client", "internal"
+  std::chrono::milliseconds idle_timeout{6000};
+  std::chrono::milliseconds handshake_timeout{5000};
+  uint64_t max_streams_bidi = 1024;  // concurrent peer-opened streams allowed, each kind
+  uint64_t max_streams_uni = 1024;
+  uint64_t initial_stream_window = 1u << 20;
+  uint64_t initial_connection_window = 16u << 20;
+  uint64_t max_stream_window = 16u << 20;  // auto-tuning caps (== initial: no tuning)
+  uint64_t max_connection_window = 24u << 20;
+  size_t send_high_water = 4u << 20;  // per-stream unacked bytes before Write returns false
+  std::chrono::microseconds initial_rtt{10000};
+  bool gso = true;  // UDP GSO on send (falls back when the kernel refuses)
+};
+
+struct ListenHandlers {
+  // A peer completed the handshake (its certificate, when required, is verified).
+  std::function<void(const std::shared_ptr<Connection>&)> on_connection;
+};
+
+struct DialOptions {
+  // SNI, and the DNS name the listener's certificate must carry when the TlsContext verifies
+  // peers (for the internal role: the node id being dialled).
+  std::string server_name;
+};
+
+using DialCallback = std::function<void(Result<std::shared_ptr<Connection>>)>;
+using TimerId = uint64_t;
+
+class Endpoint {
+ public:
+  // Binds `bind` (port 0: any free port) and starts the loop thread. With `listen` handlers the
+  // endpoint accepts connections; without, it only dials. `metrics` series are registered now.
+  static Result<std::unique_ptr<Endpoint>> Create(const HostPort& bind, EndpointOptions options,
+                                                  MetricsRegistry& metrics,
+                                                  std::optional<ListenHandlers> listen);
+  virtual ~Endpoint() = default;
+
+  virtual HostPort local_address() const = 0;
+  virtual void Post(std::function<void()> fn) = 0;
+  virtual bool InLoopThread() const = 0;
+  // Dials `remote`; `done` runs on the loop thread with the connection once the handshake is
+  // confirmed, or with an error (TLS refusal with its reason, timeout, ...).
+  virtual void Dial(const HostPort& remote, DialOptions options, DialCallback done) = 0;
+  // Loop-thread timers. Cancelling an expired or unknown id is a no-op.
+  virtual TimerId RunAfter(std::chrono::nanoseconds delay, std::function<void()> fn) = 0;
+  virtual void Cancel(TimerId id) = 0;
+  virtual void Stop() = 0;
+  virtual const TlsContext& tls() const = 0;
+};
+
+}  // namespace felix::transport

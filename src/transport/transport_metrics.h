@@ -1,0 +1,27 @@
+// Prometheus series of one endpoint (label endpoint="<name>"), registered on the daemon's
+// MetricsRegistry. The registry must outlive the endpoint. Updates are lock-free, any thread.
+#pragma once
+
+#include <string>
+
+#include "common/metrics.h"
+
+namespace felix::transport {
+
+struct TransportMetrics {
+  Gauge* connections = nullptr;  // established and not yet closed
+  Counter* accepted = nullptr;
+  Counter* dialled = nullptr;
+  Counter* refused_alpn = nullptr;  // handshakes refused/failed, by reason
+  Counter* refused_certificate = nullptr;
+  Counter* refused_timeout = nullptr;
+  Counter* refused_other = nullptr;
+  Counter* refused_hello_identity = nullptr;  // FLXI Hello node id not in the peer certificate
+  Counter* stateless_resets = nullptr;
+  Counter* version_negotiations = nullptr;
+  Counter* send_errors = nullptr;
+
+  static TransportMetrics Register(MetricsRegistry& registry, const std::string& endpoint);
+};
+
+}  // namespace felix::transport

@@ -1,0 +1,315 @@
+// Endpoint behaviour over real UDP on loopback: handshake, ALPN on the client port, echo on
+// bidi streams, server-pushed uni streams, many sequential streams (stream credit), flow
+// control as backpressure, close codes, idle timeout, version negotiation, stateless reset.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "transport_test_util.h"
+
+namespace felix::transport {
+namespace {
+
+using namespace felix::transport::test;
+
+TlsOptions ClientPortTls() {
+  TlsOptions o;
+  o.role = Role::kClient;
+  return o;
+}
+
+TlsOptions ClientDialTls(std::vector<std::string> alpn) {
+  TlsOptions o;
+  o.role = Role::kClient;
+  o.dial_alpn = std::move(alpn);
+  return o;
+}
+
+TEST(EndpointTest, EchoOverBidiStreamWithFelixAlpn) {
+  MetricsRegistry metrics;
+  EchoServer server(MakeTls(ClientPortTls()), metrics);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({"felix/1"})), metrics);
+  auto conn = DialAndWait(*dialer, server.addr(), "localhost");
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  EXPECT_EQ(OnLoop(*dialer, [&] { return (*conn)->alpn(); }), "felix/1");
+  std::string big(300000, 'x');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char('a' + i % 26);
+  EXPECT_EQ(EchoRoundTrip(*dialer, *conn, big), big);
+  EXPECT_EQ(EchoRoundTrip(*dialer, *conn, "hello"), "hello");
+  auto accepted = server.first->get_future();
+  auto sconn = Await(accepted);
+  EXPECT_EQ(OnLoop(*server.ep, [&] { return sconn->alpn(); }), "felix/1");
+  EXPECT_NE(metrics.RenderPrometheus().find("felix_transport_connections_accepted_total"),
+            std::string::npos);
+}
+
+TEST(EndpointTest, ClientOfferingNoAlpnIsAcceptedOnClientPort) {
+  MetricsRegistry metrics;
+  EchoServer server(MakeTls(ClientPortTls()), metrics);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  auto conn = DialAndWait(*dialer, server.addr(), "localhost");
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  EXPECT_EQ(OnLoop(*dialer, [&] { return (*conn)->alpn(); }), "");
+  EXPECT_EQ(EchoRoundTrip(*dialer, *conn, "ping"), "ping");
+}
+
+TEST(EndpointTest, ManySequentialStreamsBeyondTheConcurrentLimit) {
+  MetricsRegistry metrics;
+  EndpointOptions opts;
+  opts.max_streams_bidi = 16;  // credit must come back as streams close
+  EchoServer server(MakeTls(ClientPortTls()), metrics, opts);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  auto conn = DialAndWait(*dialer, server.addr());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  for (int i = 0; i < 100; ++i) {
+    std::string msg = "m" + std::to_string(i);
+    ASSERT_EQ(EchoRoundTrip(*dialer, *conn, msg), msg) << i;
+  }
+}
+
+TEST(EndpointTest, ServerPushesOnUnidirectionalStream) {
+  MetricsRegistry metrics;
+  TlsOptions so = ClientPortTls();
+  std::string payload(100000, 'u');
+  ListenHandlers lh;
+  lh.on_connection = [&payload](const std::shared_ptr<Connection>& c) {
+    auto s = c->OpenUniStream();
+    ASSERT_TRUE(s.has_value()) << s.error().message;
+    (void)(*s)->Write(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()));
+    (*s)->Finish();
+  };
+  EndpointOptions eo;
+  eo.tls = MakeTls(so);
+  auto server = Endpoint::Create(Loopback(), eo, metrics, lh);
+  ASSERT_TRUE(server.has_value());
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+
+  auto done = std::make_shared<std::promise<std::string>>();
+  auto f = done->get_future();
+  auto got = std::make_shared<std::string>();
+  auto keep = std::make_shared<std::shared_ptr<Stream>>();
+  auto p = std::make_shared<std::promise<Result<std::shared_ptr<Connection>>>>();
+  auto cf = p->get_future();
+  dialer->Dial((*server)->local_address(), {}, [&, p](Result<std::shared_ptr<Connection>> r) {
+    if (r) {
+      (*r)->SetHandlers(ConnectionHandlers{
+          [done, got, keep](const std::shared_ptr<Stream>& s) {
+            EXPECT_TRUE(s->is_unidirectional());
+            EXPECT_FALSE(s->is_local());
+            *keep = s;
+            s->SetHandlers(
+                StreamHandlers{[got](Stream& st, std::span<const uint8_t> d) {
+                                 got->append(reinterpret_cast<const char*>(d.data()), d.size());
+                                 st.Consume(d.size());
+                               },
+                               [done, got](Stream&) { done->set_value(*got); }, nullptr, nullptr});
+          },
+          nullptr});
+    }
+    p->set_value(std::move(r));
+  });
+  auto conn = Await(cf);
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  EXPECT_EQ(Await(f), payload);
+}
+
+// A reader that does not consume stops the sender after one stream window; consuming resumes.
+TEST(EndpointTest, FlowControlIsBackpressure) {
+  MetricsRegistry metrics;
+  constexpr uint64_t kWindow = 256 * 1024;
+  constexpr size_t kTotal = 4 * 1024 * 1024;
+  EndpointOptions so;
+  so.initial_stream_window = kWindow;
+  so.max_stream_window = kWindow;
+  so.initial_connection_window = 8 * kWindow;
+  so.max_connection_window = 8 * kWindow;
+  so.tls = MakeTls(ClientPortTls());
+
+  struct Reader {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::shared_ptr<Stream> stream;
+    size_t buffered = 0;
+    bool consuming = false;
+    size_t consumed = 0;
+    bool fin = false;
+  };
+  auto reader = std::make_shared<Reader>();
+  ListenHandlers lh;
+  lh.on_connection = [reader](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{[reader](const std::shared_ptr<Stream>& s) {
+                                        std::lock_guard<std::mutex> lock(reader->mu);
+                                        reader->stream = s;
+                                        s->SetHandlers(StreamHandlers{
+                                            [reader](Stream& st, std::span<const uint8_t> d) {
+                                              std::lock_guard<std::mutex> lock(reader->mu);
+                                              if (reader->consuming) {
+                                                reader->consumed += d.size();
+                                                st.Consume(d.size());
+                                              }
+                                              reader->buffered = st.received_buffered();
+                                              reader->cv.notify_all();
+                                            },
+                                            [reader](Stream&) {
+                                              std::lock_guard<std::mutex> lock(reader->mu);
+                                              reader->fin = true;
+                                              reader->cv.notify_all();
+                                            },
+                                            nullptr, nullptr});
+                                      },
+                                      nullptr});
+  };
+  auto server = Endpoint::Create(Loopback(), so, metrics, lh);
+  ASSERT_TRUE(server.has_value());
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  auto conn = DialAndWait(*dialer, (*server)->local_address());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+
+  std::shared_ptr<Stream> out = OnLoop(*dialer, [&] {
+    auto s = (*conn)->OpenBidiStream();
+    EXPECT_TRUE(s.has_value());
+    std::vector<uint8_t> data(kTotal, 0x5a);
+    (void)(*s)->Write(data);
+    (*s)->Finish();
+    return *s;
+  });
+  {
+    std::unique_lock<std::mutex> lock(reader->mu);
+    ASSERT_TRUE(reader->cv.wait_for(lock, kWait, [&] { return reader->buffered >= kWindow; }));
+    EXPECT_EQ(reader->buffered, kWindow);  // never more than the window
+  }
+  // The sender still holds the rest: the window stopped it.
+  EXPECT_GE(OnLoop(*dialer, [&] { return out->send_buffered(); }), kTotal - kWindow);
+  EXPECT_EQ(OnLoop(**server, [&] { return reader->stream->total_received(); }), kWindow);
+
+  // Start consuming: everything arrives.
+  OnLoop(**server, [&] {
+    std::lock_guard<std::mutex> lock(reader->mu);
+    reader->consuming = true;
+    reader->consumed += reader->stream->received_buffered();
+    reader->stream->Consume(reader->stream->received_buffered());
+  });
+  std::unique_lock<std::mutex> lock(reader->mu);
+  ASSERT_TRUE(reader->cv.wait_for(lock, kWait, [&] { return reader->fin; }));
+  EXPECT_EQ(reader->consumed, kTotal);
+}
+
+TEST(EndpointTest, ApplicationCloseCodeReachesPeer) {
+  MetricsRegistry metrics;
+  ListenHandlers lh;
+  // Close once the client is surely established (it has opened a stream).
+  lh.on_connection = [](const std::shared_ptr<Connection>& c) {
+    Connection* raw = c.get();
+    c->SetHandlers(ConnectionHandlers{
+        [raw](const std::shared_ptr<Stream>&) { raw->Close(7, "go away"); }, nullptr});
+  };
+  EndpointOptions eo;
+  eo.tls = MakeTls(ClientPortTls());
+  auto server = Endpoint::Create(Loopback(), eo, metrics, lh);
+  ASSERT_TRUE(server.has_value());
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  auto closed = std::make_shared<std::promise<CloseInfo>>();
+  auto f = closed->get_future();
+  auto p = std::make_shared<std::promise<bool>>();
+  dialer->Dial((*server)->local_address(), {}, [closed](Result<std::shared_ptr<Connection>> r) {
+    if (!r) {
+      CloseInfo info;
+      info.reason = r.error().message;
+      closed->set_value(info);
+      return;
+    }
+    (*r)->SetHandlers(ConnectionHandlers{
+        nullptr, [closed](Connection&, const CloseInfo& i) { closed->set_value(i); }});
+    auto s = (*r)->OpenBidiStream();
+    ASSERT_TRUE(s.has_value());
+    const uint8_t x = 'x';
+    (void)(*s)->Write(std::span<const uint8_t>(&x, 1));
+  });
+  CloseInfo info = Await(f);
+  EXPECT_EQ(info.kind, CloseInfo::Kind::kPeer) << info.reason;
+  EXPECT_TRUE(info.application);
+  EXPECT_EQ(info.code, 7u);
+}
+
+TEST(EndpointTest, IdleTimeoutClosesConnection) {
+  MetricsRegistry metrics;
+  EndpointOptions so;
+  so.idle_timeout = std::chrono::milliseconds(300);
+  EchoServer server(MakeTls(ClientPortTls()), metrics, so);
+  EndpointOptions co;
+  co.idle_timeout = std::chrono::milliseconds(300);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics, co);
+  auto closed = std::make_shared<std::promise<CloseInfo>>();
+  auto f = closed->get_future();
+  dialer->Dial(server.addr(), {}, [closed](Result<std::shared_ptr<Connection>> r) {
+    ASSERT_TRUE(r.has_value());
+    (*r)->SetHandlers(ConnectionHandlers{
+        nullptr, [closed](Connection&, const CloseInfo& i) { closed->set_value(i); }});
+  });
+  EXPECT_EQ(Await(f).kind, CloseInfo::Kind::kIdle);
+}
+
+int UdpSocketTo(const HostPort& hp, sockaddr_in* to) {
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  *to = sockaddr_in{};
+  to->sin_family = AF_INET;
+  to->sin_port = htons(hp.port);
+  inet_pton(AF_INET, hp.host.c_str(), &to->sin_addr);
+  return fd;
+}
+
+std::vector<uint8_t> RecvWithDeadline(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, 10000) != 1) return {};
+  std::vector<uint8_t> buf(2048);
+  ssize_t n = recv(fd, buf.data(), buf.size(), 0);
+  buf.resize(n > 0 ? size_t(n) : 0);
+  return buf;
+}
+
+TEST(EndpointTest, UnknownVersionGetsVersionNegotiation) {
+  MetricsRegistry metrics;
+  EchoServer server(MakeTls(ClientPortTls()), metrics);
+  sockaddr_in to;
+  int fd = UdpSocketTo(server.addr(), &to);
+  std::vector<uint8_t> pkt(1200, 0);
+  pkt[0] = 0xc0;
+  pkt[1] = 0x1a;
+  pkt[2] = 0x2a;
+  pkt[3] = 0x3a;
+  pkt[4] = 0x4a;  // version 0x1a2a3a4a
+  pkt[5] = 8;     // DCID length
+  pkt[14] = 8;    // SCID length
+  sendto(fd, pkt.data(), pkt.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to));
+  auto reply = RecvWithDeadline(fd);
+  ASSERT_GE(reply.size(), 7u);
+  EXPECT_EQ(reply[0] & 0x80, 0x80);
+  EXPECT_EQ(reply[1] | reply[2] | reply[3] | reply[4], 0);  // version 0 = VN
+  close(fd);
+}
+
+TEST(EndpointTest, UnknownShortHeaderPacketGetsStatelessReset) {
+  MetricsRegistry metrics;
+  EchoServer server(MakeTls(ClientPortTls()), metrics);
+  sockaddr_in to;
+  int fd = UdpSocketTo(server.addr(), &to);
+  std::vector<uint8_t> pkt(100, 0x33);
+  pkt[0] = 0x40;  // short header, fixed bit
+  sendto(fd, pkt.data(), pkt.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to));
+  auto reply = RecvWithDeadline(fd);
+  ASSERT_GE(reply.size(), 21u);
+  EXPECT_LT(reply.size(), pkt.size());
+  EXPECT_EQ(reply[0] & 0xc0, 0x40);
+  close(fd);
+  EXPECT_NE(metrics.RenderPrometheus().find("felix_transport_stateless_resets_sent_total{endpoint="
+                                            "\"client\"} 1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace felix::transport
