@@ -35,8 +35,10 @@ class AdminApi {
 
   void Register(HttpEndpoint& http);
 
-  // Writes <data_dir>/admin-credentials.json (0600) with the bound HTTP address.
-  Result<void> WriteCredentials(const HostPort& http_addr);
+  // Writes <data_dir>/admin-credentials.json (0600) with the bound HTTP and client QUIC
+  // addresses and the file that verifies the broker's certificate.
+  Result<void> WriteCredentials(const HostPort& http_addr, const HostPort& quic_addr,
+                                const std::string& ca_file);
 
   catalog::Catalog& catalog() { return *catalog_; }
   const std::string& credentials_path() const { return credentials_path_; }
