@@ -13,5 +13,7 @@ namespace felix::cli {
 void RegisterVersionCommand(CLI::App& app);
 // tenant, namespace, stream, cache and token groups (admin API client).
 void RegisterAdminCommands(CLI::App& app);
+// felix wire decode/encode: FLX1 and FLXI frames <-> canonical JSON.
+void RegisterWireCommand(CLI::App& app);
 
 }  // namespace felix::cli
