@@ -23,10 +23,11 @@ BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalo
   options_.log_defaults.metrics = &metrics;
 }
 
-BrokerCore::~BrokerCore() { Stop(); }
+BrokerCore::~BrokerCore() {
+  Stop();
+}
 
-std::optional<catalog::Stream> BrokerCore::FindStream(std::string_view tenant,
-                                                      std::string_view ns,
+std::optional<catalog::Stream> BrokerCore::FindStream(std::string_view tenant, std::string_view ns,
                                                       std::string_view stream) const {
   auto snapshot = catalog_.Snapshot();
   const catalog::Stream* found = snapshot->FindStream(tenant, ns, stream);
@@ -41,8 +42,7 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
                                                  " out of range: stream has " +
                                                  std::to_string(stream.shards) + " shards");
   }
-  ShardId id{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream,
-             shard_index};
+  ShardId id{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream, shard_index};
   std::string key = id.ToString();
   std::lock_guard lock(mu_);
   if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
@@ -56,7 +56,9 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
     storage::LogOptions log_options = options_.log_defaults;
     if (stream.fsync_mode) {
       switch (*stream.fsync_mode) {
-        case catalog::FsyncMode::kNone: log_options.fsync_mode = storage::FsyncMode::kNone; break;
+        case catalog::FsyncMode::kNone:
+          log_options.fsync_mode = storage::FsyncMode::kNone;
+          break;
         case catalog::FsyncMode::kPeriodic:
           log_options.fsync_mode = storage::FsyncMode::kPeriodic;
           break;
@@ -65,15 +67,15 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
           break;
       }
     }
-    if (stream.retention.max_size_bytes) log_options.retention_bytes = *stream.retention.max_size_bytes;
+    if (stream.retention.max_size_bytes)
+      log_options.retention_bytes = *stream.retention.max_size_bytes;
     if (stream.retention.max_age_seconds) {
       log_options.retention_age = std::chrono::seconds(*stream.retention.max_age_seconds);
     }
     std::filesystem::path dir = std::filesystem::path(options_.storage_dir) / stream.tenant_id /
-                                stream.namespace_name / stream.name /
-                                std::to_string(shard_index);
-    auto store = storage::ShardStore::Open(dir.string(),
-                                           storage::ShardStoreOptions::Uniform(log_options));
+                                stream.namespace_name / stream.name / std::to_string(shard_index);
+    auto store =
+        storage::ShardStore::Open(dir.string(), storage::ShardStoreOptions::Uniform(log_options));
     if (!store) return tl::unexpected(store.error().ToError());
     open.store = std::move(*store);
     log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream));

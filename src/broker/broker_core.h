@@ -43,8 +43,7 @@ struct StreamShardHandle {
 
 class BrokerCore {
  public:
-  BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalog,
-             MetricsRegistry& metrics);
+  BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalog, MetricsRegistry& metrics);
   ~BrokerCore();
   BrokerCore(const BrokerCore&) = delete;
   BrokerCore& operator=(const BrokerCore&) = delete;

@@ -23,7 +23,9 @@ constexpr uint64_t kStreamProtocolError = 0x100;
 
 constexpr uint16_t kServerFlags = flx1::kKnownFlags & ~flx1::kFlagBinaryPublishIdempotent;
 
-uint16_t Code(ProtocolErrorCode c) { return static_cast<uint16_t>(c); }
+uint16_t Code(ProtocolErrorCode c) {
+  return static_cast<uint16_t>(c);
+}
 
 uint64_t NowMicrosRoundedToMillis() {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -35,11 +37,16 @@ uint64_t NowMicrosRoundedToMillis() {
 uint16_t ProtocolCodeFor(const Error& error) {
   switch (error.code) {
     case ErrorCode::kIo:
-    case ErrorCode::kCorruption: return Code(ProtocolErrorCode::kStorage);
-    case ErrorCode::kUnavailable: return Code(ProtocolErrorCode::kShardUnavailable);
-    case ErrorCode::kInvalidArgument: return Code(ProtocolErrorCode::kInvalidRequest);
-    case ErrorCode::kNotFound: return Code(ProtocolErrorCode::kNotFound);
-    default: return Code(ProtocolErrorCode::kInternal);
+    case ErrorCode::kCorruption:
+      return Code(ProtocolErrorCode::kStorage);
+    case ErrorCode::kUnavailable:
+      return Code(ProtocolErrorCode::kShardUnavailable);
+    case ErrorCode::kInvalidArgument:
+      return Code(ProtocolErrorCode::kInvalidRequest);
+    case ErrorCode::kNotFound:
+      return Code(ProtocolErrorCode::kNotFound);
+    default:
+      return Code(ProtocolErrorCode::kInternal);
   }
 }
 
@@ -58,16 +65,44 @@ std::string_view TypeOf(const flx1::Message& message) {
 
 // Message types only a broker sends: a client sending one gets "unexpected message type".
 bool IsBrokerToClientType(std::string_view type) {
-  static constexpr std::string_view kTypes[] = {
-      "auth_ok", "ok", "unsupported", "topology_view", "stream_shards_view",
-      "cache_shards_view", "shard_owners_view", "not_leader", "publish_ok", "publish_error",
-      "producer_init_ok", "publish_refused", "subscribed", "subscribe_cursor_error",
-      "event_stream_hello", "event", "event_batch", "shard_moved", "subscription_lagged",
-      "offset_value", "stream_records", "cache_value", "cache_ok", "cache_condition_result",
-      "cache_watch_started", "cache_event", "cache_watch_lagged", "counter_value",
-      "group_records", "group_extended", "group_dead_letter_list", "group_position",
-      "group_info", "group_deleted", "commit_ok", "state_value", "shard_inspect_info",
-      "subscriptions_list_info"};
+  static constexpr std::string_view kTypes[] = {"auth_ok",
+                                                "ok",
+                                                "unsupported",
+                                                "topology_view",
+                                                "stream_shards_view",
+                                                "cache_shards_view",
+                                                "shard_owners_view",
+                                                "not_leader",
+                                                "publish_ok",
+                                                "publish_error",
+                                                "producer_init_ok",
+                                                "publish_refused",
+                                                "subscribed",
+                                                "subscribe_cursor_error",
+                                                "event_stream_hello",
+                                                "event",
+                                                "event_batch",
+                                                "shard_moved",
+                                                "subscription_lagged",
+                                                "offset_value",
+                                                "stream_records",
+                                                "cache_value",
+                                                "cache_ok",
+                                                "cache_condition_result",
+                                                "cache_watch_started",
+                                                "cache_event",
+                                                "cache_watch_lagged",
+                                                "counter_value",
+                                                "group_records",
+                                                "group_extended",
+                                                "group_dead_letter_list",
+                                                "group_position",
+                                                "group_info",
+                                                "group_deleted",
+                                                "commit_ok",
+                                                "state_value",
+                                                "shard_inspect_info",
+                                                "subscriptions_list_info"};
   for (auto t : kTypes) {
     if (t == type) return true;
   }
@@ -157,8 +192,8 @@ void ClientSession::OnData(std::span<const uint8_t> data) {
   while (!ended_) {
     auto rest = data.subspan(used);
     if (rest.size() < flx1::kHeaderSize) break;
-    uint32_t limit = auth_ ? service_.options().max_frame_bytes
-                           : service_.options().preauth_max_frame_bytes;
+    uint32_t limit =
+        auth_ ? service_.options().max_frame_bytes : service_.options().preauth_max_frame_bytes;
     auto header = flx1::DecodeEnvelope(rest, limit);
     if (!header) {
       if (header.error().code == wire::DecodeErrorCode::kFrameTooLarge) {
@@ -272,7 +307,7 @@ bool ClientSession::HandleAuth(const flx1::Auth& auth) {
                                             auth::NowUnixSeconds());
   if (!context) {
     service_.metrics().auth_failures.Increment();
-    spdlog::debug("auth refused tenant={} reason={}", auth.tenant_id, context.error().message);
+    spdlog::debug("auth refused tenant={} reason={}", auth.tenant_id, context.error().ToString());
     SendError(Code(ProtocolErrorCode::kUnauthenticated), auth::kAuthFailedMessage);
     FinishStream();
     return false;
@@ -343,8 +378,8 @@ bool ClientSession::HandleBinaryPublish(uint16_t flags, std::span<const uint8_t>
   request.binary = true;
   request.payloads.reserve(batch->payloads.size());
   for (std::string_view p : batch->payloads) {
-    size_t offset = static_cast<size_t>(reinterpret_cast<const uint8_t*>(p.data()) -
-                                        payload.data());
+    size_t offset =
+        static_cast<size_t>(reinterpret_cast<const uint8_t*>(p.data()) - payload.data());
     request.payloads.emplace_back(owner->data() + offset, p.size());
   }
   request.owner = std::move(owner);
@@ -413,7 +448,8 @@ bool ClientSession::Publish(PublishRequest request) {
 
   size_t bytes = 0;
   for (auto p : request.payloads) bytes += p.size();
-  if (inflight_bytes_ > 0 && inflight_bytes_ + bytes > service_.options().max_inflight_bytes_per_stream) {
+  if (inflight_bytes_ > 0 &&
+      inflight_bytes_ + bytes > service_.options().max_inflight_bytes_per_stream) {
     if (!answer_id) {
       service_.metrics().publish_dropped.Increment();  // fire-and-forget is shed
       return true;
@@ -432,28 +468,29 @@ bool ClientSession::Publish(PublishRequest request) {
   bool binary = request.binary;
   handle->executor->Post([shard = handle->shard, batch = std::move(batch), weak, endpoint,
                           answer_id, binary, bytes]() mutable {
-    shard->Publish(std::move(batch), [weak, endpoint, answer_id, binary, bytes](
-                                         Result<uint64_t> result) {
-      endpoint->Post([weak, answer_id, binary, bytes, result = std::move(result)] {
-        auto self = weak.lock();
-        if (!self) return;
-        self->inflight_bytes_ -= bytes;
-        --self->pending_ops_;
-        if (result) {
-          self->service_.metrics().publish_ok.Increment();
-        } else {
-          self->service_.metrics().publish_error.Increment();
-        }
-        if (answer_id) self->AnswerPublish(binary, *answer_id, result);
-        if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
-        self->MaybeRelease();
-      });
-    });
+    shard->Publish(std::move(batch),
+                   [weak, endpoint, answer_id, binary, bytes](Result<uint64_t> result) {
+                     endpoint->Post([weak, answer_id, binary, bytes, result = std::move(result)] {
+                       auto self = weak.lock();
+                       if (!self) return;
+                       self->inflight_bytes_ -= bytes;
+                       --self->pending_ops_;
+                       if (result) {
+                         self->service_.metrics().publish_ok.Increment();
+                       } else {
+                         self->service_.metrics().publish_error.Increment();
+                       }
+                       if (answer_id) self->AnswerPublish(binary, *answer_id, result);
+                       if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
+                       self->MaybeRelease();
+                     });
+                   });
   });
   return true;
 }
 
-void ClientSession::AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result) {
+void ClientSession::AnswerPublish(bool binary, uint64_t request_id,
+                                  const Result<uint64_t>& result) {
   if (!result) {
     SendPublishError(binary, request_id, ProtocolCodeFor(result.error()), result.error().message);
     return;
@@ -484,8 +521,8 @@ void ClientSession::SendPublishError(bool binary, uint64_t request_id, uint16_t 
     if (message.size() > flx1::kMaxBinaryStringBytes) message.resize(flx1::kMaxBinaryStringBytes);
     ack.message = message;
     if ((peer_flags_ & flx1::kFlagBinaryPublishAckCode) != 0) {
-      ack.code = flx1::BinaryPublishAck::Code{
-          code, static_cast<uint8_t>(flx1::DefaultRetryClass(code))};
+      ack.code =
+          flx1::BinaryPublishAck::Code{code, static_cast<uint8_t>(flx1::DefaultRetryClass(code))};
     }
     std::vector<uint8_t> frame;
     if (flx1::AppendFrame(flx1::Flx1Frame{ack}, frame)) (void)stream_->Write(frame);
@@ -507,8 +544,7 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
     return false;
   }
   if (connection_->subscriptions >= service_.options().max_subscriptions_per_conn) {
-    SendError(Code(ProtocolErrorCode::kLimitExceeded),
-              "max subscriptions per connection exceeded");
+    SendError(Code(ProtocolErrorCode::kLimitExceeded), "max subscriptions per connection exceeded");
     FinishStream();
     return false;
   }
@@ -527,7 +563,8 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
   StartPosition start;
   if (request.start) {
     switch (request.start->kind) {
-      case flx1::StartPosition::Kind::kLatest: break;
+      case flx1::StartPosition::Kind::kLatest:
+        break;
       case flx1::StartPosition::Kind::kEarliest:
         start.kind = StartPosition::Kind::kEarliest;
         break;
@@ -546,8 +583,8 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
   std::weak_ptr<ClientSession> weak = weak_from_this();
   transport::Endpoint* endpoint = &endpoint_;
   StreamShardHandle shard_handle = *handle;
-  handle->executor->Post([shard_handle, start, requested_capacity, slot, weak, endpoint,
-                          client_id, durable] {
+  handle->executor->Post([shard_handle, start, requested_capacity, slot, weak, endpoint, client_id,
+                          durable] {
     auto result = shard_handle.shard->Subscribe(start, requested_capacity.value_or(0),
                                                 [slot] { slot->Wake(); });
     endpoint->Post([shard_handle, result = std::move(result), slot, weak, client_id, durable,
@@ -637,10 +674,11 @@ bool ClientSession::HandleStreamShards(const flx1::StreamShards& request) {
   }
   flx1::StreamShardsView view;
   view.request_id = request.request_id;
-  if (auto stream = service_.core().FindStream(request.tenant_id, request.namespace_,
-                                               request.stream)) {
+  if (auto stream =
+          service_.core().FindStream(request.tenant_id, request.namespace_, request.stream)) {
     view.shards = stream->shards;
-    if (stream->routing == catalog::Routing::kJumpHash) view.routing = flx1::ShardRouting::kJumpHash;
+    if (stream->routing == catalog::Routing::kJumpHash)
+      view.routing = flx1::ShardRouting::kJumpHash;
   }
   Send(view);
   return true;

@@ -65,8 +65,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   };
   bool Publish(PublishRequest request);
   void AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result);
-  void OnSubscribed(const StreamShardHandle& handle,
-                    std::variant<Subscription, CursorError> result,
+  void OnSubscribed(const StreamShardHandle& handle, std::variant<Subscription, CursorError> result,
                     const std::shared_ptr<void>& writer_slot, uint64_t client_id, bool durable,
                     std::optional<uint32_t> requested_capacity);
 
@@ -81,8 +80,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void MaybeRelease();
 
   bool Authorized(auth::Action action, std::string_view tenant, std::string_view ns,
-                  std::string_view stream, std::optional<uint64_t> publish_request_id,
-                  bool binary);
+                  std::string_view stream, std::optional<uint64_t> publish_request_id, bool binary);
 
   ClientService& service_;
   std::shared_ptr<ClientConnectionState> connection_;

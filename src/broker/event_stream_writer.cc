@@ -23,17 +23,14 @@ EventStreamWriter::EventStreamWriter(transport::Endpoint& endpoint,
 
 void EventStreamWriter::Start(std::shared_ptr<SubscriberQueue> queue) {
   queue_ = std::move(queue);
-  std::weak_ptr<EventStreamWriter> weak = weak_from_this();
+  // The stream's handlers own the writer until Stop() drops them.
+  auto self = shared_from_this();
   transport::StreamHandlers handlers;
-  handlers.on_writable = [weak](transport::Stream&) {
-    if (auto self = weak.lock()) {
-      self->blocked_ = false;
-      self->Drain();
-    }
+  handlers.on_writable = [self](transport::Stream&) {
+    self->blocked_ = false;
+    self->Drain();
   };
-  handlers.on_reset = [weak](transport::Stream&, uint64_t) {
-    if (auto self = weak.lock()) self->Stop();
-  };
+  handlers.on_reset = [self](transport::Stream&, uint64_t) { self->Stop(); };
   // The client never sends on this stream; anything it does is ignored.
   handlers.on_data = [](transport::Stream& s, std::span<const uint8_t> data) {
     s.Consume(data.size());
@@ -108,6 +105,9 @@ void EventStreamWriter::Stop() {
   shard_.executor->Post([shard, id] { shard->Unsubscribe(id); });
   if (stream_ && !stream_->closed()) stream_->Reset(0);
   queue_.reset();
+  // Drop the handlers (they own this writer) outside whatever handler is running now.
+  auto stream = stream_;
+  endpoint_.Post([stream] { stream->SetHandlers({}); });
   if (on_stopped) {
     auto callback = std::move(on_stopped);
     on_stopped = nullptr;

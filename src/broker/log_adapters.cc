@@ -22,9 +22,10 @@ RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> re
   RecordRead out;
   out.records.reserve(owner->size());
   for (const storage::Record& r : *owner) {
-    out.records.push_back(RecordView{
-        r.offset, r.timestamp_ms * 1000,
-        {reinterpret_cast<const uint8_t*>(r.payload.data()), r.payload.size()}});
+    out.records.push_back(
+        RecordView{r.offset,
+                   r.timestamp_ms * 1000,
+                   {reinterpret_cast<const uint8_t*>(r.payload.data()), r.payload.size()}});
   }
   out.owner = std::move(owner);
   return out;
@@ -36,7 +37,9 @@ DurableRecordLog::DurableRecordLog(storage::DurableLog& log) : log_(log) {
   appender_ = std::thread([this] { AppenderLoop(); });
 }
 
-DurableRecordLog::~DurableRecordLog() { Close(); }
+DurableRecordLog::~DurableRecordLog() {
+  Close();
+}
 
 void DurableRecordLog::Close() {
   {
@@ -95,8 +98,7 @@ void DurableRecordLog::AppenderLoop() {
   }
 }
 
-RecordLog::ReadOutcome DurableRecordLog::Read(uint64_t from, size_t max_records,
-                                              size_t max_bytes) {
+RecordLog::ReadOutcome DurableRecordLog::Read(uint64_t from, size_t max_records, size_t max_bytes) {
   return FromStorage(log_.Read(from, storage::ReadLimits{max_records, max_bytes}));
 }
 

@@ -28,9 +28,12 @@ using felix::server::BrokerConfig;
 
 felix::storage::FsyncMode StorageFsyncMode(felix::server::FsyncMode mode) {
   switch (mode) {
-    case felix::server::FsyncMode::kNone: return felix::storage::FsyncMode::kNone;
-    case felix::server::FsyncMode::kPeriodic: return felix::storage::FsyncMode::kPeriodic;
-    case felix::server::FsyncMode::kOnCommit: return felix::storage::FsyncMode::kOnCommit;
+    case felix::server::FsyncMode::kNone:
+      return felix::storage::FsyncMode::kNone;
+    case felix::server::FsyncMode::kPeriodic:
+      return felix::storage::FsyncMode::kPeriodic;
+    case felix::server::FsyncMode::kOnCommit:
+      return felix::storage::FsyncMode::kOnCommit;
   }
   return felix::storage::FsyncMode::kPeriodic;
 }
@@ -198,8 +201,7 @@ int Run(int argc, char** argv) {
   auto internal_endpoint = transport::Endpoint::Create(config.internal_bind, internal_options,
                                                        metrics, internal_handlers);
   if (!internal_endpoint) {
-    std::cerr << "felix-broker: FELIX_INTERNAL_BIND: " << internal_endpoint.error().message
-              << "\n";
+    std::cerr << "felix-broker: FELIX_INTERNAL_BIND: " << internal_endpoint.error().message << "\n";
     return 1;
   }
 
@@ -218,9 +220,9 @@ int Run(int argc, char** argv) {
     return 1;
   }
   http.SetReady(true);
-  spdlog::info("broker started version={} data_dir={} quic={} internal={} http={}",
-               felix::kVersion, std::filesystem::absolute(config.data_dir).string(),
-               quic_addr.ToString(), internal_addr.ToString(), http_addr->ToString());
+  spdlog::info("broker started version={} data_dir={} quic={} internal={} http={}", felix::kVersion,
+               std::filesystem::absolute(config.data_dir).string(), quic_addr.ToString(),
+               internal_addr.ToString(), http_addr->ToString());
   // Machine-readable line on stdout: tests and scripts wait for it.
   std::printf("felix-broker listening quic=%s internal=%s http=%s data_dir=%s\n",
               quic_addr.ToString().c_str(), internal_addr.ToString().c_str(),
