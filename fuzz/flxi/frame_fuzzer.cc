@@ -1,6 +1,7 @@
 // Every kind's body decoder on arbitrary bytes. Input: one byte choosing the kind (1–39),
 // then the body; and, separately, the whole input as a frame. Never crash; whatever decodes
-// re-encodes, renders as canonical JSON, and that JSON encodes back to the same bytes.
+// re-encodes, renders as canonical JSON, and that JSON encodes back to the same bytes; a
+// records frame rebuilt by MakeRecordsFrame keeps its kind.
 #include <cstdlib>
 #include <span>
 #include <string>
@@ -29,6 +30,20 @@ void Check(const Frame& f) {
   if (!json) std::abort();
   auto hex = FlxiCanonicalJsonToHex(*json);
   if (!hex || *hex != Hex(*bytes)) std::abort();
+  // A decoded records frame, rebuilt by the sender-side selection for its own log, picks the
+  // same kind (a kind-25 batch whose marks are all `none` becomes plain kind 7) and encodes.
+  if (const auto* records = std::get_if<Records>(&f.body)) {
+    auto log = TargetLog(f);
+    if (!log) std::abort();
+    bool labelled =
+        f.kind == Kind::kReplicateLabelledRecords || f.kind == Kind::kReplicateTimedRecords;
+    auto rebuilt =
+        MakeRecordsFrame(*log, *records, labelled, f.kind == Kind::kReplicateTimedRecords);
+    if (!rebuilt || !EncodeFrame(*rebuilt)) std::abort();
+    bool demoted = f.kind == Kind::kReplicateMarkedRecords && !HasAnyMark(records->marks) &&
+                   rebuilt->kind == Kind::kReplicateRecords;
+    if (rebuilt->kind != f.kind && !demoted) std::abort();
+  }
 }
 
 }  // namespace

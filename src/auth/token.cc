@@ -84,6 +84,9 @@ std::string MintToken(const SigningKey& key, const TokenClaims& claims) {
 }
 
 AuthResult<ParsedToken> ParseToken(std::string_view token) {
+  if (token.size() > kMaxTokenBytes) {
+    return AuthFail(AuthErrorKind::kMalformedToken, "token longer than 64 KiB");
+  }
   size_t dot1 = token.find('.');
   size_t dot2 = dot1 == std::string_view::npos ? dot1 : token.find('.', dot1 + 1);
   if (dot2 == std::string_view::npos || token.find('.', dot2 + 1) != std::string_view::npos) {

@@ -24,6 +24,9 @@ inline constexpr const char* kBrokerAudience = "felix-broker";
 inline constexpr const char* kControlPlaneAudience = "felix-controlplane";
 inline constexpr int64_t kDefaultTokenTtlSeconds = 900;
 inline constexpr int64_t kDefaultLeewaySeconds = 60;
+// Longer tokens are refused as malformed before any decoding (the pre-auth frame limit is
+// 64 KiB, so no legitimate token is longer).
+inline constexpr size_t kMaxTokenBytes = 65536;
 
 struct TokenClaims {
   std::string iss = kIssuer;
@@ -58,6 +61,7 @@ std::string MintToken(const SigningKey& key, const TokenClaims& claims);
 
 // Decodes the three parts and checks the claim types (required claims present, aud a string,
 // exp/iat integers, perms an array of strings). kUnsupportedAlgorithm if alg != EdDSA.
+// kMalformedToken for a token longer than kMaxTokenBytes.
 // The returned signing_input views `token`, which must outlive it.
 AuthResult<ParsedToken> ParseToken(std::string_view token);
 

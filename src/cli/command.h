@@ -15,5 +15,7 @@ void RegisterVersionCommand(CLI::App& app);
 void RegisterAdminCommands(CLI::App& app);
 // felix wire decode/encode: FLX1 and FLXI frames <-> canonical JSON.
 void RegisterWireCommand(CLI::App& app);
+// felix log inspect/verify/dump of shard directories.
+void RegisterLogCommand(CLI::App& app);
 
 }  // namespace felix::cli

@@ -17,8 +17,7 @@
 #include "server/admin_api.h"
 #include "server/broker_config.h"
 #include "server/http_endpoint.h"
-#include "transport/endpoint.h"
-#include "transport/tls_context.h"
+#include "transport/broker_listeners.h"
 
 namespace {
 
@@ -63,57 +62,22 @@ broker::ClientServiceOptions ServiceOptions(const BrokerConfig& config) {
   return o;
 }
 
-// The client port's TLS: the operator's certificate, or a self-signed `localhost` one whose
-// PEM is written to <data_dir>/tls/broker-cert.pem so local clients can verify the broker.
-felix::Result<std::pair<std::shared_ptr<transport::TlsContext>, std::string>> ClientTls(
-    const BrokerConfig& config) {
-  transport::TlsOptions options;
-  options.role = transport::Role::kClient;
-  options.cert_file = config.tls_cert;
-  options.key_file = config.tls_key;
-  options.ca_file = config.tls_client_ca;
-  std::vector<std::string> warnings;
-  auto tls = transport::TlsContext::Create(options, &warnings);
-  if (!tls) return tl::unexpected(tls.error());
-  for (const auto& w : warnings) spdlog::warn("{}", w);
-  if (!(*tls)->self_signed()) return std::make_pair(*tls, config.tls_cert);
+// With no operator certificate the client port presents a self-signed `localhost` one; its PEM
+// goes to <data_dir>/tls/broker-cert.pem so local clients (the CLI) can verify the broker.
+// Returns the file clients should trust.
+felix::Result<std::string> ExportClientCertificate(const BrokerConfig& config,
+                                                  const transport::TlsContext& tls) {
+  if (!tls.self_signed()) return config.tls_cert;
   std::filesystem::path dir = std::filesystem::path(config.data_dir) / "tls";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::string path = std::filesystem::absolute(dir / "broker-cert.pem").string();
   std::ofstream out(path, std::ios::trunc);
-  out << (*tls)->self_signed_cert_pem();
+  out << tls.self_signed_cert_pem();
   if (!out.flush()) {
     return felix::Fail(felix::ErrorCode::kIo, "cannot write the dev certificate to " + path);
   }
-  return std::make_pair(*tls, path);
-}
-
-// The broker-to-broker port. A single node has no peers yet; the listener exists so the port
-// is held and the ALPN/mTLS rules apply from the first day.
-felix::Result<std::shared_ptr<transport::TlsContext>> InternalTls(const BrokerConfig& config) {
-  transport::TlsOptions options;
-  options.role = transport::Role::kInternal;
-  options.cert_file = config.internal_tls_cert;
-  options.key_file = config.internal_tls_key;
-  options.ca_file = config.internal_tls_ca;
-  options.cert_var = "FELIX_INTERNAL_TLS_CERT";
-  options.key_var = "FELIX_INTERNAL_TLS_KEY";
-  options.ca_var = "FELIX_INTERNAL_TLS_CA";
-  options.self_signed_name = config.node_id.empty() ? "localhost" : config.node_id;
-  std::vector<std::string> warnings;
-  auto tls = transport::TlsContext::Create(options, &warnings);
-  for (const auto& w : warnings) spdlog::warn("{}", w);
-  return tls;
-}
-
-// Blocks SIGINT/SIGTERM in every thread (call before starting any) and waits for one.
-sigset_t ShutdownSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  return set;
+  return path;
 }
 
 int Run(int argc, char** argv) {
@@ -165,43 +129,32 @@ int Run(int argc, char** argv) {
     std::cerr << "felix-broker: " << admin.error().message << "\n";
     return 1;
   }
-  auto client_tls = ClientTls(config);
-  if (!client_tls) {
-    std::cerr << "felix-broker: " << client_tls.error().message << "\n";
-    return 1;
-  }
-  auto internal_tls = InternalTls(config);
-  if (!internal_tls) {
-    std::cerr << "felix-broker: " << internal_tls.error().message << "\n";
-    return 1;
-  }
-
-  // Shutdown order is the reverse: endpoints stop first, then the core drains its executors
-  // (whose completions still post to the stopped endpoints), then everything is destroyed.
+  // Shutdown runs in reverse: listeners stop first, then the core drains its executors (whose
+  // completions still post to the stopped endpoints), then everything is destroyed.
   broker::BrokerCore core(CoreOptions(config), (*admin)->catalog(), metrics);
   broker::ClientService service(ServiceOptions(config), core, (*admin)->catalog(), metrics);
 
-  transport::EndpointOptions client_options;
-  client_options.tls = client_tls->first;
-  client_options.name = "client";
-  auto client_endpoint =
-      transport::Endpoint::Create(config.quic_bind, client_options, metrics, service.Handlers());
-  if (!client_endpoint) {
-    std::cerr << "felix-broker: FELIX_QUIC_BIND: " << client_endpoint.error().message << "\n";
+  transport::ListenerConfig lc;
+  lc.client_bind = config.quic_bind;
+  lc.internal_bind = config.internal_bind;
+  lc.tls_cert = config.tls_cert;
+  lc.tls_key = config.tls_key;
+  lc.tls_client_ca = config.tls_client_ca;
+  lc.internal_tls_cert = config.internal_tls_cert;
+  lc.internal_tls_key = config.internal_tls_key;
+  lc.internal_tls_ca = config.internal_tls_ca;
+  lc.node_id = config.node_id;
+  lc.client_handlers = service.Handlers();
+  std::vector<std::string> tls_warnings;
+  auto quic = transport::BrokerListeners::Start(lc, metrics, &tls_warnings);
+  for (const auto& w : tls_warnings) spdlog::warn("{}", w);
+  if (!quic) {
+    std::cerr << "felix-broker: " << quic.error().message << "\n";
     return 1;
   }
-  transport::EndpointOptions internal_options;
-  internal_options.tls = *internal_tls;
-  internal_options.name = "internal";
-  transport::ListenHandlers internal_handlers;
-  internal_handlers.on_connection = [](const std::shared_ptr<transport::Connection>& c) {
-    // No peer protocol on a single node yet: refuse politely.
-    c->Close(0, "this broker serves no peers yet");
-  };
-  auto internal_endpoint = transport::Endpoint::Create(config.internal_bind, internal_options,
-                                                       metrics, internal_handlers);
-  if (!internal_endpoint) {
-    std::cerr << "felix-broker: FELIX_INTERNAL_BIND: " << internal_endpoint.error().message << "\n";
+  auto ca_file = ExportClientCertificate(config, (*quic)->client_tls());
+  if (!ca_file) {
+    std::cerr << "felix-broker: " << ca_file.error().message << "\n";
     return 1;
   }
 
@@ -212,9 +165,9 @@ int Run(int argc, char** argv) {
     std::cerr << "felix-broker: " << http_addr.error().message << "\n";
     return 1;
   }
-  felix::HostPort quic_addr = (*client_endpoint)->local_address();
-  felix::HostPort internal_addr = (*internal_endpoint)->local_address();
-  if (auto written = (*admin)->WriteCredentials(*http_addr, quic_addr, client_tls->second);
+  felix::HostPort quic_addr = (*quic)->client_address();
+  felix::HostPort internal_addr = (*quic)->internal_address();
+  if (auto written = (*admin)->WriteCredentials(*http_addr, quic_addr, *ca_file);
       !written) {
     std::cerr << "felix-broker: " << written.error().message << "\n";
     return 1;
@@ -233,8 +186,7 @@ int Run(int argc, char** argv) {
   sigwait(&signals, &signal_number);
   spdlog::info("shutdown signal={}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   http.SetReady(false);
-  (*client_endpoint)->Stop();
-  (*internal_endpoint)->Stop();
+  (*quic)->Stop();
   core.Stop();
   http.Stop();
   spdlog::info("drain complete");

@@ -819,7 +819,9 @@ StorageResult<ReadBatch> DurableLog::Read(uint64_t from, ReadLimits limits) cons
         "offset " + std::to_string(from) + " was trimmed; oldest is " + std::to_string(base);
     return StorageFail(std::move(e));
   }
-  const uint64_t tail = notifier_.tail();
+  uint64_t tail = notifier_.tail();
+  // A poisoned log serves only what is known durable (later bytes may never reach the disk).
+  if (poisoned_.load()) tail = std::min(tail, durable_atomic_.load());
   uint64_t max_records =
       std::max<uint64_t>(1, std::min(limits.max_records, opts_.max_records_per_read));
   uint64_t budget = limits.max_bytes;

@@ -13,8 +13,9 @@
 // A failed fsync (any path) poisons the log: every later Append/Sync/Truncate/Reset answers
 // kPoisoned, a POISONED file is left in the directory, and the next Open refuses with
 // kPoisoned unless LogOptions::clear_poison is set (RecoveryReport::previous_poison then
-// carries the message). A failed write is undone (the segment is cut back to its last good
-// byte) and consumes no offsets; if the undo fails, every later append is refused until reopen.
+// carries the message). While poisoned, reads stop at DurableOffset(). A failed write is undone
+// (the segment is cut back to its last good byte) and consumes no offsets; if the undo fails, every
+// later append is refused until reopen.
 //
 // Threading contract:
 //   - Append/AppendAt/Sync: any number of threads concurrently. Appends are serialised on an
@@ -146,6 +147,8 @@ class DurableLog final : public LogReader {
   uint64_t NotifyWhen(uint64_t offset, TailCallback cb) override;
   bool CancelNotify(uint64_t id) override;
 
+  // Offset after the last record written (durable or not); >= TailOffset().
+  uint64_t WrittenOffset() const { return written_end_.load(); }
   // Offset up to which the log is known durable (exclusive).
   uint64_t DurableOffset() const { return durable_atomic_.load(); }
   bool poisoned() const { return poisoned_.load(); }

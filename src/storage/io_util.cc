@@ -21,8 +21,17 @@ void FaultInjector::FailWrites(int count, int err, size_t partial_bytes) {
   write_errno_ = err;
   write_partial_ = partial_bytes;
 }
-int FaultInjector::OnSync() {
+void FaultInjector::HoldSyncs(bool hold) {
   std::lock_guard<std::mutex> l(mu_);
+  hold_ = hold;
+  held_cv_.notify_all();
+}
+int FaultInjector::OnSync() {
+  std::unique_lock<std::mutex> l(mu_);
+  ++syncs_started_;
+  ++held_;
+  held_cv_.wait(l, [&] { return !hold_; });
+  --held_;
   if (sync_failures_left_ <= 0) return 0;
   --sync_failures_left_;
   ++syncs_failed_;
@@ -38,6 +47,14 @@ int FaultInjector::OnWrite(size_t* partial_bytes) {
 int FaultInjector::syncs_failed() const {
   std::lock_guard<std::mutex> l(mu_);
   return syncs_failed_;
+}
+int FaultInjector::syncs_started() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return syncs_started_;
+}
+int FaultInjector::syncs_held() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return held_;
 }
 #endif
 

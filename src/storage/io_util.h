@@ -3,6 +3,7 @@
 // fault-injection seam (FaultInjector, only with FELIX_FAULT_INJECTION).
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -24,13 +25,22 @@ class FaultInjector {
   void FailSyncs(int count, int err = 5 /*EIO*/);
   // The next `count` data writes fail with `err` after writing `partial_bytes` of the batch.
   void FailWrites(int count, int err = 28 /*ENOSPC*/, size_t partial_bytes = 0);
+  // While held, every data fdatasync blocks before starting (tests use this to line up
+  // concurrent appenders behind one flush). Releasing lets them all proceed.
+  void HoldSyncs(bool hold);
   // Hooks used by the log: 0 = proceed, else the errno to report.
   int OnSync();
   int OnWrite(size_t* partial_bytes);
   int syncs_failed() const;
+  int syncs_started() const;  // data fdatasyncs attempted (including failed ones)
+  int syncs_held() const;     // fdatasyncs currently blocked by HoldSyncs
 
  private:
   mutable std::mutex mu_;
+  std::condition_variable held_cv_;
+  bool hold_ = false;
+  int held_ = 0;
+  int syncs_started_ = 0;
   int sync_failures_left_ = 0;
   int sync_errno_ = 0;
   int syncs_failed_ = 0;

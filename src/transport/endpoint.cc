@@ -273,6 +273,7 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   void Write();
   void Release();
   void MarkDirty();
+  void SetDead();
   State state() const { return state_; }
   uint64_t id() const { return id_; }
 
@@ -285,6 +286,7 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   static ngtcp2_callbacks Callbacks(bool server);
   void FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p);
   Result<void> InitTls(const std::string& server_name);
+  void SetKeepAlive();
   Result<std::shared_ptr<Stream>> Open(bool uni);
   std::shared_ptr<StreamImpl> StreamFor(int64_t id, bool create);
   void HandleError(int rv);
@@ -335,7 +337,13 @@ class EndpointImpl final : public Endpoint {
   HostPort local_address() const override { return local_hp_; }
   void Post(std::function<void()> fn) override {
     {
-      std::lock_guard<std::mutex> lock(post_mu_);
+      std::unique_lock<std::mutex> lock(post_mu_);
+      if (loop_done_) {
+        // The loop has exited: nothing else touches its state, run inline.
+        lock.unlock();
+        fn();
+        return;
+      }
       posted_.push_back(std::move(fn));
     }
     uint64_t one = 1;
@@ -420,6 +428,8 @@ class EndpointImpl final : public Endpoint {
   std::thread thread_;
   std::thread::id loop_thread_id_;
   bool stopping_ = false;
+  bool reap_needed_ = false;
+  bool loop_done_ = false;  // guarded by post_mu_
   std::mutex post_mu_;
   std::vector<std::function<void()>> posted_;
   std::deque<std::function<void()>> deferred_;
@@ -530,6 +540,9 @@ void StreamImpl::Abort(uint64_t code, bool notify) {
   if (aborted_) return;
   aborted_ = true;
   tx_dead_ = true;
+  // A stream whose both directions already ended for the application (fin delivered, own side
+  // finished or receive-only) has nothing left to abort.
+  if (fin_delivered_ && (fin_requested_ || !can_send())) notify = false;
   if (notify && handlers_.on_reset) {
     auto c = conn_.lock();
     if (c)
@@ -548,6 +561,11 @@ Endpoint& ConnImpl::endpoint() {
 
 void ConnImpl::MarkDirty() {
   if (conn_ && state_ != State::kDead) ep_->MarkDirty(this);
+}
+
+void ConnImpl::SetDead() {
+  state_ = State::kDead;
+  ep_->reap_needed_ = true;
 }
 
 void ConnImpl::RegisterCid(const uint8_t* data, size_t len) {
@@ -705,6 +723,15 @@ void ConnImpl::FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p) {
   p.active_connection_id_limit = 4;
 }
 
+void ConnImpl::SetKeepAlive() {
+  const EndpointOptions& o = ep_->options();
+  auto ka = o.keep_alive;
+  if (ka.count() <= 0) return;
+  if (ka >= o.idle_timeout / 2) ka = o.idle_timeout / 2;
+  if (ka.count() <= 0) return;
+  ngtcp2_conn_set_keep_alive_timeout(conn_, uint64_t(ka.count()) * NGTCP2_MILLISECONDS);
+}
+
 Result<void> ConnImpl::InitTls(const std::string& server_name) {
   TlsContext& ctx = *ep_->options().tls;
   ctx.MaybeReload();
@@ -741,6 +768,7 @@ Result<void> ConnImpl::InitServer(const ngtcp2_pkt_hd& hd, const sockaddr* from,
     return Fail(ErrorCode::kInternal,
                 std::string("ngtcp2_conn_server_new: ") + ngtcp2_strerror(rv));
   ref_.conn = conn_;
+  SetKeepAlive();
   if (auto r = InitTls(""); !r) return r;
   RegisterCid(hd.dcid.data, hd.dcid.datalen);
   RegisterCid(scid.data, scid.datalen);
@@ -768,6 +796,7 @@ Result<void> ConnImpl::InitClient(const sockaddr* to, socklen_t tolen, const Dia
     return Fail(ErrorCode::kInternal,
                 std::string("ngtcp2_conn_client_new: ") + ngtcp2_strerror(rv));
   ref_.conn = conn_;
+  SetKeepAlive();
   if (auto r = InitTls(options.server_name); !r) return r;
   RegisterCid(scid.data, scid.datalen);
   MarkDirty();
@@ -855,7 +884,7 @@ uint64_t ConnImpl::Expiry() const {
 void ConnImpl::OnTimer(uint64_t now) {
   if (!conn_ || state_ == State::kDead) return;
   if (state_ == State::kClosing || state_ == State::kDraining) {
-    if (now >= close_deadline_) state_ = State::kDead;
+    if (now >= close_deadline_) SetDead();
     return;
   }
   if (ngtcp2_conn_get_expiry(conn_) > now) return;
@@ -888,18 +917,18 @@ void ConnImpl::HandleError(int rv) {
     case NGTCP2_ERR_IDLE_CLOSE:
       if (established_) info.kind = CloseInfo::Kind::kIdle;
       info.reason = "idle timeout";
-      state_ = State::kDead;
+      SetDead();
       NotifyClosed(std::move(info));
       return;
     case NGTCP2_ERR_HANDSHAKE_TIMEOUT:
       info.reason = "handshake timeout";
-      state_ = State::kDead;
+      SetDead();
       NotifyClosed(std::move(info));
       return;
     case NGTCP2_ERR_DROP_CONN:
     case NGTCP2_ERR_RETRY:
       info.reason = "dropped";
-      state_ = State::kDead;
+      SetDead();
       NotifyClosed(std::move(info));
       return;
     case NGTCP2_ERR_CRYPTO:
@@ -920,7 +949,7 @@ void ConnImpl::HandleError(int rv) {
 void ConnImpl::StartClosing(const ngtcp2_connection_close_error& err) {
   if (state_ == State::kClosing || state_ == State::kDraining || state_ == State::kDead) return;
   if (ngtcp2_conn_is_in_closing_period(conn_) || ngtcp2_conn_is_in_draining_period(conn_)) {
-    state_ = State::kDead;
+    SetDead();
     return;
   }
   close_pkt_.resize(NGTCP2_MAX_UDP_PAYLOAD_SIZE);
@@ -931,7 +960,7 @@ void ConnImpl::StartClosing(const ngtcp2_connection_close_error& err) {
                                                       close_pkt_.size(), &err, NowNs());
   if (n <= 0) {
     close_pkt_.clear();
-    state_ = State::kDead;
+    SetDead();
     return;
   }
   close_pkt_.resize(size_t(n));
@@ -970,9 +999,11 @@ void ConnImpl::NotifyClosed(CloseInfo info) {
   }
   auto streams = std::move(streams_);
   streams_.clear();
-  for (auto& [id, s] : streams) {
+  for (auto& entry : streams) {
+    std::shared_ptr<StreamImpl> s = entry.second;
     s->closed_ = true;
-    s->Abort(info.code, true);
+    // Deferred: bytes that arrived with the CONNECTION_CLOSE are delivered first.
+    ep_->Defer([s, code = info.code] { s->Abort(code, true); });
   }
   auto self = shared_from_this();
   ep_->Defer([self, info = std::move(info)] {
@@ -1381,8 +1412,10 @@ void EndpointImpl::Settle() {
       Reschedule(c.get());
     }
   }
+  if (!reap_needed_ || !deferred_.empty()) return;
+  reap_needed_ = false;
   for (auto it = conns_.begin(); it != conns_.end();) {
-    if (it->second->state() == ConnImpl::State::kDead && deferred_.empty()) {
+    if (it->second->state() == ConnImpl::State::kDead) {
       it->second->Release();
       it = conns_.erase(it);
     } else {
@@ -1443,6 +1476,13 @@ void EndpointImpl::Shutdown() {
   dirty_.clear();
   timers_.clear();
   timer_at_by_id_.clear();
+  std::vector<std::function<void()>> late;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    loop_done_ = true;
+    late.swap(posted_);
+  }
+  for (auto& fn : late) fn();
 }
 
 }  // namespace

@@ -12,8 +12,11 @@
 //  - Endpoint::Post, Endpoint::Dial, Endpoint::Stop, Endpoint::local_address and
 //    Endpoint::InLoopThread may be called from any thread. Stop (and the destructor) must not be
 //    called on the loop thread; they close every connection (application code 0) and join.
-//  - The Endpoint must outlive nothing in particular: it shares ownership of its TlsContext and
-//    MetricsRegistry-registered series must outlive it (the registry belongs to the daemon).
+//    After the loop has exited, Post runs the function inline on the caller's thread.
+//  - Stream handlers should not capture their own Stream's shared_ptr (a cycle) unless they
+//    drop it on on_fin/on_reset.
+//  - Lifetimes: the Endpoint shares ownership of its TlsContext; the MetricsRegistry must
+//    outlive it; anything that calls into it (PeerPool, the broker) must be stopped before it.
 //
 // Flow control is backpressure: received bytes stay in the stream's receive buffer, and QUIC
 // credit (MAX_STREAM_DATA / MAX_DATA) is returned only when the application calls
@@ -50,7 +53,8 @@ struct StreamHandlers {
   // The peer finished its side and every received byte has been consumed.
   std::function<void(Stream&)> on_fin;
   // The stream was aborted: the peer reset it or asked us to stop sending (code = its
-  // application error code), or the connection closed under it (code = the close code).
+  // application error code), or the connection closed under it (code = the close code). Not
+  // delivered once on_fin was delivered and our own side was finished (nothing left to abort).
   std::function<void(Stream&, uint64_t code)> on_reset;
   // The unacknowledged send backlog fell below half the high-water mark after a Write that
   // returned false.
@@ -124,6 +128,9 @@ struct EndpointOptions {
   std::string name;                 // metrics label and logs, e.g. "client", "internal"
   std::chrono::milliseconds idle_timeout{6000};
   std::chrono::milliseconds handshake_timeout{5000};
+  // PING after this much silence so a live but quiet peer is not idled out (0: off). Values
+  // not below half the idle timeout are replaced by half of it.
+  std::chrono::milliseconds keep_alive{2000};
   uint64_t max_streams_bidi = 1024;  // concurrent peer-opened streams allowed, each kind
   uint64_t max_streams_uni = 1024;
   uint64_t initial_stream_window = 1u << 20;

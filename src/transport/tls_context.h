@@ -53,7 +53,8 @@ struct TlsOptions {
   // ALPN ids a kClient-role *dialler* offers (tests and the client library); empty = none.
   // The internal role always offers exactly `felix-internal/1`.
   std::vector<std::string> dial_alpn;
-  // Tests only: hold no certificate at all (a dialler that presents none).
+  // Hold no certificate at all: a client-role dialler without a client certificate (and tests
+  // of a peer that presents none). Listeners always need one.
   bool no_certificate = false;
 };
 

@@ -124,6 +124,31 @@ TEST(Token, MintVerifyRoundTrip) {
   EXPECT_EQ(parsed->header.typ, "JWT");
 }
 
+// Our own regression vector (Ed25519 is deterministic): the spec's demo key and demo grants
+// for tenant t1. Pins header and claim order and the encoding, so a change is deliberate.
+TEST(Token, DemoKeyRegressionVector) {
+  SigningKey key = SigningKey::FromSeed("demo-k1", DemoSeed());
+  TokenClaims c;
+  c.sub = "p:demo";
+  c.tid = "t1";
+  c.iat = kNow;
+  c.exp = kNow + 900;
+  c.perms = {"tenant.manage:tenant:t1",      "ns.manage:namespace:t1/*",
+             "stream.publish:stream:t1/*/*", "stream.subscribe:stream:t1/*/*",
+             "cache.read:cache:t1/*/*",      "cache.write:cache:t1/*/*"};
+  const std::string expected =
+      "eyJ0eXAiOiJKV1QiLCJhbGciOiJFZERTQSIsImtpZCI6ImRlbW8tazEifQ."
+      "eyJpc3MiOiJmZWxpeC1hdXRoIiwiYXVkIjoiZmVsaXgtYnJva2VyIiwic3ViIjoicDpkZW1vIiwidGlkIjoidDEiLCJl"
+      "eHAiOjE3NjcyMjY1MDAsImlhdCI6MTc2NzIyNTYwMCwicGVybXMiOlsidGVuYW50Lm1hbmFnZTp0ZW5hbnQ6dDEiLCJu"
+      "cy5tYW5hZ2U6bmFtZ"
+      "XNwYWNlOnQxLyoiLCJzdHJlYW0ucHVibGlzaDpzdHJlYW06dDEvKi8qIiwic3RyZWFtLnN1YnNjcmliZTpzdHJlYW06d"
+      "DEvKi8qIiwiY2FjaGUucmVhZDpjYWNoZTp0MS8qLyoiLCJjYWNoZS53cml0ZTpjYWNoZTp0MS8qLyoiXX0."
+      "5aTA2AxhglhJj7ybdgKGBrV0-mVFK2G-K3lZiwfNeyolGirdJvh4ngtH0E3toQBcvEh7WhpsL52AkJNNCIBkBA";
+  EXPECT_EQ(MintToken(key, c), expected);
+  std::vector<VerifyingKey> keys = {key.verifying_key()};
+  EXPECT_TRUE(VerifyToken(expected, "t1", keys, At(kNow)));
+}
+
 TEST(Token, OptionalClaimsRoundTrip) {
   SigningKey key = SigningKey::Generate("k1");
   TokenClaims c = Claims();
@@ -186,7 +211,7 @@ TEST(Token, BadSignatureWrongKeyAndTampering) {
   EXPECT_EQ(Refusal(VerifyToken(flipped, "acme", keys, At(kNow))), AuthErrorKind::kBadSignature);
   // A truncated signature (not 64 bytes).
   EXPECT_EQ(Refusal(VerifyToken(token.substr(0, dot2 + 1) + Base64UrlEncode(std::string(63, 'x')),
-                            "acme", keys, At(kNow))),
+                                "acme", keys, At(kNow))),
             AuthErrorKind::kBadSignature);
   EXPECT_EQ(Refusal(VerifyToken(token, "acme", {}, At(kNow))), AuthErrorKind::kNoVerificationKey);
 }
@@ -307,6 +332,8 @@ TEST(Token, RefusesMalformedTokens) {
   EXPECT_TRUE(malformed(Forge(
       key, header,
       R"({"iss":"felix-auth","aud":"felix-broker","sub":"s","tid":"acme","exp":18446744073709551615,"iat":1,"perms":[]})")));
+  // Oversized tokens are refused before decoding.
+  EXPECT_TRUE(malformed(std::string(kMaxTokenBytes + 1, 'a')));
   // Extra claims are ignored.
   EXPECT_FALSE(malformed(Forge(key, header, "{" + full + R"(,"extra":{"x":[1,2]}})")));
 }

@@ -194,9 +194,12 @@ TEST(EndpointTest, FlowControlIsBackpressure) {
     reader->consumed += reader->stream->received_buffered();
     reader->stream->Consume(reader->stream->received_buffered());
   });
-  std::unique_lock<std::mutex> lock(reader->mu);
-  ASSERT_TRUE(reader->cv.wait_for(lock, kWait, [&] { return reader->fin; }));
-  EXPECT_EQ(reader->consumed, kTotal);
+  {
+    std::unique_lock<std::mutex> lock(reader->mu);
+    ASSERT_TRUE(reader->cv.wait_for(lock, kWait, [&] { return reader->fin; }));
+    EXPECT_EQ(reader->consumed, kTotal);
+  }
+  OnLoop(**server, [&] { reader->stream.reset(); });  // break the handler <-> stream cycle
 }
 
 TEST(EndpointTest, ApplicationCloseCodeReachesPeer) {
@@ -240,9 +243,11 @@ TEST(EndpointTest, IdleTimeoutClosesConnection) {
   MetricsRegistry metrics;
   EndpointOptions so;
   so.idle_timeout = std::chrono::milliseconds(300);
+  so.keep_alive = std::chrono::milliseconds(0);
   EchoServer server(MakeTls(ClientPortTls()), metrics, so);
   EndpointOptions co;
   co.idle_timeout = std::chrono::milliseconds(300);
+  co.keep_alive = std::chrono::milliseconds(0);
   auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics, co);
   auto closed = std::make_shared<std::promise<CloseInfo>>();
   auto f = closed->get_future();
@@ -252,6 +257,52 @@ TEST(EndpointTest, IdleTimeoutClosesConnection) {
         nullptr, [closed](Connection&, const CloseInfo& i) { closed->set_value(i); }});
   });
   EXPECT_EQ(Await(f).kind, CloseInfo::Kind::kIdle);
+}
+
+// Keep-alive PINGs keep a quiet connection open across several idle timeouts: a request after
+// 2 s of silence still goes through the same connection.
+TEST(EndpointTest, KeepAliveKeepsQuietConnectionOpen) {
+  MetricsRegistry metrics;
+  EndpointOptions so;
+  so.idle_timeout = std::chrono::milliseconds(300);
+  EchoServer server(MakeTls(ClientPortTls()), metrics, so);
+  EndpointOptions co;
+  co.idle_timeout = std::chrono::milliseconds(300);
+  co.keep_alive = std::chrono::milliseconds(50);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics, co);
+  auto conn = DialAndWait(*dialer, server.addr());
+  ASSERT_TRUE(conn.has_value());
+  // Wait (on a timer of the endpoint, not a sleep) for 2 s, many idle timeouts long.
+  auto p = std::make_shared<std::promise<bool>>();
+  auto f = p->get_future();
+  dialer->Post([&, p] {
+    dialer->RunAfter(std::chrono::seconds(2), [&, p] { p->set_value((*conn)->is_open()); });
+  });
+  EXPECT_TRUE(Await(f));
+  EXPECT_EQ(EchoRoundTrip(*dialer, *conn, "still"), "still");
+}
+
+// The client port allows 1024 concurrent peer-opened bidi streams, and no more.
+TEST(EndpointTest, ThousandTwentyFourConcurrentStreams) {
+  MetricsRegistry metrics;
+  EchoServer server(MakeTls(ClientPortTls()), metrics);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  auto conn = DialAndWait(*dialer, server.addr());
+  ASSERT_TRUE(conn.has_value());
+  auto opened = OnLoop(*dialer, [&] {
+    std::vector<std::shared_ptr<Stream>> streams;
+    for (int i = 0; i < 1025; ++i) {
+      auto s = (*conn)->OpenBidiStream();
+      if (!s) break;
+      streams.push_back(*s);
+    }
+    return streams;
+  });
+  EXPECT_EQ(opened.size(), 1024u);
+  OnLoop(*dialer, [&] {
+    for (auto& s : opened) s->Reset(0);
+    opened.clear();
+  });
 }
 
 int UdpSocketTo(const HostPort& hp, sockaddr_in* to) {

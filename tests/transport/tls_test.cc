@@ -156,6 +156,43 @@ TEST(ClientPortTest, ClientVerifiesSelfSignedLocalhostCertificate) {
   ASSERT_FALSE(wrong.has_value());
 }
 
+// FELIX_TLS_CLIENT_CA: client certificates are optional on the client port, verified when
+// presented.
+TEST(ClientPortTest, OptionalClientCertificateIsVerifiedWhenPresented) {
+  MetricsRegistry metrics;
+  TestPki pki;
+  TlsOptions so;
+  so.ca_file = pki.ca_file();
+  EchoServer server(MakeTls(so), metrics);
+
+  auto [crt, key] = pki.Issue("alice", {"alice.clients.example"});
+  TlsOptions with_cert;
+  with_cert.cert_file = crt;
+  with_cert.key_file = key;
+  auto d1 = MakeDialer(MakeTls(with_cert), metrics);
+  auto c1 = DialAndWait(*d1, server.addr(), "localhost");
+  ASSERT_TRUE(c1.has_value()) << c1.error().message;
+  auto accepted = server.first->get_future();
+  auto sconn = Await(accepted);
+  EXPECT_TRUE(Contains(OnLoop(*server.ep, [&] { return sconn->peer_dns_names(); }),
+                       "alice.clients.example"));
+
+  TlsOptions without;
+  without.no_certificate = true;
+  auto d2 = MakeDialer(MakeTls(without), metrics);
+  auto c2 = DialAndWait(*d2, server.addr(), "localhost");
+  ASSERT_TRUE(c2.has_value()) << c2.error().message;
+  EXPECT_EQ(EchoRoundTrip(*d2, *c2, "anon"), "anon");
+
+  TestPki rogue("rogue-ca");
+  auto [rcrt, rkey] = rogue.Issue("mallory", {"mallory"});
+  TlsOptions bad;
+  bad.cert_file = rcrt;
+  bad.key_file = rkey;
+  auto d3 = MakeDialer(MakeTls(bad), metrics);
+  ASSERT_FALSE(DialAndWait(*d3, server.addr(), "localhost").has_value());
+}
+
 TEST(TlsContextTest, UnsetInternalVariablesWarnAndAcceptAnyPeer) {
   MetricsRegistry metrics;
   std::vector<std::string> warnings;
@@ -223,6 +260,27 @@ TEST(TlsRotationTest, NewHandshakesUseReloadedCertificate) {
   EXPECT_TRUE(Contains(names, "v2.node-b"));
   EXPECT_FALSE(Contains(names, "v1.node-b"));
   EXPECT_EQ(EchoRoundTrip(*dialer, *first, "old-still-up"), "old-still-up");
+}
+
+// The periodic path: with a zero interval every new handshake re-reads the files.
+TEST(TlsRotationTest, PeriodicReloadPicksUpReplacedFiles) {
+  MetricsRegistry metrics;
+  TestPki pki;
+  auto [crt, key] = pki.Issue("node-b", {"node-b", "v1.node-b"});
+  TlsOptions so = InternalTls(crt, key, pki.ca_file());
+  so.reload_interval = std::chrono::milliseconds(0);
+  EndpointOptions eo;
+  eo.name = "internal";
+  EchoServer server(MakeTls(so), metrics, eo);
+  auto [ccrt, ckey] = pki.Issue("node-a", {"node-a"});
+  auto dialer = MakeDialer(MakeTls(InternalTls(ccrt, ckey, pki.ca_file())), metrics);
+  auto first = DialAndWait(*dialer, server.addr(), "node-b");
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  pki.Issue("node-b", {"node-b", "v2.node-b"});
+  auto second = DialAndWait(*dialer, server.addr(), "node-b");
+  ASSERT_TRUE(second.has_value()) << second.error().message;
+  EXPECT_TRUE(Contains(OnLoop(*dialer, [&] { return (*second)->peer_dns_names(); }), "v2.node-b"));
+  EXPECT_EQ(EchoRoundTrip(*dialer, *first, "old"), "old");
 }
 
 // A broken file at reload time keeps the previous certificate in use.

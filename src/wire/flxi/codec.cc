@@ -1,8 +1,8 @@
 // FLXI strict decode and checked encode of every kind 1–39.
 #include <zlib.h>
 
-#include <cstring>
-#include <limits>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "wire/byte_reader.h"

@@ -38,6 +38,7 @@ inline constexpr size_t kMaxCredentialBytes = 16384;            // Cred / OptCre
 inline constexpr uint32_t kMaxBatchPayloads = 65536;            // PayloadList count
 inline constexpr uint32_t kMaxGenerations = 512;                // generations in kinds 32/36
 inline constexpr size_t kMaxPublisherBytes = 255;               // u8 length in the marks section
+inline constexpr uint32_t kMaxFetchAnswerBytes = 4u * 1024u * 1024u;  // records per fetch answer
 
 // Message discriminants. Renumbering is forbidden; a test pins every value.
 enum class Kind : uint16_t {
@@ -404,6 +405,29 @@ DecodeResult<Frame> DecodeFrame(std::span<const uint8_t> bytes);
 // parts that do not match the kind, and a body above kMaxBodyBytes.
 Result<std::vector<uint8_t>> EncodeFrame(const Frame& frame);
 
+// --- kind selection (the sender picks the kind from what is present) ------------------------
+
+// §6.1: a credential → 22 AuthorizedForwardPublish, none → 1 ForwardPublish.
+Kind ForwardPublishKind(const ForwardPublish& m);
+// §6.9: a condition → 34; else a credential → 23; else 11.
+Kind CacheOpFrameKind(const CacheOp& m);
+// §6.5: capabilities → 27/28, none → 5/6; `answer` picks the listener's kind.
+Kind HelloKind(const Hello& m, bool answer);
+
+// §7.1: the frame a leader sends for `records` destined to `log`. `labelled` (the follower
+// offered GENERATION_LABELS for this log) sends kind 32, or 36 with `timed` (RECORD_TIMES;
+// `records.times` must then hold one time per payload); else a commit offset sends 26; else a
+// stream batch with any mark or publisher sends 25; else the log's own kind (7, 14, 16, 18,
+// 20). The marks list is padded with `none` to one per payload where the kind has a marks
+// section and dropped where it has none; sections the chosen kind does not carry (log,
+// commit, generations, times) are set or cleared to match. Refuses marks or publishers on a
+// non-stream log that would have to be dropped; drops times unless labelled and timed.
+Result<Frame> MakeRecordsFrame(ReplicaLog log, Records records, bool labelled, bool timed);
+
+// §7.2 / §6.8: the log a records, bootstrap, rebuild, fence or fetch frame is about — the log
+// byte where the body has one, else the kind's own log. nullopt for other kinds.
+std::optional<ReplicaLog> TargetLog(const Frame& frame);
+
 // --- helpers ---------------------------------------------------------------------------------
 
 uint64_t CorrelationId(const Frame& frame);
@@ -424,6 +448,9 @@ std::vector<uint8_t> EncodeUnsupportedKindAnswer(uint16_t kind, std::span<const 
 uint64_t BatchChecksum(std::span<const Bytes> payloads, std::span<const RecordMark> marks);
 // True when any mark is not `none` or carries a publisher.
 bool HasAnyMark(std::span<const RecordMark> marks);
+
+// A replica clamps ReplicateFetch.max_bytes into [1, kMaxFetchAnswerBytes].
+uint32_t ClampFetchBytes(uint32_t max_bytes);
 
 // CounterAdd deltas and counter sums ride `value` as exactly 8 big-endian bytes.
 std::string EncodeCounterValue(int64_t v);

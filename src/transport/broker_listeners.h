@@ -1,0 +1,59 @@
+// BrokerListeners: the daemon's two QUIC listeners, started from plain settings (transport
+// cannot see server/BrokerConfig; main.cc copies the fields over).
+//   - the client listener (role kClient, ALPN felix/1 optional), served by the handlers the
+//     caller passes (the broker's FLX1 service); without them it accepts connections and
+//     streams and resets every stream with kStreamNotServedCode;
+//   - the internal listener (role kInternal, ALPN felix-internal/1 required) served by a
+//     PeerServer (Hello, unknown-kind refusals), with the Hello identity check when the
+//     internal CA is configured.
+// Start/Stop from the main thread; Stop joins both loop threads.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/metrics.h"
+#include "common/net_address.h"
+#include "common/result.h"
+#include "transport/endpoint.h"
+#include "transport/peer_pool.h"
+#include "transport/tls_context.h"
+
+namespace felix::transport {
+
+inline constexpr uint64_t kStreamNotServedCode = 0x101;
+
+struct ListenerConfig {
+  HostPort client_bind{"0.0.0.0", 5000};
+  HostPort internal_bind{"0.0.0.0", 5001};
+  std::string tls_cert, tls_key, tls_client_ca;
+  std::string internal_tls_cert, internal_tls_key, internal_tls_ca;
+  std::string node_id;  // empty: single node
+  std::chrono::milliseconds idle_timeout{6000};
+  std::optional<ListenHandlers> client_handlers;  // the FLX1 service; unset: refuse streams
+};
+
+class BrokerListeners {
+ public:
+  // Loads TLS material (failures name the variable and path), binds both ports, starts the
+  // loops. Warnings (self-signed certificates, unauthenticated peers) go to `warnings`.
+  static Result<std::unique_ptr<BrokerListeners>> Start(const ListenerConfig& config,
+                                                        MetricsRegistry& metrics,
+                                                        std::vector<std::string>* warnings);
+  ~BrokerListeners();
+  HostPort client_address() const { return client_->local_address(); }
+  HostPort internal_address() const { return internal_->local_address(); }
+  const TlsContext& client_tls() const { return client_->tls(); }
+  void Stop();
+
+ private:
+  BrokerListeners() = default;
+  std::unique_ptr<PeerServer> peer_server_;
+  std::unique_ptr<Endpoint> client_;
+  std::unique_ptr<Endpoint> internal_;
+};
+
+}  // namespace felix::transport

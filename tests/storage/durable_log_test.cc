@@ -1,0 +1,440 @@
+// DurableLog behaviour: appends and reads, rollover, range limits, conditional appends,
+// tail following, group commit, retention, truncation and reset, index rebuilds.
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/metrics.h"
+#include "storage/durable_log.h"
+#include "test_util.h"
+
+namespace felix::storage {
+namespace {
+
+using namespace std::chrono_literals;
+using test::AppendN;
+using test::ExpectRecords;
+using test::MustOpen;
+using test::Opts;
+using test::Payload;
+using test::TempDir;
+
+TEST(DurableLog, AppendsReadBackWithGenerationAndTimestamp) {
+  auto dir = TempDir("basic");
+  auto log = MustOpen(dir, Opts());
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(log->recovery().fresh);
+  std::string a = "alpha", b = "beta", c = "";
+  AppendRecord batch[] = {{AsBytes(a), 3, 111}, {AsBytes(b), 4, 222}, {AsBytes(c), 4, 0}};
+  auto r = log->Append(batch);
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_EQ(r->first_offset, 0u);
+  EXPECT_EQ(r->last_offset, 2u);
+  EXPECT_EQ(log->TailOffset(), 3u);
+  auto read = log->Read(0, ReadLimits{});
+  ASSERT_TRUE(read);
+  ASSERT_EQ(read->records.size(), 3u);
+  EXPECT_EQ(read->records[0].payload, "alpha");
+  EXPECT_EQ(read->records[0].generation, 3u);
+  EXPECT_EQ(read->records[0].timestamp_ms, 111u);
+  EXPECT_EQ(read->records[1].generation, 4u);
+  EXPECT_GT(read->records[2].timestamp_ms, 1000000000000u);  // assigned wall clock
+  EXPECT_EQ(read->next_offset, 3u);
+  auto one = log->ReadOne(1);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->payload, "beta");
+  auto past = log->Read(3, ReadLimits{});
+  ASSERT_TRUE(past);
+  EXPECT_TRUE(past->records.empty());
+  EXPECT_FALSE(log->Append(std::span<const AppendRecord>{}));
+}
+
+TEST(DurableLog, ReopenKeepsRecordsAndContinuesOffsets) {
+  auto dir = TempDir("reopen");
+  {
+    auto log = MustOpen(dir, Opts());
+    AppendN(*log, 0, 50);
+    ASSERT_TRUE(log->Close());
+  }
+  auto log = MustOpen(dir, Opts());
+  ASSERT_TRUE(log);
+  EXPECT_FALSE(log->recovery().fresh);
+  EXPECT_FALSE(log->recovery().torn_tail_repaired);
+  EXPECT_EQ(log->TailOffset(), 50u);
+  AppendN(*log, 50, 10);
+  ExpectRecords(*log, 0, 60);
+}
+
+TEST(DurableLog, RollsOverAtSegmentSizeAndReadsAcrossSegments) {
+  auto dir = TempDir("roll");
+  LogOptions o = Opts();
+  o.segment_bytes = 4096;
+  o.index_spacing_bytes = 256;
+  {
+    auto log = MustOpen(dir, o);
+    AppendN(*log, 0, 200, 100);
+    EXPECT_GT(log->SegmentCount(), 5u);
+    ExpectRecords(*log, 0, 200, 100);
+    ExpectRecords(*log, 137, 200, 100);
+    ASSERT_TRUE(log->Close());
+  }
+  for (const auto& f : test::SegmentFiles(dir)) {
+    EXPECT_LE(std::filesystem::file_size(f), 4096u) << f;
+  }
+  auto log = MustOpen(dir, o);
+  EXPECT_EQ(log->TailOffset(), 200u);
+  ExpectRecords(*log, 0, 200, 100);
+  AppendN(*log, 200, 5, 100);
+}
+
+TEST(DurableLog, RecordLargerThanSegmentIsWrittenAlone) {
+  auto dir = TempDir("large");
+  LogOptions o = Opts();
+  o.segment_bytes = 4096;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 0, 3, 10);
+  std::string big(10000, 'x');
+  auto r = log->Append(AppendRecord{AsBytes(big)});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->first_offset, 3u);
+  AppendN(*log, 4, 2, 10);
+  auto one = log->ReadOne(3);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->payload, big);
+}
+
+TEST(DurableLog, RangeReadsRespectCountAndByteBudget) {
+  auto dir = TempDir("limits");
+  auto log = MustOpen(dir, Opts());
+  AppendN(*log, 0, 100, 100);
+  auto r = log->Read(10, ReadLimits{7, 1 << 20});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->records.size(), 7u);
+  EXPECT_EQ(r->records.front().offset, 10u);
+  EXPECT_EQ(r->next_offset, 17u);
+  r = log->Read(10, ReadLimits{1000, 250});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->records.size(), 3u);  // 100 + 100 + 100 crosses 250
+  r = log->Read(10, ReadLimits{1000, 1});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->records.size(), 1u);  // at least one record
+}
+
+TEST(DurableLog, AppendAtOnlyAtTheTail) {
+  auto dir = TempDir("append-at");
+  auto log = MustOpen(dir, Opts());
+  AppendN(*log, 0, 5);
+  std::string p = Payload(5);
+  AppendRecord rec{AsBytes(p), 2, 0};
+  auto bad = log->AppendAt(7, {&rec, 1});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, StorageErrc::kOffsetMismatch);
+  EXPECT_EQ(bad.error().tail, 5u);
+  EXPECT_EQ(log->TailOffset(), 5u);
+  auto ok = log->AppendAt(5, {&rec, 1});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->first_offset, 5u);
+  ExpectRecords(*log, 0, 6);
+}
+
+TEST(DurableLog, WaitForTimesOutThenWakesOnAppend) {
+  auto dir = TempDir("wait");
+  auto log = MustOpen(dir, Opts());
+  EXPECT_EQ(log->WaitFor(0, std::chrono::steady_clock::now() + 1ms), WaitOutcome::kTimeout);
+  std::atomic<int> outcome{-1};
+  std::thread reader(
+      [&] { outcome = int(log->WaitFor(0, std::chrono::steady_clock::now() + 30s)); });
+  AppendN(*log, 0, 1);
+  reader.join();
+  EXPECT_EQ(outcome.load(), int(WaitOutcome::kReady));
+  EXPECT_EQ(log->WaitFor(0, std::chrono::steady_clock::now()), WaitOutcome::kReady);
+}
+
+TEST(DurableLog, NotifyWhenRunsOnAppendInlineWhenPresentAndOnClose) {
+  auto dir = TempDir("notify");
+  auto log = MustOpen(dir, Opts());
+  std::vector<std::pair<int, WaitOutcome>> fired;
+  std::mutex mu;
+  auto cb = [&](int tag) {
+    return [&, tag](WaitOutcome o) {
+      std::lock_guard<std::mutex> l(mu);
+      fired.emplace_back(tag, o);
+    };
+  };
+  log->NotifyWhen(1, cb(1));
+  uint64_t cancelled = log->NotifyWhen(2, cb(2));
+  log->NotifyWhen(5, cb(5));
+  EXPECT_TRUE(fired.empty());
+  AppendN(*log, 0, 1);
+  EXPECT_TRUE(fired.empty());  // offset 1 does not exist yet
+  AppendN(*log, 1, 1);
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0], std::make_pair(1, WaitOutcome::kReady));
+  EXPECT_TRUE(log->CancelNotify(cancelled));
+  AppendN(*log, 2, 1);
+  EXPECT_EQ(fired.size(), 1u);
+  EXPECT_EQ(log->NotifyWhen(0, cb(0)), 0u);  // inline
+  ASSERT_EQ(fired.size(), 2u);
+  EXPECT_EQ(fired[1].first, 0);
+  ASSERT_TRUE(log->Close());
+  ASSERT_EQ(fired.size(), 3u);
+  EXPECT_EQ(fired[2], std::make_pair(5, WaitOutcome::kClosed));
+  EXPECT_EQ(log->WaitFor(100, std::chrono::steady_clock::now() + 30s), WaitOutcome::kClosed);
+  auto after = log->Append(AppendRecord{AsBytes("x")});
+  ASSERT_FALSE(after);
+  EXPECT_EQ(after.error().code, StorageErrc::kClosed);
+}
+
+TEST(DurableLog, OnCommitConcurrentAppendersGetUniqueDurableOffsets) {
+  auto dir = TempDir("group");
+  MetricsRegistry registry;
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.metrics = &registry;
+  o.segment_bytes = 64 * 1024;
+  auto log = MustOpen(dir, o);
+  constexpr int kThreads = 8, kPer = 40;
+  std::vector<std::vector<uint64_t>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPer; ++i) {
+        std::string p = "t" + std::to_string(t) + "-" + std::to_string(i);
+        auto r = log->Append(AppendRecord{AsBytes(p)});
+        ASSERT_TRUE(r) << r.error().ToString();
+        // Acknowledged means durable and readable.
+        EXPECT_GT(log->DurableOffset(), r->last_offset);
+        EXPECT_GT(log->TailOffset(), r->last_offset);
+        got[size_t(t)].push_back(r->first_offset);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<uint64_t> all;
+  for (auto& v : got) all.insert(v.begin(), v.end());
+  EXPECT_EQ(all.size(), size_t(kThreads * kPer));
+  EXPECT_EQ(*all.rbegin(), uint64_t(kThreads * kPer - 1));
+  EXPECT_EQ(log->DurableOffset(), uint64_t(kThreads * kPer));
+  std::string text = registry.RenderPrometheus();
+  EXPECT_NE(text.find("felix_storage_sync_batch_appends_count{log=\"log\"}"), std::string::npos);
+  EXPECT_NE(text.find("felix_storage_sync_duration_seconds_count"), std::string::npos);
+  EXPECT_NE(text.find("felix_storage_append_duration_seconds_count"), std::string::npos);
+}
+
+TEST(DurableLog, SyncMakesNoneModeDurable) {
+  auto dir = TempDir("sync");
+  auto log = MustOpen(dir, Opts(FsyncMode::kNone));
+  AppendN(*log, 0, 10);
+  EXPECT_EQ(log->DurableOffset(), 0u);
+  ASSERT_TRUE(log->Sync());
+  EXPECT_EQ(log->DurableOffset(), 10u);
+}
+
+TEST(DurableLog, PeriodicModeAppendsAndClosesDurably) {
+  auto dir = TempDir("periodic");
+  LogOptions o = Opts(FsyncMode::kPeriodic);
+  o.fsync_interval = 5ms;
+  {
+    auto log = MustOpen(dir, o);
+    AppendN(*log, 0, 20);
+    ASSERT_TRUE(log->Close());
+    EXPECT_EQ(log->DurableOffset(), 20u);
+  }
+  auto log = MustOpen(dir, o);
+  ExpectRecords(*log, 0, 20);
+}
+
+TEST(DurableLog, RetentionBySizeDeletesOldestSealedSegmentsAndTrimsReads) {
+  auto dir = TempDir("retention-size");
+  LogOptions o = Opts();
+  o.segment_bytes = 4096;
+  o.retention_bytes = 3 * 4096;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 0, 300, 100);
+  size_t before = log->SegmentCount();
+  auto r = log->EnforceRetention();
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_GT(r->segments_deleted, 0u);
+  EXPECT_EQ(log->SegmentCount(), before - r->segments_deleted);
+  EXPECT_LE(log->SegmentCount(), 4u);
+  uint64_t base = log->BaseOffset();
+  EXPECT_GT(base, 0u);
+  EXPECT_EQ(r->base_offset, base);
+  auto trimmed = log->Read(0, ReadLimits{});
+  ASSERT_FALSE(trimmed);
+  EXPECT_EQ(trimmed.error().code, StorageErrc::kTrimmed);
+  EXPECT_EQ(trimmed.error().oldest, base);
+  ExpectRecords(*log, base, 300, 100);
+  ASSERT_TRUE(log->Close());
+  auto again = MustOpen(dir, o);
+  EXPECT_EQ(again->BaseOffset(), base);
+  ExpectRecords(*again, base, 300, 100);
+}
+
+TEST(DurableLog, RetentionByAgeUsesRecordTimestampsAndKeepsActiveSegment) {
+  auto dir = TempDir("retention-age");
+  LogOptions o = Opts();
+  o.segment_bytes = 4096;
+  o.retention_age = std::chrono::seconds(60);
+  auto log = MustOpen(dir, o);
+  const uint64_t old_ts = 1'000'000;
+  for (uint64_t i = 0; i < 100; ++i) {
+    std::string p = Payload(i, 100);
+    ASSERT_TRUE(log->Append(AppendRecord{AsBytes(p), 1, old_ts}));
+  }
+  auto r = log->EnforceRetention(old_ts + 30'000);  // not old enough yet
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->segments_deleted, 0u);
+  r = log->EnforceRetention(old_ts + 120'000);
+  ASSERT_TRUE(r);
+  EXPECT_GT(r->segments_deleted, 0u);
+  EXPECT_EQ(log->SegmentCount(), 1u);  // the active segment is never deleted
+  EXPECT_EQ(log->TailOffset(), 100u);
+  ExpectRecords(*log, log->BaseOffset(), 100, 100);
+}
+
+TEST(DurableLog, RetentionHoldKeepsSegmentsAtOrAboveCommitOffset) {
+  auto dir = TempDir("retention-hold");
+  LogOptions o = Opts();
+  o.segment_bytes = 4096;
+  o.retention_bytes = 1;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 0, 200, 100);
+  log->SetCommitOffset(0);
+  log->SetRetentionHold(true);
+  auto r = log->EnforceRetention();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->segments_deleted, 0u);
+  log->SetCommitOffset(100);
+  r = log->EnforceRetention();
+  ASSERT_TRUE(r);
+  EXPECT_GT(r->segments_deleted, 0u);
+  EXPECT_LE(log->BaseOffset(), 100u);
+}
+
+TEST(DurableLog, TruncateAboveCommitAcrossSegmentsAndRefusedBelowCommit) {
+  auto dir = TempDir("truncate");
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.segment_bytes = 4096;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 0, 200, 100);
+  log->SetCommitOffset(50);
+  auto below = log->Truncate(49);
+  ASSERT_FALSE(below);
+  EXPECT_EQ(below.error().code, StorageErrc::kBelowCommit);
+  EXPECT_EQ(log->TailOffset(), 200u);
+  EXPECT_FALSE(log->Truncate(201));
+  ASSERT_TRUE(log->Truncate(60));
+  EXPECT_EQ(log->TailOffset(), 60u);
+  EXPECT_EQ(log->DurableOffset(), 60u);
+  ExpectRecords(*log, 0, 60, 100);
+  // New appends reuse the offsets above the cut, in a new generation.
+  std::string p = "gen2";
+  auto r = log->Append(AppendRecord{AsBytes(p), 2, 0});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->first_offset, 60u);
+  ASSERT_TRUE(log->Close());
+  auto again = MustOpen(dir, o);
+  EXPECT_FALSE(again->recovery().torn_tail_repaired);
+  EXPECT_EQ(again->TailOffset(), 61u);
+  auto rec = again->ReadOne(60);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->payload, "gen2");
+  EXPECT_EQ(rec->generation, 2u);
+  ExpectRecords(*again, 0, 60, 100);
+}
+
+TEST(DurableLog, TruncateToSegmentBoundary) {
+  auto dir = TempDir("truncate-boundary");
+  LogOptions o = Opts();
+  o.segment_bytes = 4096;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 0, 100, 100);
+  // Find the base of the second segment and cut exactly there.
+  auto files = test::SegmentFiles(dir);
+  ASSERT_GT(files.size(), 2u);
+  uint64_t second = std::stoull(std::filesystem::path(files[1]).stem().string());
+  ASSERT_TRUE(log->Truncate(second));
+  EXPECT_EQ(log->TailOffset(), second);
+  AppendN(*log, second, 10, 100);
+  ExpectRecords(*log, 0, second + 10, 100);
+}
+
+TEST(DurableLog, ResetBeginsAtBaseAndIsRefusedBelowCommit) {
+  auto dir = TempDir("reset");
+  auto log = MustOpen(dir, Opts());
+  AppendN(*log, 0, 30);
+  log->SetCommitOffset(20);
+  auto refused = log->Reset(10);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, StorageErrc::kBelowCommit);
+  ASSERT_TRUE(log->Reset(1000));
+  EXPECT_EQ(log->BaseOffset(), 1000u);
+  EXPECT_EQ(log->TailOffset(), 1000u);
+  auto trimmed = log->Read(5, ReadLimits{});
+  ASSERT_FALSE(trimmed);
+  EXPECT_EQ(trimmed.error().code, StorageErrc::kTrimmed);
+  EXPECT_EQ(trimmed.error().oldest, 1000u);
+  AppendN(*log, 1000, 5);
+  ASSERT_TRUE(log->Close());
+  auto again = MustOpen(dir, Opts());
+  EXPECT_EQ(again->BaseOffset(), 1000u);
+  ExpectRecords(*again, 1000, 1005);
+}
+
+TEST(DurableLog, FreshLogStartsAtConfiguredBase) {
+  auto dir = TempDir("base");
+  LogOptions o = Opts();
+  o.initial_base_offset = 77;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 77, 3);
+  EXPECT_EQ(log->BaseOffset(), 77u);
+}
+
+TEST(DurableLog, MissingOrDamagedIndexIsRebuilt) {
+  auto dir = TempDir("index");
+  LogOptions o = Opts();
+  o.segment_bytes = 4096;
+  o.index_spacing_bytes = 300;
+  {
+    auto log = MustOpen(dir, o);
+    AppendN(*log, 0, 150, 100);
+    ASSERT_TRUE(log->Close());
+  }
+  std::vector<std::string> indexes;
+  for (auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".index") indexes.push_back(e.path().string());
+  }
+  std::sort(indexes.begin(), indexes.end());
+  ASSERT_GT(indexes.size(), 3u);
+  std::filesystem::remove(indexes[0]);
+  test::WriteFileBytes(indexes[1], std::vector<uint8_t>(100, 0xAB));
+  {
+    // Entries that point at wrong records (valid header, wrong offsets).
+    auto bytes = test::ReadFileBytes(indexes[2]);
+    ASSERT_GT(bytes.size(), kIndexHeaderBytes + kIndexEntryBytes);
+    bytes[bytes.size() - 1] ^= 0x01;  // last entry's position moves
+    test::WriteFileBytes(indexes[2], bytes);
+  }
+  auto log = MustOpen(dir, o);
+  ASSERT_TRUE(log);
+  EXPECT_GE(log->recovery().indexes_rebuilt, 3u);
+  ExpectRecords(*log, 0, 150, 100);
+  ASSERT_TRUE(log->Close());
+  EXPECT_TRUE(std::filesystem::exists(indexes[0]));
+  auto again = MustOpen(dir, o);
+  EXPECT_EQ(again->recovery().indexes_rebuilt, 0u);
+}
+
+TEST(DurableLog, RefusesNonsenseOptions) {
+  LogOptions o = Opts();
+  o.segment_bytes = 10;
+  EXPECT_FALSE(DurableLog::Open(TempDir("opts"), o));
+  EXPECT_EQ(ParseFsyncMode("on_commit"), FsyncMode::kOnCommit);
+  EXPECT_FALSE(ParseFsyncMode("always"));
+}
+
+}  // namespace
+}  // namespace felix::storage

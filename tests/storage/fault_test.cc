@@ -1,0 +1,216 @@
+// Fault seams (FELIX_FAULT_INJECTION builds): a failed fsync poisons the log (later appends,
+// syncs and the next open report it); a failed write is undone and consumes no offsets.
+#include <cerrno>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/metrics.h"
+#include "storage/durable_log.h"
+#include "test_util.h"
+
+namespace felix::storage {
+namespace {
+
+#if FELIX_FAULT_INJECTION
+
+using test::AppendN;
+using test::ExpectRecords;
+using test::MustOpen;
+using test::Opts;
+using test::Payload;
+using test::TempDir;
+
+TEST(Faults, FailedFsyncPoisonsLaterAppendsAndTheNextOpen) {
+  auto dir = TempDir("poison");
+  auto faults = std::make_shared<FaultInjector>();
+  MetricsRegistry registry;
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.faults = faults;
+  o.metrics = &registry;
+  {
+    auto log = MustOpen(dir, o);
+    AppendN(*log, 0, 5);
+    faults->FailSyncs(1, EIO);
+    std::string p = Payload(5);
+    auto failed = log->Append(AppendRecord{AsBytes(p)});
+    ASSERT_FALSE(failed);
+    EXPECT_EQ(failed.error().code, StorageErrc::kPoisoned);
+    EXPECT_EQ(failed.error().sys_errno, EIO);
+    EXPECT_TRUE(log->poisoned());
+    EXPECT_EQ(log->DurableOffset(), 5u);
+    // The fault is gone, but the log stays poisoned (fsyncgate).
+    auto later = log->Append(AppendRecord{AsBytes(p)});
+    ASSERT_FALSE(later);
+    EXPECT_EQ(later.error().code, StorageErrc::kPoisoned);
+    EXPECT_FALSE(log->Sync());
+    auto read = log->Read(0, ReadLimits{});
+    ASSERT_TRUE(read);
+    EXPECT_EQ(read->records.size(), 5u);  // only what is known durable
+    EXPECT_FALSE(log->Truncate(5));
+    EXPECT_FALSE(log->Close());
+    EXPECT_NE(registry.RenderPrometheus().find("felix_storage_sync_failures_total{log=\"log\"} 1"),
+              std::string::npos);
+  }
+  o.faults = nullptr;
+  auto reopened = DurableLog::Open(dir, o);
+  ASSERT_FALSE(reopened);
+  EXPECT_EQ(reopened.error().code, StorageErrc::kPoisoned);
+  EXPECT_NE(reopened.error().message.find("Input/output error"), std::string::npos)
+      << reopened.error().message;
+  o.clear_poison = true;
+  auto log = MustOpen(dir, o);
+  ASSERT_TRUE(log);
+  EXPECT_FALSE(log->recovery().previous_poison.empty());
+  ExpectRecords(*log, 0, 5);  // everything acknowledged is there
+  EXPECT_GE(log->TailOffset(), 5u);
+  uint64_t tail = log->TailOffset();
+  AppendN(*log, tail, 1);
+  ASSERT_TRUE(log->Close());
+  o.clear_poison = false;
+  EXPECT_TRUE(DurableLog::Open(dir, o));  // poison acknowledged and cleared
+}
+
+TEST(Faults, FailedFsyncFailsEveryConcurrentWaiter) {
+  auto dir = TempDir("poison-many");
+  auto faults = std::make_shared<FaultInjector>();
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.faults = faults;
+  auto log = MustOpen(dir, o);
+  faults->FailSyncs(1000, EIO);
+  std::atomic<int> acked{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) {
+        auto r = log->Append(AppendRecord{AsBytes("x")});
+        (r ? acked : failed)++;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(acked.load(), 0);
+  EXPECT_EQ(failed.load(), 40);
+}
+
+// Waits (bounded) for a condition another thread makes true.
+template <typename F>
+bool Eventually(F cond) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST(Faults, GroupCommitOneFlushCoversEveryQueuedAppender) {
+  auto dir = TempDir("group-commit");
+  auto faults = std::make_shared<FaultInjector>();
+  MetricsRegistry registry;
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.faults = faults;
+  o.metrics = &registry;
+  auto log = MustOpen(dir, o);
+  const int before = faults->syncs_started();
+  faults->HoldSyncs(true);
+  // The first appender becomes the flush leader and blocks inside its fdatasync.
+  std::thread leader([&] { ASSERT_TRUE(log->Append(AppendRecord{AsBytes("first")})); });
+  ASSERT_TRUE(Eventually([&] { return faults->syncs_held() == 1; }));
+  // Seven more write their records and queue behind that flush.
+  std::vector<std::thread> queued;
+  for (int i = 0; i < 7; ++i) {
+    queued.emplace_back([&] { ASSERT_TRUE(log->Append(AppendRecord{AsBytes("queued")})); });
+  }
+  ASSERT_TRUE(Eventually([&] { return log->WrittenOffset() == 8; }));
+  EXPECT_EQ(log->DurableOffset(), 0u);
+  EXPECT_EQ(log->TailOffset(), 0u);  // nothing acknowledged, nothing readable yet
+  faults->HoldSyncs(false);
+  leader.join();
+  for (auto& t : queued) t.join();
+  // The leader's flush covered only its own record; the next one covered all seven.
+  EXPECT_EQ(faults->syncs_started() - before, 2);
+  EXPECT_EQ(log->DurableOffset(), 8u);
+  EXPECT_NE(registry.RenderPrometheus().find(
+                "felix_storage_sync_batch_appends_bucket{log=\"log\",le=\"8\"} 2"),
+            std::string::npos)
+      << registry.RenderPrometheus();
+}
+
+TEST(Faults, PeriodicAndNoneModesPoisonOnFailedSync) {
+  for (FsyncMode mode : {FsyncMode::kNone, FsyncMode::kPeriodic}) {
+    auto dir = TempDir("poison-mode");
+    auto faults = std::make_shared<FaultInjector>();
+    LogOptions o = Opts(mode);
+    o.fsync_interval = std::chrono::hours(1);
+    o.faults = faults;
+    auto log = MustOpen(dir, o);
+    AppendN(*log, 0, 3);
+    faults->FailSyncs(1);
+    auto s = log->Sync();
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().code, StorageErrc::kPoisoned);
+    auto a = log->Append(AppendRecord{AsBytes("y")});
+    ASSERT_FALSE(a);
+    EXPECT_EQ(a.error().code, StorageErrc::kPoisoned);
+  }
+}
+
+TEST(Faults, FailedWriteConsumesNoOffsetsAndLeavesNoBytes) {
+  auto dir = TempDir("write-fail");
+  auto faults = std::make_shared<FaultInjector>();
+  MetricsRegistry registry;
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.faults = faults;
+  o.metrics = &registry;
+  {
+    auto log = MustOpen(dir, o);
+    AppendN(*log, 0, 3, 20);
+    faults->FailWrites(1, ENOSPC, 25);  // a partial write that reached the file
+    std::string p = Payload(3, 20);
+    std::string q = Payload(4, 20);
+    AppendRecord batch[] = {{AsBytes(p)}, {AsBytes(q)}};
+    auto failed = log->Append(batch);
+    ASSERT_FALSE(failed);
+    EXPECT_EQ(failed.error().code, StorageErrc::kIo);
+    EXPECT_EQ(failed.error().sys_errno, ENOSPC);
+    EXPECT_FALSE(log->poisoned());
+    EXPECT_EQ(log->TailOffset(), 3u);
+    // The next append lands where the failed one would have.
+    AppendN(*log, 3, 2, 20);
+    ExpectRecords(*log, 0, 5, 20);
+    ASSERT_TRUE(log->Close());
+  }
+  o.faults = nullptr;
+  auto log = MustOpen(dir, o);
+  EXPECT_FALSE(log->recovery().torn_tail_repaired);
+  ExpectRecords(*log, 0, 5, 20);
+  EXPECT_NE(registry.RenderPrometheus().find("felix_storage_write_failures_total{log=\"log\"} 1"),
+            std::string::npos);
+}
+
+TEST(Faults, FailedAppendAtWriteKeepsTheTail) {
+  auto dir = TempDir("write-fail-at");
+  auto faults = std::make_shared<FaultInjector>();
+  LogOptions o = Opts();
+  o.faults = faults;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 0, 2);
+  faults->FailWrites(1, EIO);
+  std::string p = Payload(2);
+  AppendRecord rec{AsBytes(p)};
+  ASSERT_FALSE(log->AppendAt(2, {&rec, 1}));
+  auto ok = log->AppendAt(2, {&rec, 1});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->first_offset, 2u);
+}
+
+#else
+TEST(Faults, CompiledOut) {
+  GTEST_SKIP() << "FELIX_FAULT_INJECTION is off";
+}
+#endif
+
+}  // namespace
+}  // namespace felix::storage

@@ -1,0 +1,167 @@
+// The pure codecs: CRC-32C, record frames, segment headers, index files, the scanner and the
+// torn-vs-corrupt verdict.
+#include <gtest/gtest.h>
+
+#include "storage/log_reader.h"
+#include "storage/record_format.h"
+#include "test_util.h"
+
+namespace felix::storage {
+namespace {
+
+[[maybe_unused]] const auto* const kCleanup =
+    ::testing::AddGlobalTestEnvironment(new test::CleanupEnvironment);
+
+std::vector<uint8_t> Segment(int records, size_t payload = 10, uint64_t base = 0) {
+  std::vector<uint8_t> out(kSegmentHeaderBytes);
+  EncodeSegmentHeader(SegmentHeader{base, 1}, out.data());
+  for (int i = 0; i < records; ++i) {
+    std::string p(payload, char('a' + i % 26));
+    size_t at = out.size();
+    out.resize(at + RecordBytes(p.size()));
+    EncodeRecord(out.data() + at, base + uint64_t(i), 7, 1000 + uint64_t(i), AsBytes(p));
+  }
+  return out;
+}
+
+TEST(RecordFormat, Crc32cCheckValue) {
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
+  uint32_t chained = Crc32c("6789", 4, Crc32c("12345", 5));
+  EXPECT_EQ(chained, 0xE3069283u);
+}
+
+TEST(RecordFormat, RecordRoundTripsAndHeaderBitFlipsAreDetected) {
+  std::vector<uint8_t> buf(RecordBytes(5));
+  EncodeRecord(buf.data(), 42, 3, 99, AsBytes("hello"));
+  RecordHeader h;
+  ASSERT_TRUE(DecodeRecordHeader(buf.data(), &h));
+  EXPECT_EQ(h.payload_len, 5u);
+  EXPECT_EQ(h.offset, 42u);
+  EXPECT_EQ(h.generation, 3u);
+  EXPECT_EQ(h.timestamp_ms, 99u);
+  EXPECT_TRUE(PayloadCrcMatches(h, buf.data() + kRecordHeaderBytes));
+  for (size_t bit = 0; bit < kRecordHeaderBytes * 8; ++bit) {
+    auto copy = buf;
+    copy[bit / 8] ^= uint8_t(1u << (bit % 8));
+    RecordHeader h2;
+    EXPECT_FALSE(DecodeRecordHeader(copy.data(), &h2)) << "bit " << bit;
+  }
+  auto copy = buf;
+  copy[kRecordHeaderBytes + 2] ^= 1;
+  ASSERT_TRUE(DecodeRecordHeader(copy.data(), &h));
+  EXPECT_FALSE(PayloadCrcMatches(h, copy.data() + kRecordHeaderBytes));
+}
+
+TEST(RecordFormat, SegmentHeaderRoundTripAndRejects) {
+  uint8_t b[kSegmentHeaderBytes];
+  EncodeSegmentHeader(SegmentHeader{17, 5}, b);
+  std::string why;
+  auto h = DecodeSegmentHeader({b, sizeof(b)}, &why);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->base_offset, 17u);
+  b[9] ^= 1;
+  EXPECT_FALSE(DecodeSegmentHeader({b, sizeof(b)}, &why));
+  EXPECT_NE(why.find("checksum"), std::string::npos);
+  EXPECT_FALSE(DecodeSegmentHeader({b, 10}, &why));
+}
+
+TEST(RecordFormat, IndexFileRoundTripAndDistrust) {
+  std::vector<IndexEntry> e = {{10, 32}, {20, 4000}, {30, 9000}};
+  auto bytes = EncodeIndexFile(10, e);
+  auto back = DecodeIndexFile(bytes, 10);
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ((*back)[2].position, 9000u);
+  EXPECT_FALSE(DecodeIndexFile(bytes, 11));  // wrong base
+  bytes.resize(bytes.size() - 3);            // torn last entry
+  EXPECT_EQ(DecodeIndexFile(bytes, 10)->size(), 2u);
+  std::vector<IndexEntry> bad = {{10, 32}, {9, 40}, {30, 9000}};
+  EXPECT_EQ(DecodeIndexFile(EncodeIndexFile(10, bad), 10)->size(), 1u);
+  std::vector<IndexEntry> into_header = {{10, 8}};
+  EXPECT_EQ(DecodeIndexFile(EncodeIndexFile(10, into_header), 10)->size(), 0u);
+}
+
+TEST(RecordFormat, DurableMarkRoundTrip) {
+  uint8_t b[kMarkBytes];
+  EncodeDurableMark(DurableMark{5, 4096}, b);
+  auto m = DecodeDurableMark({b, sizeof(b)});
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->segment_base, 5u);
+  EXPECT_EQ(m->synced_bytes, 4096u);
+  b[17] ^= 4;
+  EXPECT_FALSE(DecodeDurableMark({b, sizeof(b)}));
+}
+
+TEST(RecordFormat, ScanCleanSegmentBuildsSparseIndex) {
+  auto seg = Segment(100, 100, 50);
+  IndexBuilder builder(1000);
+  std::vector<IndexEntry> index;
+  auto s = ScanRecords(seg, kSegmentHeaderBytes, 50, &builder, &index);
+  EXPECT_EQ(s.stop, ScanStop::kEnd);
+  EXPECT_EQ(s.records, 100u);
+  EXPECT_EQ(s.next_offset, 150u);
+  EXPECT_EQ(s.valid_end, seg.size());
+  EXPECT_EQ(s.last_timestamp_ms, 1099u);
+  ASSERT_FALSE(index.empty());
+  EXPECT_EQ(index.front().offset, 50u);
+  EXPECT_EQ(index.front().position, kSegmentHeaderBytes);
+  EXPECT_GT(index.size(), 10u);
+  EXPECT_LT(index.size(), 20u);
+  EXPECT_EQ(ClassifyTail(seg, s, std::nullopt).verdict, TailVerdict::kClean);
+}
+
+TEST(RecordFormat, EveryTruncationIsTorn) {
+  auto seg = Segment(3, 30);
+  for (size_t cut = kSegmentHeaderBytes; cut < seg.size(); ++cut) {
+    std::span<const uint8_t> part(seg.data(), cut);
+    auto s = ScanRecords(part, kSegmentHeaderBytes, 0, nullptr, nullptr);
+    auto d = ClassifyTail(part, s, uint64_t(seg.size()));
+    EXPECT_NE(d.verdict, TailVerdict::kCorrupt) << "cut " << cut;
+    EXPECT_LE(s.valid_end, cut);
+  }
+}
+
+TEST(RecordFormat, InteriorDamageIsCorruptLastRecordDamageDependsOnMark) {
+  auto seg = Segment(5, 20);
+  uint64_t rec = RecordBytes(20);
+  // Flip a payload bit of record 2 (interior).
+  auto interior = seg;
+  interior[kSegmentHeaderBytes + 2 * rec + kRecordHeaderBytes + 3] ^= 0x10;
+  auto s = ScanRecords(interior, kSegmentHeaderBytes, 0, nullptr, nullptr);
+  EXPECT_EQ(s.stop, ScanStop::kDamaged);
+  EXPECT_EQ(s.valid_end, kSegmentHeaderBytes + 2 * rec);
+  EXPECT_EQ(ClassifyTail(interior, s, std::nullopt).verdict, TailVerdict::kCorrupt);
+  EXPECT_EQ(ClassifyTail(interior, s, uint64_t(seg.size())).verdict, TailVerdict::kCorrupt);
+  // Past the durable mark it was never acknowledged durable: torn.
+  EXPECT_EQ(ClassifyTail(interior, s, kSegmentHeaderBytes + 2 * rec).verdict, TailVerdict::kTorn);
+  // The last record: torn without a mark, corrupt below the mark.
+  auto last = seg;
+  last[kSegmentHeaderBytes + 4 * rec + kRecordHeaderBytes + 1] ^= 1;
+  s = ScanRecords(last, kSegmentHeaderBytes, 0, nullptr, nullptr);
+  EXPECT_EQ(ClassifyTail(last, s, std::nullopt).verdict, TailVerdict::kTorn);
+  EXPECT_EQ(ClassifyTail(last, s, uint64_t(seg.size())).verdict, TailVerdict::kCorrupt);
+}
+
+TEST(RecordFormat, ZeroFilledTailIsTorn) {
+  auto seg = Segment(3, 20);
+  auto zeros = seg;
+  zeros.resize(seg.size() + 700, 0);
+  auto s = ScanRecords(zeros, kSegmentHeaderBytes, 0, nullptr, nullptr);
+  auto d = ClassifyTail(zeros, s, uint64_t(seg.size()));
+  EXPECT_EQ(d.verdict, TailVerdict::kTorn) << d.reason;
+  EXPECT_EQ(s.valid_end, seg.size());
+  // Zeros from a 512-byte boundary inside a complete last record.
+  auto big = Segment(1, 1500);
+  for (size_t i = 1024; i < big.size(); ++i) big[i] = 0;
+  s = ScanRecords(big, kSegmentHeaderBytes, 0, nullptr, nullptr);
+  d = ClassifyTail(big, s, uint64_t(big.size()));
+  EXPECT_EQ(d.verdict, TailVerdict::kTorn) << d.reason;
+  // Zeros followed by garbage stay corrupt below the mark.
+  auto garbage = zeros;
+  garbage.back() = 1;
+  s = ScanRecords(garbage, kSegmentHeaderBytes, 0, nullptr, nullptr);
+  EXPECT_EQ(ClassifyTail(garbage, s, uint64_t(garbage.size())).verdict, TailVerdict::kCorrupt);
+}
+
+}  // namespace
+}  // namespace felix::storage

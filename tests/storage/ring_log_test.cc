@@ -1,0 +1,75 @@
+// RingLog: same reader contract as the durable log, bounded by records and bytes.
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "storage/ring_log.h"
+#include "test_util.h"
+
+namespace felix::storage {
+namespace {
+
+using namespace std::chrono_literals;
+
+void RingAppend(RingLog& ring, uint64_t first, uint64_t n, size_t size = 0) {
+  for (uint64_t i = first; i < first + n; ++i) {
+    std::string p = test::Payload(i, size);
+    auto r = ring.Append(AppendRecord{AsBytes(p), 9, 0});
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->first_offset, i);
+  }
+}
+
+TEST(RingLog, AppendsAndReads) {
+  RingLog ring(RingOptions{100, 1 << 20, 0});
+  RingAppend(ring, 0, 10);
+  EXPECT_EQ(ring.TailOffset(), 10u);
+  test::ExpectRecords(ring, 0, 10);
+  auto r = ring.Read(3, ReadLimits{2, 1 << 20});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->records.size(), 2u);
+  EXPECT_EQ(r->records[0].generation, 9u);
+  EXPECT_EQ(r->next_offset, 5u);
+}
+
+TEST(RingLog, BoundedByRecordsAndBytesWithTrimmedReads) {
+  RingLog by_count(RingOptions{5, 1 << 20, 0});
+  RingAppend(by_count, 0, 12);
+  EXPECT_EQ(by_count.BaseOffset(), 7u);
+  auto trimmed = by_count.Read(2, ReadLimits{});
+  ASSERT_FALSE(trimmed);
+  EXPECT_EQ(trimmed.error().code, StorageErrc::kTrimmed);
+  EXPECT_EQ(trimmed.error().oldest, 7u);
+  test::ExpectRecords(by_count, 7, 12);
+
+  RingLog by_bytes(RingOptions{1000, 1000, 0});
+  RingAppend(by_bytes, 0, 30, 100);
+  EXPECT_LE(by_bytes.bytes(), 1000u);
+  EXPECT_EQ(by_bytes.BaseOffset(), 20u);
+  std::string huge(5000, 'h');
+  ASSERT_TRUE(by_bytes.Append(AppendRecord{AsBytes(huge)}));
+  EXPECT_EQ(by_bytes.BaseOffset(), 30u);  // the newest record stays, alone
+}
+
+TEST(RingLog, AppendAtAndTailFollowing) {
+  RingLog ring(RingOptions{100, 1 << 20, 50});
+  std::string p = "x";
+  AppendRecord rec{AsBytes(p)};
+  auto bad = ring.AppendAt(51, {&rec, 1});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().tail, 50u);
+  EXPECT_EQ(ring.WaitFor(50, std::chrono::steady_clock::now() + 1ms), WaitOutcome::kTimeout);
+  std::atomic<int> fired{-1};
+  ring.NotifyWhen(50, [&](WaitOutcome o) { fired = int(o); });
+  std::thread waiter([&] {
+    EXPECT_EQ(ring.WaitFor(50, std::chrono::steady_clock::now() + 30s), WaitOutcome::kReady);
+  });
+  ASSERT_TRUE(ring.AppendAt(50, {&rec, 1}));
+  waiter.join();
+  EXPECT_EQ(fired.load(), int(WaitOutcome::kReady));
+  ring.Close();
+  EXPECT_EQ(ring.WaitFor(99, std::chrono::steady_clock::now() + 30s), WaitOutcome::kClosed);
+}
+
+}  // namespace
+}  // namespace felix::storage
