@@ -66,7 +66,7 @@ broker::ClientServiceOptions ServiceOptions(const BrokerConfig& config) {
 // goes to <data_dir>/tls/broker-cert.pem so local clients (the CLI) can verify the broker.
 // Returns the file clients should trust.
 felix::Result<std::string> ExportClientCertificate(const BrokerConfig& config,
-                                                  const transport::TlsContext& tls) {
+                                                   const transport::TlsContext& tls) {
   if (!tls.self_signed()) return config.tls_cert;
   std::filesystem::path dir = std::filesystem::path(config.data_dir) / "tls";
   std::error_code ec;
@@ -78,6 +78,15 @@ felix::Result<std::string> ExportClientCertificate(const BrokerConfig& config,
     return felix::Fail(felix::ErrorCode::kIo, "cannot write the dev certificate to " + path);
   }
   return path;
+}
+
+// Blocks SIGINT/SIGTERM in every thread (call before starting any) and waits for one.
+sigset_t ShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
 }
 
 int Run(int argc, char** argv) {
@@ -167,8 +176,7 @@ int Run(int argc, char** argv) {
   }
   felix::HostPort quic_addr = (*quic)->client_address();
   felix::HostPort internal_addr = (*quic)->internal_address();
-  if (auto written = (*admin)->WriteCredentials(*http_addr, quic_addr, *ca_file);
-      !written) {
+  if (auto written = (*admin)->WriteCredentials(*http_addr, quic_addr, *ca_file); !written) {
     std::cerr << "felix-broker: " << written.error().message << "\n";
     return 1;
   }
