@@ -64,6 +64,9 @@ class RecordLog {
   virtual ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) = 0;
 
   virtual bool durable() const = 0;
+
+  // Completes (or fails) every pending append, then refuses new ones. Idempotent.
+  virtual void Close() {}
 };
 
 }  // namespace felix::broker

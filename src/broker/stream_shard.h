@@ -78,6 +78,9 @@ class StreamShard {
                                                     std::function<void()> on_ready);
   void Unsubscribe(uint64_t subscription_id);
 
+  // Closes the log (pending appends complete first). Only once the executor has stopped.
+  void CloseLog() { log_->Close(); }
+
   const ShardId& id() const { return id_; }
   uint64_t committed_next() const { return committed_next_; }
   uint64_t start_offset() const { return log_->start_offset(); }

@@ -14,6 +14,7 @@ Result<void> WriteAdminCredentials(const std::string& path, const AdminCredentia
   doc["admin_url"] = c.admin_url;
   doc["admin_token"] = c.admin_token;
   if (!c.quic_addr.empty()) doc["quic_addr"] = c.quic_addr;
+  if (!c.ca_file.empty()) doc["ca_file"] = c.ca_file;
   doc["tenant_id"] = c.tenant_id;
   doc["namespace"] = c.namespace_name;
   if (!c.signing_seed.empty()) {
@@ -37,6 +38,7 @@ Result<AdminCredentials> LoadAdminCredentials(const std::string& path) {
   c.admin_url = str(doc, "admin_url");
   c.admin_token = str(doc, "admin_token");
   c.quic_addr = str(doc, "quic_addr");
+  c.ca_file = str(doc, "ca_file");
   if (auto t = str(doc, "tenant_id"); !t.empty()) c.tenant_id = t;
   if (auto ns = str(doc, "namespace"); !ns.empty()) c.namespace_name = ns;
   if (auto key = doc.find("signing_key"); key != doc.end() && key->is_object()) {

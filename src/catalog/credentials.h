@@ -6,6 +6,7 @@
 //    "admin_url":"http://127.0.0.1:8080",     admin API base URL (loopback when bound to any)
 //    "admin_token":"…",                      Bearer token of the admin API
 //    "quic_addr":"127.0.0.1:5000",           client QUIC address (when known)
+//    "ca_file":"/abs/felix-data/tls/broker-cert.pem",  PEM that verifies the broker's certificate
 //    "tenant_id":"default","namespace":"default",
 //    "signing_key":{"kid":"k-…","seed":"<base64url 32-byte Ed25519 seed>"}}
 //
@@ -25,6 +26,7 @@ struct AdminCredentials {
   std::string admin_url;
   std::string admin_token;
   std::string quic_addr;
+  std::string ca_file;  // verifies the broker certificate (its self-signed dev cert by default)
   std::string tenant_id = "default";
   std::string namespace_name = "default";
   std::string signing_kid;

@@ -113,15 +113,16 @@ AdminApi::AdminApi(const BrokerConfig& config, MetricsRegistry& metrics,
                                         "admin API requests refused before any work",
                                         "reason=\"invalid_token\"")) {}
 
-Result<void> AdminApi::WriteCredentials(const HostPort& http_addr,
-                                        const std::optional<HostPort>& quic_addr) {
+Result<void> AdminApi::WriteCredentials(const HostPort& http_addr, const HostPort& quic_addr,
+                                        const std::string& ca_file) {
   catalog::AdminCredentials creds;
   creds.admin_url = LocalUrl(http_addr);
   creds.admin_token = admin_token_;
-  HostPort quic = quic_addr ? *quic_addr : config_.quic_bind;
+  HostPort quic = quic_addr;
   if (quic.host == "0.0.0.0") quic.host = "127.0.0.1";
   if (quic.host == "::") quic.host = "::1";
   creds.quic_addr = quic.ToString();
+  creds.ca_file = ca_file;
   creds.tenant_id = catalog::kDefaultTenant;
   creds.namespace_name = catalog::kDefaultNamespace;
   if (auto key = catalog_->SigningKeyFor(catalog::kDefaultTenant)) {

@@ -14,7 +14,6 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "catalog/embedded_catalog.h"
@@ -36,11 +35,10 @@ class AdminApi {
 
   void Register(HttpEndpoint& http);
 
-  // Writes <data_dir>/admin-credentials.json (0600) with the bound HTTP address and the client
-  // QUIC address (`quic_addr`, else the configured FELIX_QUIC_BIND). May be called again, e.g.
-  // once the QUIC listener has bound its real port.
-  Result<void> WriteCredentials(const HostPort& http_addr,
-                                const std::optional<HostPort>& quic_addr = std::nullopt);
+  // Writes <data_dir>/admin-credentials.json (0600) with the bound HTTP and client QUIC
+  // addresses and the file that verifies the broker's certificate.
+  Result<void> WriteCredentials(const HostPort& http_addr, const HostPort& quic_addr,
+                                const std::string& ca_file);
 
   catalog::Catalog& catalog() { return *catalog_; }
   const std::string& credentials_path() const { return credentials_path_; }

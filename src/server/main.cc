@@ -3,11 +3,14 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "broker/broker_core.h"
+#include "broker/client_service.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "felix/version.h"
@@ -17,6 +20,65 @@
 #include "transport/broker_listeners.h"
 
 namespace {
+
+namespace broker = felix::broker;
+namespace transport = felix::transport;
+using felix::server::BrokerConfig;
+
+felix::storage::FsyncMode StorageFsyncMode(felix::server::FsyncMode mode) {
+  switch (mode) {
+    case felix::server::FsyncMode::kNone:
+      return felix::storage::FsyncMode::kNone;
+    case felix::server::FsyncMode::kPeriodic:
+      return felix::storage::FsyncMode::kPeriodic;
+    case felix::server::FsyncMode::kOnCommit:
+      return felix::storage::FsyncMode::kOnCommit;
+  }
+  return felix::storage::FsyncMode::kPeriodic;
+}
+
+broker::BrokerCoreOptions CoreOptions(const BrokerConfig& config) {
+  broker::BrokerCoreOptions o;
+  o.storage_dir = config.EffectiveStorageDir();
+  o.log_defaults.fsync_mode = StorageFsyncMode(config.durable_fsync_mode);
+  o.log_defaults.fsync_interval = std::chrono::milliseconds(config.durable_fsync_interval_ms);
+  o.log_defaults.segment_bytes = config.durable_segment_bytes;
+  o.log_defaults.index_spacing_bytes = config.durable_index_spacing_bytes;
+  o.log_defaults.retention_bytes = config.durable_retention_bytes;
+  o.log_defaults.retention_age = std::chrono::seconds(config.durable_retention_seconds);
+  o.shard.default_queue_capacity = config.subscriber_queue_capacity;
+  o.shard.max_queue_capacity = config.subscriber_queue_capacity_max;
+  o.shard.event_batch_max_records = config.event_batch_max_events;
+  o.shard.event_batch_max_bytes = config.event_batch_max_bytes;
+  return o;
+}
+
+broker::ClientServiceOptions ServiceOptions(const BrokerConfig& config) {
+  broker::ClientServiceOptions o;
+  o.max_frame_bytes = static_cast<uint32_t>(config.max_frame_bytes);
+  o.preauth_max_frame_bytes = static_cast<uint32_t>(config.preauth_max_frame_bytes);
+  o.auth_timeout = std::chrono::milliseconds(config.auth_timeout_ms);
+  o.max_subscriptions_per_conn = config.max_subscriptions_per_conn;
+  return o;
+}
+
+// With no operator certificate the client port presents a self-signed `localhost` one; its PEM
+// goes to <data_dir>/tls/broker-cert.pem so local clients (the CLI) can verify the broker.
+// Returns the file clients should trust.
+felix::Result<std::string> ExportClientCertificate(const BrokerConfig& config,
+                                                   const transport::TlsContext& tls) {
+  if (!tls.self_signed()) return config.tls_cert;
+  std::filesystem::path dir = std::filesystem::path(config.data_dir) / "tls";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string path = std::filesystem::absolute(dir / "broker-cert.pem").string();
+  std::ofstream out(path, std::ios::trunc);
+  out << tls.self_signed_cert_pem();
+  if (!out.flush()) {
+    return felix::Fail(felix::ErrorCode::kIo, "cannot write the dev certificate to " + path);
+  }
+  return path;
+}
 
 // Blocks SIGINT/SIGTERM in every thread (call before starting any) and waits for one.
 sigset_t ShutdownSignals() {
@@ -70,21 +132,18 @@ int Run(int argc, char** argv) {
   }
 
   felix::MetricsRegistry metrics;
-  // Embedded catalog + admin API, declared before (so destroyed after) the HTTP endpoint
-  // that serves it; the credential file is written once the HTTP address is known.
+  // Embedded catalog + admin API, declared before (so destroyed after) everything that uses it.
   auto admin = felix::server::AdminApi::Open(config, metrics);
   if (!admin) {
     std::cerr << "felix-broker: " << admin.error().message << "\n";
     return 1;
   }
-  felix::server::HttpEndpoint http(metrics);
-  (*admin)->Register(http);
-  auto http_addr = http.Start(config.metrics_bind);
-  if (!http_addr) {
-    std::cerr << "felix-broker: " << http_addr.error().message << "\n";
-    return 1;
-  }
-  felix::transport::ListenerConfig lc;
+  // Shutdown runs in reverse: listeners stop first, then the core drains its executors (whose
+  // completions still post to the stopped endpoints), then everything is destroyed.
+  broker::BrokerCore core(CoreOptions(config), (*admin)->catalog(), metrics);
+  broker::ClientService service(ServiceOptions(config), core, (*admin)->catalog(), metrics);
+
+  transport::ListenerConfig lc;
   lc.client_bind = config.quic_bind;
   lc.internal_bind = config.internal_bind;
   lc.tls_cert = config.tls_cert;
@@ -94,25 +153,41 @@ int Run(int argc, char** argv) {
   lc.internal_tls_key = config.internal_tls_key;
   lc.internal_tls_ca = config.internal_tls_ca;
   lc.node_id = config.node_id;
+  lc.client_handlers = service.Handlers();
   std::vector<std::string> tls_warnings;
-  auto quic = felix::transport::BrokerListeners::Start(lc, metrics, &tls_warnings);
-  for (const auto& w : tls_warnings) std::cerr << "felix-broker: warning: " << w << "\n";
+  auto quic = transport::BrokerListeners::Start(lc, metrics, &tls_warnings);
+  for (const auto& w : tls_warnings) spdlog::warn("{}", w);
   if (!quic) {
     std::cerr << "felix-broker: " << quic.error().message << "\n";
     return 1;
   }
-  if (auto written = (*admin)->WriteCredentials(*http_addr); !written) {
+  auto ca_file = ExportClientCertificate(config, (*quic)->client_tls());
+  if (!ca_file) {
+    std::cerr << "felix-broker: " << ca_file.error().message << "\n";
+    return 1;
+  }
+
+  felix::server::HttpEndpoint http(metrics);
+  (*admin)->Register(http);
+  auto http_addr = http.Start(config.metrics_bind);
+  if (!http_addr) {
+    std::cerr << "felix-broker: " << http_addr.error().message << "\n";
+    return 1;
+  }
+  felix::HostPort quic_addr = (*quic)->client_address();
+  felix::HostPort internal_addr = (*quic)->internal_address();
+  if (auto written = (*admin)->WriteCredentials(*http_addr, quic_addr, *ca_file); !written) {
     std::cerr << "felix-broker: " << written.error().message << "\n";
     return 1;
   }
   http.SetReady(true);
-  spdlog::info("broker started version={} data_dir={} http={}", felix::kVersion,
-               std::filesystem::absolute(config.data_dir).string(), http_addr->ToString());
+  spdlog::info("broker started version={} data_dir={} quic={} internal={} http={}", felix::kVersion,
+               std::filesystem::absolute(config.data_dir).string(), quic_addr.ToString(),
+               internal_addr.ToString(), http_addr->ToString());
   // Machine-readable line on stdout: tests and scripts wait for it.
   std::printf("felix-broker listening quic=%s internal=%s http=%s data_dir=%s\n",
-              (*quic)->client_address().ToString().c_str(),
-              (*quic)->internal_address().ToString().c_str(), http_addr->ToString().c_str(),
-              config.data_dir.c_str());
+              quic_addr.ToString().c_str(), internal_addr.ToString().c_str(),
+              http_addr->ToString().c_str(), config.data_dir.c_str());
   std::fflush(stdout);
 
   int signal_number = 0;
@@ -120,6 +195,7 @@ int Run(int argc, char** argv) {
   spdlog::info("shutdown signal={}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   http.SetReady(false);
   (*quic)->Stop();
+  core.Stop();
   http.Stop();
   spdlog::info("drain complete");
   return 0;
@@ -128,5 +204,11 @@ int Run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return Run(argc, argv);
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    // Library code returns errors as values; this only catches a third-party surprise.
+    std::cerr << "felix-broker: fatal: " << e.what() << "\n";
+    return 1;
+  }
 }

@@ -30,10 +30,14 @@ Result<std::unique_ptr<BrokerListeners>> BrokerListeners::Start(
   co.name = "client";
   co.idle_timeout = config.idle_timeout;
   ListenHandlers client_handlers;
-  client_handlers.on_connection = [](const std::shared_ptr<Connection>& c) {
-    c->SetHandlers(ConnectionHandlers{
-        [](const std::shared_ptr<Stream>& s) { s->Reset(kStreamNotServedCode); }, nullptr});
-  };
+  if (config.client_handlers) {
+    client_handlers = *config.client_handlers;
+  } else {
+    client_handlers.on_connection = [](const std::shared_ptr<Connection>& c) {
+      c->SetHandlers(ConnectionHandlers{
+          [](const std::shared_ptr<Stream>& s) { s->Reset(kStreamNotServedCode); }, nullptr});
+    };
+  }
   auto client = Endpoint::Create(config.client_bind, co, metrics, client_handlers);
   if (!client) return Fail(client.error().code, "FELIX_QUIC_BIND: " + client.error().message);
   l->client_ = std::move(*client);

@@ -1,8 +1,8 @@
 // BrokerListeners: the daemon's two QUIC listeners, started from plain settings (transport
 // cannot see server/BrokerConfig; main.cc copies the fields over).
-//   - the client listener (role kClient, ALPN felix/1 optional): until the broker subsystem
-//     exists it accepts connections and streams and resets every stream with
-//     kStreamNotServedCode;
+//   - the client listener (role kClient, ALPN felix/1 optional), served by the handlers the
+//     caller passes (the broker's FLX1 service); without them it accepts connections and
+//     streams and resets every stream with kStreamNotServedCode;
 //   - the internal listener (role kInternal, ALPN felix-internal/1 required) served by a
 //     PeerServer (Hello, unknown-kind refusals), with the Hello identity check when the
 //     internal CA is configured.
@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct ListenerConfig {
   std::string internal_tls_cert, internal_tls_key, internal_tls_ca;
   std::string node_id;  // empty: single node
   std::chrono::milliseconds idle_timeout{6000};
+  std::optional<ListenHandlers> client_handlers;  // the FLX1 service; unset: refuse streams
 };
 
 class BrokerListeners {
@@ -44,6 +46,7 @@ class BrokerListeners {
   ~BrokerListeners();
   HostPort client_address() const { return client_->local_address(); }
   HostPort internal_address() const { return internal_->local_address(); }
+  const TlsContext& client_tls() const { return client_->tls(); }
   void Stop();
 
  private:

@@ -1,0 +1,114 @@
+#include "broker/broker_core.h"
+
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "broker/log_adapters.h"
+
+namespace felix::broker {
+
+BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalog,
+                       MetricsRegistry& metrics)
+    : options_(std::move(options)),
+      catalog_(catalog),
+      open_shards_(metrics.AddGauge("felix_broker_open_shards", "stream shards open here")) {
+  size_t n = options_.executors;
+  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  for (size_t i = 0; i < n; ++i) {
+    executors_.push_back(std::make_unique<Executor>("felix-shard-" + std::to_string(i)));
+  }
+  options_.log_defaults.metrics = &metrics;
+}
+
+BrokerCore::~BrokerCore() {
+  Stop();
+}
+
+std::optional<catalog::Stream> BrokerCore::FindStream(std::string_view tenant, std::string_view ns,
+                                                      std::string_view stream) const {
+  auto snapshot = catalog_.Snapshot();
+  const catalog::Stream* found = snapshot->FindStream(tenant, ns, stream);
+  if (found == nullptr) return std::nullopt;
+  return *found;
+}
+
+Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& stream,
+                                                      uint32_t shard_index) {
+  if (shard_index >= stream.shards) {
+    return Fail(ErrorCode::kInvalidArgument, "shard " + std::to_string(shard_index) +
+                                                 " out of range: stream has " +
+                                                 std::to_string(stream.shards) + " shards");
+  }
+  ShardId id{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream, shard_index};
+  std::string key = id.ToString();
+  std::lock_guard lock(mu_);
+  if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
+  auto it = shards_.find(key);
+  if (it != shards_.end()) return StreamShardHandle{it->second.shard, it->second.executor};
+
+  OpenShard open;
+  open.executor = executors_[std::hash<std::string>{}(key) % executors_.size()].get();
+  std::unique_ptr<RecordLog> log;
+  if (stream.durable) {
+    storage::LogOptions log_options = options_.log_defaults;
+    if (stream.fsync_mode) {
+      switch (*stream.fsync_mode) {
+        case catalog::FsyncMode::kNone:
+          log_options.fsync_mode = storage::FsyncMode::kNone;
+          break;
+        case catalog::FsyncMode::kPeriodic:
+          log_options.fsync_mode = storage::FsyncMode::kPeriodic;
+          break;
+        case catalog::FsyncMode::kOnCommit:
+          log_options.fsync_mode = storage::FsyncMode::kOnCommit;
+          break;
+      }
+    }
+    if (stream.retention.max_size_bytes)
+      log_options.retention_bytes = *stream.retention.max_size_bytes;
+    if (stream.retention.max_age_seconds) {
+      log_options.retention_age = std::chrono::seconds(*stream.retention.max_age_seconds);
+    }
+    std::filesystem::path dir = std::filesystem::path(options_.storage_dir) / stream.tenant_id /
+                                stream.namespace_name / stream.name / std::to_string(shard_index);
+    auto store =
+        storage::ShardStore::Open(dir.string(), storage::ShardStoreOptions::Uniform(log_options));
+    if (!store) return tl::unexpected(store.error().ToError());
+    open.store = std::move(*store);
+    log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream));
+    spdlog::info("shard opened shard={} durable=true next_offset={}", key, log->next_offset());
+  } else {
+    log = std::make_unique<RingRecordLog>(options_.ring);
+  }
+  open.shard = std::make_shared<StreamShard>(id, *open.executor, std::move(log), options_.shard);
+  StreamShardHandle handle{open.shard, open.executor};
+  shards_.emplace(key, std::move(open));
+  open_shards_.Add(1);
+  return handle;
+}
+
+void BrokerCore::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  for (auto& e : executors_) e->Stop();
+  std::lock_guard lock(mu_);
+  for (auto& [key, open] : shards_) {
+    open.shard->CloseLog();  // a durable shard's last appends complete first
+    open.shard.reset();
+    if (open.store) {
+      if (auto closed = open.store->Close(); !closed) {
+        spdlog::error("shard close failed shard={} error={}", key, closed.error().ToString());
+      }
+    }
+  }
+  open_shards_.Set(0);
+  shards_.clear();
+}
+
+}  // namespace felix::broker

@@ -1,0 +1,723 @@
+#include "broker/client_session.h"
+
+#include <chrono>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "catalog/verify.h"
+#include "wire/shard_hash.h"
+
+namespace felix::broker {
+
+namespace flx1 = felix::wire::flx1;
+using flx1::ProtocolErrorCode;
+
+namespace {
+
+// Frames up to this size are handled in place in the transport's receive buffer; larger ones
+// are assembled in the session as their bytes arrive (the stream window could not hold them).
+constexpr size_t kInPlaceLimit = 256 * 1024;
+// QUIC application code for a stream we abort on a protocol violation.
+constexpr uint64_t kStreamProtocolError = 0x100;
+
+constexpr uint16_t kServerFlags = flx1::kKnownFlags & ~flx1::kFlagBinaryPublishIdempotent;
+
+uint16_t Code(ProtocolErrorCode c) {
+  return static_cast<uint16_t>(c);
+}
+
+uint64_t NowMicrosRoundedToMillis() {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  return static_cast<uint64_t>(ms) * 1000;  // storage keeps milliseconds: live == replayed
+}
+
+uint16_t ProtocolCodeFor(const Error& error) {
+  switch (error.code) {
+    case ErrorCode::kIo:
+    case ErrorCode::kCorruption:
+      return Code(ProtocolErrorCode::kStorage);
+    case ErrorCode::kUnavailable:
+      return Code(ProtocolErrorCode::kShardUnavailable);
+    case ErrorCode::kInvalidArgument:
+      return Code(ProtocolErrorCode::kInvalidRequest);
+    case ErrorCode::kNotFound:
+      return Code(ProtocolErrorCode::kNotFound);
+    default:
+      return Code(ProtocolErrorCode::kInternal);
+  }
+}
+
+std::string_view TypeOf(const flx1::Message& message) {
+  return std::visit(
+      [](const auto& m) -> std::string_view {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, flx1::UnknownMessage>) {
+          return m.type;
+        } else {
+          return T::kType;
+        }
+      },
+      message);
+}
+
+// Message types only a broker sends: a client sending one gets "unexpected message type".
+bool IsBrokerToClientType(std::string_view type) {
+  static constexpr std::string_view kTypes[] = {"auth_ok",
+                                                "ok",
+                                                "unsupported",
+                                                "topology_view",
+                                                "stream_shards_view",
+                                                "cache_shards_view",
+                                                "shard_owners_view",
+                                                "not_leader",
+                                                "publish_ok",
+                                                "publish_error",
+                                                "producer_init_ok",
+                                                "publish_refused",
+                                                "subscribed",
+                                                "subscribe_cursor_error",
+                                                "event_stream_hello",
+                                                "event",
+                                                "event_batch",
+                                                "shard_moved",
+                                                "subscription_lagged",
+                                                "offset_value",
+                                                "stream_records",
+                                                "cache_value",
+                                                "cache_ok",
+                                                "cache_condition_result",
+                                                "cache_watch_started",
+                                                "cache_event",
+                                                "cache_watch_lagged",
+                                                "counter_value",
+                                                "group_records",
+                                                "group_extended",
+                                                "group_dead_letter_list",
+                                                "group_position",
+                                                "group_info",
+                                                "group_deleted",
+                                                "commit_ok",
+                                                "state_value",
+                                                "shard_inspect_info",
+                                                "subscriptions_list_info"};
+  for (auto t : kTypes) {
+    if (t == type) return true;
+  }
+  return false;
+}
+
+// Wakes a subscription's writer; the writer is attached once the event stream is open.
+struct WriterSlot {
+  std::mutex mu;
+  std::weak_ptr<EventStreamWriter> writer;
+  void Set(const std::shared_ptr<EventStreamWriter>& w) {
+    std::lock_guard lock(mu);
+    writer = w;
+  }
+  void Wake() {
+    std::shared_ptr<EventStreamWriter> w;
+    {
+      std::lock_guard lock(mu);
+      w = writer.lock();
+    }
+    if (w) w->Wake();
+  }
+};
+
+}  // namespace
+
+uint32_t ServerFeatures(const ClientServiceOptions&) {
+  return flx1::kFeatureStreamShards | flx1::kFeatureErrorCodes | flx1::kFeatureUnsupported |
+         flx1::kFeatureSubscribeQueue | flx1::kFeatureAckOnCommit;
+}
+
+ClientSession::ClientSession(ClientService& service,
+                             std::shared_ptr<ClientConnectionState> connection,
+                             std::shared_ptr<transport::Stream> stream)
+    : service_(service),
+      connection_(std::move(connection)),
+      stream_(std::move(stream)),
+      endpoint_(stream_->connection()->endpoint()) {}
+
+void ClientSession::Start() {
+  auto self = shared_from_this();
+  transport::StreamHandlers handlers;
+  handlers.on_data = [self](transport::Stream&, std::span<const uint8_t> data) {
+    self->OnData(data);
+  };
+  handlers.on_fin = [self](transport::Stream&) {
+    self->peer_finished_ = true;
+    if (self->pending_ops_ == 0) self->FinishStream();
+    self->MaybeRelease();
+  };
+  handlers.on_reset = [self](transport::Stream&, uint64_t) {
+    self->ended_ = true;
+    self->reset_ = true;
+    self->MaybeRelease();
+  };
+  stream_->SetHandlers(std::move(handlers));
+}
+
+void ClientSession::MaybeRelease() {
+  if (released_ || pending_ops_ != 0) return;
+  if (!(reset_ || (ended_ && peer_finished_))) return;
+  released_ = true;
+  // The handlers hold this session; drop them outside the handler now running.
+  auto stream = stream_;
+  endpoint_.Post([stream] { stream->SetHandlers({}); });
+}
+
+void ClientSession::OnData(std::span<const uint8_t> data) {
+  if (ended_) {
+    stream_->Consume(data.size());
+    return;
+  }
+  size_t used = 0;
+  if (assembly_total_ > 0) {
+    size_t take = std::min(assembly_total_ - assembly_.size(), data.size());
+    assembly_.insert(assembly_.end(), data.begin(), data.begin() + take);
+    used = take;
+    if (assembly_.size() < assembly_total_) {
+      stream_->Consume(used);
+      return;
+    }
+    std::vector<uint8_t> frame = std::move(assembly_);
+    assembly_ = {};
+    assembly_total_ = 0;
+    HandleFrame(assembly_flags_, std::span<const uint8_t>(frame).subspan(flx1::kHeaderSize));
+  }
+  while (!ended_) {
+    auto rest = data.subspan(used);
+    if (rest.size() < flx1::kHeaderSize) break;
+    uint32_t limit =
+        auth_ ? service_.options().max_frame_bytes : service_.options().preauth_max_frame_bytes;
+    auto header = flx1::DecodeEnvelope(rest, limit);
+    if (!header) {
+      if (header.error().code == wire::DecodeErrorCode::kFrameTooLarge) {
+        // Ends on the header alone, before any payload is read (§2 rule 5).
+        SendError(Code(ProtocolErrorCode::kInvalidRequest),
+                  auth_ ? "frame exceeds max_frame_bytes" : "frame too large before auth");
+        FinishStream();
+      } else {
+        DropStream();  // wrong magic or version: no frame boundary to trust
+      }
+      break;
+    }
+    size_t total = flx1::kHeaderSize + header->length;
+    if (rest.size() < total) {
+      if (total > kInPlaceLimit) {
+        assembly_flags_ = header->flags;
+        assembly_total_ = total;
+        assembly_.assign(rest.begin(), rest.end());
+        used += rest.size();
+      }
+      break;
+    }
+    HandleFrame(header->flags, rest.subspan(flx1::kHeaderSize, header->length));
+    used += total;
+  }
+  if (ended_) used = data.size();
+  stream_->Consume(used);
+}
+
+bool ClientSession::HandleFrame(uint16_t flags, std::span<const uint8_t> payload) {
+  if ((flags & ~flx1::kKnownFlags) != 0) {
+    // Refused, never masked; the payload is skipped and the stream goes on (§2 rule 4).
+    SendError(Code(ProtocolErrorCode::kInvalidRequest), "unsupported frame flags");
+    return true;
+  }
+  if (flags == 0) {
+    auto frame = flx1::DecodePayload(0, payload);
+    if (!frame || !std::holds_alternative<flx1::Message>(*frame)) {
+      DropStream();  // undecodable JSON: dropped without an answer (§4)
+      return false;
+    }
+    return HandleMessage(std::get<flx1::Message>(std::move(*frame)));
+  }
+  if (auto valid = flx1::CheckFlags(flags); !valid) {
+    SendError(Code(ProtocolErrorCode::kInvalidRequest),
+              "malformed frame: " + valid.error().ToString());
+    return true;
+  }
+  if ((flags & flx1::kFlagBinaryPublishBatch) != 0) return HandleBinaryPublish(flags, payload);
+  SendError(Code(ProtocolErrorCode::kInvalidRequest), "unexpected message type");
+  FinishStream();
+  return false;
+}
+
+bool ClientSession::HandleMessage(flx1::Message message) {
+  if (auto* auth = std::get_if<flx1::Auth>(&message)) return HandleAuth(*auth);
+  std::string_view type = TypeOf(message);
+  if (std::holds_alternative<flx1::Error>(message)) {
+    DropStream();  // a client sending `error`: closed without an answer (§8.3)
+    return false;
+  }
+  if (IsBrokerToClientType(type)) {
+    SendError(Code(ProtocolErrorCode::kInvalidRequest), "unexpected message type");
+    FinishStream();
+    return false;
+  }
+  if (!auth_) {
+    SendError(Code(ProtocolErrorCode::kUnauthenticated), "auth required");
+    FinishStream();
+    return false;
+  }
+  if (std::holds_alternative<flx1::Publish>(message) ||
+      std::holds_alternative<flx1::PublishBatch>(message)) {
+    return HandleJsonPublish(std::make_shared<flx1::Message>(std::move(message)));
+  }
+  if (auto* subscribe = std::get_if<flx1::Subscribe>(&message)) return HandleSubscribe(*subscribe);
+  if (auto* shards = std::get_if<flx1::StreamShards>(&message)) return HandleStreamShards(*shards);
+
+  // A request this broker does not serve (it did not advertise it).
+  bool negotiated_unsupported = (peer_features_ & flx1::kFeatureUnsupported) != 0;
+  if (negotiated_unsupported) {
+    flx1::Unsupported answer;
+    answer.request_type = std::string(type);
+    if (auto* unknown = std::get_if<flx1::UnknownMessage>(&message)) {
+      answer.request_id = unknown->request_id;
+    }
+    Send(answer);
+    return true;
+  }
+  if (std::holds_alternative<flx1::UnknownMessage>(message)) {
+    DropStream();  // unknown type without UNSUPPORTED: the stream is closed
+    return false;
+  }
+  SendError(Code(ProtocolErrorCode::kInvalidRequest),
+            std::string(type) + " is not supported by this broker");
+  FinishStream();
+  return false;
+}
+
+bool ClientSession::HandleAuth(const flx1::Auth& auth) {
+  // The error-code offer counts even for a refused auth (§6.1 step 1).
+  if (auth.client_features && (*auth.client_features & flx1::kFeatureErrorCodes) != 0) {
+    error_codes_ = true;
+  }
+  if (auth_) {
+    SendError(Code(ProtocolErrorCode::kInvalidRequest), "auth already established");
+    FinishStream();
+    return false;
+  }
+  auto context = catalog::VerifyClientToken(service_.catalog(), auth.tenant_id, auth.token,
+                                            auth::NowUnixSeconds());
+  if (!context) {
+    service_.metrics().auth_failures.Increment();
+    spdlog::debug("auth refused tenant={} reason={}", auth.tenant_id, context.error().ToString());
+    SendError(Code(ProtocolErrorCode::kUnauthenticated), auth::kAuthFailedMessage);
+    FinishStream();
+    return false;
+  }
+  auth_ = std::move(*context);
+  connection_->any_stream_authenticated = true;
+  peer_flags_ = auth.client_flags.value_or(flx1::kOriginalV1Flags);
+  peer_features_ = auth.client_features.value_or(0);
+  if (auth.client_flags) {
+    flx1::AuthOk ok;
+    ok.server_flags = kServerFlags;
+    ok.server_features = ServerFeatures(service_.options());
+    Send(ok);
+  } else {
+    Send(flx1::Ok{});
+  }
+  return true;
+}
+
+bool ClientSession::Authorized(auth::Action action, std::string_view tenant, std::string_view ns,
+                               std::string_view stream, std::optional<uint64_t> request_id,
+                               bool binary) {
+  const char* refusal = nullptr;
+  if (tenant != auth_->tenant_id) {
+    refusal = "tenant mismatch";
+  } else if (!auth_->permissions.AllowsStream(action, tenant, ns, stream)) {
+    refusal = "forbidden";
+  }
+  if (refusal == nullptr) return true;
+  if (request_id) {
+    SendPublishError(binary, *request_id, Code(ProtocolErrorCode::kForbidden), refusal);
+  } else {
+    SendError(Code(ProtocolErrorCode::kForbidden), refusal);
+  }
+  FinishStream();  // authorization failures end the stream (§8.3)
+  return false;
+}
+
+bool ClientSession::HandleBinaryPublish(uint16_t flags, std::span<const uint8_t> payload) {
+  if (!auth_) {
+    SendError(Code(ProtocolErrorCode::kUnauthenticated), "auth required");
+    FinishStream();
+    return false;
+  }
+  bool acked = (flags & flx1::kFlagBinaryPublishAcked) != 0;
+  auto batch = flx1::DecodePublishBatch(flags, payload);
+  if (!batch) {
+    std::string message = "malformed publish batch: " + batch.error().ToString();
+    if (acked && payload.size() >= 8) {
+      uint64_t request_id = 0;  // at offset 0 so even a malformed batch can be answered
+      for (int i = 0; i < 8; ++i) request_id = (request_id << 8) | payload[i];
+      SendPublishError(true, request_id, Code(ProtocolErrorCode::kInvalidRequest), message);
+    } else if (acked) {
+      SendError(Code(ProtocolErrorCode::kInvalidRequest), message);
+    }
+    return true;
+  }
+  // One copy per frame (never per record): payload views are rebased onto the copy, which
+  // then lives as long as the batch is in the log's hands and in subscriber queues.
+  auto owner = std::make_shared<std::vector<uint8_t>>(payload.begin(), payload.end());
+  PublishRequest request;
+  request.tenant = batch->tenant_id;
+  request.ns = batch->namespace_;
+  request.stream = batch->stream;
+  request.key = batch->key;
+  request.acked = acked;
+  if (batch->acked) request.request_id = batch->acked->request_id;
+  request.binary = true;
+  request.payloads.reserve(batch->payloads.size());
+  for (std::string_view p : batch->payloads) {
+    size_t offset =
+        static_cast<size_t>(reinterpret_cast<const uint8_t*>(p.data()) - payload.data());
+    request.payloads.emplace_back(owner->data() + offset, p.size());
+  }
+  request.owner = std::move(owner);
+  return Publish(std::move(request));
+}
+
+bool ClientSession::HandleJsonPublish(std::shared_ptr<flx1::Message> message) {
+  service_.metrics().json_publishes.Increment();
+  PublishRequest request;
+  std::optional<flx1::AckMode> ack;
+  const std::optional<flx1::Bytes>* key = nullptr;
+  auto to_span = [](const flx1::Bytes& b) { return std::span<const uint8_t>(b.data(), b.size()); };
+  bool single = false;
+  if (auto* p = std::get_if<flx1::Publish>(message.get())) {
+    request.tenant = p->tenant_id;
+    request.ns = p->namespace_;
+    request.stream = p->stream;
+    request.payloads.push_back(to_span(p->payload));
+    key = &p->key;
+    request.request_id = p->request_id;
+    ack = p->ack;
+    single = true;
+  } else {
+    auto& b = std::get<flx1::PublishBatch>(*message);
+    request.tenant = b.tenant_id;
+    request.ns = b.namespace_;
+    request.stream = b.stream;
+    for (const auto& payload : b.payloads) request.payloads.push_back(to_span(payload));
+    key = &b.key;
+    request.request_id = b.request_id;
+    ack = b.ack;
+  }
+  if (*key) {
+    request.key = std::string_view(reinterpret_cast<const char*>((*key)->data()), (*key)->size());
+  }
+  // An absent ack mode means acknowledged (§6.3).
+  request.acked = ack.value_or(flx1::AckMode::kPerMessage) != flx1::AckMode::kNone;
+  if (request.acked && !request.request_id) {
+    SendError(Code(ProtocolErrorCode::kInvalidRequest),
+              single ? "missing request_id for acked publish"
+                     : "missing request_id for acked publish batch");
+    return true;
+  }
+  request.owner = std::move(message);
+  return Publish(std::move(request));
+}
+
+bool ClientSession::Publish(PublishRequest request) {
+  std::optional<uint64_t> answer_id = request.acked ? request.request_id : std::nullopt;
+  if (!Authorized(auth::Action::kStreamPublish, request.tenant, request.ns, request.stream,
+                  answer_id, request.binary)) {
+    return false;
+  }
+  auto refuse = [&](uint16_t code, std::string message) {
+    service_.metrics().publish_error.Increment();
+    if (answer_id) SendPublishError(request.binary, *answer_id, code, std::move(message));
+    return true;  // validation, not-found and overload answers keep the stream (§8.3)
+  };
+  auto stream = service_.core().FindStream(request.tenant, request.ns, request.stream);
+  if (!stream) return refuse(Code(ProtocolErrorCode::kNotFound), "stream not found");
+  uint32_t shard = stream->routing == catalog::Routing::kJumpHash
+                       ? wire::ShardJump(stream->shards, request.key)
+                       : wire::ShardModulo(stream->shards, request.key);
+  auto handle = service_.core().OpenStreamShard(*stream, shard);
+  if (!handle) return refuse(ProtocolCodeFor(handle.error()), handle.error().message);
+
+  size_t bytes = 0;
+  for (auto p : request.payloads) bytes += p.size();
+  if (inflight_bytes_ > 0 &&
+      inflight_bytes_ + bytes > service_.options().max_inflight_bytes_per_stream) {
+    if (!answer_id) {
+      service_.metrics().publish_dropped.Increment();  // fire-and-forget is shed
+      return true;
+    }
+    return refuse(Code(ProtocolErrorCode::kOverloaded), "publish queue full");
+  }
+  inflight_bytes_ += bytes;
+  ++pending_ops_;
+  service_.metrics().publish_messages.Increment(request.payloads.size());
+  service_.metrics().publish_bytes.Increment(bytes);
+
+  PayloadBatch batch{std::move(request.owner), std::move(request.payloads),
+                     NowMicrosRoundedToMillis()};
+  std::weak_ptr<ClientSession> weak = weak_from_this();
+  transport::Endpoint* endpoint = &endpoint_;
+  bool binary = request.binary;
+  handle->executor->Post([shard = handle->shard, batch = std::move(batch), weak, endpoint,
+                          answer_id, binary, bytes]() mutable {
+    shard->Publish(std::move(batch),
+                   [weak, endpoint, answer_id, binary, bytes](Result<uint64_t> result) {
+                     endpoint->Post([weak, answer_id, binary, bytes, result = std::move(result)] {
+                       auto self = weak.lock();
+                       if (!self) return;
+                       self->inflight_bytes_ -= bytes;
+                       --self->pending_ops_;
+                       if (result) {
+                         self->service_.metrics().publish_ok.Increment();
+                       } else {
+                         self->service_.metrics().publish_error.Increment();
+                       }
+                       if (answer_id) self->AnswerPublish(binary, *answer_id, result);
+                       if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
+                       self->MaybeRelease();
+                     });
+                   });
+  });
+  return true;
+}
+
+void ClientSession::AnswerPublish(bool binary, uint64_t request_id,
+                                  const Result<uint64_t>& result) {
+  if (!result) {
+    SendPublishError(binary, request_id, ProtocolCodeFor(result.error()), result.error().message);
+    return;
+  }
+  service_.metrics().acks.Increment();
+  bool with_offset = (peer_flags_ & flx1::kFlagBinaryPublishAckOffset) != 0;
+  if (binary) {
+    flx1::BinaryPublishAck ack;
+    ack.status = flx1::BinaryPublishAck::Status::kOk;
+    ack.request_id = request_id;
+    if (with_offset) ack.offset = *result;
+    std::vector<uint8_t> frame;
+    if (flx1::AppendFrame(flx1::Flx1Frame{ack}, frame)) (void)stream_->Write(frame);
+    return;
+  }
+  flx1::PublishOk ok;
+  ok.request_id = request_id;
+  if (with_offset) ok.offset = *result;
+  Send(ok);
+}
+
+void ClientSession::SendPublishError(bool binary, uint64_t request_id, uint16_t code,
+                                     std::string message) {
+  if (binary) {
+    flx1::BinaryPublishAck ack;
+    ack.status = flx1::BinaryPublishAck::Status::kError;
+    ack.request_id = request_id;
+    if (message.size() > flx1::kMaxBinaryStringBytes) message.resize(flx1::kMaxBinaryStringBytes);
+    ack.message = message;
+    if ((peer_flags_ & flx1::kFlagBinaryPublishAckCode) != 0) {
+      ack.code =
+          flx1::BinaryPublishAck::Code{code, static_cast<uint8_t>(flx1::DefaultRetryClass(code))};
+    }
+    std::vector<uint8_t> frame;
+    if (flx1::AppendFrame(flx1::Flx1Frame{ack}, frame)) (void)stream_->Write(frame);
+    return;
+  }
+  flx1::PublishError error;
+  error.request_id = request_id;
+  error.message = std::move(message);
+  if (error_codes_) {
+    if (auto name = flx1::ErrorCodeName(code)) error.code = std::string(*name);
+    error.retry = std::string(flx1::RetryClassName(flx1::DefaultRetryClass(code)));
+  }
+  Send(error);
+}
+
+bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
+  if (!Authorized(auth::Action::kStreamSubscribe, request.tenant_id, request.namespace_,
+                  request.stream, std::nullopt, false)) {
+    return false;
+  }
+  if (connection_->subscriptions >= service_.options().max_subscriptions_per_conn) {
+    SendError(Code(ProtocolErrorCode::kLimitExceeded), "max subscriptions per connection exceeded");
+    FinishStream();
+    return false;
+  }
+  auto stream = service_.core().FindStream(request.tenant_id, request.namespace_, request.stream);
+  if (!stream) {
+    SendError(Code(ProtocolErrorCode::kNotFound), "stream not found");
+    FinishStream();
+    return false;
+  }
+  auto handle = service_.core().OpenStreamShard(*stream, request.shard.value_or(0));
+  if (!handle) {
+    SendError(ProtocolCodeFor(handle.error()), handle.error().message);
+    FinishStream();
+    return false;
+  }
+  StartPosition start;
+  if (request.start) {
+    switch (request.start->kind) {
+      case flx1::StartPosition::Kind::kLatest:
+        break;
+      case flx1::StartPosition::Kind::kEarliest:
+        start.kind = StartPosition::Kind::kEarliest;
+        break;
+      case flx1::StartPosition::Kind::kOffset:
+        start.kind = StartPosition::Kind::kOffset;
+        start.offset = request.start->offset;
+        break;
+    }
+  }
+  uint64_t client_id = request.subscription_id.value_or(service_.core().NextSubscriptionId());
+  bool durable = stream->durable;
+  std::optional<uint32_t> requested_capacity = request.queue_capacity;
+  ++connection_->subscriptions;
+  ++pending_ops_;
+  auto slot = std::make_shared<WriterSlot>();
+  std::weak_ptr<ClientSession> weak = weak_from_this();
+  transport::Endpoint* endpoint = &endpoint_;
+  StreamShardHandle shard_handle = *handle;
+  handle->executor->Post([shard_handle, start, requested_capacity, slot, weak, endpoint, client_id,
+                          durable] {
+    auto result = shard_handle.shard->Subscribe(start, requested_capacity.value_or(0),
+                                                [slot] { slot->Wake(); });
+    endpoint->Post([shard_handle, result = std::move(result), slot, weak, client_id, durable,
+                    requested_capacity]() mutable {
+      auto self = weak.lock();
+      if (!self) {
+        if (auto* sub = std::get_if<Subscription>(&result)) {
+          uint64_t id = sub->id;
+          shard_handle.executor->Post([shard_handle, id] { shard_handle.shard->Unsubscribe(id); });
+        }
+        return;
+      }
+      --self->pending_ops_;
+      self->OnSubscribed(shard_handle, std::move(result), slot, client_id, durable,
+                         requested_capacity);
+      self->MaybeRelease();
+    });
+  });
+  return true;
+}
+
+void ClientSession::OnSubscribed(const StreamShardHandle& handle,
+                                 std::variant<Subscription, CursorError> result,
+                                 const std::shared_ptr<void>& slot_erased, uint64_t client_id,
+                                 bool durable, std::optional<uint32_t> requested_capacity) {
+  auto slot = std::static_pointer_cast<WriterSlot>(slot_erased);
+  if (auto* cursor = std::get_if<CursorError>(&result)) {
+    --connection_->subscriptions;
+    flx1::SubscribeCursorError answer;
+    answer.reason = cursor->reason == CursorError::Reason::kTooOld
+                        ? flx1::CursorErrorReason::kTooOld
+                        : flx1::CursorErrorReason::kInFuture;
+    answer.requested = cursor->requested;
+    answer.available = cursor->available;
+    Send(answer);
+    FinishStream();
+    return;
+  }
+  Subscription sub = std::get<Subscription>(std::move(result));
+  auto unsubscribe = [&] {
+    --connection_->subscriptions;
+    uint64_t id = sub.id;
+    handle.executor->Post([handle, id] { handle.shard->Unsubscribe(id); });
+  };
+  transport::Connection* connection = stream_->connection();
+  if (ended_ || connection == nullptr) {
+    unsubscribe();
+    return;
+  }
+  auto uni = connection->OpenUniStream();
+  if (!uni) {
+    unsubscribe();
+    SendError(Code(ProtocolErrorCode::kLimitExceeded), "cannot open an event stream now");
+    FinishStream();
+    return;
+  }
+  EventStreamWriter::Variant variant;
+  variant.offsets = durable && (peer_flags_ & flx1::kFlagEventBatchOffsets) != 0;
+  variant.timestamps = (peer_flags_ & flx1::kFlagEventBatchTimestamps) != 0;
+  auto writer = std::make_shared<EventStreamWriter>(endpoint_, *uni, handle, sub.id, client_id,
+                                                    variant, service_.metrics());
+  std::weak_ptr<ClientConnectionState> state = connection_;
+  writer->on_stopped = [state] {
+    if (auto s = state.lock()) --s->subscriptions;
+  };
+  slot->Set(writer);
+  service_.metrics().subscribers.Add(1);
+  // Order of §1.3: hello on the event stream, then `subscribed`, then history and live.
+  writer->Start(sub.queue);
+  connection_->writers.push_back(writer);
+  flx1::Subscribed answer;
+  answer.subscription_id = client_id;
+  if (durable && (peer_flags_ & flx1::kFlagEventBatchOffsets) != 0) {
+    answer.start_offset = sub.start_offset;
+    answer.live_offset = sub.live_offset;
+  }
+  if (requested_capacity) answer.queue_capacity = sub.queue_capacity;
+  Send(answer);
+  FinishStream();
+}
+
+bool ClientSession::HandleStreamShards(const flx1::StreamShards& request) {
+  if (request.tenant_id != auth_->tenant_id) {
+    SendError(Code(ProtocolErrorCode::kForbidden), "tenant mismatch");
+    FinishStream();
+    return false;
+  }
+  flx1::StreamShardsView view;
+  view.request_id = request.request_id;
+  if (auto stream =
+          service_.core().FindStream(request.tenant_id, request.namespace_, request.stream)) {
+    view.shards = stream->shards;
+    if (stream->routing == catalog::Routing::kJumpHash)
+      view.routing = flx1::ShardRouting::kJumpHash;
+  }
+  Send(view);
+  return true;
+}
+
+void ClientSession::Send(const flx1::Message& message) {
+  if (stream_->is_unidirectional()) return;  // publish-only streams are never answered
+  auto frame = flx1::EncodeMessageFrame(message);
+  if (!frame) {
+    spdlog::error("answer encode failed: {}", frame.error().ToString());
+    return;
+  }
+  (void)stream_->Write(*frame);
+}
+
+void ClientSession::SendError(uint16_t code, std::string message) {
+  flx1::Error error;
+  error.message = std::move(message);
+  if (error_codes_) {
+    if (auto name = flx1::ErrorCodeName(code)) error.code = std::string(*name);
+    error.retry = std::string(flx1::RetryClassName(flx1::DefaultRetryClass(code)));
+  }
+  Send(error);
+}
+
+void ClientSession::FinishStream() {
+  if (ended_ && finished_) return;
+  ended_ = true;
+  finished_ = true;
+  if (!stream_->is_unidirectional()) stream_->Finish();
+  MaybeRelease();
+}
+
+void ClientSession::DropStream() {
+  ended_ = true;
+  finished_ = true;
+  stream_->Reset(kStreamProtocolError);
+  reset_ = true;
+  MaybeRelease();
+}
+
+}  // namespace felix::broker

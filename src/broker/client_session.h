@@ -1,0 +1,108 @@
+// ClientSession: one client-opened QUIC stream speaking FLX1 (client-protocol.md §1.2).
+//
+// Reads frames as they arrive (a frame complete in the transport buffer is handled in place;
+// a large one is assembled as its bytes come, never allocated from its header alone), keeps
+// the stream's auth state (authentication is per stream) and the client's negotiated flags
+// and features, and answers each request on the same stream.
+//
+// Threading: loop thread of the client endpoint only. Completions from shard executors come
+// back through Endpoint::Post and find the session through a weak pointer, so a session that
+// is gone simply drops them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "auth/token.h"
+#include "broker/client_service.h"
+#include "broker/event_stream_writer.h"
+#include "transport/endpoint.h"
+#include "wire/flx1/frame.h"
+
+namespace felix::broker {
+
+// The features this broker advertises in auth_ok.
+uint32_t ServerFeatures(const ClientServiceOptions& options);
+
+// State shared by the sessions of one client connection.
+struct ClientConnectionState {
+  bool any_stream_authenticated = false;
+  size_t subscriptions = 0;
+  std::vector<std::weak_ptr<EventStreamWriter>> writers;
+};
+
+class ClientSession : public std::enable_shared_from_this<ClientSession> {
+ public:
+  ClientSession(ClientService& service, std::shared_ptr<ClientConnectionState> connection,
+                std::shared_ptr<transport::Stream> stream);
+
+  void Start();
+
+ private:
+  void OnData(std::span<const uint8_t> data);
+  // Handles one whole frame; false when the stream must stop being read.
+  bool HandleFrame(uint16_t flags, std::span<const uint8_t> payload);
+  bool HandleMessage(wire::flx1::Message message);
+  bool HandleAuth(const wire::flx1::Auth& auth);
+  bool HandleBinaryPublish(uint16_t flags, std::span<const uint8_t> payload);
+  bool HandleJsonPublish(std::shared_ptr<wire::flx1::Message> message);
+  bool HandleSubscribe(const wire::flx1::Subscribe& subscribe);
+  bool HandleStreamShards(const wire::flx1::StreamShards& request);
+
+  // A publish that passed decoding: authorize, route, append, answer via `answer`.
+  struct PublishRequest {
+    std::string_view tenant, ns, stream;
+    std::optional<std::string_view> key;
+    std::shared_ptr<const void> owner;
+    std::vector<std::span<const uint8_t>> payloads;
+    bool acked = false;
+    std::optional<uint64_t> request_id;
+    bool binary = false;
+  };
+  bool Publish(PublishRequest request);
+  void AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result);
+  void OnSubscribed(const StreamShardHandle& handle, std::variant<Subscription, CursorError> result,
+                    const std::shared_ptr<void>& writer_slot, uint64_t client_id, bool durable,
+                    std::optional<uint32_t> requested_capacity);
+
+  // Answers and stream endings.
+  void Send(const wire::flx1::Message& message);
+  void SendError(uint16_t code, std::string message);
+  void SendPublishError(bool binary, uint64_t request_id, uint16_t code, std::string message);
+  void FinishStream();  // our side done: write FIN, ignore what else arrives
+  void DropStream();    // abort without answering (undecodable frame, bad magic)
+  // Drops the stream's handlers (which own this session) once nothing is pending and both
+  // directions are done.
+  void MaybeRelease();
+
+  bool Authorized(auth::Action action, std::string_view tenant, std::string_view ns,
+                  std::string_view stream, std::optional<uint64_t> publish_request_id, bool binary);
+
+  ClientService& service_;
+  std::shared_ptr<ClientConnectionState> connection_;
+  std::shared_ptr<transport::Stream> stream_;
+  transport::Endpoint& endpoint_;
+
+  // Frame assembly for frames larger than what is handled in place.
+  std::vector<uint8_t> assembly_;
+  size_t assembly_total_ = 0;
+  uint16_t assembly_flags_ = 0;
+
+  bool ended_ = false;          // no more frames are read
+  bool finished_ = false;       // our FIN (or reset) was sent
+  bool peer_finished_ = false;  // the client's FIN arrived
+  bool reset_ = false;          // the stream was aborted
+  bool released_ = false;
+  size_t pending_ops_ = 0;  // publishes and subscribes waiting for their shard
+  std::optional<auth::AuthContext> auth_;
+  uint16_t peer_flags_ = wire::flx1::kOriginalV1Flags;
+  uint32_t peer_features_ = 0;
+  bool error_codes_ = false;  // FEATURE_ERROR_CODES offered (recorded even before auth)
+  size_t inflight_bytes_ = 0;
+};
+
+}  // namespace felix::broker

@@ -1,0 +1,118 @@
+#include "broker/event_stream_writer.h"
+
+#include <spdlog/spdlog.h>
+
+#include "wire/flx1/frame.h"
+
+namespace felix::broker {
+
+namespace flx1 = felix::wire::flx1;
+
+EventStreamWriter::EventStreamWriter(transport::Endpoint& endpoint,
+                                     std::shared_ptr<transport::Stream> stream,
+                                     StreamShardHandle shard, uint64_t shard_subscription_id,
+                                     uint64_t client_subscription_id, Variant variant,
+                                     ClientMetrics& metrics)
+    : endpoint_(endpoint),
+      stream_(std::move(stream)),
+      shard_(std::move(shard)),
+      shard_subscription_id_(shard_subscription_id),
+      client_subscription_id_(client_subscription_id),
+      variant_(variant),
+      metrics_(metrics) {}
+
+void EventStreamWriter::Start(std::shared_ptr<SubscriberQueue> queue) {
+  queue_ = std::move(queue);
+  // The stream's handlers own the writer until Stop() drops them.
+  auto self = shared_from_this();
+  transport::StreamHandlers handlers;
+  handlers.on_writable = [self](transport::Stream&) {
+    self->blocked_ = false;
+    self->Drain();
+  };
+  handlers.on_reset = [self](transport::Stream&, uint64_t) { self->Stop(); };
+  // The client never sends on this stream; anything it does is ignored.
+  handlers.on_data = [](transport::Stream& s, std::span<const uint8_t> data) {
+    s.Consume(data.size());
+  };
+  stream_->SetHandlers(std::move(handlers));
+  flx1::EventStreamHello hello;
+  hello.subscription_id = client_subscription_id_;
+  auto frame = flx1::EncodeMessageFrame(flx1::Message{hello});
+  if (!frame || !stream_->Write(*frame)) {
+    Stop();
+    return;
+  }
+  Drain();
+}
+
+void EventStreamWriter::Wake() {
+  std::weak_ptr<EventStreamWriter> weak = weak_from_this();
+  endpoint_.Post([weak] {
+    if (auto self = weak.lock()) self->Drain();
+  });
+}
+
+void EventStreamWriter::Drain() {
+  if (stopped_ || blocked_ || !queue_) return;
+  while (auto batch = queue_->Pop()) {
+    const EventBatch& events = **batch;
+    auto frame = events.GetOrEncode(variant_.index(), [&] {
+      flx1::BinaryEventBatch wire;
+      if (variant_.offsets) wire.base_offset = events.base_offset;
+      wire.has_timestamps = variant_.timestamps;
+      wire.events.reserve(events.records.size());
+      for (const RecordView& r : events.records) {
+        wire.events.push_back(flx1::BinaryEventBatch::Item{
+            r.timestamp_micros,
+            std::string_view(reinterpret_cast<const char*>(r.payload.data()), r.payload.size())});
+      }
+      std::vector<uint8_t> out;
+      if (auto appended = flx1::AppendFrame(flx1::Flx1Frame{std::move(wire)}, out); !appended) {
+        spdlog::error("event batch encode failed: {}", appended.error().ToString());
+        out.clear();
+      }
+      return out;
+    });
+    if (frame->empty()) continue;
+    metrics_.deliveries.Increment(events.records.size());
+    uint64_t bytes = 0;
+    for (const RecordView& r : events.records) bytes += r.payload.size();
+    metrics_.delivered_bytes.Increment(bytes);
+    auto written = stream_->Write(*frame);
+    if (!written) {  // write side gone
+      Stop();
+      return;
+    }
+    if (!*written) {
+      blocked_ = true;  // resumes on on_writable
+      break;
+    }
+  }
+  uint64_t dropped = queue_->dropped_batches();
+  if (dropped != dropped_seen_) {
+    metrics_.sub_dropped.Increment(dropped - dropped_seen_);
+    dropped_seen_ = dropped;
+  }
+}
+
+void EventStreamWriter::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  metrics_.subscribers.Add(-1);
+  auto shard = shard_.shard;
+  uint64_t id = shard_subscription_id_;
+  shard_.executor->Post([shard, id] { shard->Unsubscribe(id); });
+  if (stream_ && !stream_->closed()) stream_->Reset(0);
+  queue_.reset();
+  // Drop the handlers (they own this writer) outside whatever handler is running now.
+  auto stream = stream_;
+  endpoint_.Post([stream] { stream->SetHandlers({}); });
+  if (on_stopped) {
+    auto callback = std::move(on_stopped);
+    on_stopped = nullptr;
+    callback();
+  }
+}
+
+}  // namespace felix::broker

@@ -1,0 +1,64 @@
+// EventStreamWriter: one subscription's broker-opened unidirectional event stream.
+//
+// It writes `event_stream_hello`, then drains the subscription's SubscriberQueue, writing each
+// EventBatch as a shared binary event batch (flag 0x0004) in the variant this client
+// negotiated (base offsets 0x0020 on durable streams, timestamps 0x4000). The frame of a
+// variant is encoded once per batch and shared with every other subscriber of that variant.
+// When QUIC cannot take more (Write answers false) it stops and resumes on on_writable, so a
+// slow reader backs up into its queue, where live batches then drop (drop_new).
+//
+// Threading: lives on the client endpoint's loop thread. `Wake()` may be called from any
+// thread (it posts). When the client stops reading (stream reset, connection gone) the writer
+// unsubscribes from its shard.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "broker/broker_core.h"
+#include "broker/client_metrics.h"
+#include "broker/subscriber_queue.h"
+#include "transport/endpoint.h"
+
+namespace felix::broker {
+
+class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter> {
+ public:
+  struct Variant {
+    bool offsets = false;
+    bool timestamps = false;
+    size_t index() const { return (offsets ? 1 : 0) | (timestamps ? 2 : 0); }
+  };
+
+  EventStreamWriter(transport::Endpoint& endpoint, std::shared_ptr<transport::Stream> stream,
+                    StreamShardHandle shard, uint64_t shard_subscription_id,
+                    uint64_t client_subscription_id, Variant variant, ClientMetrics& metrics);
+
+  // Writes the hello; later batches follow as the queue fills.
+  void Start(std::shared_ptr<SubscriberQueue> queue);
+  // The queue turned non-empty (any thread).
+  void Wake();
+  // Stops writing and unsubscribes (loop thread). Idempotent.
+  void Stop();
+
+  // Runs once, on the loop thread, when the writer stops (the session's bookkeeping).
+  std::function<void()> on_stopped;
+
+ private:
+  void Drain();
+
+  transport::Endpoint& endpoint_;
+  std::shared_ptr<transport::Stream> stream_;
+  StreamShardHandle shard_;
+  uint64_t shard_subscription_id_;
+  uint64_t client_subscription_id_;
+  Variant variant_;
+  ClientMetrics& metrics_;
+  std::shared_ptr<SubscriberQueue> queue_;
+  bool blocked_ = false;
+  bool stopped_ = false;
+  uint64_t dropped_seen_ = 0;
+};
+
+}  // namespace felix::broker

@@ -1,0 +1,72 @@
+// Bindings of the broker's RecordLog port to the storage library.
+//
+// DurableRecordLog puts a storage::DurableLog behind the port. DurableLog::Append blocks until
+// the log's durability mode is met (fsync for on_commit), which must never happen on a shard
+// executor, so appends go to an appender thread owned by the adapter. That thread takes every
+// batch queued while the previous write+fsync ran and appends them in one call: group commit
+// across publishes of the shard, one write and one fsync for all of them, completions in
+// offset order.
+//
+// RingRecordLog puts a storage::RingLog (in-memory streams) behind the port; its appends
+// complete inline.
+//
+// Threading: as RecordLog (the owning shard's executor calls in). Completions of the durable
+// adapter run on its appender thread. The destructor stops the appender after completing
+// everything queued.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "broker/record_log.h"
+#include "storage/durable_log.h"
+#include "storage/ring_log.h"
+
+namespace felix::broker {
+
+class DurableRecordLog final : public RecordLog {
+ public:
+  // `log` must outlive the adapter (the shard store owns it).
+  explicit DurableRecordLog(storage::DurableLog& log);
+  ~DurableRecordLog() override;
+
+  void Append(const PayloadBatch& batch, AppendDone done) override;
+  uint64_t start_offset() const override { return log_.BaseOffset(); }
+  uint64_t next_offset() const override { return log_.TailOffset(); }
+  ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) override;
+  bool durable() const override { return true; }
+  void Close() override;
+
+ private:
+  struct Pending {
+    const PayloadBatch* batch;  // kept alive by the shard until `done` runs
+    AppendDone done;
+  };
+  void AppenderLoop();
+
+  storage::DurableLog& log_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  std::thread appender_;
+};
+
+class RingRecordLog final : public RecordLog {
+ public:
+  explicit RingRecordLog(storage::RingOptions options) : ring_(options) {}
+
+  void Append(const PayloadBatch& batch, AppendDone done) override;
+  uint64_t start_offset() const override { return ring_.BaseOffset(); }
+  uint64_t next_offset() const override { return ring_.TailOffset(); }
+  ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) override;
+  bool durable() const override { return false; }
+
+ private:
+  storage::RingLog ring_;
+};
+
+}  // namespace felix::broker
