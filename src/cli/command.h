@@ -13,5 +13,6 @@ namespace felix::cli {
 void RegisterVersionCommand(CLI::App& app);
 // tenant, namespace, stream, cache and token groups (admin API client).
 void RegisterAdminCommands(CLI::App& app);
+void RegisterWireCommand(CLI::App& app);
 
 }  // namespace felix::cli

@@ -6,6 +6,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   felix::cli::RegisterVersionCommand(app);
   felix::cli::RegisterAdminCommands(app);
+  felix::cli::RegisterWireCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

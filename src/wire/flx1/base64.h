@@ -1,0 +1,19 @@
+// Standard base64 (RFC 4648 §4, `+/`, with `=` padding) as FLX1 JSON byte fields use it,
+// through libsodium's ORIGINAL variant. Decoding is strict: padding required, no whitespace,
+// no URL-safe alphabet, no non-zero trailing bits.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace felix::wire::flx1 {
+
+std::string Base64Encode(std::span<const uint8_t> bytes);
+// nullopt when `text` is not canonical padded standard base64.
+std::optional<std::vector<uint8_t>> Base64Decode(std::string_view text);
+
+}  // namespace felix::wire::flx1

@@ -1,0 +1,775 @@
+#include "wire/flx1/json_codec.h"
+
+#include <array>
+#include <charconv>
+#include <concepts>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "wire/byte_reader.h"
+#include "wire/flx1/base64.h"
+
+namespace felix::wire::flx1 {
+
+std::string_view MessageType(const Message& message) {
+  return std::visit(
+      [](const auto& m) -> std::string_view {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, UnknownMessage>) {
+          return m.type;
+        } else {
+          return T::kType;
+        }
+      },
+      message);
+}
+
+size_t JsonNestingDepth(std::string_view text) {
+  size_t depth = 0;
+  size_t max_depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth) max_depth = depth;
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+namespace {
+
+// A struct that lists its fields with Fields(self, visitor).
+struct AnyVisitor {
+  template <class... A>
+  void operator()(A&&...) {}
+};
+template <class T>
+concept Record = requires(T& t, AnyVisitor& v) {
+  T::Fields(t, v);
+};
+
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+
+template <class T>
+struct IsVector : std::false_type {};
+template <class T>
+struct IsVector<std::vector<T>> : std::true_type {};
+
+template <class T>
+concept UnsignedInt =
+    std::same_as<T, uint16_t> || std::same_as<T, uint32_t> || std::same_as<T, uint64_t>;
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+class JsonWriter {
+ public:
+  JsonWriter(std::string& out, bool canonical) : out_(out), canonical_(canonical) {}
+
+  template <class T>
+  void operator()(const char* name, const T& value, unsigned options = kPlain) {
+    if (error) return;
+    if constexpr (IsOptional<T>::value) {
+      if (!value) {
+        if (canonical_ || (options & kEmitNull)) {
+          Key(name);
+          out_ += "null";
+        }
+        return;
+      }
+      Key(name);
+      Value(*value);
+    } else {
+      if constexpr (std::is_same_v<T, bool>) {
+        if ((options & kOmitFalse) && !value && !canonical_) return;
+      }
+      Key(name);
+      Value(value);
+    }
+  }
+
+  template <class T>
+  void Object(const T& record, std::string_view type) {
+    out_ += '{';
+    if (!type.empty()) {
+      Key("type");
+      String(type);
+    }
+    T::Fields(record, *this);
+    out_ += '}';
+  }
+
+  std::optional<std::string> error;
+
+ private:
+  void Key(const char* name) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += '"';
+    out_ += name;
+    out_ += "\":";
+  }
+
+  void String(std::string_view s) {
+    if (!IsValidUtf8(s)) {
+      if (!error) error = "string is not valid UTF-8";
+      return;
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    out_ += '"';
+    for (char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      switch (c) {
+        case '"':
+          out_ += "\\\"";
+          break;
+        case '\\':
+          out_ += "\\\\";
+          break;
+        case '\b':
+          out_ += "\\b";
+          break;
+        case '\f':
+          out_ += "\\f";
+          break;
+        case '\n':
+          out_ += "\\n";
+          break;
+        case '\r':
+          out_ += "\\r";
+          break;
+        case '\t':
+          out_ += "\\t";
+          break;
+        default:
+          if (c < 0x20) {
+            out_ += "\\u00";
+            out_ += kHex[c >> 4];
+            out_ += kHex[c & 0xF];
+          } else {
+            out_ += ch;
+          }
+      }
+    }
+    out_ += '"';
+  }
+
+  template <class I>
+  void Integer(I v) {
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    (void)ec;
+    out_.append(buf, end);
+  }
+
+  void Value(const std::string& s) { String(s); }
+  void Value(const Bytes& b) {
+    out_ += '"';
+    out_ += Base64Encode(b);
+    out_ += '"';
+  }
+  void Value(bool b) { out_ += b ? "true" : "false"; }
+  void Value(uint16_t v) { Integer(v); }
+  void Value(uint32_t v) { Integer(v); }
+  void Value(uint64_t v) { Integer(v); }
+  void Value(int64_t v) { Integer(v); }
+  void Value(AckMode m) {
+    switch (m) {
+      case AckMode::kNone:
+        String("none");
+        return;
+      case AckMode::kPerMessage:
+        String("per_message");
+        return;
+      case AckMode::kPerBatch:
+        String("per_batch");
+        return;
+    }
+    if (!error) error = "ack mode out of range";
+  }
+  void Value(ShardKind k) { String(k == ShardKind::kCache ? "cache" : "stream"); }
+  void Value(ShardRouting r) { String(r == ShardRouting::kJumpHash ? "jump_hash" : "modulo"); }
+  void Value(CursorErrorReason r) {
+    String(r == CursorErrorReason::kInFuture ? "in_future" : "too_old");
+  }
+  void Value(const StartPosition& p) {
+    switch (p.kind) {
+      case StartPosition::Kind::kLatest:
+        String("latest");
+        return;
+      case StartPosition::Kind::kEarliest:
+        String("earliest");
+        return;
+      case StartPosition::Kind::kOffset:
+        out_ += "{\"offset\":";
+        Integer(p.offset);
+        out_ += '}';
+        return;
+    }
+  }
+  void Value(const CacheCondition& c) {
+    if (c.kind == CacheCondition::Kind::kAbsent) {
+      String("absent");
+    } else {
+      out_ += "{\"version\":";
+      Integer(c.version);
+      out_ += '}';
+    }
+  }
+  void Value(const StateChange& c) {
+    out_ += "{\"op\":";
+    if (c.op == StateChange::Op::kPut) {
+      out_ += "\"put\",\"key\":";
+      String(c.key);
+      out_ += ",\"value\":";
+      Value(c.value);
+    } else {
+      out_ += "\"delete\",\"key\":";
+      String(c.key);
+    }
+    out_ += '}';
+  }
+  void Value(const PublishRefusalReason& r) {
+    using K = PublishRefusalReason::Kind;
+    switch (r.kind) {
+      case K::kSequenceGap:
+        out_ += "{\"sequence_gap\":{\"expected\":";
+        Integer(r.expected);
+        out_ += "}}";
+        return;
+      case K::kUnknownProducer:
+        String("unknown_producer");
+        return;
+      case K::kSequenceExpired:
+        String("sequence_expired");
+        return;
+      case K::kSequenceReused:
+        String("sequence_reused");
+        return;
+      case K::kOffsetMismatch:
+        out_ += "{\"offset_mismatch\":{\"tail\":";
+        Integer(r.tail);
+        out_ += "}}";
+        return;
+      case K::kNotLeader: {
+        out_ += "{\"not_leader\":{";
+        JsonWriter inner(out_, canonical_);
+        inner("node_id", r.node_id);
+        inner("addr", r.addr);
+        if (inner.error && !error) error = inner.error;
+        out_ += "}}";
+        return;
+      }
+    }
+  }
+  void Value(const JsonValue& j) {
+    try {
+      out_ += j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::strict);
+    } catch (const nlohmann::json::exception& e) {
+      if (!error) error = std::string("opaque JSON: ") + e.what();
+    }
+  }
+  template <class T>
+  void Value(const std::vector<T>& items) {
+    out_ += '[';
+    bool first = true;
+    for (const auto& item : items) {
+      if (!first) out_ += ',';
+      first = false;
+      Value(item);
+    }
+    out_ += ']';
+  }
+  template <Record T>
+  void Value(const T& record) {
+    JsonWriter inner(out_, canonical_);
+    inner.Object(record, {});
+    if (inner.error && !error) error = inner.error;
+  }
+
+  std::string& out_;
+  bool canonical_;
+  bool first_ = true;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+tl::unexpected<DecodeError> Bad(DecodeErrorCode code, const std::string& path,
+                                const std::string& what) {
+  return DecodeFail(code, path + ": " + what);
+}
+
+DecodeResult<void> ReadValue(const JsonValue& j, std::string& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, Bytes& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, bool& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, int64_t& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, AckMode& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, ShardKind& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, ShardRouting& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, CursorErrorReason& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, StartPosition& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, CacheCondition& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, StateChange& out, const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, PublishRefusalReason& out,
+                             const std::string& path);
+DecodeResult<void> ReadValue(const JsonValue& j, JsonValue& out, const std::string& path);
+template <UnsignedInt U>
+DecodeResult<void> ReadValue(const JsonValue& j, U& out, const std::string& path);
+template <class T>
+DecodeResult<void> ReadValue(const JsonValue& j, std::vector<T>& out, const std::string& path);
+template <Record T>
+DecodeResult<void> ReadValue(const JsonValue& j, T& out, const std::string& path);
+
+class JsonReader {
+ public:
+  JsonReader(const JsonValue& object, const std::string& path) : object_(object), path_(path) {}
+
+  template <class T>
+  void operator()(const char* name, T& field, unsigned options = kPlain) {
+    if (error) return;
+    auto it = object_.find(name);
+    const bool absent = it == object_.end() || it->is_null();
+    if constexpr (IsOptional<T>::value) {
+      if (absent) {
+        field.reset();
+        return;
+      }
+      field.emplace();
+      Check(ReadValue(*it, *field, path_ + "." + name));
+    } else {
+      if (absent) {
+        if (options & (kDefaultIfAbsent | kOmitFalse)) {
+          field = T{};
+          return;
+        }
+        error = DecodeError{DecodeErrorCode::kInvalidJson,
+                            path_ + "." + name + ": missing required field"};
+        return;
+      }
+      Check(ReadValue(*it, field, path_ + "." + name));
+    }
+  }
+
+  std::optional<DecodeError> error;
+
+ private:
+  void Check(DecodeResult<void> r) {
+    if (!r) error = std::move(r.error());
+  }
+  const JsonValue& object_;
+  const std::string& path_;
+};
+
+DecodeResult<void> ReadValue(const JsonValue& j, std::string& out, const std::string& path) {
+  if (!j.is_string()) return Bad(DecodeErrorCode::kInvalidJson, path, "expected a string");
+  out = j.get_ref<const std::string&>();
+  return {};
+}
+
+DecodeResult<void> ReadValue(const JsonValue& j, Bytes& out, const std::string& path) {
+  if (!j.is_string()) {
+    return Bad(DecodeErrorCode::kInvalidJson, path, "expected a base64 string");
+  }
+  auto bytes = Base64Decode(j.get_ref<const std::string&>());
+  if (!bytes) return Bad(DecodeErrorCode::kInvalidValue, path, "invalid base64");
+  out = std::move(*bytes);
+  return {};
+}
+
+DecodeResult<void> ReadValue(const JsonValue& j, bool& out, const std::string& path) {
+  if (!j.is_boolean()) return Bad(DecodeErrorCode::kInvalidJson, path, "expected a boolean");
+  out = j.get<bool>();
+  return {};
+}
+
+template <UnsignedInt U>
+DecodeResult<void> ReadValue(const JsonValue& j, U& out, const std::string& path) {
+  if (j.is_number_unsigned()) {
+    const uint64_t v = j.get<uint64_t>();
+    if (v > std::numeric_limits<U>::max()) {
+      return Bad(DecodeErrorCode::kInvalidValue, path,
+                 std::to_string(v) + " above " + std::to_string(std::numeric_limits<U>::max()));
+    }
+    out = static_cast<U>(v);
+    return {};
+  }
+  if (j.is_number_integer()) {
+    const int64_t v = j.get<int64_t>();
+    if (v == 0) {  // "-0"
+      out = 0;
+      return {};
+    }
+    return Bad(DecodeErrorCode::kInvalidValue, path, "negative value for an unsigned field");
+  }
+  if (j.is_number_float()) {
+    return Bad(DecodeErrorCode::kInvalidValue, path, "not an integer (or out of u64 range)");
+  }
+  return Bad(DecodeErrorCode::kInvalidJson, path, "expected an unsigned integer");
+}
+
+DecodeResult<void> ReadValue(const JsonValue& j, int64_t& out, const std::string& path) {
+  if (j.is_number_unsigned()) {
+    const uint64_t v = j.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Bad(DecodeErrorCode::kInvalidValue, path, "above i64 range");
+    }
+    out = static_cast<int64_t>(v);
+    return {};
+  }
+  if (j.is_number_integer()) {
+    out = j.get<int64_t>();
+    return {};
+  }
+  if (j.is_number_float()) {
+    return Bad(DecodeErrorCode::kInvalidValue, path, "not an integer (or out of i64 range)");
+  }
+  return Bad(DecodeErrorCode::kInvalidJson, path, "expected an integer");
+}
+
+// A unit enum variant: a JSON string from `names` (index = enum value).
+template <class E, size_t N>
+DecodeResult<void> ReadWord(const JsonValue& j, E& out, const std::string& path,
+                            const std::array<std::string_view, N>& names) {
+  if (!j.is_string()) return Bad(DecodeErrorCode::kInvalidJson, path, "expected a string");
+  const auto& s = j.get_ref<const std::string&>();
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == s) {
+      out = static_cast<E>(i);
+      return {};
+    }
+  }
+  return Bad(DecodeErrorCode::kInvalidValue, path, "unknown value \"" + s + "\"");
+}
+
+DecodeResult<void> ReadValue(const JsonValue& j, AckMode& out, const std::string& path) {
+  static constexpr std::array<std::string_view, 3> kNames = {"none", "per_message", "per_batch"};
+  return ReadWord(j, out, path, kNames);
+}
+DecodeResult<void> ReadValue(const JsonValue& j, ShardKind& out, const std::string& path) {
+  static constexpr std::array<std::string_view, 2> kNames = {"stream", "cache"};
+  return ReadWord(j, out, path, kNames);
+}
+DecodeResult<void> ReadValue(const JsonValue& j, ShardRouting& out, const std::string& path) {
+  static constexpr std::array<std::string_view, 2> kNames = {"modulo", "jump_hash"};
+  return ReadWord(j, out, path, kNames);
+}
+DecodeResult<void> ReadValue(const JsonValue& j, CursorErrorReason& out, const std::string& path) {
+  static constexpr std::array<std::string_view, 2> kNames = {"too_old", "in_future"};
+  return ReadWord(j, out, path, kNames);
+}
+
+// An externally tagged enum variant with data: an object with exactly one key.
+DecodeResult<const JsonValue*> SingleKey(const JsonValue& j, std::string_view key,
+                                         const std::string& path) {
+  auto it = j.find(std::string(key));
+  if (j.size() != 1 || it == j.end()) {
+    return Bad(DecodeErrorCode::kInvalidValue, path,
+               "expected an object with the single key \"" + std::string(key) + "\"");
+  }
+  return &*it;
+}
+
+DecodeResult<void> ReadValue(const JsonValue& j, StartPosition& out, const std::string& path) {
+  if (j.is_string()) {
+    const auto& s = j.get_ref<const std::string&>();
+    out.offset = 0;
+    if (s == "latest") {
+      out.kind = StartPosition::Kind::kLatest;
+    } else if (s == "earliest") {
+      out.kind = StartPosition::Kind::kEarliest;
+    } else {
+      return Bad(DecodeErrorCode::kInvalidValue, path, "unknown start \"" + s + "\"");
+    }
+    return {};
+  }
+  if (!j.is_object()) {
+    return Bad(DecodeErrorCode::kInvalidJson, path, "expected a string or an object");
+  }
+  auto inner = SingleKey(j, "offset", path);
+  if (!inner) return tl::unexpected(inner.error());
+  out.kind = StartPosition::Kind::kOffset;
+  return ReadValue(**inner, out.offset, path + ".offset");
+}
+
+DecodeResult<void> ReadValue(const JsonValue& j, CacheCondition& out, const std::string& path) {
+  if (j.is_string()) {
+    if (j.get_ref<const std::string&>() != "absent") {
+      return Bad(DecodeErrorCode::kInvalidValue, path, "unknown condition");
+    }
+    out = CacheCondition{};
+    return {};
+  }
+  if (!j.is_object()) {
+    return Bad(DecodeErrorCode::kInvalidJson, path, "expected a string or an object");
+  }
+  auto inner = SingleKey(j, "version", path);
+  if (!inner) return tl::unexpected(inner.error());
+  out.kind = CacheCondition::Kind::kVersion;
+  return ReadValue(**inner, out.version, path + ".version");
+}
+
+DecodeResult<void> ReadValue(const JsonValue& j, StateChange& out, const std::string& path) {
+  if (!j.is_object()) return Bad(DecodeErrorCode::kInvalidJson, path, "expected an object");
+  auto op = j.find("op");
+  if (op == j.end() || !op->is_string()) {
+    return Bad(DecodeErrorCode::kInvalidJson, path, "missing string \"op\"");
+  }
+  const auto& name = op->get_ref<const std::string&>();
+  auto key = j.find("key");
+  if (key == j.end() || key->is_null()) {
+    return Bad(DecodeErrorCode::kInvalidJson, path + ".key", "missing required field");
+  }
+  if (auto r = ReadValue(*key, out.key, path + ".key"); !r) return r;
+  if (name == "put") {
+    out.op = StateChange::Op::kPut;
+    auto value = j.find("value");
+    if (value == j.end() || value->is_null()) {
+      return Bad(DecodeErrorCode::kInvalidJson, path + ".value", "missing required field");
+    }
+    return ReadValue(*value, out.value, path + ".value");
+  }
+  if (name == "delete") {
+    out.op = StateChange::Op::kDelete;
+    out.value.clear();
+    return {};
+  }
+  return Bad(DecodeErrorCode::kInvalidValue, path + ".op", "unknown op \"" + name + "\"");
+}
+
+DecodeResult<void> ReadValue(const JsonValue& j, PublishRefusalReason& out,
+                             const std::string& path) {
+  using K = PublishRefusalReason::Kind;
+  out = PublishRefusalReason{};
+  if (j.is_string()) {
+    const auto& s = j.get_ref<const std::string&>();
+    if (s == "unknown_producer") {
+      out.kind = K::kUnknownProducer;
+    } else if (s == "sequence_expired") {
+      out.kind = K::kSequenceExpired;
+    } else if (s == "sequence_reused") {
+      out.kind = K::kSequenceReused;
+    } else {
+      return Bad(DecodeErrorCode::kInvalidValue, path, "unknown reason \"" + s + "\"");
+    }
+    return {};
+  }
+  if (!j.is_object() || j.size() != 1) {
+    return Bad(DecodeErrorCode::kInvalidJson, path, "expected a string or a one-key object");
+  }
+  const auto& [name, body] = *j.items().begin();
+  if (!body.is_object()) {
+    return Bad(DecodeErrorCode::kInvalidJson, path + "." + name, "expected an object");
+  }
+  const std::string inner_path = path + "." + name;
+  if (name == "sequence_gap") {
+    out.kind = K::kSequenceGap;
+    JsonReader r(body, inner_path);
+    r("expected", out.expected);
+    if (r.error) return tl::unexpected(*r.error);
+    return {};
+  }
+  if (name == "offset_mismatch") {
+    out.kind = K::kOffsetMismatch;
+    JsonReader r(body, inner_path);
+    r("tail", out.tail);
+    if (r.error) return tl::unexpected(*r.error);
+    return {};
+  }
+  if (name == "not_leader") {
+    out.kind = K::kNotLeader;
+    JsonReader r(body, inner_path);
+    r("node_id", out.node_id);
+    r("addr", out.addr);
+    if (r.error) return tl::unexpected(*r.error);
+    return {};
+  }
+  return Bad(DecodeErrorCode::kInvalidValue, path, "unknown reason \"" + name + "\"");
+}
+
+DecodeResult<void> ReadValue(const JsonValue& j, JsonValue& out, const std::string&) {
+  out = j;
+  return {};
+}
+
+template <class T>
+DecodeResult<void> ReadValue(const JsonValue& j, std::vector<T>& out, const std::string& path) {
+  if (!j.is_array()) return Bad(DecodeErrorCode::kInvalidJson, path, "expected an array");
+  out.clear();
+  out.reserve(j.size());
+  size_t i = 0;
+  for (const auto& item : j) {
+    T value{};
+    if (auto r = ReadValue(item, value, path + "[" + std::to_string(i) + "]"); !r) return r;
+    out.push_back(std::move(value));
+    ++i;
+  }
+  return {};
+}
+
+template <Record T>
+DecodeResult<void> ReadValue(const JsonValue& j, T& out, const std::string& path) {
+  if (!j.is_object()) return Bad(DecodeErrorCode::kInvalidJson, path, "expected an object");
+  JsonReader reader(j, path);
+  T::Fields(out, reader);
+  if (reader.error) return tl::unexpected(*reader.error);
+  return {};
+}
+
+// Opaque objects where the spec says "object".
+DecodeResult<void> CheckObjects(const Message& m) {
+  if (const auto* info = std::get_if<ShardInspectInfo>(&m); info && !info->view.is_object()) {
+    return DecodeFail(DecodeErrorCode::kInvalidJson, "shard_inspect_info.view: expected an object");
+  }
+  if (const auto* list = std::get_if<SubscriptionsListInfo>(&m)) {
+    for (const auto& s : list->subscriptions) {
+      if (!s.is_object()) {
+        return DecodeFail(DecodeErrorCode::kInvalidJson,
+                          "subscriptions_list_info.subscriptions: expected objects");
+      }
+    }
+  }
+  return {};
+}
+
+template <class T>
+bool TryDecodeAs(std::string_view type, const JsonValue& object,
+                 std::optional<DecodeResult<Message>>& result) {
+  if constexpr (std::is_same_v<T, UnknownMessage>) {
+    return false;
+  } else {
+    if (T::kType != type) return false;
+    T message{};
+    JsonReader reader(object, std::string(T::kType));
+    T::Fields(message, reader);
+    if (reader.error) {
+      result = tl::unexpected(*reader.error);
+    } else {
+      result = Message(std::move(message));
+    }
+    return true;
+  }
+}
+
+template <size_t... I>
+std::optional<DecodeResult<Message>> DecodeByType(std::string_view type, const JsonValue& object,
+                                                  std::index_sequence<I...>) {
+  std::optional<DecodeResult<Message>> result;
+  (TryDecodeAs<std::variant_alternative_t<I, Message>>(type, object, result) || ...);
+  return result;
+}
+
+Result<std::string> Render(const Message& message, bool canonical) {
+  if (const auto* unknown = std::get_if<UnknownMessage>(&message)) {
+    if (!canonical) return unknown->raw_json;
+    // Canonical: the same object, re-dumped compactly.
+    auto parsed = JsonValue::parse(unknown->raw_json, nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object()) {
+      return Fail(ErrorCode::kInvalidArgument, "unknown message: raw JSON is not an object");
+    }
+    try {
+      return parsed.dump();
+    } catch (const nlohmann::json::exception& e) {
+      return Fail(ErrorCode::kInvalidArgument, std::string("unknown message: ") + e.what());
+    }
+  }
+  if (auto bad = CheckObjects(message); !bad) {
+    return Fail(ErrorCode::kInvalidArgument, bad.error().detail);
+  }
+  std::string out;
+  std::optional<std::string> error;
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (!std::is_same_v<T, UnknownMessage>) {
+          JsonWriter writer(out, canonical);
+          writer.Object(m, T::kType);
+          error = writer.error;
+        }
+      },
+      message);
+  if (error) {
+    return Fail(ErrorCode::kInvalidArgument, std::string(MessageType(message)) + ": " + *error);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> EncodeMessageJson(const Message& message) {
+  return Render(message, false);
+}
+
+Result<std::string> MessageToCanonicalJson(const Message& message) {
+  return Render(message, true);
+}
+
+DecodeResult<Message> DecodeMessageObject(const JsonValue& object, std::string_view raw_json) {
+  try {
+    if (!object.is_object()) {
+      return DecodeFail(DecodeErrorCode::kInvalidJson, "message: expected a JSON object");
+    }
+    auto type = object.find("type");
+    if (type == object.end() || !type->is_string()) {
+      return DecodeFail(DecodeErrorCode::kInvalidJson, "message: missing string \"type\"");
+    }
+    const auto& name = type->get_ref<const std::string&>();
+    auto decoded =
+        DecodeByType(name, object, std::make_index_sequence<std::variant_size_v<Message>>{});
+    if (!decoded) {
+      UnknownMessage unknown;
+      unknown.type = name;
+      if (auto id = object.find("request_id"); id != object.end() && id->is_number_unsigned()) {
+        unknown.request_id = id->get<uint64_t>();
+      }
+      unknown.raw_json = std::string(raw_json);
+      return Message(std::move(unknown));
+    }
+    if (*decoded) {
+      if (auto bad = CheckObjects(**decoded); !bad) return tl::unexpected(bad.error());
+    }
+    return std::move(*decoded);
+  } catch (const nlohmann::json::exception& e) {
+    return DecodeFail(DecodeErrorCode::kInvalidJson, e.what());
+  }
+}
+
+DecodeResult<Message> DecodeMessageJson(std::string_view payload) {
+  if (!IsValidUtf8(payload)) {
+    return DecodeFail(DecodeErrorCode::kInvalidUtf8, "JSON payload is not valid UTF-8");
+  }
+  if (JsonNestingDepth(payload) > kMaxJsonDepth) {
+    return DecodeFail(DecodeErrorCode::kInvalidJson, "JSON nested deeper than 128 levels");
+  }
+  JsonValue parsed;
+  try {
+    parsed = JsonValue::parse(payload.begin(), payload.end(), nullptr, false);
+  } catch (const nlohmann::json::exception& e) {
+    return DecodeFail(DecodeErrorCode::kInvalidJson, e.what());
+  }
+  if (parsed.is_discarded()) {
+    return DecodeFail(DecodeErrorCode::kInvalidJson, "payload is not well-formed JSON");
+  }
+  return DecodeMessageObject(parsed, payload);
+}
+
+}  // namespace felix::wire::flx1
