@@ -14,5 +14,7 @@ void RegisterVersionCommand(CLI::App& app);
 // tenant, namespace, stream, cache and token groups (admin API client).
 void RegisterAdminCommands(CLI::App& app);
 void RegisterWireCommand(CLI::App& app);
+// pub and sub (the C++ client library against a broker's QUIC listener).
+void RegisterClientCommands(CLI::App& app);
 
 }  // namespace felix::cli

@@ -7,6 +7,7 @@ int main(int argc, char** argv) {
   felix::cli::RegisterVersionCommand(app);
   felix::cli::RegisterAdminCommands(app);
   felix::cli::RegisterWireCommand(app);
+  felix::cli::RegisterClientCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
