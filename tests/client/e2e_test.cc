@@ -57,7 +57,9 @@ class ClientE2E : public ::testing::Test {
     creds_ = *creds;
   }
   void TearDown() override {
-    if (broker_) EXPECT_EQ(broker_->Stop(SIGTERM), 0);
+    if (broker_) {
+      EXPECT_EQ(broker_->Stop(SIGTERM), 0);
+    }
   }
 
   std::pair<int, std::string> Felix(std::vector<std::string> args) {
