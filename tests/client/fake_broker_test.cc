@@ -6,10 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 
+#include "auth/keys.h"
+#include "auth/token.h"
+#include "catalog/credentials.h"
 #include "client/frame_reader.h"
 #include "common/metrics.h"
 #include "felix/client.h"
@@ -55,6 +59,7 @@ class FakeBroker {
   }
   ~FakeBroker() { endpoint_->Stop(); }
 
+  const std::string& ca_file() const { return ca_file_; }
   ClientOptions ClientOpts() const {
     ClientOptions c;
     c.broker = endpoint_->local_address().ToString();
@@ -398,6 +403,51 @@ TEST(ClientFakeBroker, UnverifiableBrokerIsRefused) {
   auto c = Client::Connect(o);
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().code, ClientErrorCode::kTransport);
+}
+
+// `felix pub` / `felix sub` with nothing but FELIX_DATA_DIR: the broker address, tenant, CA
+// file and a stream-scoped token all come from the credential file.
+TEST(ClientFakeBroker, CliFindsBrokerCaAndTokenInTheDataDir) {
+  FakeBroker broker({});
+  std::string dir = felix::testing::MakeTempDir("cli-data");
+  std::filesystem::create_directories(dir + "/tls");
+  std::filesystem::copy_file(broker.ca_file(), dir + "/tls/broker-cert.pem");
+  catalog::AdminCredentials creds;
+  creds.admin_url = "http://127.0.0.1:1";
+  creds.admin_token = "unused";
+  creds.quic_addr = broker.ClientOpts().broker;
+  creds.tenant_id = "t1";
+  auto key = auth::SigningKey::Generate("k-test");
+  creds.signing_kid = key.kid();
+  creds.signing_seed = key.SeedBase64();
+  ASSERT_TRUE(catalog::WriteAdminCredentials(dir + "/" + catalog::kCredentialsFile, creds));
+  std::map<std::string, std::string> env{{"FELIX_DATA_DIR", dir}};
+  const std::string felix = felix::testing::BuiltProgram("src/cli/felix");
+
+  auto [rc, out] = felix::testing::RunProgram(felix, {"pub", "demo", "alpha", "beta"}, env);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("published 2 message(s) to default/demo"), std::string::npos) << out;
+  auto auth = broker.last_auth();
+  ASSERT_TRUE(auth);
+  EXPECT_EQ(auth->tenant_id, "t1");
+  auto token = auth::ParseToken(auth->token);
+  ASSERT_TRUE(token);
+  EXPECT_EQ(token->claims.tid, "t1");
+  EXPECT_EQ(token->header.kid, "k-test");
+  EXPECT_EQ(token->claims.perms,
+            (std::vector<std::string>{"stream.publish:stream:t1/default/demo",
+                                      "stream.subscribe:stream:t1/default/demo"}));
+
+  auto sub =
+      felix::testing::RunProgram(felix, {"sub", "demo", "--from", "earliest", "--count", "2"}, env);
+  ASSERT_EQ(sub.first, 0) << sub.second;
+  EXPECT_NE(sub.second.find("0\talpha\n1\tbeta\n"), std::string::npos) << sub.second;
+
+  auto bad = felix::testing::RunProgram(felix, {"sub", "demo", "--from", "soon"}, env);
+  EXPECT_EQ(bad.first, 2) << bad.second;
+  auto future = felix::testing::RunProgram(felix, {"sub", "demo", "--from", "99"}, env);
+  EXPECT_EQ(future.first, 1);
+  EXPECT_NE(future.second.find("cursor_in_future"), std::string::npos) << future.second;
 }
 
 }  // namespace
