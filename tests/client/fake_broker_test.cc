@@ -32,6 +32,7 @@ struct FakeBrokerOptions {
   bool never_ack = false;  // hold every ack
   bool hello_after_subscribed = false;
   bool one_event_per_frame = false;
+  bool end_with_lagged = false;  // end each event stream after the history: subscription_lagged
   uint32_t shards = 8;
 };
 
@@ -155,6 +156,14 @@ class FakeBroker {
         std::lock_guard<std::mutex> lock(mu_);
         last_auth_ = *auth;
       }
+      if (auth->token == "bad") {
+        Send(s, flx1::Message(flx1::Error{.message = "auth failed",
+                                          .code = "unauthenticated",
+                                          .retry = "fatal",
+                                          .detail = {}}));
+        s.Finish();
+        return;
+      }
       flx1::AuthOk ok;
       ok.server_flags = 0x7EFF;
       ok.server_features = flx1::kFeatureStreamShards | flx1::kFeatureErrorCodes;
@@ -202,6 +211,10 @@ class FakeBroker {
       for (uint64_t i = at; i < std::min<uint64_t>(tail, at + step); ++i)
         batch.events.push_back({1700000000000000ull + i, log[i]});
       Send(**events, flx1::Flx1Frame(batch));
+    }
+    if (o_.end_with_lagged) {
+      Send(**events, flx1::Message(flx1::SubscriptionLagged{id, tail + 5}));
+      (*events)->Finish();
     }
     event_streams_.push_back(*events);  // live: kept open
   }
@@ -393,6 +406,33 @@ TEST(ClientFakeBroker, CloseFailsOutstandingPublishesAndEndsSubscriptions) {
   auto after = client->Publish(kDemo, {"y"});
   ASSERT_FALSE(after);
   EXPECT_EQ(after.error().code, ClientErrorCode::kClosed);
+}
+
+TEST(ClientFakeBroker, RefusedTokenIsUnauthenticatedAndFatal) {
+  FakeBroker broker({});
+  ClientOptions o = broker.ClientOpts();
+  o.token = "bad";
+  auto c = Client::Connect(o);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().code, ClientErrorCode::kUnauthenticated);
+  EXPECT_EQ(c.error().retry, RetryClass::kFatal);
+  EXPECT_EQ(c.error().message, "auth failed");
+}
+
+TEST(ClientFakeBroker, LaggedSubscriptionEndsAfterItsEventsWithTheResumeOffset) {
+  FakeBroker broker({.end_with_lagged = true});
+  auto client = ConnectTo(broker);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->Publish(kDemo, {"a", "b"}));
+  auto sub = client->Subscribe(kDemo, {.start = StartPosition::Earliest()});
+  ASSERT_TRUE(sub);
+  EXPECT_EQ(NextEvent(**sub).payload, "a");
+  EXPECT_EQ(NextEvent(**sub).payload, "b");
+  auto end = (*sub)->Next(std::chrono::seconds(10));
+  ASSERT_FALSE(end);
+  EXPECT_EQ(end.error().code, ClientErrorCode::kLagged);
+  EXPECT_EQ(end.error().resume_from, 7u);
+  EXPECT_EQ((*sub)->next_offset(), 2u);
 }
 
 TEST(ClientFakeBroker, UnverifiableBrokerIsRefused) {
