@@ -209,6 +209,9 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
   std::function<void(ClientResult<void>)> auth_waiter_;
   EventRouter<WaitingEvents, std::shared_ptr<Subscription::State>> router_;
   std::set<std::shared_ptr<Subscription::State>> subscriptions_;
+  // Event streams not yet attached to a subscription (their handlers own them: cleared on
+  // shutdown so nothing stays alive through that cycle).
+  std::set<std::shared_ptr<WaitingEvents>> unattached_;
   bool loop_shut_down_ = false;
 };
 
@@ -487,7 +490,7 @@ void Client::Impl::OnConnectionClosed(const transport::CloseInfo& info) {
 }
 
 void Client::Impl::FailEverything(const ClientError& why) {
-  if (loop_shut_down_ && pending_.empty() && subscriptions_.empty()) return;
+  if (loop_shut_down_ && pending_.empty() && subscriptions_.empty() && unattached_.empty()) return;
   OnAuthAnswer(Unexpected(why));
   pending_.FailAll([&] { return Answer(Unexpected(why)); });
   request_stream_.reset();
@@ -504,6 +507,11 @@ void Client::Impl::FailEverything(const ClientError& why) {
     s->bidi.reset();
   }
   router_.Clear();
+  for (const auto& w : unattached_) {
+    if (w->stream) w->stream->SetHandlers({});
+    w->stream.reset();
+  }
+  unattached_.clear();
   loop_shut_down_ = true;
 }
 
@@ -845,7 +853,11 @@ Verdict Client::Impl::OnSubscribeFrame(std::shared_ptr<Subscription::State> stat
     // The broker finishes the subscribe stream after answering; nothing more to read.
     state->bidi->SetHandlers({});
     state->bidi.reset();
-    if (auto waiting = router_.OnSubscribed(ok->subscription_id, state)) Attach(state, *waiting);
+    if (auto waiting = router_.OnSubscribed(ok->subscription_id, state)) {
+      auto stream = waiting->stream;
+      std::erase_if(unattached_, [&](const auto& w) { return w->stream == stream; });
+      Attach(state, *waiting);
+    }
     return Verdict::kStop;
   }
   return Verdict::kAccept;  // anything else: ignored
@@ -859,6 +871,7 @@ void Client::Impl::OnIncomingStream(const std::shared_ptr<transport::Stream>& st
   auto waiting = std::make_shared<WaitingEvents>();
   waiting->stream = stream;
   waiting->reader = std::make_shared<FrameReader>(options.max_frame_bytes);
+  unattached_.insert(waiting);
   stream->SetHandlers(transport::StreamHandlers{
       .on_data = [this, waiting](transport::Stream& s,
                                  std::span<const uint8_t> data) { OnHelloData(waiting, s, data); },
@@ -888,6 +901,7 @@ void Client::Impl::OnHelloData(std::shared_ptr<WaitingEvents> waiting, transport
   if (fed.error || bad) {
     stream.Reset(0);
     stream.SetHandlers({});
+    unattached_.erase(waiting);
     return;
   }
   if (!id) return;
@@ -899,8 +913,16 @@ void Client::Impl::OnHelloData(std::shared_ptr<WaitingEvents> waiting, transport
       .on_writable = nullptr,
   });
   std::optional<WaitingEvents> evicted;
-  if (auto state = router_.OnHello(*id, *waiting, &evicted)) Attach(*state, *waiting);
-  if (evicted && evicted->stream) evicted->stream->Reset(0);
+  if (auto state = router_.OnHello(*id, *waiting, &evicted)) {
+    unattached_.erase(waiting);
+    Attach(*state, *waiting);
+  }
+  if (evicted && evicted->stream) {
+    auto gone = evicted->stream;
+    gone->Reset(0);
+    gone->SetHandlers({});
+    std::erase_if(unattached_, [&](const auto& w) { return w->stream == gone; });
+  }
 }
 
 void Client::Impl::Attach(std::shared_ptr<Subscription::State> state,
