@@ -342,7 +342,7 @@ DecodeResult<void> ReadValue(const JsonValue& j, T& out, const std::string& path
 
 class JsonReader {
  public:
-  JsonReader(const JsonValue& object, const std::string& path) : object_(object), path_(path) {}
+  JsonReader(const JsonValue& object, std::string path) : object_(object), path_(std::move(path)) {}
 
   template <class T>
   void operator()(const char* name, T& field, unsigned options = kPlain) {
@@ -377,7 +377,7 @@ class JsonReader {
     if (!r) error = std::move(r.error());
   }
   const JsonValue& object_;
-  const std::string& path_;
+  std::string path_;  // owned: callers pass temporaries
 };
 
 DecodeResult<void> ReadValue(const JsonValue& j, std::string& out, const std::string& path) {
@@ -576,7 +576,9 @@ DecodeResult<void> ReadValue(const JsonValue& j, PublishRefusalReason& out,
   if (!j.is_object() || j.size() != 1) {
     return Bad(DecodeErrorCode::kInvalidJson, path, "expected a string or a one-key object");
   }
-  const auto& [name, body] = *j.items().begin();
+  const auto first = j.begin();
+  const std::string& name = first.key();
+  const JsonValue& body = first.value();
   if (!body.is_object()) {
     return Bad(DecodeErrorCode::kInvalidJson, path + "." + name, "expected an object");
   }
@@ -759,6 +761,10 @@ DecodeResult<Message> DecodeMessageJson(std::string_view payload) {
   }
   if (JsonNestingDepth(payload) > kMaxJsonDepth) {
     return DecodeFail(DecodeErrorCode::kInvalidJson, "JSON nested deeper than 128 levels");
+  }
+  if (payload.starts_with("\xEF\xBB\xBF")) {
+    // The parser would skip a byte-order mark; the reference's does not, and neither do we.
+    return DecodeFail(DecodeErrorCode::kInvalidJson, "JSON payload starts with a byte-order mark");
   }
   JsonValue parsed;
   try {

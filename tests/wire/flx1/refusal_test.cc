@@ -285,6 +285,9 @@ TEST(Flx1Refusal, WrongJsonTypesAndRanges) {
       {R"([{"type":"ok"}])", DecodeErrorCode::kInvalidJson},
       {R"("ok")", DecodeErrorCode::kInvalidJson},
       {"", DecodeErrorCode::kInvalidJson},
+      {"\xEF\xBB\xBF{\"type\":\"ok\"}", DecodeErrorCode::kInvalidJson},
+      {R"({"type":"ok"} // comment)", DecodeErrorCode::kInvalidJson},
+      {R"({"type":"ok",})", DecodeErrorCode::kInvalidJson},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(JsonCode(c.json), c.code) << c.json;

@@ -188,9 +188,6 @@ void RoundTripType(uint64_t seed) {
     auto parsed = JsonValue::parse(*text);
     JsonValue shuffled = JsonValue::object();
     shuffled["zz_unknown_field"] = JsonValue::object({{"x", 1}});
-    for (auto it = parsed.items().begin(); it != parsed.items().end(); ++it) {
-      (void)it;
-    }
     std::vector<std::pair<std::string, JsonValue>> items;
     for (auto& [k, v] : parsed.items()) items.emplace_back(k, v);
     for (auto it = items.rbegin(); it != items.rend(); ++it) shuffled[it->first] = it->second;
