@@ -13,6 +13,7 @@
 #include "catalog/credentials.h"
 #include "catalog/model.h"
 #include "cli/command.h"
+#include "cli/credentials.h"
 
 namespace felix::cli {
 
@@ -34,10 +35,7 @@ struct Connection {
 }
 
 catalog::AdminCredentials Credentials(const Connection& conn, bool need_file = false) {
-  const char* env = std::getenv("FELIX_DATA_DIR");
-  std::string path = catalog::CredentialsPath(conn.credentials,
-                                              env ? std::optional<std::string>(env) : std::nullopt);
-  auto loaded = catalog::LoadAdminCredentials(path);
+  auto loaded = LoadCliCredentials(conn.credentials);
   catalog::AdminCredentials creds;
   if (loaded) {
     creds = *loaded;
@@ -328,24 +326,10 @@ void RegisterToken(CLI::App& app) {
     if (opts->offline) {
       catalog::AdminCredentials creds = Credentials(*conn, /*need_file=*/true);
       std::string tenant = opts->tenant.empty() ? creds.tenant_id : opts->tenant;
-      if (tenant != creds.tenant_id || creds.signing_seed.empty()) {
-        Die("the credential file holds no signing key for tenant '" + tenant + "'");
-      }
-      if (opts->ttl < 1) Die("--ttl must be at least 1");
-      auto key = auth::SigningKey::FromSeedBase64(creds.signing_kid, creds.signing_seed);
-      if (!key) Die("credential file: " + key.error().ToString());
-      auth::TokenClaims claims;
-      claims.aud = opts->audience;
-      claims.sub = opts->subject;
-      claims.tid = tenant;
-      for (const auto& p : opts->permissions) {
-        auto valid = auth::ValidatePolicyPermission(p, tenant);
-        if (!valid) Die(valid.error().message);
-        claims.perms.push_back(p);
-      }
-      claims.iat = auth::NowUnixSeconds();
-      claims.exp = claims.iat + opts->ttl;
-      std::cout << auth::MintToken(*key, claims) << "\n";
+      auto token = MintLocalToken(creds, tenant, opts->subject, opts->permissions, opts->ttl,
+                                  opts->audience);
+      if (!token) Die(token.error().message);
+      std::cout << *token << "\n";
       return;
     }
     std::string tenant = opts->tenant;

@@ -17,5 +17,7 @@ void RegisterAdminCommands(CLI::App& app);
 void RegisterWireCommand(CLI::App& app);
 // felix log inspect/verify/dump of shard directories.
 void RegisterLogCommand(CLI::App& app);
+// pub and sub (the C++ client library against a broker's QUIC listener).
+void RegisterClientCommands(CLI::App& app);
 
 }  // namespace felix::cli

@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   felix::cli::RegisterAdminCommands(app);
   felix::cli::RegisterWireCommand(app);
   felix::cli::RegisterLogCommand(app);
+  felix::cli::RegisterClientCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,228 @@
+// The Felix C++ client: publish to and subscribe to streams of one Felix broker over QUIC
+// (protocol FLX1). No transport or wire types appear here.
+//
+//   felix::ClientOptions options;
+//   options.broker = "127.0.0.1:5000";
+//   options.ca_file = "felix-data/tls/broker-cert.pem";   // the broker certificate is verified
+//   options.tenant_id = "default";
+//   options.token = "<felix token>";
+//   auto client = felix::Client::Connect(options);
+//   if (!client) { std::cerr << client.error().ToString(); return 1; }
+//   felix::StreamRef orders{"default", "orders"};
+//   auto receipt = (*client)->Publish(orders, {"hello", "world"});
+//   auto sub = (*client)->Subscribe(orders, {.start = felix::StartPosition::Earliest()});
+//   while (auto event = (*sub)->Next(std::chrono::seconds(5))) { ... }
+//
+// Connection model: one QUIC connection per Client, with one long-lived request stream that
+// carries publishes (binary FLX1 batches, pipelined, matched to their acknowledgements by
+// request id) and discovery requests, plus one bidirectional stream and one broker-opened event
+// stream per subscription. Every stream authenticates with the options' tenant and token.
+//
+// Threading
+//  - Every Client owns one I/O thread. All methods of Client and Subscription are thread-safe
+//    and may be called from any thread, including concurrently.
+//  - Blocking calls (Connect, Publish, StreamShards, Subscribe, Subscription::Next, and
+//    PublishAsync while the in-flight window is full) must not be made from a PublishCallback:
+//    callbacks run on the client's I/O thread. From a callback, PublishAsync never blocks; it
+//    fails with kOverloaded when the window is full.
+//  - Destroying the Client (or Close) fails every outstanding publish with kClosed and ends
+//    every subscription with kClosed; Subscription objects may outlive their Client. Do not
+//    destroy the Client from one of its own callbacks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "felix/errors.h"
+
+namespace felix {
+
+struct ClientOptions {
+  // Client QUIC listener of the broker, "host:port" ("[::1]:5000" for IPv6 literals).
+  std::string broker = "127.0.0.1:5000";
+  // TLS server name (SNI) the broker certificate must be valid for.
+  std::string server_name = "localhost";
+  // PEM file of the certificate(s) that verify the broker. Required: the client always
+  // verifies the broker (a dev broker's self-signed certificate is <data_dir>/tls/broker-cert.pem).
+  std::string ca_file;
+  // Optional client certificate for brokers that ask for mTLS (both or neither).
+  std::string client_cert_file;
+  std::string client_key_file;
+  std::string tenant_id = "default";
+  std::string token;  // Felix token (JWT) for tenant_id
+  std::chrono::milliseconds connect_timeout{5000};
+  // How long a blocking call waits for its answer (publish ack, subscribe answer, ...).
+  std::chrono::milliseconds request_timeout{10000};
+  // Acknowledged publishes that may be unanswered at once (lowered to the broker's
+  // publish_window when it grants a smaller one). PublishAsync blocks while it is full.
+  size_t max_in_flight = 256;
+  // Events a subscription buffers before the client stops reading its event stream; the
+  // broker then queues (and, past its own queue, drops and ends the subscription: kLagged).
+  size_t subscription_queue_capacity = 4096;
+  // Ask that acknowledgements be sent after the write, with the batch's first offset
+  // (FEATURE_ACK_ON_COMMIT). Off: acks may come when the batch is only queued, without offset.
+  bool ack_on_commit = true;
+  // Application keep-alive while the connection is otherwise idle (0 = off); brokers close
+  // idle connections after 6 s by default.
+  std::chrono::milliseconds keepalive_interval{2000};
+  uint32_t max_frame_bytes = 16u << 20;
+};
+
+// A stream of the client's tenant.
+struct StreamRef {
+  std::string namespace_name = "default";
+  std::string stream;
+
+  // "stream" (namespace "default") or "namespace/stream".
+  static ClientResult<StreamRef> Parse(std::string_view text);
+  std::string ToString() const;  // "namespace/stream"
+};
+
+enum class AckMode : uint8_t {
+  kNone,        // fire and forget: nothing comes back, Publish returns once it is queued
+  kPerMessage,  // acknowledged (one acknowledgement per batch either way on the wire)
+  kPerBatch,
+};
+// "none", "per_message" (or "per-message"), "per_batch" (or "per-batch").
+ClientResult<AckMode> ParseAckMode(std::string_view text);
+
+struct PublishOptions {
+  // Routing key: the broker sends the batch to the key's shard. No key: shard 0. An empty
+  // key is a key.
+  std::optional<std::string> key;
+  AckMode ack = AckMode::kPerBatch;
+};
+
+struct PublishReceipt {
+  // Offset of the batch's first record (record i is at offset + i), when the broker reports
+  // it (durable streams with ack_on_commit); absent otherwise and for AckMode::kNone.
+  std::optional<uint64_t> offset;
+  size_t count = 0;  // records in the batch
+};
+
+using PublishCallback = std::function<void(ClientResult<PublishReceipt>)>;
+
+class StartPosition {
+ public:
+  enum class Kind : uint8_t { kLatest, kEarliest, kOffset };
+  static StartPosition Latest() { return StartPosition(Kind::kLatest, 0); }
+  static StartPosition Earliest() { return StartPosition(Kind::kEarliest, 0); }
+  // Exactly `offset`: to resume after the last handled event, pass its offset + 1.
+  static StartPosition Offset(uint64_t offset) { return StartPosition(Kind::kOffset, offset); }
+  // "latest", "earliest" or a decimal offset.
+  static ClientResult<StartPosition> Parse(std::string_view text);
+
+  Kind kind() const { return kind_; }
+  uint64_t offset() const { return offset_; }
+  bool operator==(const StartPosition&) const = default;
+
+ private:
+  StartPosition(Kind kind, uint64_t offset) : kind_(kind), offset_(offset) {}
+  Kind kind_;
+  uint64_t offset_;
+};
+
+struct SubscribeOptions {
+  uint32_t shard = 0;
+  StartPosition start = StartPosition::Latest();
+  // Broker-side queue capacity in published batches (1..4096), sent only to a broker that
+  // honours it.
+  std::optional<uint32_t> broker_queue_capacity;
+};
+
+struct Event {
+  std::optional<uint64_t> offset;  // durable streams only
+  std::string payload;
+  std::optional<uint64_t> timestamp_micros;  // append time, when the broker sends it
+  std::optional<std::string> publisher;      // publishing principal, when the broker sends it
+};
+
+// One subscription to one shard of a stream. Thread-safe; see the header comment.
+class Subscription {
+ public:
+  class State;  // implementation
+  explicit Subscription(std::shared_ptr<State> state);
+  ~Subscription();  // closes
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+  // The next event, waiting up to `timeout`: nullopt when none arrived in time. An error
+  // once the subscription ended (its code says why; kLagged/kShardMoved carry resume_from)
+  // and every buffered event was returned.
+  ClientResult<std::optional<Event>> Next(std::chrono::milliseconds timeout);
+
+  uint64_t id() const;     // broker-assigned subscription id
+  uint32_t shard() const;  // the shard read
+  // First offset this subscription delivers, and the stream tail when it was registered
+  // (history below it, live from it). Durable streams, negotiating brokers only.
+  std::optional<uint64_t> start_offset() const;
+  std::optional<uint64_t> live_offset() const;
+  // Where to resume so that nothing is missed or repeated: last returned offset + 1, or
+  // start_offset() when nothing was returned yet. Absent for in-memory streams.
+  std::optional<uint64_t> next_offset() const;
+  // Stops reading; later Next calls return kClosed. Idempotent.
+  void Close();
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+struct ShardInfo {
+  uint32_t shards = 0;     // 0: the broker knows no such stream
+  bool jump_hash = false;  // routing: jump hash (true) or modulo (false)
+};
+
+// What the broker negotiated on the client's first stream.
+struct ServerInfo {
+  bool negotiated = false;  // false: a legacy broker answered plain `ok`
+  uint16_t server_flags = 0;
+  uint32_t server_features = 0;
+  std::optional<uint32_t> publish_window;
+};
+
+class Client {
+ public:
+  class Impl;
+  // Dials the broker, verifies its certificate and authenticates the request stream.
+  static ClientResult<std::unique_ptr<Client>> Connect(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Publishes one batch (every record goes to one shard, in order) and waits for its
+  // acknowledgement (or, with AckMode::kNone, until it is queued for sending).
+  ClientResult<PublishReceipt> Publish(const StreamRef& stream,
+                                       const std::vector<std::string>& payloads,
+                                       const PublishOptions& options = {});
+  // Pipelined publish: returns once the batch is queued; `done` runs on the I/O thread with
+  // the outcome (exactly once, also on failure, unless this call itself returns an error).
+  // Blocks while max_in_flight batches are unanswered (kTimeout after request_timeout).
+  ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
+                                  const PublishOptions& options, PublishCallback done);
+
+  // Shard count and routing of a stream (asked once, then cached while non-zero).
+  ClientResult<ShardInfo> StreamShards(const StreamRef& stream);
+  // The shard a routing key belongs to (the frozen shard hash over StreamShards).
+  ClientResult<uint32_t> ShardForKey(const StreamRef& stream, std::string_view key);
+
+  // Opens a subscription to one shard; returns once the broker answered `subscribed`.
+  // Cursor refusals come back as kCursorTooOld / kCursorInFuture with `available`.
+  ClientResult<std::unique_ptr<Subscription>> Subscribe(const StreamRef& stream,
+                                                        const SubscribeOptions& options = {});
+
+  ServerInfo server_info() const;
+  // Fails outstanding work with kClosed and closes the connection. Idempotent.
+  void Close();
+
+ private:
+  explicit Client(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace felix

@@ -1,0 +1,1235 @@
+// felix::Client on the QUIC transport: one endpoint (one loop thread) and one connection per
+// client. Everything that touches a Connection or Stream runs on the loop thread; user
+// threads hand work over with Endpoint::Post and wait on condition variables with deadlines.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "client/error_mapping.h"
+#include "client/event_router.h"
+#include "client/frame_reader.h"
+#include "client/pending_requests.h"
+#include "common/metrics.h"
+#include "common/net_address.h"
+#include "felix/client.h"
+#include "transport/endpoint.h"
+#include "transport/tls_context.h"
+#include "wire/flx1/frame.h"
+#include "wire/shard_hash.h"
+
+namespace felix {
+
+namespace flx1 = wire::flx1;
+using client_impl::EventRouter;
+using client_impl::FrameReader;
+using client_impl::PendingRequests;
+using Verdict = FrameReader::Verdict;
+
+namespace {
+
+// Frame flags this client parses (every layout except idempotent publishing, which it does
+// not send).
+constexpr uint16_t kClientFlags = flx1::kKnownFlags & ~flx1::kFlagBinaryPublishIdempotent;
+
+template <typename T>
+tl::unexpected<ClientError> Err(ClientErrorCode code, std::string message) {
+  return tl::unexpected<ClientError>(MakeClientError(code, std::move(message)));
+}
+
+tl::unexpected<ClientError> Unexpected(ClientError e) {
+  return tl::unexpected<ClientError>(std::move(e));
+}
+
+// One answer on the request stream.
+struct RequestAnswer {
+  std::optional<uint64_t> offset;  // publish acks
+  ShardInfo shards;                // stream_shards_view
+};
+using Answer = ClientResult<RequestAnswer>;
+
+// A broker-opened event stream waiting for its `subscribed`.
+struct WaitingEvents {
+  std::shared_ptr<transport::Stream> stream;
+  std::shared_ptr<FrameReader> reader;
+  bool fin = false;
+  std::optional<uint64_t> reset;
+};
+
+ClientError Closed() {
+  return MakeClientError(ClientErrorCode::kClosed, "the client was closed");
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Subscription state, shared by the user's Subscription and the loop thread.
+
+class Subscription::State {
+ public:
+  enum class Phase { kOpening, kActive, kEnded };
+
+  State(StreamRef stream, uint32_t shard, size_t capacity, uint32_t max_frame,
+        std::weak_ptr<Client::Impl> client)
+      : stream(std::move(stream)),
+        shard(shard),
+        capacity(std::max<size_t>(1, capacity)),
+        client(std::move(client)),
+        bidi_reader(max_frame),
+        max_frame(max_frame) {}
+
+  const StreamRef stream;
+  const uint32_t shard;
+  const size_t capacity;
+  const std::weak_ptr<Client::Impl> client;
+
+  // Guarded by mu.
+  std::mutex mu;
+  std::condition_variable cv;
+  Phase phase = Phase::kOpening;
+  std::optional<ClientError> error;  // why opening failed, or why it ended
+  uint64_t id = 0;
+  std::optional<uint64_t> start_offset, live_offset, last_offset;
+  std::deque<Event> queue;
+  bool paused = false;  // the event reader stopped because the queue was full
+
+  // Loop thread only.
+  std::shared_ptr<transport::Stream> bidi;
+  FrameReader bidi_reader;
+  std::shared_ptr<transport::Stream> events;
+  std::shared_ptr<FrameReader> event_reader;
+  uint32_t max_frame;
+
+  // Ends the subscription (first reason wins). Returns false if it had ended already.
+  bool End(ClientError why) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (phase == Phase::kEnded) return false;
+    phase = Phase::kEnded;
+    error = std::move(why);
+    cv.notify_all();
+    return true;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Client::Impl
+
+class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
+ public:
+  explicit Impl(ClientOptions o) : options(std::move(o)) {}
+  ~Impl() { Close(); }
+
+  ClientResult<void> Start();
+  void Close();
+
+  ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
+                                  const PublishOptions& po, PublishCallback done);
+  ClientResult<ShardInfo> StreamShards(const StreamRef& stream);
+  ClientResult<std::shared_ptr<Subscription::State>> Subscribe(const StreamRef& stream,
+                                                               const SubscribeOptions& so);
+  // From a Subscription (any thread).
+  void ResumeEvents(std::shared_ptr<Subscription::State> state);
+  void CloseSubscription(std::shared_ptr<Subscription::State> state);
+
+  ServerInfo server() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return server_;
+  }
+
+  const ClientOptions options;
+
+ private:
+  // Posts `fn` to the loop unless the client is closed; false when it was not posted.
+  bool PostLocked(std::function<void()> fn);  // mu_ held
+  bool Post(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return PostLocked(std::move(fn));
+  }
+  std::optional<ClientError> Unusable() const;  // mu_ held
+
+  // Loop thread.
+  void OnConnected(std::shared_ptr<transport::Connection> conn);
+  std::vector<uint8_t> AuthFrame() const;
+  bool EnsureRequestStream();
+  void SendRequest(uint64_t id, const std::vector<uint8_t>& frame,
+                   PendingRequests<Answer>::Callback callback);
+  void OnRequestData(transport::Stream& stream, std::span<const uint8_t> data);
+  Verdict OnRequestFrame(uint16_t flags, std::span<const uint8_t> payload);
+  void OnRequestStreamEnded(const ClientError& why);
+  void OnAuthAnswer(ClientResult<void> result);
+  void OnConnectionClosed(const transport::CloseInfo& info);
+  void FailEverything(const ClientError& why);
+  void Keepalive();
+
+  void OpenSubscription(std::shared_ptr<Subscription::State> state, const SubscribeOptions& so);
+  void OnSubscribeData(std::shared_ptr<Subscription::State> state, transport::Stream& stream,
+                       std::span<const uint8_t> data);
+  Verdict OnSubscribeFrame(std::shared_ptr<Subscription::State> state, uint16_t flags,
+                           std::span<const uint8_t> payload);
+  void FailOpening(std::shared_ptr<Subscription::State> state, ClientError why);
+  void OnIncomingStream(const std::shared_ptr<transport::Stream>& stream);
+  void OnHelloData(std::shared_ptr<WaitingEvents> waiting, transport::Stream& stream,
+                   std::span<const uint8_t> data);
+  void Attach(std::shared_ptr<Subscription::State> state, const WaitingEvents& waiting);
+  void InstallEventHandlers(std::shared_ptr<Subscription::State> state);
+  void OnEventData(std::shared_ptr<Subscription::State> state, std::span<const uint8_t> data);
+  Verdict OnEventFrame(std::shared_ptr<Subscription::State> state, uint16_t flags,
+                       std::span<const uint8_t> payload);
+  void EndSubscription(std::shared_ptr<Subscription::State> state, ClientError why);
+
+  ClientResult<RequestAnswer> WaitAnswer(std::shared_future<Answer> answer,
+                                         std::chrono::milliseconds timeout,
+                                         RetryClass timeout_class);
+
+  MetricsRegistry metrics_;
+  std::unique_ptr<transport::Endpoint> endpoint_;
+  std::atomic<uint64_t> next_request_id_{1};
+
+  std::mutex close_mu_;
+  // Guarded by mu_.
+  mutable std::mutex mu_;
+  std::condition_variable window_cv_;
+  bool closed_ = false;
+  std::optional<ClientError> broken_;  // the connection is gone
+  size_t in_flight_ = 0;
+  size_t window_ = 1;
+  ServerInfo server_;
+  std::map<std::string, ShardInfo> shard_cache_;
+  std::optional<StreamRef> last_stream_;  // keep-alive target
+
+  // Loop thread only.
+  std::shared_ptr<transport::Connection> conn_;
+  std::shared_ptr<transport::Stream> request_stream_;
+  std::unique_ptr<FrameReader> request_reader_;
+  std::optional<ClientError> request_stream_error_;
+  PendingRequests<Answer> pending_;
+  std::function<void(ClientResult<void>)> auth_waiter_;
+  EventRouter<WaitingEvents, std::shared_ptr<Subscription::State>> router_;
+  std::set<std::shared_ptr<Subscription::State>> subscriptions_;
+  // Event streams not yet attached to a subscription (their handlers own them: cleared on
+  // shutdown so nothing stays alive through that cycle).
+  std::set<std::shared_ptr<WaitingEvents>> unattached_;
+  bool loop_shut_down_ = false;
+};
+
+bool Client::Impl::PostLocked(std::function<void()> fn) {
+  if (closed_ || !endpoint_) return false;
+  endpoint_->Post(std::move(fn));
+  return true;
+}
+
+std::optional<ClientError> Client::Impl::Unusable() const {
+  if (closed_) return Closed();
+  if (broken_) return broken_;
+  return std::nullopt;
+}
+
+ClientResult<void> Client::Impl::Start() {
+  if (options.ca_file.empty())
+    return Err<void>(ClientErrorCode::kInvalidArgument,
+                     "ca_file is required: the client always verifies the broker certificate");
+  if (options.client_cert_file.empty() != options.client_key_file.empty())
+    return Err<void>(ClientErrorCode::kInvalidArgument,
+                     "client_cert_file and client_key_file must be set together");
+  auto remote = ParseHostPort(options.broker);
+  if (!remote || remote->port == 0)
+    return Err<void>(ClientErrorCode::kInvalidArgument,
+                     "broker '" + options.broker + "': expected host:port");
+  transport::TlsOptions tls;
+  tls.role = transport::Role::kClient;
+  tls.ca_file = options.ca_file;
+  tls.ca_var = "ca_file";
+  tls.cert_file = options.client_cert_file;
+  tls.key_file = options.client_key_file;
+  tls.cert_var = "client_cert_file";
+  tls.key_var = "client_key_file";
+  tls.no_certificate = options.client_cert_file.empty();
+  tls.dial_alpn = {transport::kClientAlpn};
+  auto ctx = transport::TlsContext::Create(tls);
+  if (!ctx) return Err<void>(ClientErrorCode::kInvalidArgument, ctx.error().message);
+  transport::EndpointOptions eo;
+  eo.tls = *ctx;
+  eo.name = "client";
+  eo.idle_timeout = std::chrono::milliseconds(30000);  // the broker's (shorter) one applies
+  eo.handshake_timeout = options.connect_timeout;
+  HostPort bind{remote->host.find(':') != std::string::npos ? "::" : "0.0.0.0", 0};
+  auto endpoint = transport::Endpoint::Create(bind, eo, metrics_, std::nullopt);
+  if (!endpoint)
+    return Unexpected(
+        client_impl::FromTransport(endpoint.error(), "client endpoint", RetryClass::kFatal));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    endpoint_ = std::move(*endpoint);
+    window_ = std::max<size_t>(1, options.max_in_flight);
+  }
+  auto promise = std::make_shared<std::promise<ClientResult<void>>>();
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  auto finish = [promise, once](ClientResult<void> r) {
+    if (!once->exchange(true)) promise->set_value(std::move(r));
+  };
+  std::future<ClientResult<void>> connected = promise->get_future();
+  endpoint_->Dial(*remote, transport::DialOptions{options.server_name},
+                  [this, finish](Result<std::shared_ptr<transport::Connection>> conn) {
+                    if (!conn) {
+                      finish(Unexpected(client_impl::FromTransport(
+                          conn.error(), "connect to " + options.broker, RetryClass::kRetry)));
+                      return;
+                    }
+                    auth_waiter_ = finish;
+                    OnConnected(*conn);
+                  });
+  if (connected.wait_for(options.connect_timeout + options.request_timeout) !=
+      std::future_status::ready) {
+    Close();
+    return Err<void>(ClientErrorCode::kTimeout, "connect to " + options.broker + ": no answer");
+  }
+  ClientResult<void> result = connected.get();
+  if (!result) Close();
+  return result;
+}
+
+void Client::Impl::Close() {
+  std::lock_guard<std::mutex> closing(close_mu_);  // one Close at a time
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!endpoint_) return;
+    if (!closed_) {
+      closed_ = true;
+      endpoint_->Post([this] {
+        FailEverything(Closed());
+        if (conn_) conn_->Close(0, "client closed");
+      });
+    }
+    window_cv_.notify_all();
+  }
+  endpoint_->Stop();  // joins the loop thread
+  // The loop is gone: finish anything the posted shutdown did not reach.
+  FailEverything(Closed());
+  conn_.reset();
+  request_stream_.reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  endpoint_.reset();
+}
+
+std::vector<uint8_t> Client::Impl::AuthFrame() const {
+  flx1::Auth auth;
+  auth.tenant_id = options.tenant_id;
+  auth.token = options.token;
+  auth.client_flags = kClientFlags;
+  uint32_t features = flx1::kFeatureErrorCodes | flx1::kFeatureStreamShards |
+                      flx1::kFeatureUnsupported | flx1::kFeatureSubscriptionLagged |
+                      flx1::kFeatureShardMoved | flx1::kFeaturePublishPipeline;
+  if (options.ack_on_commit) features |= flx1::kFeatureAckOnCommit;
+  auth.client_features = features;
+  auto frame = flx1::EncodeMessageFrame(flx1::Message(std::move(auth)));
+  return frame ? std::move(*frame) : std::vector<uint8_t>();
+}
+
+void Client::Impl::OnConnected(std::shared_ptr<transport::Connection> conn) {
+  conn_ = std::move(conn);
+  conn_->SetHandlers(transport::ConnectionHandlers{
+      .on_stream = [this](const std::shared_ptr<transport::Stream>& s) { OnIncomingStream(s); },
+      .on_closed = [this](transport::Connection&,
+                          const transport::CloseInfo& info) { OnConnectionClosed(info); },
+  });
+  if (!EnsureRequestStream()) {
+    OnAuthAnswer(Err<void>(ClientErrorCode::kTransport, "cannot open the request stream"));
+  }
+  if (options.keepalive_interval.count() > 0)
+    endpoint_->RunAfter(options.keepalive_interval, [this] { Keepalive(); });
+}
+
+bool Client::Impl::EnsureRequestStream() {
+  if (request_stream_) return true;
+  if (!conn_ || !conn_->is_open()) return false;
+  auto stream = conn_->OpenBidiStream();
+  if (!stream) return false;
+  request_stream_ = *stream;
+  request_reader_ = std::make_unique<FrameReader>(options.max_frame_bytes);
+  request_stream_error_.reset();
+  auto* raw = request_stream_.get();
+  request_stream_->SetHandlers(transport::StreamHandlers{
+      .on_data = [this](transport::Stream& s,
+                        std::span<const uint8_t> data) { OnRequestData(s, data); },
+      .on_fin =
+          [this, raw](transport::Stream&) {
+            if (request_stream_.get() != raw) return;
+            OnRequestStreamEnded(request_stream_error_.value_or(MakeClientError(
+                ClientErrorCode::kTransport, "the broker ended the request stream")));
+          },
+      .on_reset =
+          [this, raw](transport::Stream&, uint64_t code) {
+            if (request_stream_.get() != raw) return;
+            OnRequestStreamEnded(request_stream_error_.value_or(MakeClientError(
+                ClientErrorCode::kTransport,
+                "the request stream was reset (code " + std::to_string(code) + ")")));
+          },
+      .on_writable = nullptr,
+  });
+  auto wrote = request_stream_->Write(AuthFrame());
+  return wrote.has_value();
+}
+
+void Client::Impl::SendRequest(uint64_t id, const std::vector<uint8_t>& frame,
+                               PendingRequests<Answer>::Callback callback) {
+  std::optional<ClientError> unusable;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    unusable = Unusable();
+  }
+  if (unusable) return callback(Unexpected(*unusable));
+  if (!EnsureRequestStream())
+    return callback(Err<RequestAnswer>(ClientErrorCode::kTransport, "connection lost"));
+  pending_.Add(id, std::move(callback));
+  auto wrote = request_stream_->Write(frame);
+  if (!wrote)
+    pending_.Complete(id, Unexpected(client_impl::FromTransport(wrote.error(), "send",
+                                                                RetryClass::kOutcomeUnknown)));
+}
+
+void Client::Impl::OnRequestData(transport::Stream& stream, std::span<const uint8_t> data) {
+  if (!request_reader_ || request_stream_.get() != &stream) return;
+  auto fed = request_reader_->Feed(data, [this](uint16_t flags, std::span<const uint8_t> p) {
+    return OnRequestFrame(flags, p);
+  });
+  if (fed.consume) stream.Consume(fed.consume);
+  if (fed.error) {
+    stream.Reset(0);
+    OnRequestStreamEnded(*fed.error);
+  }
+}
+
+Verdict Client::Impl::OnRequestFrame(uint16_t flags, std::span<const uint8_t> payload) {
+  auto frame = flx1::DecodePayload(flags, payload);
+  if (!frame) {
+    request_stream_error_ = client_impl::FromDecode(frame.error(), "request stream");
+    return Verdict::kAccept;  // skip it; an undecodable answer fails only its request (by timeout)
+  }
+  if (auto* ack = std::get_if<flx1::BinaryPublishAck>(&*frame)) {
+    if (ack->status == flx1::BinaryPublishAck::Status::kOk)
+      pending_.Complete(ack->request_id, RequestAnswer{ack->offset, {}});
+    else
+      pending_.Complete(ack->request_id, Unexpected(client_impl::FromBinaryAck(*ack)));
+    return Verdict::kAccept;
+  }
+  auto* message = std::get_if<flx1::Message>(&*frame);
+  if (!message) return Verdict::kAccept;  // event batches never come here
+  std::visit(
+      [this](auto& m) {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, flx1::AuthOk>) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            server_.negotiated = true;
+            server_.server_flags = m.server_flags;
+            server_.server_features = m.server_features.value_or(0);
+            server_.publish_window = m.publish_window;
+            if (m.publish_window && *m.publish_window > 0)
+              window_ = std::min<size_t>(window_, *m.publish_window);
+          }
+          OnAuthAnswer({});
+        } else if constexpr (std::is_same_v<M, flx1::Ok>) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (!server_.negotiated) server_.server_flags = flx1::kOriginalV1Flags;
+          }
+          OnAuthAnswer({});
+        } else if constexpr (std::is_same_v<M, flx1::Error>) {
+          ClientError e = client_impl::FromErrorMessage(m, RetryClass::kFatal);
+          if (auth_waiter_) return OnAuthAnswer(Unexpected(e));
+          request_stream_error_ = e;  // reported to what is pending if the stream then ends
+        } else if constexpr (std::is_same_v<M, flx1::PublishOk>) {
+          pending_.Complete(m.request_id, RequestAnswer{m.offset, {}});
+        } else if constexpr (std::is_same_v<M, flx1::PublishError>) {
+          pending_.Complete(m.request_id, Unexpected(client_impl::FromPublishError(m)));
+        } else if constexpr (std::is_same_v<M, flx1::StreamShardsView>) {
+          RequestAnswer a;
+          a.shards.shards = m.shards;
+          a.shards.jump_hash = m.routing == flx1::ShardRouting::kJumpHash;
+          pending_.Complete(m.request_id, a);
+        } else if constexpr (std::is_same_v<M, flx1::Unsupported>) {
+          if (m.request_id)
+            pending_.Complete(*m.request_id,
+                              Err<RequestAnswer>(ClientErrorCode::kUnsupported,
+                                                 "the broker does not serve " + m.request_type));
+        }
+      },
+      *message);
+  return Verdict::kAccept;
+}
+
+void Client::Impl::OnAuthAnswer(ClientResult<void> result) {
+  if (!auth_waiter_) return;
+  auto waiter = std::move(auth_waiter_);
+  auth_waiter_ = nullptr;
+  waiter(std::move(result));
+}
+
+void Client::Impl::OnRequestStreamEnded(const ClientError& why) {
+  request_stream_.reset();
+  request_reader_.reset();
+  OnAuthAnswer(Unexpected(why));
+  ClientError failure = why;
+  if (failure.code == ClientErrorCode::kTransport) failure.retry = RetryClass::kOutcomeUnknown;
+  pending_.FailAll([&] { return Answer(Unexpected(failure)); });
+}
+
+void Client::Impl::OnConnectionClosed(const transport::CloseInfo& info) {
+  ClientError why = MakeClientError(
+      ClientErrorCode::kTransport,
+      "connection closed: " + (info.reason.empty() ? std::string("no reason") : info.reason));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_) broken_ = why;
+    window_cv_.notify_all();
+  }
+  FailEverything(why);
+}
+
+void Client::Impl::FailEverything(const ClientError& why) {
+  if (loop_shut_down_ && pending_.empty() && subscriptions_.empty() && unattached_.empty()) return;
+  OnAuthAnswer(Unexpected(why));
+  pending_.FailAll([&] { return Answer(Unexpected(why)); });
+  request_stream_.reset();
+  request_reader_.reset();
+  auto subs = std::move(subscriptions_);
+  subscriptions_.clear();
+  for (const auto& s : subs) {
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      if (s->phase == Subscription::State::Phase::kEnded) continue;
+    }
+    s->End(why);
+    s->events.reset();
+    s->bidi.reset();
+  }
+  router_.Clear();
+  for (const auto& w : unattached_) {
+    if (w->stream) w->stream->SetHandlers({});
+    w->stream.reset();
+  }
+  unattached_.clear();
+  loop_shut_down_ = true;
+}
+
+void Client::Impl::Keepalive() {
+  std::optional<StreamRef> target;
+  uint32_t features = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || broken_) return;
+    target = last_stream_;
+    features = server_.server_features;
+  }
+  if (target && (features & flx1::kFeatureStreamShards) && pending_.empty()) {
+    flx1::StreamShards req;
+    req.tenant_id = options.tenant_id;
+    req.namespace_ = target->namespace_name;
+    req.stream = target->stream;
+    req.request_id = next_request_id_++;
+    if (auto frame = flx1::EncodeMessageFrame(flx1::Message(std::move(req))))
+      SendRequest(req.request_id, *frame, [](Answer) {});
+  }
+  endpoint_->RunAfter(options.keepalive_interval, [this] { Keepalive(); });
+}
+
+// ---- Publishing ----
+
+ClientResult<void> Client::Impl::PublishAsync(const StreamRef& stream,
+                                              const std::vector<std::string>& payloads,
+                                              const PublishOptions& po, PublishCallback done) {
+  if (payloads.empty())
+    return Err<void>(ClientErrorCode::kInvalidArgument, "a publish needs at least one payload");
+  if (stream.stream.empty() || stream.namespace_name.empty())
+    return Err<void>(ClientErrorCode::kInvalidArgument, "empty namespace or stream name");
+  const bool acked = po.ack != AckMode::kNone;
+  uint16_t server_flags = 0;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (auto bad = Unusable()) return Unexpected(*bad);
+    server_flags = server_.server_flags;
+    if (acked) {
+      if (in_flight_ >= window_ && endpoint_->InLoopThread()) {
+        ClientError e = MakeClientError(ClientErrorCode::kOverloaded,
+                                        "publish window full (called from a client callback)");
+        e.retry = RetryClass::kRetryAfter;
+        return Unexpected(e);
+      }
+      bool room = window_cv_.wait_for(lock, options.request_timeout,
+                                      [&] { return in_flight_ < window_ || closed_ || broken_; });
+      if (auto bad = Unusable()) return Unexpected(*bad);
+      if (!room) {
+        ClientError e =
+            MakeClientError(ClientErrorCode::kTimeout, "publish window stayed full; not sent");
+        e.retry = RetryClass::kRetryAfter;
+        return Unexpected(e);
+      }
+      ++in_flight_;
+    }
+    last_stream_ = stream;
+  }
+  auto release = [this, acked] {
+    if (!acked) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (in_flight_ > 0) --in_flight_;
+    window_cv_.notify_one();
+  };
+
+  const uint64_t id = acked ? next_request_id_++ : 0;
+  const flx1::AckMode mode = po.ack == AckMode::kPerMessage ? flx1::AckMode::kPerMessage
+                             : po.ack == AckMode::kPerBatch ? flx1::AckMode::kPerBatch
+                                                            : flx1::AckMode::kNone;
+  const bool keyed = po.key.has_value();
+  const bool binary = (server_flags & flx1::kFlagBinaryPublishBatch) &&
+                      (!acked || (server_flags & flx1::kFlagBinaryPublishAcked)) &&
+                      (!keyed || (server_flags & flx1::kFlagBinaryPublishKeyed));
+  std::vector<uint8_t> frame;
+  Result<void> encoded;
+  if (binary) {
+    flx1::BinaryPublishBatch batch;
+    if (acked) batch.acked = flx1::BinaryPublishBatch::Acked{id, mode};
+    if (keyed) batch.key = flx1::ByteView(*po.key);
+    batch.tenant_id = options.tenant_id;
+    batch.namespace_ = stream.namespace_name;
+    batch.stream = stream.stream;
+    batch.payloads.reserve(payloads.size());
+    for (const auto& p : payloads) batch.payloads.emplace_back(p);
+    encoded = flx1::AppendFrame(flx1::Flx1Frame(std::move(batch)), frame);
+  } else {
+    flx1::PublishBatch batch;
+    batch.tenant_id = options.tenant_id;
+    batch.namespace_ = stream.namespace_name;
+    batch.stream = stream.stream;
+    for (const auto& p : payloads) batch.payloads.emplace_back(p.begin(), p.end());
+    if (keyed) batch.key = flx1::Bytes(po.key->begin(), po.key->end());
+    if (acked) batch.request_id = id;
+    batch.ack = mode;
+    encoded = flx1::AppendFrame(flx1::Flx1Frame(flx1::Message(std::move(batch))), frame);
+  }
+  if (!encoded) {
+    release();
+    return Err<void>(ClientErrorCode::kInvalidArgument, "publish: " + encoded.error().message);
+  }
+  const size_t count = payloads.size();
+  auto work = [this, id, acked, count, release, frame = std::move(frame),
+               done = std::move(done)]() mutable {
+    if (acked) {
+      SendRequest(id, frame, [release, count, done = std::move(done)](Answer a) {
+        release();
+        if (!a) return done(Unexpected(a.error()));
+        done(PublishReceipt{a->offset, count});
+      });
+      return;
+    }
+    ClientResult<PublishReceipt> outcome = PublishReceipt{std::nullopt, count};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto bad = Unusable()) outcome = Unexpected(*bad);
+    }
+    if (outcome && !EnsureRequestStream())
+      outcome = Err<PublishReceipt>(ClientErrorCode::kTransport, "connection lost");
+    if (outcome) {
+      auto wrote = request_stream_->Write(frame);
+      if (!wrote)
+        outcome = Unexpected(
+            client_impl::FromTransport(wrote.error(), "send", RetryClass::kOutcomeUnknown));
+    }
+    done(std::move(outcome));
+  };
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!PostLocked(std::move(work))) {
+    // Closed between the checks: nothing was sent.
+    if (acked && in_flight_ > 0) --in_flight_;
+    return Unexpected(Closed());
+  }
+  return {};
+}
+
+ClientResult<RequestAnswer> Client::Impl::WaitAnswer(std::shared_future<Answer> answer,
+                                                     std::chrono::milliseconds timeout,
+                                                     RetryClass timeout_class) {
+  if (answer.wait_for(timeout) != std::future_status::ready) {
+    ClientError e = MakeClientError(ClientErrorCode::kTimeout,
+                                    "no answer within " + std::to_string(timeout.count()) + " ms");
+    e.retry = timeout_class;
+    return Unexpected(e);
+  }
+  return answer.get();
+}
+
+ClientResult<ShardInfo> Client::Impl::StreamShards(const StreamRef& stream) {
+  const std::string key = stream.ToString();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto bad = Unusable()) return Unexpected(*bad);
+    if (auto it = shard_cache_.find(key); it != shard_cache_.end()) return it->second;
+    if (!(server_.server_features & flx1::kFeatureStreamShards))
+      return Err<ShardInfo>(ClientErrorCode::kUnsupported,
+                            "the broker does not answer stream_shards");
+  }
+  flx1::StreamShards req;
+  req.tenant_id = options.tenant_id;
+  req.namespace_ = stream.namespace_name;
+  req.stream = stream.stream;
+  req.request_id = next_request_id_++;
+  auto frame = flx1::EncodeMessageFrame(flx1::Message(req));
+  if (!frame)
+    return Err<ShardInfo>(ClientErrorCode::kInvalidArgument,
+                          "stream_shards: " + frame.error().message);
+  auto promise = std::make_shared<std::promise<Answer>>();
+  std::shared_future<Answer> answer = promise->get_future().share();
+  if (!Post([this, id = req.request_id, frame = std::move(*frame), promise] {
+        SendRequest(id, frame, [promise](Answer a) { promise->set_value(std::move(a)); });
+      }))
+    return Unexpected(Closed());
+  auto a = WaitAnswer(answer, options.request_timeout, RetryClass::kRetry);
+  if (!a) return Unexpected(a.error());
+  if (a->shards.shards > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    shard_cache_[key] = a->shards;
+  }
+  return a->shards;
+}
+
+// ---- Subscribing ----
+
+ClientResult<std::shared_ptr<Subscription::State>> Client::Impl::Subscribe(
+    const StreamRef& stream, const SubscribeOptions& so) {
+  if (stream.stream.empty() || stream.namespace_name.empty())
+    return Err<std::shared_ptr<Subscription::State>>(ClientErrorCode::kInvalidArgument,
+                                                     "empty namespace or stream name");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto bad = Unusable()) return Unexpected(*bad);
+    // An older broker would ignore `start` and silently begin at the tail.
+    if (so.start.kind() != StartPosition::Kind::kLatest &&
+        !(server_.server_flags & flx1::kFlagEventBatchOffsets))
+      return Err<std::shared_ptr<Subscription::State>>(
+          ClientErrorCode::kUnsupported, "the broker cannot start a subscription at an offset");
+    last_stream_ = stream;
+  }
+  auto state =
+      std::make_shared<Subscription::State>(stream, so.shard, options.subscription_queue_capacity,
+                                            options.max_frame_bytes, weak_from_this());
+  if (!Post([this, state, so] { OpenSubscription(state, so); })) return Unexpected(Closed());
+  std::unique_lock<std::mutex> lock(state->mu);
+  bool answered = state->cv.wait_for(lock, options.request_timeout, [&] {
+    return state->phase != Subscription::State::Phase::kOpening;
+  });
+  if (!answered) {
+    lock.unlock();
+    CloseSubscription(state);
+    ClientError e = MakeClientError(
+        ClientErrorCode::kTimeout,
+        "no answer to subscribe within " + std::to_string(options.request_timeout.count()) + " ms");
+    e.retry = RetryClass::kRetry;
+    return Unexpected(e);
+  }
+  if (state->phase == Subscription::State::Phase::kEnded && state->queue.empty() &&
+      state->id == 0 && state->error)
+    return Unexpected(*state->error);
+  return state;
+}
+
+void Client::Impl::OpenSubscription(std::shared_ptr<Subscription::State> state,
+                                    const SubscribeOptions& so) {
+  if (!conn_ || !conn_->is_open())
+    return FailOpening(state, MakeClientError(ClientErrorCode::kTransport, "connection lost"));
+  auto stream = conn_->OpenBidiStream();
+  if (!stream)
+    return FailOpening(state, client_impl::FromTransport(stream.error(), "open subscribe stream",
+                                                         RetryClass::kRetry));
+  state->bidi = *stream;
+  subscriptions_.insert(state);
+  state->bidi->SetHandlers(transport::StreamHandlers{
+      .on_data = [this, state](transport::Stream& s,
+                               std::span<const uint8_t> data) { OnSubscribeData(state, s, data); },
+      .on_fin =
+          [this, state](transport::Stream&) {
+            FailOpening(state, MakeClientError(ClientErrorCode::kTransport,
+                                               "the broker ended the subscribe stream without "
+                                               "answering"));
+          },
+      .on_reset =
+          [this, state](transport::Stream&, uint64_t code) {
+            FailOpening(state, MakeClientError(ClientErrorCode::kTransport,
+                                               "the subscribe stream was reset (code " +
+                                                   std::to_string(code) + ")"));
+          },
+      .on_writable = nullptr,
+  });
+  flx1::Subscribe sub;
+  sub.tenant_id = options.tenant_id;
+  sub.namespace_ = state->stream.namespace_name;
+  sub.stream = state->stream.stream;
+  switch (so.start.kind()) {
+    case StartPosition::Kind::kLatest:
+      break;  // absent = latest
+    case StartPosition::Kind::kEarliest:
+      sub.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
+      break;
+    case StartPosition::Kind::kOffset:
+      sub.start = flx1::StartPosition{flx1::StartPosition::Kind::kOffset, so.start.offset()};
+      break;
+  }
+  if (so.shard != 0) sub.shard = so.shard;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (so.broker_queue_capacity && (server_.server_features & flx1::kFeatureSubscribeQueue))
+      sub.queue_capacity = so.broker_queue_capacity;
+  }
+  std::vector<uint8_t> bytes = AuthFrame();
+  auto encoded = flx1::AppendFrame(flx1::Flx1Frame(flx1::Message(std::move(sub))), bytes);
+  if (!encoded)
+    return FailOpening(state, MakeClientError(ClientErrorCode::kInvalidArgument,
+                                              "subscribe: " + encoded.error().message));
+  auto wrote = state->bidi->Write(bytes);
+  if (!wrote)
+    return FailOpening(state,
+                       client_impl::FromTransport(wrote.error(), "subscribe", RetryClass::kRetry));
+  state->bidi->Finish();
+}
+
+void Client::Impl::FailOpening(std::shared_ptr<Subscription::State> state, ClientError why) {
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    if (state->phase != Subscription::State::Phase::kOpening) return;
+  }
+  state->End(std::move(why));
+  if (state->bidi) state->bidi->Reset(0);
+  state->bidi.reset();
+  subscriptions_.erase(state);
+}
+
+void Client::Impl::OnSubscribeData(std::shared_ptr<Subscription::State> state,
+                                   transport::Stream& stream, std::span<const uint8_t> data) {
+  auto fed = state->bidi_reader.Feed(data, [&](uint16_t flags, std::span<const uint8_t> p) {
+    return OnSubscribeFrame(state, flags, p);
+  });
+  if (fed.consume) stream.Consume(fed.consume);
+  if (fed.error) FailOpening(state, *fed.error);
+}
+
+Verdict Client::Impl::OnSubscribeFrame(std::shared_ptr<Subscription::State> state, uint16_t flags,
+                                       std::span<const uint8_t> payload) {
+  auto frame = flx1::DecodePayload(flags, payload);
+  if (!frame) {
+    FailOpening(state, client_impl::FromDecode(frame.error(), "subscribe answer"));
+    return Verdict::kStop;
+  }
+  auto* message = std::get_if<flx1::Message>(&*frame);
+  if (!message) {
+    FailOpening(
+        state, MakeClientError(ClientErrorCode::kProtocol, "binary frame on the subscribe stream"));
+    return Verdict::kStop;
+  }
+  if (std::holds_alternative<flx1::AuthOk>(*message) || std::holds_alternative<flx1::Ok>(*message))
+    return Verdict::kAccept;
+  if (auto* e = std::get_if<flx1::Error>(message)) {
+    FailOpening(state, client_impl::FromErrorMessage(*e, RetryClass::kFatal));
+    return Verdict::kStop;
+  }
+  if (auto* e = std::get_if<flx1::SubscribeCursorError>(message)) {
+    FailOpening(state, client_impl::FromCursorError(*e));
+    return Verdict::kStop;
+  }
+  if (auto* e = std::get_if<flx1::NotLeader>(message)) {
+    FailOpening(state, client_impl::FromNotLeader(*e));
+    return Verdict::kStop;
+  }
+  if (auto* ok = std::get_if<flx1::Subscribed>(message)) {
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (state->phase != Subscription::State::Phase::kOpening) return Verdict::kStop;
+      state->phase = Subscription::State::Phase::kActive;
+      state->id = ok->subscription_id;
+      state->start_offset = ok->start_offset;
+      state->live_offset = ok->live_offset;
+      state->cv.notify_all();
+    }
+    // The broker finishes the subscribe stream after answering; nothing more to read.
+    state->bidi->SetHandlers({});
+    state->bidi.reset();
+    if (auto waiting = router_.OnSubscribed(ok->subscription_id, state)) {
+      auto stream = waiting->stream;
+      std::erase_if(unattached_, [&](const auto& w) { return w->stream == stream; });
+      Attach(state, *waiting);
+    }
+    return Verdict::kStop;
+  }
+  return Verdict::kAccept;  // anything else: ignored
+}
+
+void Client::Impl::OnIncomingStream(const std::shared_ptr<transport::Stream>& stream) {
+  if (!stream->is_unidirectional()) {
+    stream->Reset(0);  // the broker opens only event streams
+    return;
+  }
+  auto waiting = std::make_shared<WaitingEvents>();
+  waiting->stream = stream;
+  waiting->reader = std::make_shared<FrameReader>(options.max_frame_bytes);
+  unattached_.insert(waiting);
+  stream->SetHandlers(transport::StreamHandlers{
+      .on_data = [this, waiting](transport::Stream& s,
+                                 std::span<const uint8_t> data) { OnHelloData(waiting, s, data); },
+      .on_fin = [waiting](transport::Stream&) { waiting->fin = true; },
+      .on_reset = [waiting](transport::Stream&, uint64_t code) { waiting->reset = code; },
+      .on_writable = nullptr,
+  });
+}
+
+void Client::Impl::OnHelloData(std::shared_ptr<WaitingEvents> waiting, transport::Stream& stream,
+                               std::span<const uint8_t> data) {
+  std::optional<uint64_t> id;
+  bool bad = false;
+  auto fed = waiting->reader->Feed(data, [&](uint16_t flags, std::span<const uint8_t> p) {
+    if (id) return Verdict::kPause;  // the rest waits for the subscription
+    auto frame = flx1::DecodePayload(flags, p);
+    const flx1::Message* m = frame ? std::get_if<flx1::Message>(&*frame) : nullptr;
+    const auto* hello = m ? std::get_if<flx1::EventStreamHello>(m) : nullptr;
+    if (!hello) {
+      bad = true;
+      return Verdict::kStop;
+    }
+    id = hello->subscription_id;
+    return Verdict::kAccept;
+  });
+  if (fed.consume) stream.Consume(fed.consume);
+  if (fed.error || bad) {
+    stream.Reset(0);
+    stream.SetHandlers({});
+    unattached_.erase(waiting);
+    return;
+  }
+  if (!id) return;
+  // Stop reading until the stream has its subscription.
+  stream.SetHandlers(transport::StreamHandlers{
+      .on_data = nullptr,
+      .on_fin = [waiting](transport::Stream&) { waiting->fin = true; },
+      .on_reset = [waiting](transport::Stream&, uint64_t code) { waiting->reset = code; },
+      .on_writable = nullptr,
+  });
+  std::optional<WaitingEvents> evicted;
+  if (auto state = router_.OnHello(*id, *waiting, &evicted)) {
+    unattached_.erase(waiting);
+    Attach(*state, *waiting);
+  }
+  if (evicted && evicted->stream) {
+    auto gone = evicted->stream;
+    gone->Reset(0);
+    gone->SetHandlers({});
+    std::erase_if(unattached_, [&](const auto& w) { return w->stream == gone; });
+  }
+}
+
+void Client::Impl::Attach(std::shared_ptr<Subscription::State> state,
+                          const WaitingEvents& waiting) {
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    if (state->phase == Subscription::State::Phase::kEnded) {
+      waiting.stream->Reset(0);
+      return;
+    }
+  }
+  state->events = waiting.stream;
+  state->event_reader = waiting.reader;
+  if (waiting.reset) {
+    return EndSubscription(state, MakeClientError(ClientErrorCode::kStreamEnded,
+                                                  "the event stream was reset (code " +
+                                                      std::to_string(*waiting.reset) + ")"));
+  }
+  InstallEventHandlers(state);
+  if (waiting.fin && waiting.stream->received_buffered() == 0 && state->event_reader->held() == 0)
+    EndSubscription(
+        state, MakeClientError(ClientErrorCode::kStreamEnded, "the broker ended the event stream"));
+}
+
+void Client::Impl::InstallEventHandlers(std::shared_ptr<Subscription::State> state) {
+  if (!state->events) return;
+  // Re-installing handlers makes the transport deliver what it holds unconsumed again.
+  state->events->SetHandlers(transport::StreamHandlers{
+      .on_data = [this, state](transport::Stream&,
+                               std::span<const uint8_t> data) { OnEventData(state, data); },
+      .on_fin =
+          [this, state](transport::Stream&) {
+            EndSubscription(state, MakeClientError(ClientErrorCode::kStreamEnded,
+                                                   "the broker ended the event stream"));
+          },
+      .on_reset =
+          [this, state](transport::Stream&, uint64_t code) {
+            ClientError e = MakeClientError(
+                ClientErrorCode::kStreamEnded,
+                code == 1 ? std::string("the broker stopped serving the shard")
+                          : "the event stream was reset (code " + std::to_string(code) + ")");
+            EndSubscription(state, e);
+          },
+      .on_writable = nullptr,
+  });
+}
+
+void Client::Impl::OnEventData(std::shared_ptr<Subscription::State> state,
+                               std::span<const uint8_t> data) {
+  if (!state->events || !state->event_reader) return;
+  auto stream = state->events;
+  auto fed = state->event_reader->Feed(data, [&](uint16_t flags, std::span<const uint8_t> p) {
+    return OnEventFrame(state, flags, p);
+  });
+  if (fed.consume) stream->Consume(fed.consume);
+  if (fed.error) EndSubscription(state, *fed.error);
+}
+
+Verdict Client::Impl::OnEventFrame(std::shared_ptr<Subscription::State> state, uint16_t flags,
+                                   std::span<const uint8_t> payload) {
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    if (state->phase == Subscription::State::Phase::kEnded) return Verdict::kStop;
+    if (state->queue.size() >= state->capacity) {
+      state->paused = true;
+      return Verdict::kPause;
+    }
+  }
+  auto frame = flx1::DecodePayload(flags, payload);
+  if (!frame) {
+    EndSubscription(state, client_impl::FromDecode(frame.error(), "event stream"));
+    return Verdict::kStop;
+  }
+  std::vector<Event> events;
+  if (auto* batch = std::get_if<flx1::BinaryEventBatch>(&*frame)) {
+    if (batch->subscription_id && *batch->subscription_id != state->id) {
+      EndSubscription(state, MakeClientError(ClientErrorCode::kProtocol,
+                                             "event batch for another subscription"));
+      return Verdict::kStop;
+    }
+    events.reserve(batch->events.size());
+    uint64_t i = 0;
+    for (const auto& item : batch->events) {
+      Event e;
+      if (batch->base_offset) e.offset = *batch->base_offset + i;
+      e.payload = std::string(item.payload);
+      if (batch->has_timestamps) e.timestamp_micros = item.timestamp_micros;
+      if (batch->publisher) e.publisher = std::string(*batch->publisher);
+      events.push_back(std::move(e));
+      ++i;
+    }
+  } else if (auto* message = std::get_if<flx1::Message>(&*frame)) {
+    if (auto* ev = std::get_if<flx1::Event>(message)) {
+      events.push_back(Event{ev->offset, std::string(ev->payload.begin(), ev->payload.end()),
+                             std::nullopt, std::nullopt});
+    } else if (auto* eb = std::get_if<flx1::EventBatch>(message)) {
+      uint64_t i = 0;
+      for (const auto& p : eb->payloads) {
+        Event e;
+        if (eb->base_offset) e.offset = *eb->base_offset + i;
+        e.payload.assign(p.begin(), p.end());
+        events.push_back(std::move(e));
+        ++i;
+      }
+    } else if (auto* lagged = std::get_if<flx1::SubscriptionLagged>(message)) {
+      ClientError e = MakeClientError(ClientErrorCode::kLagged,
+                                      "the broker dropped records for this slow subscription");
+      e.resume_from = lagged->resume_from;
+      EndSubscription(state, e);
+      return Verdict::kStop;
+    } else if (auto* moved = std::get_if<flx1::ShardMoved>(message)) {
+      ClientError e = MakeClientError(
+          ClientErrorCode::kShardMoved,
+          "the shard moved" + (moved->addr ? " to " + *moved->addr : std::string()));
+      e.resume_from = moved->resume_from;
+      EndSubscription(state, e);
+      return Verdict::kStop;
+    }
+  } else {
+    EndSubscription(state, MakeClientError(ClientErrorCode::kProtocol,
+                                           "unexpected binary frame on the event stream"));
+    return Verdict::kStop;
+  }
+  if (!events.empty()) {
+    std::lock_guard<std::mutex> lock(state->mu);
+    for (auto& e : events) state->queue.push_back(std::move(e));
+    state->cv.notify_all();
+  }
+  return Verdict::kAccept;
+}
+
+void Client::Impl::EndSubscription(std::shared_ptr<Subscription::State> state, ClientError why) {
+  state->End(std::move(why));
+  if (state->events) {
+    state->events->SetHandlers({});
+    if (!state->events->closed()) state->events->Reset(0);
+  }
+  state->events.reset();
+  state->event_reader.reset();
+  subscriptions_.erase(state);
+}
+
+void Client::Impl::ResumeEvents(std::shared_ptr<Subscription::State> state) {
+  Post([this, state] {
+    if (!state->events) return;
+    OnEventData(state, {});  // a paused frame the reader holds
+    InstallEventHandlers(state);
+  });
+}
+
+void Client::Impl::CloseSubscription(std::shared_ptr<Subscription::State> state) {
+  state->End(Closed());
+  Post([this, state] {
+    if (state->bidi) state->bidi->Reset(0);
+    state->bidi.reset();
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      id = state->id;
+    }
+    if (id) router_.Forget(id);
+    EndSubscription(state, Closed());
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public classes
+
+Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Client::~Client() {
+  if (impl_) impl_->Close();
+}
+
+ClientResult<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
+  auto impl = std::make_shared<Impl>(std::move(options));
+  if (auto started = impl->Start(); !started) return Unexpected(started.error());
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
+                                             const std::vector<std::string>& payloads,
+                                             const PublishOptions& options) {
+  auto promise = std::make_shared<std::promise<ClientResult<PublishReceipt>>>();
+  auto outcome = promise->get_future();
+  auto queued = impl_->PublishAsync(
+      stream, payloads, options,
+      [promise](ClientResult<PublishReceipt> r) { promise->set_value(std::move(r)); });
+  if (!queued) return Unexpected(queued.error());
+  if (outcome.wait_for(impl_->options.request_timeout) != std::future_status::ready) {
+    ClientError e =
+        MakeClientError(ClientErrorCode::kTimeout,
+                        "no acknowledgement within " +
+                            std::to_string(impl_->options.request_timeout.count()) + " ms");
+    e.retry = RetryClass::kOutcomeUnknown;
+    return Unexpected(e);
+  }
+  return outcome.get();
+}
+
+ClientResult<void> Client::PublishAsync(const StreamRef& stream,
+                                        const std::vector<std::string>& payloads,
+                                        const PublishOptions& options, PublishCallback done) {
+  if (!done) done = [](ClientResult<PublishReceipt>) {};
+  return impl_->PublishAsync(stream, payloads, options, std::move(done));
+}
+
+ClientResult<ShardInfo> Client::StreamShards(const StreamRef& stream) {
+  return impl_->StreamShards(stream);
+}
+
+ClientResult<uint32_t> Client::ShardForKey(const StreamRef& stream, std::string_view key) {
+  auto info = StreamShards(stream);
+  if (!info) return Unexpected(info.error());
+  if (info->shards == 0)
+    return Err<uint32_t>(ClientErrorCode::kNotFound,
+                         "the broker knows no stream " + stream.ToString());
+  return info->jump_hash ? wire::ShardJump(info->shards, key)
+                         : wire::ShardModulo(info->shards, key);
+}
+
+ClientResult<std::unique_ptr<Subscription>> Client::Subscribe(const StreamRef& stream,
+                                                              const SubscribeOptions& options) {
+  auto state = impl_->Subscribe(stream, options);
+  if (!state) return Unexpected(state.error());
+  return std::make_unique<Subscription>(std::move(*state));
+}
+
+ServerInfo Client::server_info() const {
+  return impl_->server();
+}
+
+void Client::Close() {
+  impl_->Close();
+}
+
+Subscription::Subscription(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+Subscription::~Subscription() {
+  Close();
+}
+
+ClientResult<std::optional<Event>> Subscription::Next(std::chrono::milliseconds timeout) {
+  std::shared_ptr<Client::Impl> client;
+  std::optional<Event> event;
+  {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait_for(lock, timeout, [&] {
+      return !state_->queue.empty() || state_->phase == State::Phase::kEnded;
+    });
+    if (state_->queue.empty()) {
+      if (state_->phase == State::Phase::kEnded && state_->error) {
+        ClientError e = *state_->error;
+        if (!e.resume_from && state_->last_offset) e.resume_from = *state_->last_offset + 1;
+        if (!e.resume_from && state_->start_offset) e.resume_from = state_->start_offset;
+        return Unexpected(e);
+      }
+      return std::optional<Event>();
+    }
+    event = std::move(state_->queue.front());
+    state_->queue.pop_front();
+    if (event->offset) state_->last_offset = event->offset;
+    if (state_->paused && state_->queue.size() <= state_->capacity / 2 &&
+        state_->phase != State::Phase::kEnded) {
+      state_->paused = false;
+      client = state_->client.lock();
+    }
+  }
+  if (client) client->ResumeEvents(state_);
+  return event;
+}
+
+uint64_t Subscription::id() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->id;
+}
+
+uint32_t Subscription::shard() const {
+  return state_->shard;
+}
+
+std::optional<uint64_t> Subscription::start_offset() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->start_offset;
+}
+
+std::optional<uint64_t> Subscription::live_offset() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->live_offset;
+}
+
+std::optional<uint64_t> Subscription::next_offset() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->last_offset) return *state_->last_offset + 1;
+  return state_->start_offset;
+}
+
+void Subscription::Close() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->queue.clear();
+  }
+  if (auto client = state_->client.lock()) {
+    client->CloseSubscription(state_);
+  } else {
+    state_->End(Closed());
+  }
+}
+
+}  // namespace felix
