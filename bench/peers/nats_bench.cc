@@ -126,16 +126,13 @@ int main(int argc, char** argv) {
 
   // Let subscribers finish: stop when all arrived or nothing arrived for 2 s.
   uint64_t expected = w.messages * w.fanout;
-  uint64_t last_total = 0;
-  uint64_t last_progress = NowNanos();
-  while (true) {
-    uint64_t total = 0;
-    for (auto& sub : subs) total += sub->received.load(std::memory_order_acquire);
-    if (total >= expected) break;
-    if (total != last_total) last_total = total, last_progress = NowNanos();
-    if (NowNanos() - last_progress > 2'000'000'000ull) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  felix::bench::WaitForDeliveries(
+      [&] {
+        uint64_t total = 0;
+        for (auto& sub : subs) total += sub->received.load(std::memory_order_acquire);
+        return total;
+      },
+      expected);
   LatencyHistogram deliver;
   uint64_t delivered = 0;
   for (auto& sub : subs) {

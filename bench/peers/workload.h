@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -55,6 +56,25 @@ inline uint64_t PayloadStamp(const void* data, size_t size) {
   uint64_t stamp = 0;
   if (size >= sizeof stamp) std::memcpy(&stamp, data, sizeof stamp);
   return stamp;
+}
+
+// After publishing: waits until `received()` reaches `expected`, or nothing new arrived for
+// `quiet` (the rest was lost). Benchmark code, so polling is acceptable here.
+template <typename Received>
+void WaitForDeliveries(Received received, uint64_t expected,
+                       std::chrono::milliseconds quiet = std::chrono::seconds(2)) {
+  uint64_t last_total = 0;
+  uint64_t last_progress = NowNanos();
+  while (true) {
+    uint64_t total = received();
+    if (total >= expected) return;
+    if (total != last_total) {
+      last_total = total;
+      last_progress = NowNanos();
+    }
+    if (NowNanos() - last_progress > static_cast<uint64_t>(quiet.count()) * 1'000'000) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 // One JSON line per run: system, workload, rates and latency summaries.

@@ -89,6 +89,10 @@ void EventStreamWriter::Drain() {
       break;
     }
   }
+  // Queue depth as of this drain (the gauge sums every subscriber's last reading).
+  auto depth = static_cast<int64_t>(queue_->size());
+  metrics_.sub_queue_len.Add(depth - reported_depth_);
+  reported_depth_ = depth;
   uint64_t dropped = queue_->dropped_batches();
   if (dropped != dropped_seen_) {
     metrics_.sub_dropped.Increment(dropped - dropped_seen_);
@@ -100,6 +104,8 @@ void EventStreamWriter::Stop() {
   if (stopped_) return;
   stopped_ = true;
   metrics_.subscribers.Add(-1);
+  metrics_.sub_queue_len.Add(-reported_depth_);
+  reported_depth_ = 0;
   auto shard = shard_.shard;
   uint64_t id = shard_subscription_id_;
   shard_.executor->Post([shard, id] { shard->Unsubscribe(id); });

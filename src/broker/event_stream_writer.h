@@ -59,6 +59,7 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
   bool blocked_ = false;
   bool stopped_ = false;
   uint64_t dropped_seen_ = 0;
+  int64_t reported_depth_ = 0;  // this queue's share of felix_sub_queue_len
 };
 
 }  // namespace felix::broker
