@@ -58,7 +58,14 @@ class FakeBroker {
     EXPECT_TRUE(ep) << ep.error().message;
     endpoint_ = std::move(*ep);
   }
-  ~FakeBroker() { endpoint_->Stop(); }
+  ~FakeBroker() {
+    endpoint_->Stop();
+    // Sessions own their streams and the streams' handlers own the sessions: break that.
+    for (auto& session : sessions_) {
+      session->stream->SetHandlers({});
+      session->stream.reset();
+    }
+  }
 
   const std::string& ca_file() const { return ca_file_; }
   ClientOptions ClientOpts() const {
