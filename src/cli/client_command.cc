@@ -48,7 +48,8 @@ void AddClientOptions(CLI::App* cmd, ClientConnection& c) {
   cmd->add_option("--token", c.token,
                   "Felix token (default: $FELIX_AUTH_TOKEN, else minted from the credential file)");
   cmd->add_option("--ca", c.ca,
-                  "PEM file that verifies the broker (default: <data dir>/tls/broker-cert.pem)");
+                  "PEM file that verifies the broker (default: the credential file's ca_file, else "
+                  "<data dir>/tls/broker-cert.pem)");
   cmd->add_option("--server-name", c.server_name, "TLS name of the broker (default localhost)");
   cmd->add_option("--timeout-ms", c.timeout_ms, "connect and answer timeout (default 10000)");
 }
@@ -68,6 +69,11 @@ ClientOptions ResolveClientOptions(const ClientConnection& c, const StreamRef& s
   o.tenant_id = !c.tenant.empty() ? c.tenant : creds ? creds->tenant_id : std::string("default");
   o.server_name = c.server_name;
   o.ca_file = c.ca;
+  // The broker names the file that verifies it (its dev certificate, or FELIX_TLS_CERT).
+  if (o.ca_file.empty() && creds && !creds->ca_file.empty() &&
+      std::filesystem::exists(creds->ca_file)) {
+    o.ca_file = creds->ca_file;
+  }
   if (o.ca_file.empty()) {
     std::filesystem::path dir = std::filesystem::path(path).parent_path();
     o.ca_file = (dir / "tls" / "broker-cert.pem").string();
