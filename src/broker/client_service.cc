@@ -22,13 +22,32 @@ transport::ListenHandlers ClientService::Handlers() {
   return handlers;
 }
 
+void ClientService::ReleaseAll() {
+  std::vector<std::weak_ptr<ClientConnectionState>> connections;
+  {
+    std::lock_guard lock(mu_);
+    connections.swap(connections_);
+  }
+  for (auto& weak : connections) {
+    if (auto state = weak.lock()) state->ReleaseAll();
+  }
+}
+
 void ClientService::OnConnection(const std::shared_ptr<transport::Connection>& connection) {
   metrics_->connections.Add(1);
   auto state = std::make_shared<ClientConnectionState>();
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(connections_, [](const auto& weak) { return weak.expired(); });
+    connections_.push_back(state);
+  }
   transport::ConnectionHandlers handlers;
   handlers.on_stream = [this, state](const std::shared_ptr<transport::Stream>& stream) {
     if (stream->is_local()) return;
-    std::make_shared<ClientSession>(*this, state, stream)->Start();
+    auto session = std::make_shared<ClientSession>(*this, state, stream);
+    std::erase_if(state->sessions, [](const auto& weak) { return weak.expired(); });
+    state->sessions.push_back(session);
+    session->Start();
   };
   handlers.on_closed = [this](transport::Connection&, const transport::CloseInfo&) {
     metrics_->connections.Add(-1);

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "broker/broker_core.h"
 #include "catalog/catalog.h"
@@ -47,6 +49,10 @@ class ClientService {
   // Handlers for transport::Endpoint::Create on the client port.
   transport::ListenHandlers Handlers();
 
+  // After the client endpoint has stopped: ends every session and subscription writer (their
+  // stream handlers hold them), so nothing outlives the transport.
+  void ReleaseAll();
+
   const ClientServiceOptions& options() const { return options_; }
   BrokerCore& core() { return core_; }
   const catalog::Catalog& catalog() const { return catalog_; }
@@ -59,6 +65,8 @@ class ClientService {
   BrokerCore& core_;
   const catalog::Catalog& catalog_;
   std::unique_ptr<ClientMetrics> metrics_;
+  std::mutex mu_;
+  std::vector<std::weak_ptr<struct ClientConnectionState>> connections_;
 };
 
 }  // namespace felix::broker

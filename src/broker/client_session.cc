@@ -161,6 +161,25 @@ void ClientSession::Start() {
   stream_->SetHandlers(std::move(handlers));
 }
 
+void ClientSession::ForceRelease() {
+  ended_ = true;
+  reset_ = true;
+  if (released_) return;
+  released_ = true;
+  stream_->SetHandlers({});
+}
+
+void ClientConnectionState::ReleaseAll() {
+  for (auto& weak : writers) {
+    if (auto writer = weak.lock()) writer->Stop();
+  }
+  for (auto& weak : sessions) {
+    if (auto session = weak.lock()) session->ForceRelease();
+  }
+  writers.clear();
+  sessions.clear();
+}
+
 void ClientSession::MaybeRelease() {
   if (released_ || pending_ops_ != 0) return;
   if (!(reset_ || (ended_ && peer_finished_))) return;
@@ -654,6 +673,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
   service_.metrics().subscribers.Add(1);
   // Order of §1.3: hello on the event stream, then `subscribed`, then history and live.
   writer->Start(sub.queue);
+  std::erase_if(connection_->writers, [](const auto& weak) { return weak.expired(); });
   connection_->writers.push_back(writer);
   flx1::Subscribed answer;
   answer.subscription_id = client_id;

@@ -29,10 +29,16 @@ namespace felix::broker {
 uint32_t ServerFeatures(const ClientServiceOptions& options);
 
 // State shared by the sessions of one client connection.
+class ClientSession;
 struct ClientConnectionState {
   bool any_stream_authenticated = false;
   size_t subscriptions = 0;
+  // Every session and writer of the connection, so shutdown can break their handler cycles
+  // even if the transport never reports their streams' end.
+  std::vector<std::weak_ptr<ClientSession>> sessions;
   std::vector<std::weak_ptr<EventStreamWriter>> writers;
+  // Stops every writer and drops every session's handlers (after the endpoint stopped).
+  void ReleaseAll();
 };
 
 class ClientSession : public std::enable_shared_from_this<ClientSession> {
@@ -41,6 +47,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
                 std::shared_ptr<transport::Stream> stream);
 
   void Start();
+  // Drops the stream handlers that keep this session alive (shutdown).
+  void ForceRelease();
 
  private:
   void OnData(std::span<const uint8_t> data);

@@ -81,7 +81,9 @@ void Executor::Run() {
     if (timers_.empty()) {
       wake_.wait(lock);
     } else {
-      wake_.wait_until(lock, timers_.top().deadline);
+      // A copy: the heap may reallocate while the lock is released inside wait_until.
+      Clock::time_point next = timers_.top().deadline;
+      wake_.wait_until(lock, next);
     }
   }
   timer_tasks_.clear();

@@ -195,6 +195,7 @@ int Run(int argc, char** argv) {
   spdlog::info("shutdown signal={}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   http.SetReady(false);
   (*quic)->Stop();
+  service.ReleaseAll();
   core.Stop();
   http.Stop();
   spdlog::info("drain complete");
