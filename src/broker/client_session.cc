@@ -162,16 +162,16 @@ void ClientSession::Start() {
 }
 
 void ClientSession::ForceRelease() {
+  // Directly, not posted: a release posted while the endpoint shut down may never have run.
   ended_ = true;
   reset_ = true;
-  if (released_) return;
   released_ = true;
   stream_->SetHandlers({});
 }
 
 void ClientConnectionState::ReleaseAll() {
   for (auto& weak : writers) {
-    if (auto writer = weak.lock()) writer->Stop();
+    if (auto writer = weak.lock()) writer->ForceRelease();
   }
   for (auto& weak : sessions) {
     if (auto session = weak.lock()) session->ForceRelease();

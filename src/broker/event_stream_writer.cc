@@ -121,4 +121,9 @@ void EventStreamWriter::Stop() {
   }
 }
 
+void EventStreamWriter::ForceRelease() {
+  Stop();
+  if (stream_) stream_->SetHandlers({});
+}
+
 }  // namespace felix::broker

@@ -42,6 +42,10 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
   // Stops writing and unsubscribes (loop thread). Idempotent.
   void Stop();
 
+  // Stop(), then drops the stream handlers at once (after the endpoint stopped: a release
+  // posted during its shutdown may never have run).
+  void ForceRelease();
+
   // Runs once, on the loop thread, when the writer stops (the session's bookkeeping).
   std::function<void()> on_stopped;
 
