@@ -49,8 +49,14 @@ void ClientService::OnConnection(const std::shared_ptr<transport::Connection>& c
     state->sessions.push_back(session);
     session->Start();
   };
-  handlers.on_closed = [this](transport::Connection&, const transport::CloseInfo&) {
+  // The state is captured weakly: the handlers are the connection's, and the state's sessions
+  // hold the connection's streams.
+  std::weak_ptr<ClientConnectionState> weak_state = state;
+  handlers.on_closed = [this, weak_state](transport::Connection&, const transport::CloseInfo&) {
     metrics_->connections.Add(-1);
+    // Every stream is over: drop what their handlers still hold (a release they posted may
+    // not run when the endpoint is shutting down).
+    if (auto s = weak_state.lock()) s->ReleaseAll();
   };
   connection->SetHandlers(std::move(handlers));
   if (options_.auth_timeout.count() > 0) {
