@@ -92,9 +92,11 @@ int main(int argc, char** argv) {
   std::string payload(w.payload_bytes, 'x');
   LatencyHistogram ack;
   uint64_t start = NowNanos();
+  felix::bench::Pacer pacer(w.rate);
   uint64_t sent = 0;
-  while (sent < w.messages) {
+  while (w.More(sent, start, NowNanos())) {
     uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(w.batch, w.messages - sent));
+    pacer.Wait(sent);
     uint64_t t0 = NowNanos();
     if (!w.acked) {
       for (uint32_t i = 0; i < n; ++i) {
@@ -125,7 +127,7 @@ int main(int argc, char** argv) {
   double seconds = static_cast<double>(NowNanos() - start) / 1e9;
 
   // Let subscribers finish: stop when all arrived or nothing arrived for 2 s.
-  uint64_t expected = w.messages * w.fanout;
+  uint64_t expected = sent * w.fanout;
   felix::bench::WaitForDeliveries(
       [&] {
         uint64_t total = 0;
@@ -142,8 +144,8 @@ int main(int argc, char** argv) {
     delivered += sub->received.load();
     deliver.Merge(sub->latency);
   }
-  std::printf("%s\n", felix::bench::ResultJson("nats-jetstream", w, seconds, sent, ack, deliver,
-                                               delivered, expected)
+  std::printf("%s\n", felix::bench::ResultJson(w.acked ? "nats-jetstream" : "nats-core", w, seconds,
+                                               sent, ack, deliver, delivered, expected)
                           .c_str());
   if (js != nullptr) jsCtx_Destroy(js);
   natsConnection_Destroy(nc);

@@ -93,6 +93,7 @@ void ReadStream(const std::string& host, int port, bool pubsub, std::atomic<bool
 
 int RunCache(const std::string& host, int port, const felix::bench::Workload& w) {
   std::vector<LatencyHistogram> latencies(w.clients);
+  std::vector<uint64_t> ops(w.clients, 0);
   std::vector<std::thread> threads;
   uint64_t per_client = w.messages / w.clients;
   uint64_t start = NowNanos();
@@ -103,7 +104,8 @@ int RunCache(const std::string& host, int port, const felix::bench::Workload& w)
       std::uniform_int_distribution<uint32_t> key(0, w.key_space - 1);
       std::uniform_real_distribution<double> op(0, 1);
       std::string value(w.payload_bytes, 'v');
-      for (uint64_t i = 0; i < per_client; ++i) {
+      uint64_t i = 0;
+      for (; w.More(i, start, NowNanos()) && i < per_client; ++i) {
         std::string k = "bench:" + std::to_string(key(rng));
         uint64_t t0 = NowNanos();
         redisReply* r = op(rng) < w.get_ratio
@@ -114,16 +116,20 @@ int RunCache(const std::string& host, int port, const felix::bench::Workload& w)
         latencies[t].Record(NowNanos() - t0);
         freeReplyObject(r);
       }
+      ops[t] = i;
       redisFree(c);
     });
   }
   for (auto& th : threads) th.join();
   double seconds = static_cast<double>(NowNanos() - start) / 1e9;
   LatencyHistogram all, none;
-  for (auto& h : latencies) all.Merge(h);
+  uint64_t total = 0;
+  for (uint32_t t = 0; t < w.clients; ++t) {
+    all.Merge(latencies[t]);
+    total += ops[t];
+  }
   std::printf("%s\n",
-              felix::bench::ResultJson("redis", w, seconds, per_client * w.clients, all, none, 0, 0)
-                  .c_str());
+              felix::bench::ResultJson("redis", w, seconds, total, all, none, 0, 0).c_str());
   return 0;
 }
 
@@ -159,9 +165,11 @@ int main(int argc, char** argv) {
   std::string payload(w.payload_bytes, 'x');
   LatencyHistogram ack;
   uint64_t start = NowNanos();
+  felix::bench::Pacer pacer(w.rate);
   uint64_t sent = 0;
-  while (sent < w.messages) {
+  while (w.More(sent, start, NowNanos())) {
     uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(w.batch, w.messages - sent));
+    pacer.Wait(sent);
     uint64_t t0 = NowNanos();
     for (uint32_t i = 0; i < n; ++i) {
       felix::bench::StampPayload(payload);
@@ -182,7 +190,7 @@ int main(int argc, char** argv) {
   }
   double seconds = static_cast<double>(NowNanos() - start) / 1e9;
 
-  uint64_t expected = w.messages * w.fanout;
+  uint64_t expected = sent * w.fanout;
   felix::bench::WaitForDeliveries(
       [&] {
         uint64_t total = 0;

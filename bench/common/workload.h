@@ -25,6 +25,14 @@ struct Workload {
   uint32_t clients = 1;        // concurrent clients (cache mode)
   double get_ratio = 0.9;      // cache mode: share of gets
   uint32_t key_space = 10000;  // cache mode
+  double rate = 0;             // target messages/s per publisher; 0: as fast as possible
+  double duration = 0;         // seconds: stop publishing after this long (0: no limit)
+
+  // Publishing goes on while this holds (message count and duration limits).
+  bool More(uint64_t sent, uint64_t start_nanos, uint64_t now_nanos) const {
+    return sent < messages &&
+           (duration <= 0 || static_cast<double>(now_nanos - start_nanos) < duration * 1e9);
+  }
 };
 
 inline void AddWorkloadOptions(CLI::App& app, Workload& w) {
@@ -38,6 +46,8 @@ inline void AddWorkloadOptions(CLI::App& app, Workload& w) {
   app.add_option("--clients", w.clients, "concurrent clients (cache mode)");
   app.add_option("--get-ratio", w.get_ratio, "cache mode: share of gets");
   app.add_option("--keys", w.key_space, "cache mode: key space");
+  app.add_option("--rate", w.rate, "target messages per second (0: as fast as possible)");
+  app.add_option("--duration", w.duration, "stop publishing after this many seconds");
 }
 
 inline uint64_t NowNanos() {
@@ -57,6 +67,23 @@ inline uint64_t PayloadStamp(const void* data, size_t size) {
   if (size >= sizeof stamp) std::memcpy(&stamp, data, sizeof stamp);
   return stamp;
 }
+
+// Paces a publisher at a target rate: Wait(sent) returns when message number `sent` is due.
+// Open-loop: a publisher that fell behind sends at once (latency then includes its backlog).
+class Pacer {
+ public:
+  explicit Pacer(double rate) : rate_(rate), start_(NowNanos()) {}
+  void Wait(uint64_t sent) const {
+    if (rate_ <= 0) return;
+    uint64_t due = start_ + static_cast<uint64_t>(static_cast<double>(sent) * 1e9 / rate_);
+    uint64_t now = NowNanos();
+    if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+  }
+
+ private:
+  double rate_;
+  uint64_t start_;
+};
 
 // After publishing: waits until `received()` reaches `expected`, or nothing new arrived for
 // `quiet` (the rest was lost). Benchmark code, so polling is acceptable here.
@@ -82,15 +109,16 @@ inline std::string ResultJson(const std::string& system, const Workload& w, doub
                               uint64_t messages, const LatencyHistogram& ack,
                               const LatencyHistogram& deliver, uint64_t delivered,
                               uint64_t expected_deliveries) {
-  char head[640];
+  char head[768];
   std::snprintf(head, sizeof head,
                 "{\"system\":\"%s\",\"workload\":\"%s\",\"payload\":%u,\"batch\":%u,"
-                "\"acked\":%s,\"durable\":%s,\"fanout\":%u,\"clients\":%u,\"seconds\":%.3f,"
+                "\"acked\":%s,\"durable\":%s,\"fanout\":%u,\"clients\":%u,\"rate\":%.0f,"
+                "\"seconds\":%.3f,"
                 "\"messages\":%llu,\"msgs_per_sec\":%.0f,\"mb_per_sec\":%.2f,"
                 "\"delivered\":%llu,\"dropped\":%lld,",
                 system.c_str(), w.name.c_str(), w.payload_bytes, w.batch,
                 w.acked ? "true" : "false", w.durable ? "true" : "false", w.fanout, w.clients,
-                seconds, static_cast<unsigned long long>(messages), messages / seconds,
+                w.rate, seconds, static_cast<unsigned long long>(messages), messages / seconds,
                 messages * static_cast<double>(w.payload_bytes) / seconds / 1e6,
                 static_cast<unsigned long long>(delivered),
                 static_cast<long long>(expected_deliveries) - static_cast<long long>(delivered));
