@@ -2,6 +2,7 @@
 // same matrix (scripts/bench-compare) and reports the same JSON fields.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -102,6 +103,18 @@ void WaitForDeliveries(Received received, uint64_t expected,
     if (NowNanos() - last_progress > static_cast<uint64_t>(quiet.count()) * 1'000'000) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+// WaitForDeliveries over subscribers held by pointer, each with an atomic `received` count.
+template <typename Subscribers>
+void WaitForSubscribers(const Subscribers& subscribers, uint64_t expected) {
+  WaitForDeliveries(
+      [&] {
+        uint64_t total = 0;
+        for (const auto& s : subscribers) total += s->received.load(std::memory_order_acquire);
+        return total;
+      },
+      expected);
 }
 
 // One JSON line per run: system, workload, rates and latency summaries.

@@ -236,13 +236,7 @@ int RunPublish(const Target& target, const Workload& w, uint32_t publishers, siz
     failed += r.failed;
   }
   uint64_t expected = sent * w.fanout;
-  felix::bench::WaitForDeliveries(
-      [&] {
-        uint64_t total = 0;
-        for (auto& s : subscribers) total += s->received.load(std::memory_order_acquire);
-        return total;
-      },
-      expected);
+  felix::bench::WaitForSubscribers(subscribers, expected);
   stop.store(true, std::memory_order_release);
   LatencyHistogram deliver;
   uint64_t delivered = 0;

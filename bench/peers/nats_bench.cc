@@ -128,13 +128,7 @@ int main(int argc, char** argv) {
 
   // Let subscribers finish: stop when all arrived or nothing arrived for 2 s.
   uint64_t expected = sent * w.fanout;
-  felix::bench::WaitForDeliveries(
-      [&] {
-        uint64_t total = 0;
-        for (auto& sub : subs) total += sub->received.load(std::memory_order_acquire);
-        return total;
-      },
-      expected);
+  felix::bench::WaitForSubscribers(subs, expected);
   LatencyHistogram deliver;
   uint64_t delivered = 0;
   for (auto& sub : subs) {

@@ -191,13 +191,7 @@ int main(int argc, char** argv) {
   double seconds = static_cast<double>(NowNanos() - start) / 1e9;
 
   uint64_t expected = sent * w.fanout;
-  felix::bench::WaitForDeliveries(
-      [&] {
-        uint64_t total = 0;
-        for (auto& r : readers) total += r->received.load();
-        return total;
-      },
-      expected);
+  felix::bench::WaitForSubscribers(readers, expected);
   stop.store(true);
   LatencyHistogram deliver;
   uint64_t delivered = 0;
