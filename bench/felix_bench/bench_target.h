@@ -1,0 +1,35 @@
+// How felix-bench reaches the broker: address, CA file and a token, given directly or derived
+// from the broker's credential file (admin-credentials.json), whose signing key mints a token
+// scoped to the objects a run touches. Shared by every felix-bench mode.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "felix/client.h"
+
+namespace felix::bench {
+
+struct Target {
+  std::string credentials;
+  std::string broker;
+  std::string ca_file;
+  std::string token;
+  std::string tenant;
+  std::string stream = "bench";  // publish and queue modes
+  std::string cache;             // cache mode
+  std::string group;             // queue mode
+};
+
+// Prints "felix-bench: <message>" and exits 1.
+[[noreturn]] void Die(const std::string& message);
+
+// `permissions` are "action:resource" strings in which {scope} stands for
+// tenant/namespace_name/name, e.g. "stream.publish:stream:{scope}".
+ClientOptions ResolveOptions(const Target& target, const std::string& namespace_name,
+                             const std::string& name, const std::vector<std::string>& permissions);
+
+std::unique_ptr<Client> ConnectOrDie(const ClientOptions& options);
+
+}  // namespace felix::bench
