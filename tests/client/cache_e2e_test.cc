@@ -46,6 +46,21 @@ uint64_t DirBytes(const std::filesystem::path& dir) {
   return total;
 }
 
+TEST(CacheRef, ParsesCacheOrNamespaceSlashCache) {
+  auto plain = CacheRef::Parse("sessions");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->namespace_name, "default");
+  EXPECT_EQ(plain->cache, "sessions");
+  auto scoped = CacheRef::Parse("shop/carts");
+  ASSERT_TRUE(scoped);
+  EXPECT_EQ(scoped->ToString(), "shop/carts");
+  for (const char* bad : {"", "/c", "ns/", "a/b/c"}) {
+    auto refused = CacheRef::Parse(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_EQ(refused.error().code, ClientErrorCode::kInvalidArgument);
+  }
+}
+
 class CacheE2E : public ::testing::Test {
  protected:
   void SetUp() override {
