@@ -186,6 +186,18 @@ struct ServerInfo {
   std::optional<uint32_t> publish_window;
 };
 
+// ---- Cache and counters (implemented in src/client/cache.cc) ----
+// A cache of the client's tenant.
+struct CacheRef {
+  std::string namespace_name = "default";
+  std::string cache;
+
+  // "cache" (namespace "default") or "namespace/cache".
+  static ClientResult<CacheRef> Parse(std::string_view text);
+  std::string ToString() const;  // "namespace/cache"
+};
+// ---- end of cache and counters ----
+
 class Client {
  public:
   class Impl;
@@ -215,6 +227,28 @@ class Client {
   // Cursor refusals come back as kCursorTooOld / kCursorInFuture with `available`.
   ClientResult<std::unique_ptr<Subscription>> Subscribe(const StreamRef& stream,
                                                         const SubscribeOptions& options = {});
+
+  // ---- Cache and counters (src/client/cache.cc) ----
+  // Each call waits for its answer (request_timeout). Requests ride pooled cache streams,
+  // one request in flight per stream, so concurrent callers proceed in parallel. Errors:
+  // kNotFound (no such cache), kForbidden (cache.read / cache.write missing), kStorage,
+  // kUnsupported (the broker did not advertise the request), kTimeout, kTransport, kClosed.
+  //
+  // Stores `value` under `key`. ttl: relative; nullopt = the cache's default TTL (if any),
+  // else no expiry. A put's answer means the value is committed on the owning broker.
+  ClientResult<void> CachePut(const CacheRef& cache, std::string_view key, std::string_view value,
+                              std::optional<std::chrono::milliseconds> ttl = std::nullopt);
+  // The value, or nullopt when the key is missing or expired; an empty string is a stored
+  // empty value, not a miss.
+  ClientResult<std::optional<std::string>> CacheGet(const CacheRef& cache, std::string_view key);
+  // Removes the key; returns the value it held (nullopt if there was none).
+  ClientResult<std::optional<std::string>> CacheDelete(const CacheRef& cache, std::string_view key);
+  // Adds `delta` (may be negative) to a durable counter; returns the sum including it. Not
+  // deduplicated: resending after a lost answer counts twice.
+  ClientResult<int64_t> CounterAdd(const CacheRef& cache, std::string_view key, int64_t delta);
+  // The counter's sum; nullopt when it was never written (distinct from 0).
+  ClientResult<std::optional<int64_t>> CounterGet(const CacheRef& cache, std::string_view key);
+  // ---- end of cache and counters ----
 
   ServerInfo server_info() const;
   // Fails outstanding work with kClosed and closes the connection. Idempotent.

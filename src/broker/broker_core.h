@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/cache_shard.h"
 #include "broker/executor.h"
 #include "broker/stream_shard.h"
 #include "catalog/catalog.h"
@@ -34,10 +35,16 @@ struct BrokerCoreOptions {
   storage::LogOptions log_defaults;
   storage::RingOptions ring;
   StreamShardOptions shard;
+  CacheShardOptions cache;  // default_ttl_ms and metrics are filled per cache
 };
 
 struct StreamShardHandle {
   std::shared_ptr<StreamShard> shard;
+  Executor* executor = nullptr;
+};
+
+struct CacheShardHandle {
+  std::shared_ptr<CacheShard> shard;
   Executor* executor = nullptr;
 };
 
@@ -56,6 +63,13 @@ class BrokerCore {
   // shard's logs could not be opened (the message names the file).
   Result<StreamShardHandle> OpenStreamShard(const catalog::Stream& stream, uint32_t shard);
 
+  // Caches, as streams: durable cache shards keep a ShardStore (cache and counter logs) under
+  // <storage_dir>/_caches/<tenant>/<ns>/<cache>/<shard> ("_caches" is no valid tenant name);
+  // the index is rebuilt from the logs before the handle is returned.
+  std::optional<catalog::Cache> FindCache(std::string_view tenant, std::string_view ns,
+                                          std::string_view cache) const;
+  Result<CacheShardHandle> OpenCacheShard(const catalog::Cache& cache, uint32_t shard);
+
   // Broker-wide subscription ids (subscribe without an id).
   uint64_t NextSubscriptionId() { return next_subscription_id_.fetch_add(1); }
 
@@ -65,6 +79,7 @@ class BrokerCore {
   struct OpenShard {
     std::unique_ptr<storage::ShardStore> store;  // durable shards only
     std::shared_ptr<StreamShard> shard;
+    std::shared_ptr<CacheShard> cache;  // cache shards (then `shard` is null)
     Executor* executor = nullptr;
   };
 
@@ -76,6 +91,7 @@ class BrokerCore {
   std::atomic<uint64_t> next_subscription_id_{1};
   bool stopped_ = false;
   Gauge& open_shards_;
+  CacheMetrics cache_metrics_;
 };
 
 }  // namespace felix::broker

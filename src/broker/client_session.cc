@@ -129,9 +129,9 @@ struct WriterSlot {
 
 }  // namespace
 
-uint32_t ServerFeatures(const ClientServiceOptions&) {
+uint32_t ServerFeatures(const ClientServiceOptions& options) {
   return flx1::kFeatureStreamShards | flx1::kFeatureErrorCodes | flx1::kFeatureUnsupported |
-         flx1::kFeatureSubscribeQueue | flx1::kFeatureAckOnCommit;
+         flx1::kFeatureSubscribeQueue | flx1::kFeatureAckOnCommit | CacheFeatures(options);
 }
 
 ClientSession::ClientSession(ClientService& service,
@@ -290,6 +290,7 @@ bool ClientSession::HandleMessage(flx1::Message message) {
   }
   if (auto* subscribe = std::get_if<flx1::Subscribe>(&message)) return HandleSubscribe(*subscribe);
   if (auto* shards = std::get_if<flx1::StreamShards>(&message)) return HandleStreamShards(*shards);
+  if (auto handled = HandleCacheRequest(message)) return *handled;
 
   // A request this broker does not serve (it did not advertise it).
   bool negotiated_unsupported = (peer_features_ & flx1::kFeatureUnsupported) != 0;

@@ -19,5 +19,7 @@ void RegisterWireCommand(CLI::App& app);
 void RegisterLogCommand(CLI::App& app);
 // pub and sub (the C++ client library against a broker's QUIC listener).
 void RegisterClientCommands(CLI::App& app);
+// cache put/get/del/incr/counter (the client library); joins the admin `cache` group.
+void RegisterCacheCommands(CLI::App& app);
 
 }  // namespace felix::cli

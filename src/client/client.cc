@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "client/connection_port.h"
 #include "client/error_mapping.h"
 #include "client/event_router.h"
 #include "client/frame_reader.h"
@@ -117,10 +118,19 @@ class Subscription::State {
 // ---------------------------------------------------------------------------------------------
 // Client::Impl
 
-class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
+class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
+                     public client_impl::ConnectionPort {
  public:
-  explicit Impl(ClientOptions o) : options(std::move(o)) {}
-  ~Impl() { Close(); }
+  explicit Impl(ClientOptions o)
+      : options(std::move(o)), cache_(client_impl::MakeCacheChannel(*this)) {}
+  ~Impl() override { Close(); }
+
+  // ConnectionPort (the cache channel's view of this client).
+  bool PostToLoop(std::function<void()> fn) override { return Post(std::move(fn)); }
+  ClientResult<std::shared_ptr<transport::Stream>> OpenAuthenticatedStream() override;
+  const ClientOptions& client_options() const override { return options; }
+  uint32_t server_features() const override { return server().server_features; }
+  client_impl::CacheChannel& cache_channel() { return *cache_; }
 
   ClientResult<void> Start();
   void Close();
@@ -213,7 +223,24 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
   // shutdown so nothing stays alive through that cycle).
   std::set<std::shared_ptr<WaitingEvents>> unattached_;
   bool loop_shut_down_ = false;
+  std::shared_ptr<client_impl::CacheChannel> cache_;
 };
+
+ClientResult<std::shared_ptr<transport::Stream>> Client::Impl::OpenAuthenticatedStream() {
+  if (!conn_ || !conn_->is_open())
+    return Err<std::shared_ptr<transport::Stream>>(ClientErrorCode::kTransport, "connection lost");
+  auto stream = conn_->OpenBidiStream();
+  if (!stream)
+    return Unexpected(
+        client_impl::FromTransport(stream.error(), "open a stream", RetryClass::kRetry));
+  if (auto wrote = (*stream)->Write(AuthFrame()); !wrote)
+    return Unexpected(client_impl::FromTransport(wrote.error(), "send auth", RetryClass::kRetry));
+  return *stream;
+}
+
+client_impl::CacheChannel& client_impl::CacheChannelOf(Client::Impl& impl) {
+  return impl.cache_channel();
+}
 
 bool Client::Impl::PostLocked(std::function<void()> fn) {
   if (closed_ || !endpoint_) return false;
@@ -490,6 +517,7 @@ void Client::Impl::OnConnectionClosed(const transport::CloseInfo& info) {
 }
 
 void Client::Impl::FailEverything(const ClientError& why) {
+  if (cache_) client_impl::ShutdownCacheChannel(*cache_, why);
   if (loop_shut_down_ && pending_.empty() && subscriptions_.empty() && unattached_.empty()) return;
   OnAuthAnswer(Unexpected(why));
   pending_.FailAll([&] { return Answer(Unexpected(why)); });
