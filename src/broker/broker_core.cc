@@ -14,7 +14,8 @@ BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalo
                        MetricsRegistry& metrics)
     : options_(std::move(options)),
       catalog_(catalog),
-      open_shards_(metrics.AddGauge("felix_broker_open_shards", "stream shards open here")) {
+      open_shards_(metrics.AddGauge("felix_broker_open_shards", "stream shards open here")),
+      group_metrics_(metrics) {
   size_t n = options_.executors;
   if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
   for (size_t i = 0; i < n; ++i) {
@@ -47,7 +48,9 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
   std::lock_guard lock(mu_);
   if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
   auto it = shards_.find(key);
-  if (it != shards_.end()) return StreamShardHandle{it->second.shard, it->second.executor};
+  if (it != shards_.end()) {
+    return StreamShardHandle{it->second.shard, it->second.executor, it->second.groups};
+  }
 
   OpenShard open;
   open.executor = executors_[std::hash<std::string>{}(key) % executors_.size()].get();
@@ -84,7 +87,17 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
     log = std::make_unique<RingRecordLog>(options_.ring);
   }
   open.shard = std::make_shared<StreamShard>(id, *open.executor, std::move(log), options_.shard);
-  StreamShardHandle handle{open.shard, open.executor};
+  if (open.store) {
+    // Consumer groups live beside the shard, on its executor, with their own two logs.
+    open.groups = std::make_shared<StreamGroups>(
+        key, *open.executor, *open.shard, open.store->log(storage::LogKind::kCursors),
+        open.store->log(storage::LogKind::kDeadLetters), options_.groups, group_metrics_);
+    if (auto recovered = open.groups->Recover(); !recovered) {
+      return tl::unexpected(recovered.error());
+    }
+    open.shard->SetCommitListener([groups = open.groups.get()] { groups->OnCommitted(); });
+  }
+  StreamShardHandle handle{open.shard, open.executor, open.groups};
   shards_.emplace(key, std::move(open));
   open_shards_.Add(1);
   return handle;
@@ -99,7 +112,9 @@ void BrokerCore::Stop() {
   for (auto& e : executors_) e->Stop();
   std::lock_guard lock(mu_);
   for (auto& [key, open] : shards_) {
+    if (open.groups) open.groups->Stop();
     open.shard->CloseLog();  // a durable shard's last appends complete first
+    open.groups.reset();
     open.shard.reset();
     if (open.store) {
       if (auto closed = open.store->Close(); !closed) {

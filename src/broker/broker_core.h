@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "broker/executor.h"
+#include "broker/group_metrics.h"
+#include "broker/stream_groups.h"
 #include "broker/stream_shard.h"
 #include "catalog/catalog.h"
 #include "common/metrics.h"
@@ -34,11 +36,13 @@ struct BrokerCoreOptions {
   storage::LogOptions log_defaults;
   storage::RingOptions ring;
   StreamShardOptions shard;
+  GroupOptions groups;
 };
 
 struct StreamShardHandle {
   std::shared_ptr<StreamShard> shard;
   Executor* executor = nullptr;
+  std::shared_ptr<StreamGroups> groups;  // durable shards only; on `executor` like the shard
 };
 
 class BrokerCore {
@@ -66,6 +70,7 @@ class BrokerCore {
     std::unique_ptr<storage::ShardStore> store;  // durable shards only
     std::shared_ptr<StreamShard> shard;
     Executor* executor = nullptr;
+    std::shared_ptr<StreamGroups> groups;
   };
 
   BrokerCoreOptions options_;
@@ -76,6 +81,7 @@ class BrokerCore {
   std::atomic<uint64_t> next_subscription_id_{1};
   bool stopped_ = false;
   Gauge& open_shards_;
+  GroupMetrics group_metrics_;
 };
 
 }  // namespace felix::broker

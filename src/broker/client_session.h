@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,6 +90,25 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
 
   bool Authorized(auth::Action action, std::string_view tenant, std::string_view ns,
                   std::string_view stream, std::optional<uint64_t> publish_request_id, bool binary);
+
+  // ---- Consumer groups (client_session_groups.cc) ----
+  // True if `message` is a group_* request; it is then served (answer from the shard's
+  // executor) and `*keep_reading` says whether the stream goes on.
+  bool HandleGroupRequest(const wire::flx1::Message& message, bool* keep_reading);
+  struct GroupScope {
+    std::string_view tenant, ns, stream, group;
+    uint32_t shard = 0;
+  };
+  // Permission, names, stream and shard checks; answers and returns nullopt on refusal.
+  std::optional<StreamShardHandle> OpenGroupShard(const GroupScope& scope, auth::Action action,
+                                                  bool* keep_reading);
+  // Runs `op` on the shard's executor; the reply it hands back runs on the loop thread with
+  // this session, or with nullptr when the session (or its stream) is gone.
+  using GroupReply = std::function<void(ClientSession*)>;
+  using GroupOp = std::function<void(StreamGroups&, std::function<void(GroupReply)>)>;
+  void RunGroupOp(const StreamShardHandle& handle, GroupOp op);
+  void SendGroupError(const GroupError& error);
+  // ---- end of consumer groups ----
 
   ClientService& service_;
   std::shared_ptr<ClientConnectionState> connection_;
