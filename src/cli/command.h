@@ -19,5 +19,7 @@ void RegisterWireCommand(CLI::App& app);
 void RegisterLogCommand(CLI::App& app);
 // pub and sub (the C++ client library against a broker's QUIC listener).
 void RegisterClientCommands(CLI::App& app);
+// group consume / describe / dead-letters (consumer groups through the client library).
+void RegisterGroupCommands(CLI::App& app);
 
 }  // namespace felix::cli

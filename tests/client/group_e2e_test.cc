@@ -8,6 +8,7 @@
 #include <future>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "auth/keys.h"
 #include "auth/token.h"
@@ -62,6 +63,7 @@ class GroupE2E : public ::testing::Test {
     ASSERT_TRUE(line) << broker_->stderr_text();
     quic_ = Field(*line, "quic");
     ASSERT_FALSE(quic_.empty()) << *line;
+    http_ = Field(*line, "http");
     ca_file_ = data_dir_ + "/tls/broker-cert.pem";
   }
   void RestartBroker() {
@@ -114,7 +116,18 @@ class GroupE2E : public ::testing::Test {
     return out;
   }
 
-  std::string data_dir_, quic_, ca_file_;
+  // The value of one unlabelled series on /metrics (-1 when absent).
+  double Metric(const std::string& name) {
+    size_t colon = http_.rfind(':');
+    httplib::Client http(http_.substr(0, colon), std::stoi(http_.substr(colon + 1)));
+    auto r = http.Get("/metrics");
+    if (!r || r->status != 200) return -1;
+    size_t at = r->body.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(r->body.substr(at + name.size() + 2));
+  }
+
+  std::string data_dir_, quic_, ca_file_, http_;
   std::map<std::string, std::string> env_;
   std::unique_ptr<ChildProcess> broker_;
   catalog::AdminCredentials creds_;
@@ -246,6 +259,9 @@ TEST_F(GroupE2E, PoisonRecordIsDeadLetteredAfterMaxAttemptsAndCanBeRedriven) {
   }
   EXPECT_EQ(poison_attempts, (std::vector<uint32_t>{1, 2, 3}));
   ASSERT_EQ(dead, std::vector<uint64_t>{0});
+  EXPECT_EQ(Metric("felix_group_dead_letters_total"), 1);
+  EXPECT_EQ(Metric("felix_group_redeliveries_total"), 2);  // deliveries 2 and 3
+  EXPECT_EQ(Metric("felix_group_inflight"), 0);
   // The poison record no longer stalls the cursor.
   auto info = client->GroupDescribe(group);
   ASSERT_TRUE(info);
@@ -310,6 +326,33 @@ TEST_F(GroupE2E, RestartKeepsCursorsAndDeadLetters) {
   auto second = client->GroupDescribe(GroupRef{stream, 0, "second"});
   ASSERT_TRUE(second);
   EXPECT_EQ(second->committed, 1u);
+  // Discard stops tracking the dead letter; discarding again is harmless.
+  ASSERT_TRUE(client->GroupDiscard(group, 2));
+  ASSERT_TRUE(client->GroupDiscard(group, 2));
+  auto after = client->GroupDeadLetters(group);
+  ASSERT_TRUE(after);
+  EXPECT_TRUE(after->empty());
+}
+
+TEST_F(GroupE2E, ExtendNamesTheDelivery) {
+  CreateStream("extend");
+  auto client = Connect(AllPerms("extend"));
+  ASSERT_TRUE(client);
+  StreamRef stream{"default", "extend"};
+  ASSERT_TRUE(client->Publish(stream, {"slow"}));
+  GroupRef group{stream, 0, "g"};
+  auto polled = client->GroupPoll(group, {.max_records = 1, .visibility = seconds(60)});
+  ASSERT_TRUE(polled && polled->size() == 1u);
+  auto granted = client->GroupExtend(group, 0, (*polled)[0].attempts, seconds(90));
+  ASSERT_TRUE(granted) << granted.error().ToString();
+  EXPECT_EQ(*granted, milliseconds(90000));
+  auto stale = client->GroupExtend(group, 0, (*polled)[0].attempts + 1, seconds(90));
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error().code, ClientErrorCode::kStaleClaim);
+  EXPECT_EQ(stale.error().retry, RetryClass::kFatal);
+  auto info = client->GroupDescribe(group);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->in_flight, 1u);
 }
 
 TEST_F(GroupE2E, GroupPermissions) {
@@ -373,6 +416,39 @@ TEST_F(GroupE2E, RefusesInMemoryStreamsAndBadNames) {
   EXPECT_EQ(bad.error().code, ClientErrorCode::kInvalidRequest);
   auto missing = named->GroupPoll(GroupRef{{"default", "missing"}, 0, "g"});
   ASSERT_FALSE(missing);
+}
+
+TEST_F(GroupE2E, CliConsumeDescribeAndDeadLetters) {
+  CreateStream("cli");
+  auto client = Connect(AllPerms("cli"));
+  ASSERT_TRUE(client);
+  StreamRef stream{"default", "cli"};
+  ASSERT_TRUE(client->Publish(stream, {"alpha", "beta", "gamma"}));
+
+  auto consumed = Felix({"group", "consume", "cli", "workers", "--count", "2"});
+  ASSERT_EQ(consumed.first, 0) << consumed.second;
+  EXPECT_NE(consumed.second.find("0\talpha\n"), std::string::npos) << consumed.second;
+  EXPECT_NE(consumed.second.find("1\tbeta\n"), std::string::npos) << consumed.second;
+  auto described = Felix({"group", "describe", "cli", "workers"});
+  ASSERT_EQ(described.first, 0) << described.second;
+  EXPECT_NE(described.second.find("committed\t2\n"), std::string::npos) << described.second;
+
+  GroupRef group{stream, 0, "workers"};
+  auto polled = client->GroupPoll(group, {.max_records = 1});
+  ASSERT_TRUE(polled && polled->size() == 1u);
+  ASSERT_TRUE(client->GroupDeadLetter(group, 2));
+  auto listed = Felix({"group", "dead-letters", "list", "cli", "workers"});
+  ASSERT_EQ(listed.first, 0) << listed.second;
+  EXPECT_EQ(listed.second, "2\n");
+  auto redriven = Felix({"group", "dead-letters", "redrive", "cli", "workers", "2"});
+  ASSERT_EQ(redriven.first, 0) << redriven.second;
+  auto again = Felix({"group", "consume", "cli", "workers", "--count", "1", "--max-wait", "5000"});
+  ASSERT_EQ(again.first, 0) << again.second;
+  EXPECT_NE(again.second.find("2\tgamma\n"), std::string::npos) << again.second;
+  // --no-ack leaves the record unfinished; nothing is left here, so an idle poll just ends.
+  auto idle = Felix({"group", "consume", "cli", "workers", "--max-wait", "100", "--no-ack"});
+  EXPECT_EQ(idle.first, 0) << idle.second;
+  EXPECT_EQ(idle.second, "");
 }
 
 }  // namespace
