@@ -71,9 +71,7 @@ bool ConsumerGroup::SkipTrimmed(uint64_t oldest) {
     claim_deadlines_.erase({it->second.visible_until, it->first});
     it = claims_.erase(it);
   }
-  std::erase_if(owed_, [&](uint64_t o) {
-    return below(o) && dead_letters_.count(o) == 0;  // redriven entries stay listed
-  });
+  std::erase_if(owed_, below);  // a redriven entry stays listed, but nothing is left to deliver
   std::erase_if(delayed_, [&](const auto& d) { return below(d.first); });
   std::erase_if(attempts_, [&](const auto& a) { return below(a.first); });
   std::erase_if(finished_, below);

@@ -245,5 +245,14 @@ TEST_F(ConsumerGroupTest, TrimmedRecordsAreSkipped) {
   EXPECT_EQ(g.NextCandidate(8), 5u);
 }
 
+TEST_F(ConsumerGroupTest, TrimmedRedrivenRecordIsNoLongerOwed) {
+  ConsumerGroup g(6, 8, {});
+  g.RestoreDeadLetter(2, DeadLetterState::kRedriven);
+  EXPECT_EQ(g.NextCandidate(8), 2u);
+  g.SkipTrimmed(4);  // retention removed offset 2: nothing left to deliver
+  EXPECT_EQ(g.NextCandidate(8), 6u);
+  EXPECT_EQ(g.DeadLetters(), std::vector<uint64_t>{2});
+}
+
 }  // namespace
 }  // namespace felix::broker
