@@ -219,8 +219,13 @@ void StreamGroups::Nack(const std::string& group, uint64_t offset, std::chrono::
   delay = std::min(delay, options_.max_visibility);
   SettleOutcome outcome =
       entry.state.Nack(offset, shard_.committed_next(), attempts, clock_(), delay);
-  AnswerSettle(outcome, std::move(done), {});
-  AfterChange(group, entry);
+  if (outcome.verdict != SettleVerdict::kAccepted) {
+    AnswerSettle(outcome, std::move(done), {});
+    AfterChange(group, entry);
+    return;
+  }
+  // A hand-back that reached the attempt bound is answered once the dead letter is durable.
+  AfterChange(group, entry, std::move(done));
 }
 
 void StreamGroups::Extend(const std::string& group, uint64_t offset, uint32_t attempts,

@@ -188,6 +188,7 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
   void OpenExchange(std::shared_ptr<OwnStreamExchange> exchange);
   void FinishExchange(std::shared_ptr<OwnStreamExchange> exchange,
                       ClientResult<flx1::Message> result, bool in_handler = false);
+  void DropFinishedExchangeStreams();
 
   ClientResult<RequestAnswer> WaitAnswer(std::shared_future<Answer> answer,
                                          std::chrono::milliseconds timeout,
@@ -223,6 +224,7 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
   std::set<std::shared_ptr<WaitingEvents>> unattached_;
   // Requests on streams of their own, until answered (failed on shutdown).
   std::set<std::shared_ptr<OwnStreamExchange>> exchanges_;
+  std::vector<std::shared_ptr<transport::Stream>> finished_exchange_streams_;
   bool loop_shut_down_ = false;
 };
 
@@ -502,7 +504,7 @@ void Client::Impl::OnConnectionClosed(const transport::CloseInfo& info) {
 
 void Client::Impl::FailEverything(const ClientError& why) {
   if (loop_shut_down_ && pending_.empty() && subscriptions_.empty() && unattached_.empty() &&
-      exchanges_.empty())
+      exchanges_.empty() && finished_exchange_streams_.empty())
     return;
   OnAuthAnswer(Unexpected(why));
   pending_.FailAll([&] { return Answer(Unexpected(why)); });
@@ -523,6 +525,7 @@ void Client::Impl::FailEverything(const ClientError& why) {
   auto exchanges = std::move(exchanges_);
   exchanges_.clear();
   for (const auto& x : exchanges) FinishExchange(x, Unexpected(why));
+  DropFinishedExchangeStreams();
   for (const auto& w : unattached_) {
     if (w->stream) w->stream->SetHandlers({});
     w->stream.reset();
@@ -1179,21 +1182,28 @@ void Client::Impl::OpenExchange(std::shared_ptr<OwnStreamExchange> exchange) {
   exchange->stream->Finish();  // one request per stream
 }
 
+void Client::Impl::DropFinishedExchangeStreams() {
+  auto streams = std::move(finished_exchange_streams_);
+  finished_exchange_streams_.clear();
+  for (const auto& stream : streams) {
+    stream->SetHandlers({});
+    if (!stream->closed()) stream->Reset(0);
+  }
+}
+
 void Client::Impl::FinishExchange(std::shared_ptr<OwnStreamExchange> exchange,
                                   ClientResult<flx1::Message> result, bool in_handler) {
   if (!exchange->done) return;
   auto done = std::move(exchange->done);
   exchange->done = nullptr;
   if (auto stream = std::move(exchange->stream)) {
-    auto drop = [stream] {
-      stream->SetHandlers({});
-      if (!stream->closed()) stream->Reset(0);
-    };
-    // A handler must not destroy itself while it runs: drop it from the loop afterwards.
+    // A handler must not destroy itself while it runs: drop it from the loop afterwards (or
+    // from FailEverything, whichever comes first).
+    finished_exchange_streams_.push_back(std::move(stream));
     if (in_handler && endpoint_) {
-      endpoint_->Post(drop);
+      endpoint_->Post([this] { DropFinishedExchangeStreams(); });
     } else {
-      drop();
+      DropFinishedExchangeStreams();
     }
   }
   exchanges_.erase(exchange);
