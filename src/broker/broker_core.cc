@@ -15,7 +15,8 @@ BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalo
     : options_(std::move(options)),
       catalog_(catalog),
       open_shards_(metrics.AddGauge("felix_broker_open_shards", "stream shards open here")),
-      cache_metrics_(metrics) {
+      cache_metrics_(metrics),
+      group_metrics_(metrics) {
   size_t n = options_.executors;
   if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
   for (size_t i = 0; i < n; ++i) {
@@ -48,7 +49,9 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
   std::lock_guard lock(mu_);
   if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
   auto it = shards_.find(key);
-  if (it != shards_.end()) return StreamShardHandle{it->second.shard, it->second.executor};
+  if (it != shards_.end()) {
+    return StreamShardHandle{it->second.shard, it->second.executor, it->second.groups};
+  }
 
   OpenShard open;
   open.executor = executors_[std::hash<std::string>{}(key) % executors_.size()].get();
@@ -85,7 +88,17 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
     log = std::make_unique<RingRecordLog>(options_.ring);
   }
   open.shard = std::make_shared<StreamShard>(id, *open.executor, std::move(log), options_.shard);
-  StreamShardHandle handle{open.shard, open.executor};
+  if (open.store) {
+    // Consumer groups live beside the shard, on its executor, with their own two logs.
+    open.groups = std::make_shared<StreamGroups>(
+        key, *open.executor, *open.shard, open.store->log(storage::LogKind::kCursors),
+        open.store->log(storage::LogKind::kDeadLetters), options_.groups, group_metrics_);
+    if (auto recovered = open.groups->Recover(); !recovered) {
+      return tl::unexpected(recovered.error());
+    }
+    open.shard->SetCommitListener([groups = open.groups.get()] { groups->OnCommitted(); });
+  }
+  StreamShardHandle handle{open.shard, open.executor, open.groups};
   shards_.emplace(key, std::move(open));
   open_shards_.Add(1);
   return handle;
@@ -154,8 +167,10 @@ void BrokerCore::Stop() {
   for (auto& e : executors_) e->Stop();
   std::lock_guard lock(mu_);
   for (auto& [key, open] : shards_) {
+    if (open.groups) open.groups->Stop();
     if (open.shard) open.shard->CloseLog();  // a durable shard's last appends complete first
     if (open.cache) open.cache->CloseLogs();
+    open.groups.reset();
     open.shard.reset();
     open.cache.reset();
     if (open.store) {

@@ -20,6 +20,8 @@
 
 #include "broker/cache_shard.h"
 #include "broker/executor.h"
+#include "broker/group_metrics.h"
+#include "broker/stream_groups.h"
 #include "broker/stream_shard.h"
 #include "catalog/catalog.h"
 #include "common/metrics.h"
@@ -36,11 +38,13 @@ struct BrokerCoreOptions {
   storage::RingOptions ring;
   StreamShardOptions shard;
   CacheShardOptions cache;  // default_ttl_ms and metrics are filled per cache
+  GroupOptions groups;
 };
 
 struct StreamShardHandle {
   std::shared_ptr<StreamShard> shard;
   Executor* executor = nullptr;
+  std::shared_ptr<StreamGroups> groups;  // durable shards only; on `executor` like the shard
 };
 
 struct CacheShardHandle {
@@ -81,6 +85,7 @@ class BrokerCore {
     std::shared_ptr<StreamShard> shard;
     std::shared_ptr<CacheShard> cache;  // cache shards (then `shard` is null)
     Executor* executor = nullptr;
+    std::shared_ptr<StreamGroups> groups;
   };
 
   BrokerCoreOptions options_;
@@ -92,6 +97,7 @@ class BrokerCore {
   bool stopped_ = false;
   Gauge& open_shards_;
   CacheMetrics cache_metrics_;
+  GroupMetrics group_metrics_;
 };
 
 }  // namespace felix::broker

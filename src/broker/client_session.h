@@ -112,6 +112,24 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void PostCacheOp(const CacheShardHandle& handle, bool single_shot, CacheOp op);
   void SendCacheError(const Error& error);
   // ---- end of cache and counters ---------------------------------------------------------
+  // ---- Consumer groups (client_session_groups.cc) ----
+  // True if `message` is a group_* request; it is then served (answer from the shard's
+  // executor) and `*keep_reading` says whether the stream goes on.
+  bool HandleGroupRequest(const wire::flx1::Message& message, bool* keep_reading);
+  struct GroupScope {
+    std::string_view tenant, ns, stream, group;
+    uint32_t shard = 0;
+  };
+  // Permission, names, stream and shard checks; answers and returns nullopt on refusal.
+  std::optional<StreamShardHandle> OpenGroupShard(const GroupScope& scope, auth::Action action,
+                                                  bool* keep_reading);
+  // Runs `op` on the shard's executor; the reply it hands back runs on the loop thread with
+  // this session, or with nullptr when the session (or its stream) is gone.
+  using GroupReply = std::function<void(ClientSession*)>;
+  using GroupOp = std::function<void(StreamGroups&, std::function<void(GroupReply)>)>;
+  void RunGroupOp(const StreamShardHandle& handle, GroupOp op);
+  void SendGroupError(const GroupError& error);
+  // ---- end of consumer groups ----
 
   ClientService& service_;
   std::shared_ptr<ClientConnectionState> connection_;

@@ -21,5 +21,7 @@ void RegisterLogCommand(CLI::App& app);
 void RegisterClientCommands(CLI::App& app);
 // cache put/get/del/incr/counter (the client library); joins the admin `cache` group.
 void RegisterCacheCommands(CLI::App& app);
+// group consume / describe / dead-letters (consumer groups through the client library).
+void RegisterGroupCommands(CLI::App& app);
 
 }  // namespace felix::cli

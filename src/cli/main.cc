@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   felix::cli::RegisterLogCommand(app);
   felix::cli::RegisterClientCommands(app);
   felix::cli::RegisterCacheCommands(app);
+  felix::cli::RegisterGroupCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
