@@ -2,18 +2,14 @@
 // library, running the workload scripts/bench-compare also runs against the peers
 // (bench/common/workload.h), and printing one JSON line per run.
 //
-// Publish mode: N publishers (one connection each) send `messages` in batches of `batch`, one
-// batch per round trip (acked: Publish waits for the acknowledgement; --no-ack: fire and
-// forget), optionally paced to --rate. M = --fanout subscribers (one connection each,
-// subscribed at `latest` before publishing starts) measure publish→deliver latency from a
-// send-time stamp in the first 8 bytes of every payload. --window > 1 pipelines acked batches
-// (PublishAsync) instead of waiting for each.
+// Modes (modes.h): publish (default; N publishers × M fanout subscribers), cache (--cache:
+// get/put mix from many connections) and queue (--group: a consumer group drains a backlog).
 //
 // `felix-bench report` turns the JSON lines of many runs into docs/benchmarks.md tables (report.h).
 //
 // The broker and credentials come from --credentials (the broker's admin-credentials.json: its
-// QUIC address, CA file and signing key, from which a token scoped to the stream is minted),
-// or from --broker/--ca/--token. The stream must exist (`felix stream create`).
+// QUIC address, CA file and signing key, from which a token scoped to the objects is minted),
+// or from --broker/--ca/--token. Streams and caches must exist (`felix stream|cache create`).
 #include <cstddef>
 #include <cstdint>
 
@@ -37,6 +33,8 @@ int main(int argc, char** argv) {
   app.add_option("--token", target.token, "Felix token");
   app.add_option("--tenant", target.tenant, "tenant (default: the credential file's)");
   app.add_option("--stream", target.stream, "stream (namespace/stream or stream), must exist");
+  app.add_option("--cache", target.cache, "cache mode: the cache (namespace/cache or cache)");
+  app.add_option("--group", target.group, "queue mode: consumer group draining --stream");
   app.add_option("--publishers", publishers, "publishing connections (default 1)")
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--window", window, "acked batches in flight per publisher (default 1)")
@@ -54,5 +52,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (report_cmd->parsed()) return felix::bench::RunReport(report);
   if (w.batch == 0) Die("--batch must be at least 1");
+  if (!target.cache.empty()) return felix::bench::RunCache(target, w);
+  if (!target.group.empty()) return felix::bench::RunQueue(target, w);
   return felix::bench::RunPublish(target, w, publishers, window);
 }

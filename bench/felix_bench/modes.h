@@ -16,4 +16,13 @@ namespace felix::bench {
 // publish→deliver latency from a send-time stamp in each payload.
 int RunPublish(const Target& target, const Workload& w, uint32_t publishers, size_t window);
 
+// Cache mode (--cache NAME): w.clients connections issue gets (share w.get_ratio) and puts of
+// w.payload_bytes values over w.key_space keys, one request at a time each.
+int RunCache(const Target& target, const Workload& w);
+
+// Queue mode (--group NAME): publishes a backlog of w.messages records to the (durable)
+// stream, then w.clients consumers of the group drain it, polling up to w.batch records and
+// acknowledging each; reports the drain rate and the acknowledgement round trip.
+int RunQueue(const Target& target, const Workload& w);
+
 }  // namespace felix::bench

@@ -186,6 +186,65 @@ struct ServerInfo {
   std::optional<uint32_t> publish_window;
 };
 
+// ---- Cache and counters (implemented in src/client/cache.cc) ----
+// A cache of the client's tenant.
+struct CacheRef {
+  std::string namespace_name = "default";
+  std::string cache;
+
+  // "cache" (namespace "default") or "namespace/cache".
+  static ClientResult<CacheRef> Parse(std::string_view text);
+  std::string ToString() const;  // "namespace/cache"
+};
+// ---- end of cache and counters ----
+// ---- Consumer groups (queues) ----
+// A group reads one shard of a durable stream as work: each record is claimed by one consumer
+// at a time, redelivered when its claim lapses (visibility timeout) or is handed back, and
+// finished by an acknowledgement; after the broker's attempt bound it is dead-lettered.
+// Delivery is at least once: handlers must be idempotent.
+
+// One group on one shard of a stream of the client's tenant.
+struct GroupRef {
+  StreamRef stream;
+  uint32_t shard = 0;
+  std::string group;  // 1-128 characters of [A-Za-z0-9._-], first alphanumeric
+};
+
+struct GroupPollOptions {
+  uint32_t max_records = 100;  // the broker caps a poll at 1000 records / ~4 MiB
+  // How long the broker may hold the poll when nothing is available (capped by the broker,
+  // 30 s by default). 0 = answer at once.
+  std::chrono::milliseconds wait{0};
+  // Claim duration for these records (0 = the broker's visibility timeout). Sent only to a
+  // broker that advertises claim control.
+  std::chrono::milliseconds visibility{0};
+};
+
+struct GroupRecord {
+  uint64_t offset = 0;
+  std::string payload;
+  uint32_t attempts = 0;  // 1 = first delivery; 0 = the broker did not say
+};
+
+struct GroupNackOptions {
+  std::chrono::milliseconds delay{0};  // owed again after this delay (0 = now)
+  uint32_t attempts = 0;               // the delivery being handed back (0 = whichever stands)
+};
+
+struct GroupInfo {
+  std::optional<uint64_t> committed;  // absent: the group has no cursor yet
+  uint64_t tail = 0;                  // the shard's committed tail (tail - committed = lag)
+  uint64_t in_flight = 0;
+  uint64_t owed = 0;
+  uint64_t dead_letters = 0;
+};
+
+struct GroupPosition {
+  uint64_t offset = 0;
+  bool moved = false;  // false when `if_new` found the group existing
+};
+// ---- end of consumer groups ----
+
 class Client {
  public:
   class Impl;
@@ -215,6 +274,61 @@ class Client {
   // Cursor refusals come back as kCursorTooOld / kCursorInFuture with `available`.
   ClientResult<std::unique_ptr<Subscription>> Subscribe(const StreamRef& stream,
                                                         const SubscribeOptions& options = {});
+
+  // ---- Cache and counters (src/client/cache.cc) ----
+  // Each call waits for its answer (request_timeout). Requests ride pooled cache streams,
+  // one request in flight per stream, so concurrent callers proceed in parallel. Errors:
+  // kNotFound (no such cache), kForbidden (cache.read / cache.write missing), kStorage,
+  // kUnsupported (the broker did not advertise the request), kTimeout, kTransport, kClosed.
+  //
+  // Stores `value` under `key`. ttl: relative; nullopt = the cache's default TTL (if any),
+  // else no expiry. A put's answer means the value is committed on the owning broker.
+  ClientResult<void> CachePut(const CacheRef& cache, std::string_view key, std::string_view value,
+                              std::optional<std::chrono::milliseconds> ttl = std::nullopt);
+  // The value, or nullopt when the key is missing or expired; an empty string is a stored
+  // empty value, not a miss.
+  ClientResult<std::optional<std::string>> CacheGet(const CacheRef& cache, std::string_view key);
+  // Removes the key; returns the value it held (nullopt if there was none).
+  ClientResult<std::optional<std::string>> CacheDelete(const CacheRef& cache, std::string_view key);
+  // Adds `delta` (may be negative) to a durable counter; returns the sum including it. Not
+  // deduplicated: resending after a lost answer counts twice.
+  ClientResult<int64_t> CounterAdd(const CacheRef& cache, std::string_view key, int64_t delta);
+  // The counter's sum; nullopt when it was never written (distinct from 0).
+  ClientResult<std::optional<int64_t>> CounterGet(const CacheRef& cache, std::string_view key);
+  // ---- end of cache and counters ----
+  // ---- Consumer groups (src/client/groups.cc) ----
+  // Every call is one request on a stream of its own. Calls fail with kUnsupported when the
+  // broker did not advertise the feature; refusals carry the broker's code (kStaleClaim,
+  // kInvalidRequest, kForbidden, kNotFound, ...) and retry class.
+  // Claims up to max_records records (owed redeliveries first, then new ones in offset order).
+  // An empty vector means nothing was available within `wait`.
+  ClientResult<std::vector<GroupRecord>> GroupPoll(const GroupRef& group,
+                                                   const GroupPollOptions& options = {});
+  // Finishes a record. Acking a record already finished is not an error.
+  ClientResult<void> GroupAck(const GroupRef& group, uint64_t offset);
+  // Hands a record back for redelivery.
+  ClientResult<void> GroupNack(const GroupRef& group, uint64_t offset,
+                               const GroupNackOptions& options = {});
+  // Keeps the claim of delivery `attempts` of `offset` for `extend` from now; returns the
+  // granted duration.
+  ClientResult<std::chrono::milliseconds> GroupExtend(const GroupRef& group, uint64_t offset,
+                                                      uint32_t attempts,
+                                                      std::chrono::milliseconds extend);
+  // Gives up on a record now: it is dead-lettered.
+  ClientResult<void> GroupDeadLetter(const GroupRef& group, uint64_t offset);
+  // Dead-lettered offsets, lowest first (the records stay readable in the stream).
+  ClientResult<std::vector<uint64_t>> GroupDeadLetters(const GroupRef& group);
+  // Makes a dead-lettered offset owed again with its attempt count reset (group.manage).
+  ClientResult<void> GroupRedrive(const GroupRef& group, uint64_t offset);
+  // Stops tracking a dead-lettered offset (group.manage).
+  ClientResult<void> GroupDiscard(const GroupRef& group, uint64_t offset);
+  ClientResult<GroupInfo> GroupDescribe(const GroupRef& group);
+  // Moves the cursor (group.manage); with if_new only a group that does not exist yet.
+  ClientResult<GroupPosition> GroupSeek(const GroupRef& group, const StartPosition& start,
+                                        bool if_new = false);
+  // Removes the group's cursor, dead letters and in-flight state; true if it existed.
+  ClientResult<bool> GroupDelete(const GroupRef& group);
+  // ---- end of consumer groups ----
 
   ServerInfo server_info() const;
   // Fails outstanding work with kClosed and closes the connection. Idempotent.

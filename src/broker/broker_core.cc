@@ -14,7 +14,9 @@ BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalo
                        MetricsRegistry& metrics)
     : options_(std::move(options)),
       catalog_(catalog),
-      open_shards_(metrics.AddGauge("felix_broker_open_shards", "stream shards open here")) {
+      open_shards_(metrics.AddGauge("felix_broker_open_shards", "stream shards open here")),
+      cache_metrics_(metrics),
+      group_metrics_(metrics) {
   size_t n = options_.executors;
   if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
   for (size_t i = 0; i < n; ++i) {
@@ -47,7 +49,9 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
   std::lock_guard lock(mu_);
   if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
   auto it = shards_.find(key);
-  if (it != shards_.end()) return StreamShardHandle{it->second.shard, it->second.executor};
+  if (it != shards_.end()) {
+    return StreamShardHandle{it->second.shard, it->second.executor, it->second.groups};
+  }
 
   OpenShard open;
   open.executor = executors_[std::hash<std::string>{}(key) % executors_.size()].get();
@@ -84,7 +88,71 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
     log = std::make_unique<RingRecordLog>(options_.ring);
   }
   open.shard = std::make_shared<StreamShard>(id, *open.executor, std::move(log), options_.shard);
-  StreamShardHandle handle{open.shard, open.executor};
+  if (open.store) {
+    // Consumer groups live beside the shard, on its executor, with their own two logs.
+    open.groups = std::make_shared<StreamGroups>(
+        key, *open.executor, *open.shard, open.store->log(storage::LogKind::kCursors),
+        open.store->log(storage::LogKind::kDeadLetters), options_.groups, group_metrics_);
+    if (auto recovered = open.groups->Recover(); !recovered) {
+      return tl::unexpected(recovered.error());
+    }
+    open.shard->SetCommitListener([groups = open.groups.get()] { groups->OnCommitted(); });
+  }
+  StreamShardHandle handle{open.shard, open.executor, open.groups};
+  shards_.emplace(key, std::move(open));
+  open_shards_.Add(1);
+  return handle;
+}
+
+std::optional<catalog::Cache> BrokerCore::FindCache(std::string_view tenant, std::string_view ns,
+                                                    std::string_view cache) const {
+  auto snapshot = catalog_.Snapshot();
+  const catalog::Cache* found = snapshot->FindCache(tenant, ns, cache);
+  if (found == nullptr) return std::nullopt;
+  return *found;
+}
+
+Result<CacheShardHandle> BrokerCore::OpenCacheShard(const catalog::Cache& cache,
+                                                    uint32_t shard_index) {
+  if (shard_index >= cache.shards) {
+    return Fail(ErrorCode::kInvalidArgument, "shard " + std::to_string(shard_index) +
+                                                 " out of range: cache has " +
+                                                 std::to_string(cache.shards) + " shards");
+  }
+  ShardId id{cache.tenant_id, cache.namespace_name, cache.name, ShardKind::kCache, shard_index};
+  std::string key = id.ToString();
+  std::lock_guard lock(mu_);
+  if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
+  auto it = shards_.find(key);
+  if (it != shards_.end()) return CacheShardHandle{it->second.cache, it->second.executor};
+
+  OpenShard open;
+  open.executor = executors_[std::hash<std::string>{}(key) % executors_.size()].get();
+  std::unique_ptr<RecordLog> cache_log, counter_log;
+  if (cache.durable) {
+    std::filesystem::path dir = std::filesystem::path(options_.storage_dir) / "_caches" /
+                                cache.tenant_id / cache.namespace_name / cache.name /
+                                std::to_string(shard_index);
+    auto store = storage::ShardStore::Open(
+        dir.string(), storage::ShardStoreOptions::Uniform(options_.log_defaults));
+    if (!store) return tl::unexpected(store.error().ToError());
+    open.store = std::move(*store);
+    cache_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCache));
+    counter_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCounters));
+  }
+  CacheShardOptions cache_options = options_.cache;
+  cache_options.default_ttl_ms = cache.default_ttl_ms;
+  cache_options.metrics = &cache_metrics_;
+  open.cache = std::make_shared<CacheShard>(id, *open.executor, std::move(cache_log),
+                                            std::move(counter_log), std::move(cache_options));
+  if (auto opened = open.cache->Open(); !opened) {
+    open.cache->CloseLogs();
+    open.cache.reset();
+    if (open.store) (void)open.store->Close();
+    return tl::unexpected(opened.error());
+  }
+  CacheShardHandle handle{open.cache, open.executor};
+  open.executor->Post([shard = open.cache] { shard->StartSweep(); });
   shards_.emplace(key, std::move(open));
   open_shards_.Add(1);
   return handle;
@@ -99,8 +167,12 @@ void BrokerCore::Stop() {
   for (auto& e : executors_) e->Stop();
   std::lock_guard lock(mu_);
   for (auto& [key, open] : shards_) {
-    open.shard->CloseLog();  // a durable shard's last appends complete first
+    if (open.groups) open.groups->Stop();
+    if (open.shard) open.shard->CloseLog();  // a durable shard's last appends complete first
+    if (open.cache) open.cache->CloseLogs();
+    open.groups.reset();
     open.shard.reset();
+    open.cache.reset();
     if (open.store) {
       if (auto closed = open.store->Close(); !closed) {
         spdlog::error("shard close failed shard={} error={}", key, closed.error().ToString());

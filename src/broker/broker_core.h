@@ -18,7 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "broker/cache_shard.h"
 #include "broker/executor.h"
+#include "broker/group_metrics.h"
+#include "broker/stream_groups.h"
 #include "broker/stream_shard.h"
 #include "catalog/catalog.h"
 #include "common/metrics.h"
@@ -34,10 +37,18 @@ struct BrokerCoreOptions {
   storage::LogOptions log_defaults;
   storage::RingOptions ring;
   StreamShardOptions shard;
+  CacheShardOptions cache;  // default_ttl_ms and metrics are filled per cache
+  GroupOptions groups;
 };
 
 struct StreamShardHandle {
   std::shared_ptr<StreamShard> shard;
+  Executor* executor = nullptr;
+  std::shared_ptr<StreamGroups> groups;  // durable shards only; on `executor` like the shard
+};
+
+struct CacheShardHandle {
+  std::shared_ptr<CacheShard> shard;
   Executor* executor = nullptr;
 };
 
@@ -56,6 +67,13 @@ class BrokerCore {
   // shard's logs could not be opened (the message names the file).
   Result<StreamShardHandle> OpenStreamShard(const catalog::Stream& stream, uint32_t shard);
 
+  // Caches, as streams: durable cache shards keep a ShardStore (cache and counter logs) under
+  // <storage_dir>/_caches/<tenant>/<ns>/<cache>/<shard> ("_caches" is no valid tenant name);
+  // the index is rebuilt from the logs before the handle is returned.
+  std::optional<catalog::Cache> FindCache(std::string_view tenant, std::string_view ns,
+                                          std::string_view cache) const;
+  Result<CacheShardHandle> OpenCacheShard(const catalog::Cache& cache, uint32_t shard);
+
   // Broker-wide subscription ids (subscribe without an id).
   uint64_t NextSubscriptionId() { return next_subscription_id_.fetch_add(1); }
 
@@ -65,7 +83,9 @@ class BrokerCore {
   struct OpenShard {
     std::unique_ptr<storage::ShardStore> store;  // durable shards only
     std::shared_ptr<StreamShard> shard;
+    std::shared_ptr<CacheShard> cache;  // cache shards (then `shard` is null)
     Executor* executor = nullptr;
+    std::shared_ptr<StreamGroups> groups;
   };
 
   BrokerCoreOptions options_;
@@ -76,6 +96,8 @@ class BrokerCore {
   std::atomic<uint64_t> next_subscription_id_{1};
   bool stopped_ = false;
   Gauge& open_shards_;
+  CacheMetrics cache_metrics_;
+  GroupMetrics group_metrics_;
 };
 
 }  // namespace felix::broker

@@ -129,9 +129,15 @@ struct WriterSlot {
 
 }  // namespace
 
-uint32_t ServerFeatures(const ClientServiceOptions&) {
-  return flx1::kFeatureStreamShards | flx1::kFeatureErrorCodes | flx1::kFeatureUnsupported |
-         flx1::kFeatureSubscribeQueue | flx1::kFeatureAckOnCommit;
+uint32_t ServerFeatures(const ClientServiceOptions& options) {
+  uint32_t features = flx1::kFeatureStreamShards | flx1::kFeatureErrorCodes |
+                      flx1::kFeatureUnsupported | flx1::kFeatureSubscribeQueue |
+                      flx1::kFeatureAckOnCommit | CacheFeatures(options);
+  if (options.durable_storage) {
+    features |= flx1::kFeatureConsumerGroup | flx1::kFeatureGroupDeadLetters |
+                flx1::kFeatureGroupAdmin | flx1::kFeatureGroupClaimControl;
+  }
+  return features;
 }
 
 ClientSession::ClientSession(ClientService& service,
@@ -290,6 +296,8 @@ bool ClientSession::HandleMessage(flx1::Message message) {
   }
   if (auto* subscribe = std::get_if<flx1::Subscribe>(&message)) return HandleSubscribe(*subscribe);
   if (auto* shards = std::get_if<flx1::StreamShards>(&message)) return HandleStreamShards(*shards);
+  if (auto handled = HandleCacheRequest(message)) return *handled;
+  if (bool keep_reading = true; HandleGroupRequest(message, &keep_reading)) return keep_reading;
 
   // A request this broker does not serve (it did not advertise it).
   bool negotiated_unsupported = (peer_features_ & flx1::kFeatureUnsupported) != 0;

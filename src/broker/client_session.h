@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,8 @@ namespace felix::broker {
 
 // The features this broker advertises in auth_ok.
 uint32_t ServerFeatures(const ClientServiceOptions& options);
+// The cache part of them: CACHE_DELETE, CACHE_SHARDS, and COUNTERS with durable storage.
+uint32_t CacheFeatures(const ClientServiceOptions& options);
 
 // State shared by the sessions of one client connection.
 class ClientSession;
@@ -89,6 +92,44 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
 
   bool Authorized(auth::Action action, std::string_view tenant, std::string_view ns,
                   std::string_view stream, std::optional<uint64_t> publish_request_id, bool binary);
+
+  // ---- Cache and counters (client_session_cache.cc) ---------------------------------------
+  // cache_put/get/delete, counter_add/get and cache_shards. Answers carry the request's id
+  // and may leave in any order; a request without request_id gets its one answer, then the
+  // stream is finished. Returns nullopt for messages that are not cache requests.
+  std::optional<bool> HandleCacheRequest(const wire::flx1::Message& message);
+  bool HandleCacheShards(const wire::flx1::CacheShards& request);
+  // Authorizes and routes one key; on refusal answers (ending the stream when §8.3 says so),
+  // sets `keep_reading` and returns nullopt.
+  std::optional<CacheShardHandle> ResolveCacheShard(auth::Action action, std::string_view tenant,
+                                                    std::string_view ns, std::string_view cache,
+                                                    std::string_view key, bool single_shot,
+                                                    bool* keep_reading);
+  // Runs `op` on the shard's executor; the answer it hands back runs on the loop thread with
+  // this session (dropped if the session is gone).
+  using CacheAnswer = std::function<void(ClientSession&)>;
+  using CacheOp = std::function<void(CacheShard&, std::function<void(CacheAnswer)>)>;
+  void PostCacheOp(const CacheShardHandle& handle, bool single_shot, CacheOp op);
+  void SendCacheError(const Error& error);
+  // ---- end of cache and counters ---------------------------------------------------------
+  // ---- Consumer groups (client_session_groups.cc) ----
+  // True if `message` is a group_* request; it is then served (answer from the shard's
+  // executor) and `*keep_reading` says whether the stream goes on.
+  bool HandleGroupRequest(const wire::flx1::Message& message, bool* keep_reading);
+  struct GroupScope {
+    std::string_view tenant, ns, stream, group;
+    uint32_t shard = 0;
+  };
+  // Permission, names, stream and shard checks; answers and returns nullopt on refusal.
+  std::optional<StreamShardHandle> OpenGroupShard(const GroupScope& scope, auth::Action action,
+                                                  bool* keep_reading);
+  // Runs `op` on the shard's executor; the reply it hands back runs on the loop thread with
+  // this session, or with nullptr when the session (or its stream) is gone.
+  using GroupReply = std::function<void(ClientSession*)>;
+  using GroupOp = std::function<void(StreamGroups&, std::function<void(GroupReply)>)>;
+  void RunGroupOp(const StreamShardHandle& handle, GroupOp op);
+  void SendGroupError(const GroupError& error);
+  // ---- end of consumer groups ----
 
   ClientService& service_;
   std::shared_ptr<ClientConnectionState> connection_;

@@ -98,6 +98,18 @@ void DurableRecordLog::AppenderLoop() {
   }
 }
 
+Result<void> DurableRecordLog::Seal() {
+  if (auto rolled = log_.Roll(); !rolled) return tl::unexpected(rolled.error().ToError());
+  return {};
+}
+
+Result<void> DurableRecordLog::DropBelow(uint64_t offset) {
+  if (auto synced = log_.Sync(); !synced) return tl::unexpected(synced.error().ToError());
+  auto dropped = log_.DropSegmentsBelow(offset);
+  if (!dropped) return tl::unexpected(dropped.error().ToError());
+  return {};
+}
+
 RecordLog::ReadOutcome DurableRecordLog::Read(uint64_t from, size_t max_records, size_t max_bytes) {
   return FromStorage(log_.Read(from, storage::ReadLimits{max_records, max_bytes}));
 }

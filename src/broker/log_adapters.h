@@ -39,6 +39,9 @@ class DurableRecordLog final : public RecordLog {
   ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) override;
   bool durable() const override { return true; }
   void Close() override;
+  Result<void> Seal() override;
+  Result<void> DropBelow(uint64_t offset) override;
+  uint64_t disk_bytes() const override { return log_.DiskBytes(); }
 
  private:
   struct Pending {

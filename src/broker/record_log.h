@@ -67,6 +67,18 @@ class RecordLog {
 
   // Completes (or fails) every pending append, then refuses new ones. Idempotent.
   virtual void Close() {}
+
+  // Compaction (cache and counter logs; storage.md §17.6). Seal: every record below
+  // next_offset() moves into sealed segments (call with no append pending). DropBelow: makes
+  // everything appended durable, then deletes sealed segments wholly below `offset`; the
+  // start offset advances, nothing is renumbered. Both block on I/O. Logs that cannot compact
+  // keep these defaults.
+  virtual Result<void> Seal() { return Fail(ErrorCode::kUnavailable, "log cannot compact"); }
+  virtual Result<void> DropBelow(uint64_t) {
+    return Fail(ErrorCode::kUnavailable, "log cannot compact");
+  }
+  // Bytes the log occupies on disk (0 when not on disk).
+  virtual uint64_t disk_bytes() const { return 0; }
 };
 
 }  // namespace felix::broker

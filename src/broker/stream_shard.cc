@@ -47,6 +47,7 @@ void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
       // Replaying subscribers read this batch from the log when they get to it.
       if (sub.live && !sub.queue->OfferLive(shared_event)) ++live_drops_;
     }
+    if (commit_listener_) commit_listener_();
   }
   done(first);
 }

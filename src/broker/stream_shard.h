@@ -78,6 +78,13 @@ class StreamShard {
                                                     std::function<void()> on_ready);
   void Unsubscribe(uint64_t subscription_id);
 
+  // Consumer groups (StreamGroups): `listener` runs on the executor after each commit's fanout,
+  // and Read gives them committed records.
+  void SetCommitListener(std::function<void()> listener) { commit_listener_ = std::move(listener); }
+  RecordLog::ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) {
+    return log_->Read(from, max_records, max_bytes);
+  }
+
   // Closes the log (pending appends complete first). Only once the executor has stopped.
   void CloseLog() { log_->Close(); }
 
@@ -107,6 +114,7 @@ class StreamShard {
   uint64_t next_subscription_id_ = 1;
   std::map<uint64_t, Subscriber> subscribers_;
   uint64_t live_drops_ = 0;
+  std::function<void()> commit_listener_;
 };
 
 }  // namespace felix::broker

@@ -19,5 +19,9 @@ void RegisterWireCommand(CLI::App& app);
 void RegisterLogCommand(CLI::App& app);
 // pub and sub (the C++ client library against a broker's QUIC listener).
 void RegisterClientCommands(CLI::App& app);
+// cache put/get/del/incr/counter (the client library); joins the admin `cache` group.
+void RegisterCacheCommands(CLI::App& app);
+// group consume / describe / dead-letters (consumer groups through the client library).
+void RegisterGroupCommands(CLI::App& app);
 
 }  // namespace felix::cli

@@ -9,6 +9,8 @@ int main(int argc, char** argv) {
   felix::cli::RegisterWireCommand(app);
   felix::cli::RegisterLogCommand(app);
   felix::cli::RegisterClientCommands(app);
+  felix::cli::RegisterCacheCommands(app);
+  felix::cli::RegisterGroupCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

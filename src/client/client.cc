@@ -9,9 +9,11 @@
 #include <mutex>
 #include <set>
 
+#include "client/connection_port.h"
 #include "client/error_mapping.h"
 #include "client/event_router.h"
 #include "client/frame_reader.h"
+#include "client/own_stream_request.h"
 #include "client/pending_requests.h"
 #include "common/metrics.h"
 #include "common/net_address.h"
@@ -117,10 +119,19 @@ class Subscription::State {
 // ---------------------------------------------------------------------------------------------
 // Client::Impl
 
-class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
+class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
+                     public client_impl::ConnectionPort {
  public:
-  explicit Impl(ClientOptions o) : options(std::move(o)) {}
-  ~Impl() { Close(); }
+  explicit Impl(ClientOptions o)
+      : options(std::move(o)), cache_(client_impl::MakeCacheChannel(*this)) {}
+  ~Impl() override { Close(); }
+
+  // ConnectionPort (the cache channel's view of this client).
+  bool PostToLoop(std::function<void()> fn) override { return Post(std::move(fn)); }
+  ClientResult<std::shared_ptr<transport::Stream>> OpenAuthenticatedStream() override;
+  const ClientOptions& client_options() const override { return options; }
+  uint32_t server_features() const override { return server().server_features; }
+  client_impl::CacheChannel& cache_channel() { return *cache_; }
 
   ClientResult<void> Start();
   void Close();
@@ -138,6 +149,11 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
     std::lock_guard<std::mutex> lock(mu_);
     return server_;
   }
+  uint64_t NextRequestId() { return next_request_id_++; }
+  // A request on a stream of its own (own_stream_request.h); `done` runs once, on the loop.
+  using ExchangeDone = std::function<void(ClientResult<flx1::Message>)>;
+  bool ExchangeOnOwnStream(std::vector<uint8_t> frame, ExchangeDone done);
+  struct OwnStreamExchange;
 
   const ClientOptions options;
 
@@ -179,6 +195,10 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
   Verdict OnEventFrame(std::shared_ptr<Subscription::State> state, uint16_t flags,
                        std::span<const uint8_t> payload);
   void EndSubscription(std::shared_ptr<Subscription::State> state, ClientError why);
+  void OpenExchange(std::shared_ptr<OwnStreamExchange> exchange);
+  void FinishExchange(std::shared_ptr<OwnStreamExchange> exchange,
+                      ClientResult<flx1::Message> result, bool in_handler = false);
+  void DropFinishedExchangeStreams();
 
   ClientResult<RequestAnswer> WaitAnswer(std::shared_future<Answer> answer,
                                          std::chrono::milliseconds timeout,
@@ -212,8 +232,28 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
   // Event streams not yet attached to a subscription (their handlers own them: cleared on
   // shutdown so nothing stays alive through that cycle).
   std::set<std::shared_ptr<WaitingEvents>> unattached_;
+  // Requests on streams of their own, until answered (failed on shutdown).
+  std::set<std::shared_ptr<OwnStreamExchange>> exchanges_;
+  std::vector<std::shared_ptr<transport::Stream>> finished_exchange_streams_;
   bool loop_shut_down_ = false;
+  std::shared_ptr<client_impl::CacheChannel> cache_;
 };
+
+ClientResult<std::shared_ptr<transport::Stream>> Client::Impl::OpenAuthenticatedStream() {
+  if (!conn_ || !conn_->is_open())
+    return Err<std::shared_ptr<transport::Stream>>(ClientErrorCode::kTransport, "connection lost");
+  auto stream = conn_->OpenBidiStream();
+  if (!stream)
+    return Unexpected(
+        client_impl::FromTransport(stream.error(), "open a stream", RetryClass::kRetry));
+  if (auto wrote = (*stream)->Write(AuthFrame()); !wrote)
+    return Unexpected(client_impl::FromTransport(wrote.error(), "send auth", RetryClass::kRetry));
+  return *stream;
+}
+
+client_impl::CacheChannel& client_impl::CacheChannelOf(Client::Impl& impl) {
+  return impl.cache_channel();
+}
 
 bool Client::Impl::PostLocked(std::function<void()> fn) {
   if (closed_ || !endpoint_) return false;
@@ -490,7 +530,10 @@ void Client::Impl::OnConnectionClosed(const transport::CloseInfo& info) {
 }
 
 void Client::Impl::FailEverything(const ClientError& why) {
-  if (loop_shut_down_ && pending_.empty() && subscriptions_.empty() && unattached_.empty()) return;
+  if (cache_) client_impl::ShutdownCacheChannel(*cache_, why);
+  if (loop_shut_down_ && pending_.empty() && subscriptions_.empty() && unattached_.empty() &&
+      exchanges_.empty() && finished_exchange_streams_.empty())
+    return;
   OnAuthAnswer(Unexpected(why));
   pending_.FailAll([&] { return Answer(Unexpected(why)); });
   request_stream_.reset();
@@ -507,6 +550,10 @@ void Client::Impl::FailEverything(const ClientError& why) {
     s->bidi.reset();
   }
   router_.Clear();
+  auto exchanges = std::move(exchanges_);
+  exchanges_.clear();
+  for (const auto& x : exchanges) FinishExchange(x, Unexpected(why));
+  DropFinishedExchangeStreams();
   for (const auto& w : unattached_) {
     if (w->stream) w->stream->SetHandlers({});
     w->stream.reset();
@@ -1087,6 +1134,144 @@ void Client::Impl::CloseSubscription(std::shared_ptr<Subscription::State> state)
     EndSubscription(state, Closed());
   });
 }
+
+// ---- Requests on streams of their own (consumer groups) ----
+
+struct Client::Impl::OwnStreamExchange {
+  std::vector<uint8_t> frame;
+  ExchangeDone done;
+  std::shared_ptr<transport::Stream> stream;
+  std::unique_ptr<FrameReader> reader;
+  bool authenticated = false;
+};
+
+bool Client::Impl::ExchangeOnOwnStream(std::vector<uint8_t> frame, ExchangeDone done) {
+  auto exchange = std::make_shared<OwnStreamExchange>();
+  exchange->frame = std::move(frame);
+  exchange->done = std::move(done);
+  return Post([this, exchange] { OpenExchange(exchange); });
+}
+
+void Client::Impl::OpenExchange(std::shared_ptr<OwnStreamExchange> exchange) {
+  if (!conn_ || !conn_->is_open())
+    return FinishExchange(exchange,
+                          Err<flx1::Message>(ClientErrorCode::kTransport, "connection lost"));
+  auto stream = conn_->OpenBidiStream();
+  if (!stream)
+    return FinishExchange(
+        exchange, Unexpected(client_impl::FromTransport(stream.error(), "open request stream",
+                                                        RetryClass::kRetry)));
+  exchange->stream = *stream;
+  exchange->reader = std::make_unique<FrameReader>(options.max_frame_bytes);
+  exchanges_.insert(exchange);
+  auto ended = [this, exchange](std::string why) {
+    FinishExchange(exchange, Err<flx1::Message>(ClientErrorCode::kTransport, std::move(why)), true);
+  };
+  exchange->stream->SetHandlers(transport::StreamHandlers{
+      .on_data =
+          [this, exchange](transport::Stream& s, std::span<const uint8_t> data) {
+            std::optional<ClientResult<flx1::Message>> result;
+            auto fed =
+                exchange->reader->Feed(data, [&](uint16_t flags, std::span<const uint8_t> p) {
+                  auto frame = flx1::DecodePayload(flags, p);
+                  const flx1::Message* m = frame ? std::get_if<flx1::Message>(&*frame) : nullptr;
+                  if (m == nullptr) {
+                    result = Err<flx1::Message>(ClientErrorCode::kProtocol,
+                                                "undecodable answer on a request stream");
+                    return Verdict::kStop;
+                  }
+                  if (!exchange->authenticated) {
+                    if (std::holds_alternative<flx1::AuthOk>(*m) ||
+                        std::holds_alternative<flx1::Ok>(*m)) {
+                      exchange->authenticated = true;
+                      return Verdict::kAccept;
+                    }
+                  }
+                  result = *m;  // the answer (or an `error`, mapped by the caller)
+                  return Verdict::kStop;
+                });
+            if (fed.consume) s.Consume(fed.consume);
+            if (fed.error) result = Unexpected(*fed.error);
+            if (result) FinishExchange(exchange, std::move(*result), true);
+          },
+      .on_fin = [ended](transport::Stream&) { ended("the broker ended the request stream"); },
+      .on_reset =
+          [ended](transport::Stream&, uint64_t code) {
+            ended("the request stream was reset (code " + std::to_string(code) + ")");
+          },
+      .on_writable = nullptr,
+  });
+  std::vector<uint8_t> bytes = AuthFrame();
+  bytes.insert(bytes.end(), exchange->frame.begin(), exchange->frame.end());
+  auto wrote = exchange->stream->Write(bytes);
+  if (!wrote)
+    return FinishExchange(exchange, Unexpected(client_impl::FromTransport(
+                                        wrote.error(), "send", RetryClass::kOutcomeUnknown)));
+  exchange->stream->Finish();  // one request per stream
+}
+
+void Client::Impl::DropFinishedExchangeStreams() {
+  auto streams = std::move(finished_exchange_streams_);
+  finished_exchange_streams_.clear();
+  for (const auto& stream : streams) {
+    stream->SetHandlers({});
+    if (!stream->closed()) stream->Reset(0);
+  }
+}
+
+void Client::Impl::FinishExchange(std::shared_ptr<OwnStreamExchange> exchange,
+                                  ClientResult<flx1::Message> result, bool in_handler) {
+  if (!exchange->done) return;
+  auto done = std::move(exchange->done);
+  exchange->done = nullptr;
+  if (auto stream = std::move(exchange->stream)) {
+    // A handler must not destroy itself while it runs: drop it from the loop afterwards (or
+    // from FailEverything, whichever comes first).
+    finished_exchange_streams_.push_back(std::move(stream));
+    if (in_handler && endpoint_) {
+      endpoint_->Post([this] { DropFinishedExchangeStreams(); });
+    } else {
+      DropFinishedExchangeStreams();
+    }
+  }
+  exchanges_.erase(exchange);
+  done(std::move(result));
+}
+
+namespace client_impl {
+
+ClientResult<flx1::Message> ExchangeOnOwnStream(Client::Impl& impl, const flx1::Message& request,
+                                                std::chrono::milliseconds timeout) {
+  auto frame = flx1::EncodeMessageFrame(request);
+  if (!frame) return Err<flx1::Message>(ClientErrorCode::kInvalidArgument, frame.error().message);
+  auto promise = std::make_shared<std::promise<ClientResult<flx1::Message>>>();
+  auto answer = promise->get_future();
+  if (!impl.ExchangeOnOwnStream(std::move(*frame), [promise](ClientResult<flx1::Message> r) {
+        promise->set_value(std::move(r));
+      }))
+    return Unexpected(Closed());
+  if (answer.wait_for(timeout) != std::future_status::ready) {
+    ClientError e = MakeClientError(ClientErrorCode::kTimeout,
+                                    "no answer within " + std::to_string(timeout.count()) + " ms");
+    e.retry = RetryClass::kOutcomeUnknown;
+    return Unexpected(e);
+  }
+  return answer.get();
+}
+
+const ClientOptions& OptionsOf(const Client::Impl& impl) {
+  return impl.options;
+}
+
+uint32_t ServerFeaturesOf(const Client::Impl& impl) {
+  return impl.server().server_features;
+}
+
+uint64_t NextRequestId(Client::Impl& impl) {
+  return impl.NextRequestId();
+}
+
+}  // namespace client_impl
 
 // ---------------------------------------------------------------------------------------------
 // Public classes

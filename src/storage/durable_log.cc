@@ -794,6 +794,47 @@ StorageResult<RetentionResult> DurableLog::EnforceRetention(uint64_t now_ms) {
   return res;
 }
 
+StorageResult<void> DurableLog::Roll() {
+  std::unique_lock<std::mutex> l(append_mu_);
+  if (closed_.load()) return StorageFail(StorageErrc::kClosed, "log " + dir_ + " is closed");
+  if (poisoned_.load()) return StorageFail(PoisonError());
+  if (next_offset_ == active_->base) return {};
+  return RollLocked();
+}
+
+StorageResult<RetentionResult> DurableLog::DropSegmentsBelow(uint64_t offset) {
+  std::unique_lock<std::mutex> l(append_mu_);
+  RetentionResult res;
+  if (closed_.load()) return StorageFail(StorageErrc::kClosed, "log " + dir_ + " is closed");
+  while (true) {
+    std::shared_ptr<Segment> oldest;
+    {
+      std::lock_guard<std::mutex> s(state_mu_);
+      if (segments_.size() <= 1) break;
+      oldest = segments_.front();
+    }
+    if (oldest->end_offset > offset) break;
+    if (retention_hold_.load() && oldest->end_offset > commit_offset_.load()) break;
+    {
+      std::lock_guard<std::mutex> s(state_mu_);
+      segments_.erase(segments_.begin());
+      base_offset_.store(segments_.front()->base);
+    }
+    if (auto r = RemoveSegmentFiles(*oldest); !r) return tl::unexpected(r.error());
+    ++res.segments_deleted;
+    res.bytes_reclaimed += oldest->bytes.load();
+  }
+  res.base_offset = base_offset_.load();
+  return res;
+}
+
+uint64_t DurableLog::DiskBytes() const {
+  std::lock_guard<std::mutex> l(state_mu_);
+  uint64_t total = 0;
+  for (const auto& seg : segments_) total += seg->bytes.load();
+  return total;
+}
+
 StorageResult<void> DurableLog::Close() {
   if (closed_.exchange(true)) return {};
   std::thread flusher;

@@ -151,6 +151,17 @@ class DurableLog final : public LogReader {
   StorageResult<RetentionResult> EnforceRetention(uint64_t now_ms);
   StorageResult<RetentionResult> EnforceRetention();
 
+  // Compaction (cache and counter logs): Roll seals the active segment (synced) and starts a
+  // new one at the tail, so every record below TailOffset() is in sealed segments; a no-op when
+  // the active segment is empty. DropSegmentsBelow deletes sealed segments that lie wholly
+  // below `offset`, oldest first, with a directory sync after each unlink (never the active
+  // segment, never past the commit offset while retention is held); the base advances to the
+  // first kept segment. Any thread; serialised with appends.
+  StorageResult<void> Roll();
+  StorageResult<RetentionResult> DropSegmentsBelow(uint64_t offset);
+  // Bytes of every segment file (headers and record frames included).
+  uint64_t DiskBytes() const;
+
   // Syncs, writes indexes and the durable mark, wakes waiters with kClosed.
   StorageResult<void> Close();
 

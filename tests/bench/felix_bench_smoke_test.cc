@@ -38,8 +38,9 @@ class FelixBenchSmoke : public ::testing::Test {
     }
   }
 
-  void CreateStream(std::vector<std::string> args) {
-    args.insert(args.begin(), {"stream", "create"});
+  void CreateStream(std::vector<std::string> args) { Create("stream", std::move(args)); }
+  void Create(const std::string& kind, std::vector<std::string> args) {
+    args.insert(args.begin(), {kind, "create"});
     auto [rc, out] =
         RunProgram(BuiltProgram("src/cli/felix"), args, {{"FELIX_DATA_DIR", data_dir_}});
     ASSERT_EQ(rc, 0) << out;
@@ -98,6 +99,25 @@ TEST_F(FelixBenchSmoke, DurableAckedPublishAndReport) {
   text << std::ifstream(markdown).rdbuf();
   EXPECT_NE(text.str().find("**smoke-dur**"), std::string::npos) << text.str();
   EXPECT_TRUE(std::filesystem::exists(data_dir_ + "/plots.gp"));
+}
+
+TEST_F(FelixBenchSmoke, CacheModeRunsGetsAndPutsFromManyClients) {
+  Create("cache", {"smoke-cache", "--durable"});
+  auto run = Bench({"--cache", "smoke-cache", "--name", "cache-smoke", "--messages", "400",
+                    "--clients", "4", "--keys", "50", "--get-ratio", "0.5", "--payload", "32"});
+  ASSERT_TRUE(run.is_object());
+  EXPECT_EQ(run["messages"], 400) << "4 clients x 100 requests, none failed";
+  EXPECT_EQ(run["clients"], 4);
+  EXPECT_EQ(run["ack_latency"]["count"], 400) << "one round-trip sample per request";
+}
+
+TEST_F(FelixBenchSmoke, QueueModeDrainsTheBacklog) {
+  CreateStream({"smoke-queue", "--durable"});
+  auto run = Bench({"--stream", "smoke-queue", "--group", "drain", "--name", "queue-smoke",
+                    "--messages", "300", "--clients", "2", "--batch", "50"});
+  ASSERT_TRUE(run.is_object());
+  EXPECT_EQ(run["messages"], 300) << "every backlog record acknowledged exactly once";
+  EXPECT_EQ(run["ack_latency"]["count"], 300);
 }
 
 TEST_F(FelixBenchSmoke, MissingStreamFailsWithAMessage) {

@@ -69,6 +69,41 @@ TEST(DurableLog, ReopenKeepsRecordsAndContinuesOffsets) {
   ExpectRecords(*log, 0, 60);
 }
 
+TEST(DurableLog, RollSealsAndDropSegmentsBelowTrimsWholeSegmentsOnly) {
+  auto dir = TempDir("compaction-support");
+  auto log = MustOpen(dir, Opts());
+  ASSERT_TRUE(log);
+  ASSERT_TRUE(log->Roll());  // empty active segment: nothing to seal
+  EXPECT_EQ(log->SegmentCount(), 1u);
+  AppendN(*log, 0, 10);
+  ASSERT_TRUE(log->Roll());
+  EXPECT_EQ(log->SegmentCount(), 2u);
+  AppendN(*log, 10, 5);
+  ASSERT_TRUE(log->Roll());
+  AppendN(*log, 15, 5);
+  uint64_t before = log->DiskBytes();
+  // 12 is inside the second segment [10, 15): only [0, 10) can go.
+  auto dropped = log->DropSegmentsBelow(12);
+  ASSERT_TRUE(dropped) << dropped.error().ToString();
+  EXPECT_EQ(dropped->segments_deleted, 1u);
+  EXPECT_EQ(log->BaseOffset(), 10u);
+  EXPECT_EQ(log->TailOffset(), 20u);
+  EXPECT_LT(log->DiskBytes(), before);
+  // The active segment is never dropped, whatever the offset.
+  ASSERT_TRUE(log->DropSegmentsBelow(1000));
+  EXPECT_EQ(log->BaseOffset(), 15u);
+  EXPECT_EQ(log->SegmentCount(), 1u);
+  EXPECT_FALSE(log->Read(3, ReadLimits{}));  // trimmed
+  ExpectRecords(*log, 15, 20);
+  ASSERT_TRUE(log->Close());
+  // Offsets survive a reopen: nothing was renumbered.
+  auto again = MustOpen(dir, Opts());
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->BaseOffset(), 15u);
+  EXPECT_EQ(again->TailOffset(), 20u);
+  ExpectRecords(*again, 15, 20);
+}
+
 TEST(DurableLog, RollsOverAtSegmentSizeAndReadsAcrossSegments) {
   auto dir = TempDir("roll");
   LogOptions o = Opts();

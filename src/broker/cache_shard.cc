@@ -1,0 +1,502 @@
+#include "broker/cache_shard.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace felix::broker {
+namespace {
+
+constexpr size_t kReplayRecords = 4096;
+constexpr size_t kReplayBytes = 16u << 20;
+
+std::span<const uint8_t> Bytes(std::string_view text) {
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+}
+
+int64_t WrappingAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+
+uint64_t WallMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+CacheMetrics::CacheMetrics(MetricsRegistry& r)
+    : hits(r.AddCounter("felix_cache_hits_total", "cache gets that found a value")),
+      misses(r.AddCounter("felix_cache_misses_total", "cache gets that found no live value")),
+      expiries(r.AddCounter("felix_cache_expiries_total", "cache entries removed on expiry")),
+      counter_ops(r.AddCounter("felix_counter_ops_total", "counter adds and gets served")) {}
+
+CacheShard::CacheShard(ShardId id, Executor& executor, std::unique_ptr<RecordLog> cache_log,
+                       std::unique_ptr<RecordLog> counter_log, CacheShardOptions options)
+    : id_(std::move(id)),
+      executor_(executor),
+      cache_log_(std::move(cache_log)),
+      counter_log_(std::move(counter_log)),
+      options_(std::move(options)) {
+  cache_state_.log = cache_log_.get();
+  counter_state_.log = counter_log_.get();
+}
+
+CacheShard::~CacheShard() = default;
+
+uint64_t CacheShard::Now() const {
+  return options_.now_ms ? options_.now_ms() : WallMs();
+}
+
+Result<void> CacheShard::Open() {
+  if (!durable()) return {};
+  if (auto replayed = Replay(LogId::kCache); !replayed) return replayed;
+  if (auto replayed = Replay(LogId::kCounter); !replayed) return replayed;
+  spdlog::info("cache shard opened shard={} entries={} counters={} cache_next={} counter_next={}",
+               id_.ToString(), entries_.size(), counters_.size(), cache_log_->next_offset(),
+               counter_log_->next_offset());
+  return {};
+}
+
+Result<void> CacheShard::Replay(LogId which) {
+  RecordLog& log = *State(which).log;
+  const char* name = which == LogId::kCache ? "cache" : "counter";
+  uint64_t from = log.start_offset();
+  const uint64_t end = log.next_offset();
+  while (from < end) {
+    RecordLog::ReadOutcome read = log.Read(from, kReplayRecords, kReplayBytes);
+    if (auto* trimmed = std::get_if<Trimmed>(&read)) {
+      from = std::max(from + 1, trimmed->oldest_offset);
+      continue;
+    }
+    if (auto* error = std::get_if<Error>(&read)) {
+      return Fail(error->code, std::string(name) + " log of " + id_.ToString() +
+                                   " unreadable at offset " + std::to_string(from) + ": " +
+                                   error->message);
+    }
+    auto& records = std::get<RecordRead>(read);
+    if (records.records.empty()) break;
+    for (const RecordView& r : records.records) {
+      if (which == LogId::kCache) {
+        auto record = DecodeCacheRecord(r.payload);
+        if (!record) {
+          return Fail(ErrorCode::kCorruption, "cache log of " + id_.ToString() + " offset " +
+                                                  std::to_string(r.offset) + ": " +
+                                                  record.error().message);
+        }
+        ApplyCache(*record, r.offset, r.payload.size());
+      } else {
+        auto record = DecodeCounterRecord(r.payload);
+        if (!record) {
+          return Fail(ErrorCode::kCorruption, "counter log of " + id_.ToString() + " offset " +
+                                                  std::to_string(r.offset) + ": " +
+                                                  record.error().message);
+        }
+        ApplyCounter(*record, r.offset, r.payload.size());
+      }
+      from = r.offset + 1;
+    }
+  }
+  return {};
+}
+
+void CacheShard::SetExpiry(const std::string& key, uint64_t old_expiry, uint64_t new_expiry) {
+  if (old_expiry == new_expiry) return;
+  if (old_expiry != 0) by_expiry_.erase({old_expiry, key});
+  if (new_expiry != 0) by_expiry_.emplace(new_expiry, key);
+}
+
+void CacheShard::EraseEntry(const std::string& key) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  cache_state_.live_bytes -= std::min(cache_state_.live_bytes, it->second.record_bytes);
+  SetExpiry(key, it->second.expires_at, 0);
+  entries_.erase(it);
+}
+
+void CacheShard::ApplyCache(const CacheRecord& record, uint64_t offset, uint64_t bytes) {
+  cache_state_.total_bytes += bytes;
+  std::string key(record.key);
+  if (record.op == CacheRecord::Op::kDelete) {
+    EraseEntry(key);
+    return;
+  }
+  Entry& entry = entries_[key];
+  uint64_t old_expiry = entry.expires_at;
+  cache_state_.live_bytes -= std::min(cache_state_.live_bytes, entry.record_bytes);
+  entry.value.assign(record.value.begin(), record.value.end());
+  entry.expires_at = record.expires_at_millis;
+  entry.version = record.carried_version.value_or(offset);
+  entry.record_offset = offset;
+  entry.record_bytes = bytes;
+  cache_state_.live_bytes += bytes;
+  SetExpiry(key, old_expiry, entry.expires_at);
+}
+
+void CacheShard::ApplyCounter(const CounterRecord& record, uint64_t offset, uint64_t bytes) {
+  counter_state_.total_bytes += bytes;
+  auto [it, created] = counters_.try_emplace(std::string(record.key));
+  CounterEntry& c = it->second;
+  if (created) {
+    c.history_start = offset;
+    c.history_bytes = bytes;
+    counter_state_.live_bytes += bytes;
+  }
+  if (record.op == CounterRecord::Op::kCheckpoint) {
+    c.sum = record.value;
+    c.history_start = offset;
+  } else {
+    c.sum = WrappingAdd(c.sum, record.value);
+  }
+}
+
+void CacheShard::Append(LogId which, std::vector<std::vector<uint8_t>> records,
+                        std::function<void(Result<uint64_t>)> done) {
+  LogState& state = State(which);
+  auto owner = std::make_shared<std::vector<std::vector<uint8_t>>>(std::move(records));
+  auto batch = std::make_shared<PayloadBatch>();
+  for (const auto& r : *owner) batch->payloads.emplace_back(r.data(), r.size());
+  batch->owner = owner;
+  batch->timestamp_micros = Now() * 1000;
+  ++state.pending;
+  state.log->Append(
+      *batch, [this, which, batch, done = std::move(done)](Result<uint64_t> result) mutable {
+        executor_.Post(
+            [this, which, batch, done = std::move(done), result = std::move(result)]() mutable {
+              LogState& st = State(which);
+              --st.pending;
+              done(std::move(result));
+              if (st.pending == 0 && st.compacting && st.resume_when_idle) {
+                st.resume_when_idle = false;
+                CompactRound(which);
+              }
+              MaybeCompact(which);
+            });
+      });
+}
+
+void CacheShard::Put(std::string key, std::string value, std::optional<uint64_t> ttl_ms,
+                     PutDone done) {
+  if (closed_) return done(Fail(ErrorCode::kUnavailable, "cache shard is closed"));
+  std::optional<uint64_t> ttl = ttl_ms ? ttl_ms : options_.default_ttl_ms;
+  uint64_t expires_at = ttl ? Now() + *ttl : 0;
+  CacheRecord record{CacheRecord::Op::kPut, expires_at, std::nullopt, key, Bytes(value)};
+  if (!durable()) {
+    ApplyCache(record, ++memory_version_, 0);
+    return done({});
+  }
+  std::vector<std::vector<uint8_t>> records;
+  records.push_back(EncodeCacheRecord(record));
+  ++pending_keys_[key];
+  Append(LogId::kCache, std::move(records),
+         [this, key = std::move(key), expires_at, value = std::move(value),
+          done = std::move(done)](Result<uint64_t> offset) {
+           if (--pending_keys_[key] == 0) pending_keys_.erase(key);
+           if (!offset) return done(tl::unexpected(offset.error()));
+           CacheRecord applied{CacheRecord::Op::kPut, expires_at, std::nullopt, key, Bytes(value)};
+           ApplyCache(applied, *offset, kCacheRecordHeaderBytes + key.size() + value.size());
+           done({});
+         });
+}
+
+std::optional<std::string> CacheShard::Get(const std::string& key) {
+  auto it = entries_.find(key);
+  if (it != entries_.end() && Expired(it->second, Now())) {
+    if (!durable()) {
+      EraseEntry(key);  // in memory, expiry is the removal
+      if (options_.metrics) options_.metrics->expiries.Increment();
+    }
+    it = entries_.end();
+  }
+  if (it == entries_.end()) {
+    if (options_.metrics) options_.metrics->misses.Increment();
+    return std::nullopt;
+  }
+  if (options_.metrics) options_.metrics->hits.Increment();
+  return it->second.value;
+}
+
+std::optional<uint64_t> CacheShard::VersionOf(const std::string& key) {
+  auto it = entries_.find(key);
+  if (it == entries_.end() || Expired(it->second, Now())) return std::nullopt;
+  return it->second.version;
+}
+
+void CacheShard::Delete(std::string key, ValueDone done) {
+  if (closed_) return done(Fail(ErrorCode::kUnavailable, "cache shard is closed"));
+  auto live_value = [this](const std::string& k) -> std::optional<std::string> {
+    auto it = entries_.find(k);
+    if (it == entries_.end() || Expired(it->second, Now())) return std::nullopt;
+    return it->second.value;
+  };
+  if (!durable()) {
+    auto removed = live_value(key);
+    EraseEntry(key);
+    return done(std::move(removed));
+  }
+  if (!entries_.count(key) && !pending_keys_.count(key)) return done(std::nullopt);
+  CacheRecord record{CacheRecord::Op::kDelete, 0, std::nullopt, key, {}};
+  std::vector<std::vector<uint8_t>> records;
+  records.push_back(EncodeCacheRecord(record));
+  ++pending_keys_[key];
+  Append(LogId::kCache, std::move(records),
+         [this, key = std::move(key), live_value, done = std::move(done)](Result<uint64_t> offset) {
+           if (--pending_keys_[key] == 0) pending_keys_.erase(key);
+           if (!offset) return done(tl::unexpected(offset.error()));
+           auto removed = live_value(key);
+           ApplyCache(CacheRecord{CacheRecord::Op::kDelete, 0, std::nullopt, key, {}}, *offset,
+                      kCacheRecordHeaderBytes + key.size());
+           done(std::move(removed));
+         });
+}
+
+void CacheShard::CounterAdd(std::string key, int64_t delta, CounterDone done) {
+  if (!durable()) {
+    return done(Fail(ErrorCode::kInvalidArgument, "counters need a durable cache"));
+  }
+  if (closed_) return done(Fail(ErrorCode::kUnavailable, "cache shard is closed"));
+  if (options_.metrics) options_.metrics->counter_ops.Increment();
+  std::vector<std::vector<uint8_t>> records;
+  records.push_back(EncodeCounterRecord(CounterRecord{CounterRecord::Op::kDelta, delta, key}));
+  ++pending_counters_[key];
+  Append(LogId::kCounter, std::move(records),
+         [this, key = std::move(key), delta, done = std::move(done)](Result<uint64_t> offset) {
+           if (--pending_counters_[key] == 0) pending_counters_.erase(key);
+           if (!offset) return done(tl::unexpected(offset.error()));
+           ApplyCounter(CounterRecord{CounterRecord::Op::kDelta, delta, key}, *offset,
+                        kCounterRecordHeaderBytes + key.size());
+           done(counters_[key].sum);
+         });
+}
+
+Result<std::optional<int64_t>> CacheShard::CounterGet(const std::string& key) {
+  if (!durable()) return Fail(ErrorCode::kInvalidArgument, "counters need a durable cache");
+  if (options_.metrics) options_.metrics->counter_ops.Increment();
+  auto it = counters_.find(key);
+  if (it == counters_.end()) return std::optional<int64_t>();
+  return std::optional<int64_t>(it->second.sum);
+}
+
+void CacheShard::StartSweep() {
+  if (options_.sweep_interval.count() > 0) ScheduleSweep();
+}
+
+void CacheShard::ScheduleSweep() {
+  if (closed_) return;
+  sweep_timer_ = executor_.PostAfter(options_.sweep_interval, [this] {
+    SweepExpired();
+    ScheduleSweep();
+  });
+}
+
+void CacheShard::SweepExpired() {
+  if (closed_) return;
+  const uint64_t now = Now();
+  if (!durable()) {
+    while (!by_expiry_.empty() && by_expiry_.begin()->first <= now) {
+      std::string key = by_expiry_.begin()->second;
+      EraseEntry(key);
+      if (options_.metrics) options_.metrics->expiries.Increment();
+    }
+    return;
+  }
+  if (sweeping_) return;  // one pass at a time
+  std::vector<std::string> keys;
+  for (const auto& [expires_at, key] : by_expiry_) {
+    if (expires_at > now || keys.size() >= options_.max_expiry_deletes_per_pass) break;
+    if (pending_keys_.count(key)) continue;  // its write lands first and decides
+    keys.push_back(key);
+  }
+  if (keys.empty()) return;
+  std::vector<std::vector<uint8_t>> records;
+  for (const auto& key : keys) {
+    records.push_back(
+        EncodeCacheRecord(CacheRecord{CacheRecord::Op::kDelete, 0, std::nullopt, key, {}}));
+    ++pending_keys_[key];
+  }
+  sweeping_ = true;
+  Append(LogId::kCache, std::move(records),
+         [this, keys = std::move(keys)](Result<uint64_t> offset) {
+           sweeping_ = false;
+           for (size_t i = 0; i < keys.size(); ++i) {
+             const std::string& key = keys[i];
+             if (--pending_keys_[key] == 0) pending_keys_.erase(key);
+             if (!offset) continue;
+             bool existed = entries_.count(key) != 0;
+             ApplyCache(CacheRecord{CacheRecord::Op::kDelete, 0, std::nullopt, key, {}},
+                        *offset + i, kCacheRecordHeaderBytes + key.size());
+             if (existed && options_.metrics) options_.metrics->expiries.Increment();
+           }
+           if (!offset) {
+             spdlog::warn("cache expiry pass failed shard={} error={}", id_.ToString(),
+                          offset.error().ToString());
+           }
+         });
+}
+
+uint64_t CacheShard::disk_bytes() const {
+  if (!durable()) return 0;
+  return cache_log_->disk_bytes() + counter_log_->disk_bytes();
+}
+
+void CacheShard::MaybeCompact(LogId which) {
+  LogState& st = State(which);
+  if (st.log == nullptr || st.compacting || st.pending > 0 || closed_) return;
+  if (st.requested) {
+    st.requested = false;
+    StartCompaction(which);
+    return;
+  }
+  uint64_t floor = which == LogId::kCache ? options_.cache_compaction_floor_bytes
+                                          : options_.counter_compaction_floor_bytes;
+  if (st.total_bytes > floor && st.total_bytes > options_.compaction_ratio * st.live_bytes) {
+    StartCompaction(which);
+  }
+}
+
+void CacheShard::CompactNow(std::function<void(Result<void>)> done) {
+  if (!durable()) return done({});
+  auto remaining = std::make_shared<int>(2);
+  auto first_error = std::make_shared<std::optional<Error>>();
+  auto one_done = [remaining, first_error, done = std::move(done)](Result<void> r) {
+    if (!r && !*first_error) *first_error = r.error();
+    if (--*remaining == 0) {
+      if (*first_error) return done(tl::unexpected(**first_error));
+      done({});
+    }
+  };
+  for (LogId which : {LogId::kCache, LogId::kCounter}) {
+    LogState& st = State(which);
+    st.waiters.push_back(one_done);
+    if (st.compacting) continue;
+    if (st.pending > 0) {
+      st.requested = true;  // starts when the log is idle
+      continue;
+    }
+    StartCompaction(which);
+  }
+}
+
+void CacheShard::StartCompaction(LogId which) {
+  LogState& st = State(which);
+  st.compacting = true;
+  st.round = 0;
+  st.resume_when_idle = false;
+  if (auto sealed = st.log->Seal(); !sealed) return FinishCompaction(which, sealed);
+  st.cut = st.log->next_offset();
+  st.bytes_below_cut = st.total_bytes;
+  CompactRound(which);
+}
+
+void CacheShard::CompactRound(LogId which) {
+  LogState& st = State(which);
+  if (closed_) return FinishCompaction(which, Fail(ErrorCode::kUnavailable, "closed"));
+  ++st.round;
+  const uint64_t now = Now();
+  std::vector<std::vector<uint8_t>> copies;
+  std::vector<std::string> keys;
+  bool waiting_on_pending = false;
+  if (which == LogId::kCache) {
+    for (const auto& [key, e] : entries_) {
+      if (e.record_offset >= st.cut || Expired(e, now)) continue;
+      if (pending_keys_.count(key)) {
+        waiting_on_pending = true;  // its newer record lands above the cut
+        continue;
+      }
+      copies.push_back(EncodeCacheRecord(
+          CacheRecord{CacheRecord::Op::kPut, e.expires_at, e.version, key, Bytes(e.value)}));
+      keys.push_back(key);
+    }
+  } else {
+    for (const auto& [key, c] : counters_) {
+      if (c.history_start >= st.cut) continue;
+      if (pending_counters_.count(key)) {
+        waiting_on_pending = true;  // a checkpoint now would miss the add in flight
+        continue;
+      }
+      copies.push_back(
+          EncodeCounterRecord(CounterRecord{CounterRecord::Op::kCheckpoint, c.sum, key}));
+      keys.push_back(key);
+    }
+  }
+  if (copies.empty() && !waiting_on_pending) {
+    // Every live record sits above the cut: the sealed segments below it can go.
+    if (auto dropped = st.log->DropBelow(st.cut); !dropped) {
+      return FinishCompaction(which, dropped);
+    }
+    st.total_bytes -= std::min(st.total_bytes, st.bytes_below_cut);
+    ++compactions_;
+    spdlog::info("cache log compacted shard={} log={} cut={} start={} disk_bytes={}",
+                 id_.ToString(), which == LogId::kCache ? "cache" : "counters", st.cut,
+                 st.log->start_offset(), st.log->disk_bytes());
+    return FinishCompaction(which, {});
+  }
+  if (st.round > options_.max_compaction_rounds) {
+    return FinishCompaction(which, {});  // live records remain below the cut: next pass
+  }
+  if (copies.empty()) {
+    st.resume_when_idle = true;  // only keys with writes in flight remain
+    if (st.pending == 0) {
+      st.resume_when_idle = false;
+      executor_.Post([this, which] { CompactRound(which); });
+    }
+    return;
+  }
+  // Copies go out in batches; each key counts as in flight until its copy is applied.
+  auto& pending = which == LogId::kCache ? pending_keys_ : pending_counters_;
+  auto batches_left = std::make_shared<size_t>(0);
+  auto failed = std::make_shared<std::optional<Error>>();
+  const size_t per_batch = std::max<size_t>(1, options_.compaction_batch_records);
+  for (size_t start = 0; start < copies.size(); start += per_batch) {
+    size_t end = std::min(copies.size(), start + per_batch);
+    std::vector<std::vector<uint8_t>> batch(std::make_move_iterator(copies.begin() + start),
+                                            std::make_move_iterator(copies.begin() + end));
+    std::vector<std::string> batch_keys(keys.begin() + start, keys.begin() + end);
+    for (const auto& k : batch_keys) ++pending[k];
+    ++*batches_left;
+    auto payloads = std::make_shared<std::vector<std::vector<uint8_t>>>(batch);
+    Append(which, std::move(batch),
+           [this, which, &pending, batch_keys = std::move(batch_keys), payloads, batches_left,
+            failed](Result<uint64_t> offset) {
+             for (size_t i = 0; i < batch_keys.size(); ++i) {
+               const std::string& k = batch_keys[i];
+               if (--pending[k] == 0) pending.erase(k);
+               if (!offset) continue;
+               const auto& bytes = (*payloads)[i];
+               if (which == LogId::kCache) {
+                 if (auto record = DecodeCacheRecord(bytes)) {
+                   ApplyCache(*record, *offset + i, bytes.size());
+                 }
+               } else if (auto record = DecodeCounterRecord(bytes)) {
+                 ApplyCounter(*record, *offset + i, bytes.size());
+               }
+             }
+             if (!offset && !*failed) *failed = offset.error();
+             if (--*batches_left > 0) return;
+             if (*failed) return FinishCompaction(which, tl::unexpected(**failed));
+             CompactRound(which);
+           });
+  }
+}
+
+void CacheShard::FinishCompaction(LogId which, Result<void> result) {
+  LogState& st = State(which);
+  st.compacting = false;
+  st.resume_when_idle = false;
+  if (!result) {
+    spdlog::warn("cache log compaction failed shard={} error={}", id_.ToString(),
+                 result.error().ToString());
+  }
+  auto waiters = std::move(st.waiters);
+  st.waiters.clear();
+  for (auto& w : waiters) w(result);
+}
+
+void CacheShard::CloseLogs() {
+  closed_ = true;
+  if (cache_log_) cache_log_->Close();
+  if (counter_log_) counter_log_->Close();
+}
+
+}  // namespace felix::broker

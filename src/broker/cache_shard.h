@@ -1,0 +1,196 @@
+// CacheShard: one shard of a cache on the broker that owns it — its key index, its counters,
+// and the write → commit → apply pipeline (semantics.md §10, storage.md §17–18).
+//
+// A durable shard has two logs (a cache log and a counter log, records per cache_record.h).
+// Every mutation is a log record: put, delete and the expiry sweep's deletes go to the cache
+// log, counter adds to the counter log. A mutation is applied to the in-memory index only when
+// its append has committed (per the log's durability mode), strictly in offset order, and only
+// then answered; a staged write is invisible to reads. Opening replays both logs, so the index
+// is a pure function of the log content: a replica replaying the same records agrees. Values
+// are held in the index (reads never touch the disk).
+//
+// TTL: a put stores an absolute expiry (`now + ttl`, ttl from the request or the cache's
+// default). A read reports an entry with expires_at <= now as a miss. A periodic sweep writes
+// a delete for expired entries (at most `max_expiry_deletes_per_pass` per pass), skipping keys
+// with a write in flight, so an expiry becomes permanent in the log.
+//
+// Compaction (per log): when the log's bytes exceed `compaction_ratio` × the live bytes and a
+// floor, and nothing is in flight on that log, the active segment is sealed (its successor's
+// base is the cut), the live records below the cut are copied to the tail (cache: v2 puts
+// keeping expiry and version; counters: checkpoints of the sum), and once every live record
+// sits above the cut the sealed segments below it are deleted. Offsets are never renumbered.
+// Keys with writes in flight are not copied (their newer record lands above the cut anyway);
+// after `max_compaction_rounds` rounds with live records still below the cut the segments
+// stay for the next pass.
+//
+// In-memory shards (no logs) apply mutations at once, offer no counters (they need durable
+// storage) and expire lazily plus by the sweep.
+//
+// Threading: every method runs on `executor` (the shard's owner); other threads Post to it.
+// Open() may also run before the shard is shared. The executor and the shard must outlive
+// every pending append completion: stop the executor, then CloseLogs(), then destroy.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "broker/cache_record.h"
+#include "broker/executor.h"
+#include "broker/record_log.h"
+#include "broker/shard_router.h"
+#include "common/metrics.h"
+
+namespace felix::broker {
+
+// felix_cache_* / felix_counter_* series, shared by every cache shard of a broker.
+struct CacheMetrics {
+  explicit CacheMetrics(MetricsRegistry& r);
+  Counter& hits;         // felix_cache_hits_total
+  Counter& misses;       // felix_cache_misses_total (includes expired entries)
+  Counter& expiries;     // felix_cache_expiries_total: entries removed because they expired
+  Counter& counter_ops;  // felix_counter_ops_total: counter adds and gets served
+};
+
+struct CacheShardOptions {
+  std::optional<uint64_t> default_ttl_ms;          // the catalog's default TTL for puts without one
+  std::chrono::milliseconds sweep_interval{1000};  // 0: no periodic sweep
+  size_t max_expiry_deletes_per_pass = 1024;
+  uint64_t compaction_ratio = 4;
+  uint64_t cache_compaction_floor_bytes = 1u << 20;
+  uint64_t counter_compaction_floor_bytes = 64u << 10;
+  size_t compaction_batch_records = 64;
+  int max_compaction_rounds = 3;
+  // Wall clock in Unix milliseconds (injectable for tests).
+  std::function<uint64_t()> now_ms;
+  CacheMetrics* metrics = nullptr;  // optional; must outlive the shard
+};
+
+class CacheShard {
+ public:
+  // `cache_log` and `counter_log` are both null (in-memory cache) or both set (durable).
+  CacheShard(ShardId id, Executor& executor, std::unique_ptr<RecordLog> cache_log,
+             std::unique_ptr<RecordLog> counter_log, CacheShardOptions options);
+  ~CacheShard();
+  CacheShard(const CacheShard&) = delete;
+  CacheShard& operator=(const CacheShard&) = delete;
+
+  // Rebuilds the index and the counter sums from the logs. kCorruption names the log and
+  // offset of a record that does not decode; kIo when a read failed.
+  Result<void> Open();
+  // Starts the periodic expiry sweep (if configured).
+  void StartSweep();
+
+  using PutDone = std::function<void(Result<void>)>;
+  using ValueDone = std::function<void(Result<std::optional<std::string>>)>;
+  using CounterDone = std::function<void(Result<int64_t>)>;
+
+  // ttl_ms: nullopt = the default TTL (if any), else never expires; 0 = already expired.
+  void Put(std::string key, std::string value, std::optional<uint64_t> ttl_ms, PutDone done);
+  // The current value; nullopt = missing or expired (an empty string is a stored value).
+  std::optional<std::string> Get(const std::string& key);
+  // `done` gets the removed value (nullopt if there was none).
+  void Delete(std::string key, ValueDone done);
+  // `done` gets the sum including `delta` (two's complement wrap on overflow).
+  // kInvalidArgument on an in-memory cache.
+  void CounterAdd(std::string key, int64_t delta, CounterDone done);
+  // nullopt = never written (distinct from 0).
+  Result<std::optional<int64_t>> CounterGet(const std::string& key);
+
+  // One expiry pass now (the sweep timer calls this).
+  void SweepExpired();
+  // Starts a compaction pass of both logs now, whatever the garbage ratio (tests, tools);
+  // `done` runs when both passes ended (with the first error). Passes already running or
+  // logs with writes in flight are skipped.
+  void CompactNow(std::function<void(Result<void>)> done);
+
+  // Stops the sweep and closes the logs (pending appends complete first). Only once the
+  // executor has stopped.
+  void CloseLogs();
+
+  const ShardId& id() const { return id_; }
+  bool durable() const { return cache_log_ != nullptr; }
+  size_t entry_count() const { return entries_.size(); }
+  size_t counter_count() const { return counters_.size(); }
+  uint64_t cache_log_start() const { return cache_log_ ? cache_log_->start_offset() : 0; }
+  uint64_t cache_log_next() const { return cache_log_ ? cache_log_->next_offset() : 0; }
+  uint64_t counter_log_start() const { return counter_log_ ? counter_log_->start_offset() : 0; }
+  uint64_t counter_log_next() const { return counter_log_ ? counter_log_->next_offset() : 0; }
+  uint64_t disk_bytes() const;
+  uint64_t compactions() const { return compactions_; }
+  // The version (offset of the put that wrote it) of a live entry.
+  std::optional<uint64_t> VersionOf(const std::string& key);
+
+ private:
+  struct Entry {
+    std::string value;
+    uint64_t expires_at = 0;  // Unix ms, 0 = never
+    uint64_t version = 0;
+    uint64_t record_offset = 0;  // where the record that holds this value sits
+    uint64_t record_bytes = 0;
+  };
+  struct CounterEntry {
+    int64_t sum = 0;
+    uint64_t history_start = 0;  // first record the sum depends on (checkpoint or first delta)
+    uint64_t history_bytes = 0;  // live bytes charged: one checkpoint's worth
+  };
+  enum class LogId { kCache, kCounter };
+  struct LogState {
+    RecordLog* log = nullptr;
+    uint64_t total_bytes = 0;  // payload bytes of records in [start, next)
+    uint64_t live_bytes = 0;
+    size_t pending = 0;  // appends not yet applied
+    bool compacting = false;
+    uint64_t cut = 0;
+    uint64_t bytes_below_cut = 0;
+    int round = 0;
+    bool requested = false;         // CompactNow while writes were in flight
+    bool resume_when_idle = false;  // the pass waits for writes in flight to land
+    std::vector<std::function<void(Result<void>)>> waiters;  // CompactNow callers
+  };
+  // A mutation as it is applied (live or replayed).
+  void ApplyCache(const CacheRecord& record, uint64_t offset, uint64_t bytes);
+  void ApplyCounter(const CounterRecord& record, uint64_t offset, uint64_t bytes);
+  Result<void> Replay(LogId which);
+  // Appends encoded records to a log; `done` runs on the executor with the first offset.
+  void Append(LogId which, std::vector<std::vector<uint8_t>> records,
+              std::function<void(Result<uint64_t>)> done);
+  LogState& State(LogId which) { return which == LogId::kCache ? cache_state_ : counter_state_; }
+  bool Expired(const Entry& entry, uint64_t now) const {
+    return entry.expires_at != 0 && entry.expires_at <= now;
+  }
+  void EraseEntry(const std::string& key);
+  void SetExpiry(const std::string& key, uint64_t old_expiry, uint64_t new_expiry);
+  uint64_t Now() const;
+  void ScheduleSweep();
+  void MaybeCompact(LogId which);
+  void StartCompaction(LogId which);
+  void CompactRound(LogId which);
+  void FinishCompaction(LogId which, Result<void> result);
+
+  ShardId id_;
+  Executor& executor_;
+  std::unique_ptr<RecordLog> cache_log_;
+  std::unique_ptr<RecordLog> counter_log_;
+  CacheShardOptions options_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::set<std::pair<uint64_t, std::string>> by_expiry_;  // entries with an expiry
+  std::unordered_map<std::string, CounterEntry> counters_;
+  std::unordered_map<std::string, uint32_t> pending_keys_;      // cache writes in flight
+  std::unordered_map<std::string, uint32_t> pending_counters_;  // counter adds in flight
+  LogState cache_state_;
+  LogState counter_state_;
+  uint64_t memory_version_ = 0;  // in-memory shards: versions from a counter
+  Executor::TimerId sweep_timer_ = 0;
+  bool sweeping_ = false;
+  bool closed_ = false;
+  uint64_t compactions_ = 0;
+};
+
+}  // namespace felix::broker

@@ -1,0 +1,335 @@
+// ClientSession: the consumer-group requests (client-protocol.md §6.7, consumer-groups.md §5):
+// permission (auth.md §6.4 group rule), names, stream and shard checks on the loop thread,
+// then the StreamGroups of the shard does the work on the shard's executor and the answer is
+// sent from the loop thread.
+#include <spdlog/spdlog.h>
+
+#include "broker/client_session.h"
+#include "catalog/model.h"
+
+namespace felix::broker {
+
+namespace flx1 = felix::wire::flx1;
+using flx1::ProtocolErrorCode;
+
+namespace {
+
+uint16_t Code(ProtocolErrorCode c) {
+  return static_cast<uint16_t>(c);
+}
+
+uint16_t CodeFor(const Error& error) {
+  switch (error.code) {
+    case ErrorCode::kIo:
+    case ErrorCode::kCorruption:
+      return Code(ProtocolErrorCode::kStorage);
+    case ErrorCode::kUnavailable:
+      return Code(ProtocolErrorCode::kShardUnavailable);
+    case ErrorCode::kInvalidArgument:
+      return Code(ProtocolErrorCode::kInvalidRequest);
+    case ErrorCode::kNotFound:
+      return Code(ProtocolErrorCode::kNotFound);
+    default:
+      return Code(ProtocolErrorCode::kInternal);
+  }
+}
+
+}  // namespace
+
+void ClientSession::SendGroupError(const GroupError& error) {
+  flx1::Error answer;
+  answer.message = error.message;
+  if (error_codes_) {
+    if (auto name = flx1::ErrorCodeName(error.code)) answer.code = std::string(*name);
+    flx1::RetryClass retry =
+        error.fatal ? flx1::RetryClass::kFatal : flx1::DefaultRetryClass(error.code);
+    answer.retry = std::string(flx1::RetryClassName(retry));
+  }
+  Send(answer);
+}
+
+std::optional<StreamShardHandle> ClientSession::OpenGroupShard(const GroupScope& scope,
+                                                               auth::Action action,
+                                                               bool* keep_reading) {
+  const char* refusal = nullptr;
+  if (scope.tenant != auth_->tenant_id) {
+    refusal = "tenant mismatch";
+  } else if (!auth_->permissions.AllowsGroup(action, scope.tenant, scope.ns, scope.stream,
+                                             scope.group)) {
+    refusal = "forbidden";
+  }
+  if (refusal != nullptr) {
+    SendError(Code(ProtocolErrorCode::kForbidden), refusal);
+    FinishStream();  // authorization failures end the stream (§8.3)
+    *keep_reading = false;
+    return std::nullopt;
+  }
+  if (!catalog::IsValidName(scope.group)) {
+    SendError(Code(ProtocolErrorCode::kInvalidRequest),
+              "group name must be 1-128 characters of [A-Za-z0-9._-] starting with a letter or "
+              "digit");
+    return std::nullopt;
+  }
+  auto stream = service_.core().FindStream(scope.tenant, scope.ns, scope.stream);
+  if (!stream) {
+    SendError(Code(ProtocolErrorCode::kNotFound), "stream not found");
+    return std::nullopt;
+  }
+  if (!stream->durable) {
+    SendError(Code(ProtocolErrorCode::kInvalidRequest),
+              "consumer groups need a durable stream; '" + stream->name + "' is in memory");
+    return std::nullopt;
+  }
+  auto handle = service_.core().OpenStreamShard(*stream, scope.shard);
+  if (!handle) {
+    SendError(CodeFor(handle.error()), handle.error().message);
+    return std::nullopt;
+  }
+  if (!handle->groups) {
+    SendError(Code(ProtocolErrorCode::kInvalidRequest),
+              "this broker has no durable storage, so it serves no consumer groups");
+    return std::nullopt;
+  }
+  return *handle;
+}
+
+void ClientSession::RunGroupOp(const StreamShardHandle& handle, GroupOp op) {
+  ++pending_ops_;
+  std::weak_ptr<ClientSession> weak = weak_from_this();
+  transport::Endpoint* endpoint = &endpoint_;
+  auto groups = handle.groups;
+  auto reply_on_loop = [weak, endpoint](GroupReply reply) {
+    endpoint->Post([weak, reply = std::move(reply)] {
+      auto self = weak.lock();
+      if (!self) {
+        reply(nullptr);
+        return;
+      }
+      --self->pending_ops_;
+      reply(self->reset_ ? nullptr : self.get());
+      if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
+      self->MaybeRelease();
+    });
+  };
+  if (!handle.executor->Post(
+          [groups, op = std::move(op), reply_on_loop] { op(*groups, reply_on_loop); })) {
+    --pending_ops_;
+    SendError(Code(ProtocolErrorCode::kShardUnavailable), "broker is stopping");
+  }
+}
+
+bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_reading) {
+  using Action = auth::Action;
+  auto ScopeOf = [](const auto& m) {
+    return GroupScope{m.tenant_id, m.namespace_, m.stream, m.group, m.shard};
+  };
+  // Answers a settle (cache_ok) or its refusal.
+  auto settle_reply = [](uint64_t request_id) {
+    return [request_id](GroupResult<void> result) -> GroupReply {
+      return [request_id, result = std::move(result)](ClientSession* self) {
+        if (self == nullptr) return;
+        if (!result) return self->SendGroupError(result.error());
+        self->Send(flx1::CacheOk{request_id});
+      };
+    };
+  };
+
+  if (auto* m = std::get_if<flx1::GroupPoll>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
+    if (!handle) return true;
+    if (m->consumer && (m->consumer->empty() || m->consumer->size() > 128)) {
+      SendError(Code(ProtocolErrorCode::kInvalidRequest),
+                "group poll not served: consumer must be 1-128 bytes");
+      return true;
+    }
+    GroupPollRequest request;
+    request.max_records = m->max_records;
+    request.wait = std::chrono::milliseconds(m->wait_ms);
+    request.visibility = std::chrono::milliseconds(m->visibility_ms.value_or(0));
+    std::string group = m->group;
+    uint64_t request_id = m->request_id;
+    Executor* executor = handle->executor;
+    RunGroupOp(*handle, [group, request, request_id, executor](
+                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+      auto* owner = &groups;
+      groups.Poll(group, request, [group, request_id, reply, executor, owner](auto result) {
+        reply([group, request_id, executor, owner,
+               result = std::move(result)](ClientSession* self) mutable {
+          if (self == nullptr) {
+            // Nobody will see these records: hand them back without counting the attempt.
+            if (!result || result->empty()) return;
+            std::vector<std::pair<uint64_t, uint32_t>> claims;
+            for (const auto& d : *result) claims.emplace_back(d.offset, d.attempts);
+            executor->Post([owner, group, claims] { owner->Release(group, claims); });
+            return;
+          }
+          if (!result) return self->SendGroupError(result.error());
+          flx1::GroupRecords answer;
+          answer.request_id = request_id;
+          answer.records.reserve(result->size());
+          for (auto& d : *result) {
+            flx1::GroupRecord record;
+            record.offset = d.offset;
+            record.payload = std::move(d.payload);
+            record.attempts = d.attempts;
+            answer.records.push_back(std::move(record));
+          }
+          self->Send(answer);
+        });
+      });
+    });
+    return true;
+  }
+  if (auto* m = std::get_if<flx1::GroupAck>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
+    if (!handle) return true;
+    RunGroupOp(*handle, [group = m->group, offset = m->offset, make = settle_reply(m->request_id)](
+                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+      groups.Ack(group, offset, [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
+    });
+    return true;
+  }
+  if (auto* m = std::get_if<flx1::GroupNack>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
+    if (!handle) return true;
+    auto delay = std::chrono::milliseconds(m->delay_ms.value_or(0));
+    RunGroupOp(*handle, [group = m->group, offset = m->offset, delay,
+                         attempts = m->attempts.value_or(0), make = settle_reply(m->request_id)](
+                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+      groups.Nack(group, offset, delay, attempts,
+                  [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
+    });
+    return true;
+  }
+  if (auto* m = std::get_if<flx1::GroupExtend>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
+    if (!handle) return true;
+    RunGroupOp(*handle, [group = m->group, offset = m->offset, attempts = m->attempts,
+                         extend = std::chrono::milliseconds(m->extend_ms),
+                         request_id = m->request_id](StreamGroups& groups,
+                                                     std::function<void(GroupReply)> reply) {
+      groups.Extend(group, offset, attempts, extend, [request_id, reply](GroupResult<uint64_t> r) {
+        reply([request_id, r](ClientSession* self) {
+          if (self == nullptr) return;
+          if (!r) return self->SendGroupError(r.error());
+          self->Send(flx1::GroupExtended{*r, request_id});
+        });
+      });
+    });
+    return true;
+  }
+  if (auto* m = std::get_if<flx1::GroupDeadLetter>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
+    if (!handle) return true;
+    RunGroupOp(*handle, [group = m->group, offset = m->offset, make = settle_reply(m->request_id)](
+                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+      groups.DeadLetter(group, offset,
+                        [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
+    });
+    return true;
+  }
+  if (auto* m = std::get_if<flx1::GroupDeadLetters>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
+    if (!handle) return true;
+    RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
+                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+      groups.ListDeadLetters(group, [request_id, reply](GroupResult<std::vector<uint64_t>> r) {
+        reply([request_id, r](ClientSession* self) {
+          if (self == nullptr) return;
+          if (!r) return self->SendGroupError(r.error());
+          self->Send(flx1::GroupDeadLetterList{*r, request_id});
+        });
+      });
+    });
+    return true;
+  }
+  if (auto* m = std::get_if<flx1::GroupRedrive>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupManage, keep_reading);
+    if (!handle) return true;
+    RunGroupOp(*handle, [group = m->group, offset = m->offset, make = settle_reply(m->request_id)](
+                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+      groups.Redrive(group, offset,
+                     [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
+    });
+    return true;
+  }
+  if (auto* m = std::get_if<flx1::GroupDiscard>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupManage, keep_reading);
+    if (!handle) return true;
+    RunGroupOp(*handle, [group = m->group, offset = m->offset, make = settle_reply(m->request_id)](
+                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+      groups.Discard(group, offset,
+                     [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
+    });
+    return true;
+  }
+  if (auto* m = std::get_if<flx1::GroupDescribe>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
+    if (!handle) return true;
+    RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
+                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+      groups.Describe(group, [request_id, reply](GroupResult<GroupDescription> r) {
+        reply([request_id, r](ClientSession* self) {
+          if (self == nullptr) return;
+          if (!r) return self->SendGroupError(r.error());
+          flx1::GroupInfo info;
+          info.committed = r->committed;
+          info.tail = r->tail;
+          info.in_flight = r->in_flight;
+          info.owed = r->owed;
+          info.dead_letters = r->dead_letters;
+          info.request_id = request_id;
+          self->Send(info);
+        });
+      });
+    });
+    return true;
+  }
+  if (auto* m = std::get_if<flx1::GroupSeek>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupManage, keep_reading);
+    if (!handle) return true;
+    GroupSeekTarget target;
+    switch (m->start.kind) {
+      case flx1::StartPosition::Kind::kEarliest:
+        target.kind = GroupSeekTarget::Kind::kEarliest;
+        break;
+      case flx1::StartPosition::Kind::kLatest:
+        target.kind = GroupSeekTarget::Kind::kLatest;
+        break;
+      case flx1::StartPosition::Kind::kOffset:
+        target.kind = GroupSeekTarget::Kind::kOffset;
+        target.offset = m->start.offset;
+        break;
+    }
+    RunGroupOp(*handle, [group = m->group, target, if_new = m->if_new, request_id = m->request_id](
+                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+      groups.Seek(group, target, if_new,
+                  [request_id, reply](GroupResult<std::pair<uint64_t, bool>> r) {
+                    reply([request_id, r](ClientSession* self) {
+                      if (self == nullptr) return;
+                      if (!r) return self->SendGroupError(r.error());
+                      self->Send(flx1::GroupPosition{r->first, r->second, request_id});
+                    });
+                  });
+    });
+    return true;
+  }
+  if (auto* m = std::get_if<flx1::GroupDelete>(&message)) {
+    auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupManage, keep_reading);
+    if (!handle) return true;
+    RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
+                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+      groups.Delete(group, [request_id, reply](GroupResult<bool> r) {
+        reply([request_id, r](ClientSession* self) {
+          if (self == nullptr) return;
+          if (!r) return self->SendGroupError(r.error());
+          self->Send(flx1::GroupDeleted{*r, request_id});
+        });
+      });
+    });
+    return true;
+  }
+  return false;
+}
+
+}  // namespace felix::broker

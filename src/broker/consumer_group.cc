@@ -1,0 +1,296 @@
+#include "broker/consumer_group.h"
+
+#include <algorithm>
+
+namespace felix::broker {
+namespace {
+
+SettleOutcome Verdict(SettleVerdict verdict, const char* reason, bool fatal = false) {
+  SettleOutcome out;
+  out.verdict = verdict;
+  out.reason = reason;
+  out.fatal = fatal;
+  return out;
+}
+
+}  // namespace
+
+ConsumerGroup::ConsumerGroup(std::optional<uint64_t> committed, uint64_t tail_at_start,
+                             ConsumerGroupLimits limits)
+    : limits_(limits),
+      committed_(committed),
+      position_(committed.value_or(0)),
+      next_new_(position_),
+      tail_at_start_(tail_at_start) {}
+
+void ConsumerGroup::RestoreDeadLetter(uint64_t offset, DeadLetterState state) {
+  dead_letters_[offset] = state;
+  // A redriven entry is owed until it is finished again. A plain entry at or above the cursor
+  // (a crash between the dead-letter write and the cursor write) is listed and still owed as
+  // an ordinary record.
+  if (state == DeadLetterState::kRedriven) owed_.insert(offset);
+}
+
+std::optional<uint64_t> ConsumerGroup::NextCandidate(uint64_t tail) {
+  if (!owed_.empty()) return *owed_.begin();
+  while (next_new_ < tail) {
+    uint64_t n = next_new_;
+    if (n < position_ || finished_.count(n) || claims_.count(n) || delayed_.count(n) ||
+        dead_letter_pending_.count(n)) {
+      ++next_new_;
+      continue;
+    }
+    return n;
+  }
+  return std::nullopt;
+}
+
+uint32_t ConsumerGroup::Claim(uint64_t offset, GroupTime visible_until) {
+  owed_.erase(offset);
+  if (offset >= next_new_) next_new_ = offset + 1;
+  uint32_t attempts = ++attempts_[offset];
+  DropClaim(offset);
+  claims_[offset] = ClaimState{attempts, visible_until};
+  claim_deadlines_.insert({visible_until, offset});
+  touched_ = true;
+  return attempts;
+}
+
+void ConsumerGroup::Release(uint64_t offset, uint32_t attempts) {
+  auto it = claims_.find(offset);
+  if (it == claims_.end() || it->second.attempts != attempts) return;
+  DropClaim(offset);
+  auto a = attempts_.find(offset);
+  if (a != attempts_.end() && a->second > 0) --a->second;
+  owed_.insert(offset);
+}
+
+bool ConsumerGroup::SkipTrimmed(uint64_t oldest) {
+  auto below = [oldest](uint64_t o) { return o < oldest; };
+  for (auto it = claims_.begin(); it != claims_.end() && it->first < oldest;) {
+    claim_deadlines_.erase({it->second.visible_until, it->first});
+    it = claims_.erase(it);
+  }
+  std::erase_if(owed_, below);  // a redriven entry stays listed, but nothing is left to deliver
+  std::erase_if(delayed_, [&](const auto& d) { return below(d.first); });
+  std::erase_if(attempts_, [&](const auto& a) { return below(a.first); });
+  std::erase_if(finished_, below);
+  next_new_ = std::max(next_new_, oldest);
+  if (position_ >= oldest) return false;
+  position_ = oldest;
+  Advance();
+  return true;
+}
+
+bool ConsumerGroup::HandedOutByUs(uint64_t offset) const {
+  return offset < std::max(tail_at_start_, next_new_) || owed_.count(offset) != 0 ||
+         claims_.count(offset) != 0 || delayed_.count(offset) != 0;
+}
+
+std::optional<SettleOutcome> ConsumerGroup::CheckSettle(uint64_t offset, uint64_t tail) const {
+  if (offset >= tail) {
+    return Verdict(SettleVerdict::kInvalid, "offset is at or past the log tail");
+  }
+  auto dl = dead_letters_.find(offset);
+  bool redriven = dl != dead_letters_.end() && dl->second == DeadLetterState::kRedriven;
+  if (!redriven && (offset < position_ || finished_.count(offset) != 0 ||
+                    dead_letter_pending_.count(offset) != 0)) {
+    return Verdict(SettleVerdict::kDuplicate, "already finished");
+  }
+  if (!redriven && !HandedOutByUs(offset)) {
+    return Verdict(SettleVerdict::kStaleClaim, "offset was not handed out by this group yet");
+  }
+  return std::nullopt;
+}
+
+SettleOutcome ConsumerGroup::Ack(uint64_t offset, uint64_t tail) {
+  if (auto refused = CheckSettle(offset, tail)) return *refused;
+  SettleOutcome out;
+  auto dl = dead_letters_.find(offset);
+  if (dl != dead_letters_.end() && dl->second == DeadLetterState::kRedriven) {
+    dead_letters_.erase(dl);
+    out.dead_letter_cleared = true;
+  }
+  DropClaim(offset);
+  owed_.erase(offset);
+  delayed_.erase(offset);
+  attempts_.erase(offset);
+  if (offset >= position_ && finished_.count(offset) == 0) out.cursor_moved = Finish(offset);
+  return out;
+}
+
+SettleOutcome ConsumerGroup::Nack(uint64_t offset, uint64_t tail, uint32_t attempts, GroupTime now,
+                                  GroupClock::duration delay) {
+  if (auto refused = CheckSettle(offset, tail)) return *refused;
+  auto claim = claims_.find(offset);
+  if (attempts != 0 && (claim == claims_.end() || claim->second.attempts != attempts)) {
+    return Verdict(SettleVerdict::kStaleClaim, "that delivery's claim no longer stands", true);
+  }
+  if (claim == claims_.end() && (owed_.count(offset) != 0 || delayed_.count(offset) != 0)) {
+    return SettleOutcome{};  // already handed back
+  }
+  DropClaim(offset);
+  if (delay > GroupClock::duration::zero()) {
+    delayed_[offset] = now + delay;
+  } else {
+    MakeOwed(offset);
+  }
+  return SettleOutcome{};
+}
+
+SettleOutcome ConsumerGroup::Extend(uint64_t offset, uint32_t attempts, GroupTime visible_until) {
+  auto claim = claims_.find(offset);
+  if (claim == claims_.end() || claim->second.attempts != attempts) {
+    return Verdict(SettleVerdict::kStaleClaim, "that delivery's claim no longer stands", true);
+  }
+  claim_deadlines_.erase({claim->second.visible_until, offset});
+  claim->second.visible_until = visible_until;
+  claim_deadlines_.insert({visible_until, offset});
+  return SettleOutcome{};
+}
+
+SettleOutcome ConsumerGroup::DeadLetterNow(uint64_t offset, uint64_t tail) {
+  if (auto refused = CheckSettle(offset, tail)) {
+    if (refused->verdict == SettleVerdict::kDuplicate) {
+      return Verdict(SettleVerdict::kInvalid, "the record is already finished");
+    }
+    return *refused;
+  }
+  DropClaim(offset);
+  owed_.erase(offset);
+  delayed_.erase(offset);
+  dead_letter_pending_.insert(offset);
+  dead_letter_work_.push_back(offset);
+  return SettleOutcome{};
+}
+
+bool ConsumerGroup::Expire(GroupTime now) {
+  bool changed = false;
+  while (!claim_deadlines_.empty() && claim_deadlines_.begin()->first <= now) {
+    uint64_t offset = claim_deadlines_.begin()->second;
+    DropClaim(offset);
+    MakeOwed(offset);
+    changed = true;
+  }
+  for (auto it = delayed_.begin(); it != delayed_.end();) {
+    if (it->second <= now) {
+      uint64_t offset = it->first;
+      it = delayed_.erase(it);
+      MakeOwed(offset);
+      changed = true;
+    } else {
+      ++it;
+    }
+  }
+  return changed;
+}
+
+std::optional<GroupTime> ConsumerGroup::NextDeadline() const {
+  std::optional<GroupTime> next;
+  if (!claim_deadlines_.empty()) next = claim_deadlines_.begin()->first;
+  for (const auto& [offset, due] : delayed_) {
+    if (!next || due < *next) next = due;
+  }
+  return next;
+}
+
+std::vector<uint64_t> ConsumerGroup::TakeDeadLetterWork() {
+  return std::exchange(dead_letter_work_, {});
+}
+
+bool ConsumerGroup::FinishDeadLettered(uint64_t offset) {
+  dead_letter_pending_.erase(offset);
+  dead_letters_[offset] = DeadLetterState::kDeadLettered;
+  attempts_.erase(offset);
+  if (offset >= position_ && finished_.count(offset) == 0) return Finish(offset);
+  return false;
+}
+
+void ConsumerGroup::AbortDeadLetter(uint64_t offset) {
+  if (dead_letter_pending_.erase(offset) != 0) owed_.insert(offset);
+}
+
+std::vector<uint64_t> ConsumerGroup::DeadLetters() const {
+  std::vector<uint64_t> out;
+  out.reserve(dead_letters_.size());
+  for (const auto& [offset, state] : dead_letters_) out.push_back(offset);
+  return out;
+}
+
+std::optional<DeadLetterState> ConsumerGroup::DeadLetterStateOf(uint64_t offset) const {
+  auto it = dead_letters_.find(offset);
+  if (it == dead_letters_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ConsumerGroup::ApplyRedrive(uint64_t offset) {
+  dead_letters_[offset] = DeadLetterState::kRedriven;
+  attempts_.erase(offset);
+  if (claims_.count(offset) == 0 && delayed_.count(offset) == 0) owed_.insert(offset);
+}
+
+void ConsumerGroup::ApplyDiscard(uint64_t offset) {
+  dead_letters_.erase(offset);
+  // A finished (or redriven) record is no longer owed; one still below no cursor stays an
+  // ordinary record.
+  if (offset < position_ || finished_.count(offset) != 0) {
+    DropClaim(offset);
+    owed_.erase(offset);
+    delayed_.erase(offset);
+    attempts_.erase(offset);
+  }
+}
+
+void ConsumerGroup::Seek(uint64_t position) {
+  claims_.clear();
+  claim_deadlines_.clear();
+  delayed_.clear();
+  owed_.clear();
+  attempts_.clear();
+  finished_.clear();
+  position_ = position;
+  next_new_ = position;
+  tail_at_start_ = position;
+  touched_ = true;
+  for (const auto& [offset, state] : dead_letters_) {
+    if (state == DeadLetterState::kRedriven) owed_.insert(offset);
+  }
+}
+
+uint32_t ConsumerGroup::AttemptsOf(uint64_t offset) const {
+  auto it = attempts_.find(offset);
+  return it == attempts_.end() ? 0 : it->second;
+}
+
+void ConsumerGroup::DropClaim(uint64_t offset) {
+  auto it = claims_.find(offset);
+  if (it == claims_.end()) return;
+  claim_deadlines_.erase({it->second.visible_until, offset});
+  claims_.erase(it);
+}
+
+void ConsumerGroup::MakeOwed(uint64_t offset) {
+  if (AttemptsOf(offset) >= limits_.max_attempts) {
+    dead_letter_pending_.insert(offset);
+    dead_letter_work_.push_back(offset);
+    return;
+  }
+  owed_.insert(offset);
+}
+
+bool ConsumerGroup::Finish(uint64_t offset) {
+  finished_.insert(offset);
+  return Advance();
+}
+
+bool ConsumerGroup::Advance() {
+  uint64_t before = position_;
+  while (!finished_.empty() && *finished_.begin() <= position_) {
+    if (*finished_.begin() == position_) ++position_;
+    finished_.erase(finished_.begin());
+  }
+  next_new_ = std::max(next_new_, position_);
+  return position_ != before;
+}
+
+}  // namespace felix::broker

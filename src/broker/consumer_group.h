@@ -1,0 +1,161 @@
+// ConsumerGroup: the in-memory state of one consumer group on one stream shard
+// (consumer-groups.md §1–3): the committed cursor, claims with their visibility deadlines,
+// owed (due for redelivery) offsets, delayed hand-backs, attempt counts and dead letters.
+//
+// A pure state machine: no I/O and no clock of its own. Every call that depends on time takes
+// `now`; the owner (StreamGroups) reads record payloads, writes the cursor and dead-letter logs
+// and arms timers. Durable effects are reported back to the owner:
+//   - cursor_moved on an ack / skip: write position() to the cursor log before answering;
+//   - TakeDeadLetterWork(): offsets that reached the attempt bound; the owner writes each to the
+//     dead-letter log and then calls FinishDeadLettered (or AbortDeadLetter on failure), so a
+//     crash in between leaves the record listed *and* owed, never silently finished.
+//
+// Cursor rule: position() is the first offset not known finished; it advances only over a
+// contiguous run of finished offsets and never moves backwards (except by Seek).
+//
+// Settle rules after a (re)build (§1.2): T0 = the log tail when the tracker was created;
+// o < position → duplicate (ok); o ≥ tail → invalid; o ≥ T0 and not yet handed out by this
+// tracker → stale_claim; otherwise accepted.
+//
+// Threading: not thread-safe; owned by the stream shard's executor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "broker/group_log_record.h"
+
+namespace felix::broker {
+
+using GroupClock = std::chrono::steady_clock;
+using GroupTime = GroupClock::time_point;
+
+struct ConsumerGroupLimits {
+  uint32_t max_attempts = 5;       // FELIX_GROUP_MAX_ATTEMPTS
+  uint64_t max_in_flight = 10000;  // FELIX_GROUP_MAX_IN_FLIGHT
+};
+
+enum class SettleVerdict : uint8_t {
+  kAccepted,    // applied
+  kDuplicate,   // already finished (harmless, answered ok)
+  kStaleClaim,  // never handed out by this tracker (retry), or the named claim is gone (fatal)
+  kInvalid,     // at/past the tail, or not in the state the request needs
+};
+
+struct SettleOutcome {
+  SettleVerdict verdict = SettleVerdict::kAccepted;
+  bool cursor_moved = false;         // write position() before answering
+  bool dead_letter_cleared = false;  // a redriven record finished: delete its dead-letter entry
+  bool fatal = false;                // kStaleClaim: the named delivery's claim no longer stands
+  const char* reason = "";
+};
+
+class ConsumerGroup {
+ public:
+  // `committed`: the durable cursor (nullopt: the group has none yet, it starts at 0).
+  // `tail_at_start`: the shard's committed tail when this tracker is created (T0).
+  ConsumerGroup(std::optional<uint64_t> committed, uint64_t tail_at_start,
+                ConsumerGroupLimits limits);
+
+  // Replay: a dead-letter entry read from the log (redriven entries become owed again).
+  void RestoreDeadLetter(uint64_t offset, DeadLetterState state);
+
+  // ---- Hand-out (a poll) ----
+  bool AtInFlightCap() const { return in_flight() >= limits_.max_in_flight; }
+  // The next offset a poll would hand out: the lowest owed one, else the lowest never handed
+  // out below `tail` that is not finished. nullopt: nothing available.
+  std::optional<uint64_t> NextCandidate(uint64_t tail);
+  // Claims `offset` (a NextCandidate) until `visible_until`; returns its attempt number.
+  uint32_t Claim(uint64_t offset, GroupTime visible_until);
+  // Gives back a claim whose records never reached the consumer (its connection went away):
+  // owed again, and the attempt does not count.
+  void Release(uint64_t offset, uint32_t attempts);
+  // Retention removed every offset below `oldest`: those are settled without delivery.
+  // True if the cursor moved.
+  bool SkipTrimmed(uint64_t oldest);
+
+  // ---- Settling ----
+  SettleOutcome Ack(uint64_t offset, uint64_t tail);
+  // `attempts` 0 = whatever claim stands; `delay` zero = owed now.
+  SettleOutcome Nack(uint64_t offset, uint64_t tail, uint32_t attempts, GroupTime now,
+                     GroupClock::duration delay);
+  // Keeps the claim named by (offset, attempts) visible until `visible_until`.
+  SettleOutcome Extend(uint64_t offset, uint32_t attempts, GroupTime visible_until);
+  // The consumer gives up on `offset` now: queued as dead-letter work.
+  SettleOutcome DeadLetterNow(uint64_t offset, uint64_t tail);
+
+  // Lapsed claims and due delayed hand-backs become owed (or dead-letter work). Returns true
+  // if anything changed.
+  bool Expire(GroupTime now);
+  // The earliest claim deadline or delayed hand-back, if any.
+  std::optional<GroupTime> NextDeadline() const;
+
+  // ---- Dead letters ----
+  // Offsets that reached the attempt bound (or were given up explicitly) since the last call.
+  std::vector<uint64_t> TakeDeadLetterWork();
+  // The dead-letter entry for `offset` is durable: finish it. True if the cursor moved.
+  bool FinishDeadLettered(uint64_t offset);
+  // Its write failed: owed again.
+  void AbortDeadLetter(uint64_t offset);
+  std::vector<uint64_t> DeadLetters() const;  // lowest first (both states)
+  std::optional<DeadLetterState> DeadLetterStateOf(uint64_t offset) const;
+  // After the "redriven" entry is durable: owed again with its attempt count reset.
+  void ApplyRedrive(uint64_t offset);
+  // After the entry's delete is durable: no longer tracked (nor owed).
+  void ApplyDiscard(uint64_t offset);
+
+  // ---- Admin ----
+  // Moves the cursor to `position` and voids every claim, owed offset and delayed hand-back.
+  void Seek(uint64_t position);
+  // Has a cursor or has handed something out.
+  bool Exists() const { return committed_.has_value() || touched_; }
+
+  // ---- Inspection ----
+  uint64_t position() const { return position_; }
+  std::optional<uint64_t> committed() const { return committed_; }
+  uint64_t in_flight() const { return claims_.size() + delayed_.size(); }
+  uint64_t owed() const { return owed_.size(); }
+  uint64_t dead_letter_count() const { return dead_letters_.size(); }
+  // Records the committed cursor value once it is durable.
+  void SetCommitted(uint64_t position) { committed_ = position; }
+  uint32_t AttemptsOf(uint64_t offset) const;
+  bool IsClaimed(uint64_t offset) const { return claims_.count(offset) != 0; }
+
+ private:
+  struct ClaimState {
+    uint32_t attempts = 0;
+    GroupTime visible_until;
+  };
+  // Settle-rule check shared by ack/nack/dead-letter; nullopt = go on.
+  std::optional<SettleOutcome> CheckSettle(uint64_t offset, uint64_t tail) const;
+  bool HandedOutByUs(uint64_t offset) const;
+  void DropClaim(uint64_t offset);
+  void MakeOwed(uint64_t offset);
+  // Marks `offset` finished and advances the cursor; true if it moved.
+  bool Finish(uint64_t offset);
+  bool Advance();
+
+  ConsumerGroupLimits limits_;
+  std::optional<uint64_t> committed_;  // durable value, as last written
+  uint64_t position_ = 0;              // first offset not known finished
+  uint64_t next_new_ = 0;              // lowest offset this tracker has not handed out
+  uint64_t tail_at_start_ = 0;         // T0
+  bool touched_ = false;
+  std::set<uint64_t> finished_;  // finished offsets >= position_
+  std::map<uint64_t, ClaimState> claims_;
+  std::set<std::pair<GroupTime, uint64_t>> claim_deadlines_;
+  std::map<uint64_t, GroupTime> delayed_;  // nacked with a delay: owed at that time
+  std::set<uint64_t> owed_;
+  std::map<uint64_t, uint32_t> attempts_;  // deliveries so far, per unsettled offset
+  std::map<uint64_t, DeadLetterState> dead_letters_;
+  std::set<uint64_t> dead_letter_pending_;  // being written to the dead-letter log
+  std::vector<uint64_t> dead_letter_work_;
+};
+
+}  // namespace felix::broker

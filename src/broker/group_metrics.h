@@ -1,0 +1,26 @@
+// The consumer-group series (consumer-groups.md §7), registered once per broker and shared by
+// every shard's StreamGroups. Counters and gauges are atomic: any thread.
+#pragma once
+
+#include "common/metrics.h"
+
+namespace felix::broker {
+
+struct GroupMetrics {
+  explicit GroupMetrics(MetricsRegistry& r)
+      : inflight(r.AddGauge("felix_group_inflight",
+                            "records handed out by consumer groups and not yet settled")),
+        redeliveries(r.AddCounter("felix_group_redeliveries_total",
+                                  "group records handed out again (attempt > 1)")),
+        dead_letters(r.AddCounter("felix_group_dead_letters_total",
+                                  "group records dead-lettered (attempt bound or explicit)")),
+        polls_capped(r.AddCounter("felix_group_polls_capped_total",
+                                  "group polls answered empty at the in-flight cap")) {}
+
+  Gauge& inflight;
+  Counter& redeliveries;
+  Counter& dead_letters;
+  Counter& polls_capped;
+};
+
+}  // namespace felix::broker

@@ -1,0 +1,183 @@
+// StreamGroups: every consumer group of one durable stream shard (consumer-groups.md), beside
+// the StreamShard and owned by the same executor.
+//
+// Keeps one ConsumerGroup (the in-memory state machine) per group name, reads records for
+// polls through the StreamShard, and persists what must survive a restart on the shard's own
+// logs (storage.md §19): the committed cursor per group on the cursors log, dead-letter
+// entries on the dead-letters log. Recover() replays both logs, so a restarted broker (or,
+// later, a promoted replica that has the same logs) resumes every group at its committed
+// cursor with its dead letters. Claims, owed offsets and attempt counts are memory only: what
+// was in flight at a restart is delivered again with attempts starting at 1 (at-least-once).
+//
+// Durability before answering: an ack that moves the cursor, every dead-letter change and a
+// seek are answered only after their record is durable (DurableLog::AppendAsync; the
+// executor never waits on fsync). An ack above a gap is memory only until the gap closes.
+// Visibility timeouts are executor timers (one per group, at its earliest deadline); a poll
+// with wait_ms waits for a commit (SetCommitListener on the shard), a hand-back, a lapse or
+// its own deadline, never by polling.
+//
+// Threading: Recover() before the object is shared; every other method on `executor` only.
+// The executor, the shard and both logs must outlive it; Stop() (or the executor stopping)
+// drops its timers and waiting polls. Completion callbacks run on the executor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "broker/consumer_group.h"
+#include "broker/executor.h"
+#include "broker/group_metrics.h"
+#include "broker/stream_shard.h"
+#include "common/result.h"
+#include "storage/durable_log.h"
+
+namespace felix::broker {
+
+struct GroupOptions {
+  std::chrono::milliseconds visibility_timeout{30000};  // FELIX_GROUP_VISIBILITY_TIMEOUT_MS
+  std::chrono::milliseconds max_visibility{43200000};   // FELIX_GROUP_MAX_VISIBILITY_MS
+  std::chrono::milliseconds max_wait{30000};            // FELIX_GROUP_MAX_WAIT_MS
+  uint32_t max_attempts = 5;                            // FELIX_GROUP_MAX_ATTEMPTS
+  uint64_t max_in_flight = 10000;                       // FELIX_GROUP_MAX_IN_FLIGHT
+  size_t max_records_per_poll = 1000;
+  size_t max_bytes_per_poll = 4u << 20;
+};
+
+// A refusal, as the client protocol reports it (§8.2 code numbers).
+struct GroupError {
+  uint16_t code = 13;  // ProtocolErrorCode
+  bool fatal = false;  // stale_claim sent with class `fatal` instead of `retry`
+  std::string message;
+};
+template <typename T>
+using GroupResult = tl::expected<T, GroupError>;
+
+struct GroupDelivery {
+  uint64_t offset = 0;
+  uint32_t attempts = 0;
+  uint64_t timestamp_micros = 0;
+  std::vector<uint8_t> payload;
+};
+
+struct GroupPollRequest {
+  uint32_t max_records = 1;
+  std::chrono::milliseconds wait{0};
+  std::chrono::milliseconds visibility{0};  // 0: the broker's visibility timeout
+};
+
+struct GroupDescription {
+  std::optional<uint64_t> committed;
+  uint64_t tail = 0;
+  uint64_t in_flight = 0;
+  uint64_t owed = 0;
+  uint64_t dead_letters = 0;
+};
+
+struct GroupSeekTarget {
+  enum class Kind : uint8_t { kEarliest, kLatest, kOffset };
+  Kind kind = Kind::kLatest;
+  uint64_t offset = 0;
+};
+
+class StreamGroups {
+ public:
+  StreamGroups(
+      std::string shard_name, Executor& executor, StreamShard& shard, storage::DurableLog& cursors,
+      storage::DurableLog& dead_letters, GroupOptions options, GroupMetrics& metrics,
+      std::function<GroupTime()> clock = [] { return GroupClock::now(); });
+  ~StreamGroups();
+  StreamGroups(const StreamGroups&) = delete;
+  StreamGroups& operator=(const StreamGroups&) = delete;
+
+  // Replays the cursor and dead-letter logs (kCorruption naming the log and offset when a
+  // record does not decode).
+  Result<void> Recover();
+
+  template <typename T>
+  using Done = std::function<void(GroupResult<T>)>;
+
+  void Poll(const std::string& group, GroupPollRequest request,
+            Done<std::vector<GroupDelivery>> done);
+  void Ack(const std::string& group, uint64_t offset, Done<void> done);
+  // `attempts` 0: whatever claim stands.
+  void Nack(const std::string& group, uint64_t offset, std::chrono::milliseconds delay,
+            uint32_t attempts, Done<void> done);
+  // Answers the granted visibility in ms.
+  void Extend(const std::string& group, uint64_t offset, uint32_t attempts,
+              std::chrono::milliseconds extend, Done<uint64_t> done);
+  void DeadLetter(const std::string& group, uint64_t offset, Done<void> done);
+  void ListDeadLetters(const std::string& group, Done<std::vector<uint64_t>> done);
+  void Redrive(const std::string& group, uint64_t offset, Done<void> done);
+  void Discard(const std::string& group, uint64_t offset, Done<void> done);
+  void Describe(const std::string& group, Done<GroupDescription> done);
+  // Answers (position, moved).
+  void Seek(const std::string& group, GroupSeekTarget target, bool if_new,
+            Done<std::pair<uint64_t, bool>> done);
+  // Answers whether the group existed.
+  void Delete(const std::string& group, Done<bool> done);
+  // Claims whose records never reached their consumer (its connection went away).
+  void Release(const std::string& group, const std::vector<std::pair<uint64_t, uint32_t>>& claims);
+
+  // The shard committed new records: serve waiting polls.
+  void OnCommitted();
+  // Cancels timers and drops waiting polls (their callbacks are not run).
+  void Stop();
+
+  size_t group_count() const { return groups_.size(); }
+
+ private:
+  struct Entry {
+    explicit Entry(ConsumerGroup s) : state(std::move(s)) {}
+    ConsumerGroup state;
+    Executor::TimerId timer = 0;
+    std::optional<GroupTime> timer_at;
+    int64_t reported_in_flight = 0;
+  };
+  struct Waiting {
+    std::string group;
+    GroupPollRequest request;
+    Done<std::vector<GroupDelivery>> done;
+    Executor::TimerId timer = 0;
+  };
+  struct Write {
+    storage::DurableLog* log;
+    std::vector<uint8_t> record;
+  };
+
+  Entry& EntryFor(const std::string& group);
+  GroupResult<std::vector<GroupDelivery>> Fill(const std::string& group, Entry& entry,
+                                               const GroupPollRequest& request);
+  // After any change: dead-letter work, the lapse timer, the in-flight gauge, waiting polls.
+  void AfterChange(const std::string& group, Entry& entry, Done<void> dead_letters_done = {});
+  void ProcessDeadLetters(const std::string& group, Entry& entry, Done<void> done);
+  void ArmTimer(const std::string& group, Entry& entry);
+  void OnTimer(const std::string& group);
+  void ServeWaiting();
+  // Appends the records and calls `done` (on the executor) once all are durable.
+  void Persist(std::vector<Write> writes, Done<void> done);
+  Write CursorWrite(const std::string& group, Entry& entry);
+  void AnswerSettle(const SettleOutcome& outcome, Done<void> done, std::vector<Write> writes);
+
+  std::string shard_name_;
+  Executor& executor_;
+  StreamShard& shard_;
+  storage::DurableLog& cursors_;
+  storage::DurableLog& dead_letters_;
+  GroupOptions options_;
+  GroupMetrics& metrics_;
+  std::function<GroupTime()> clock_;
+  std::map<std::string, std::unique_ptr<Entry>> groups_;
+  std::map<uint64_t, Waiting> waiting_;
+  uint64_t next_waiting_id_ = 1;
+  bool stopped_ = false;
+  // Completions of durable writes find this object through the token; Stop() clears it.
+  std::shared_ptr<StreamGroups*> alive_;
+};
+
+}  // namespace felix::broker

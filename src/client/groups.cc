@@ -1,0 +1,200 @@
+// felix::Client consumer-group calls (client-protocol.md §6.7): each one request on a stream
+// of its own, answered by the shard's leader. Answers are matched by type; an `error` answer
+// becomes a ClientError with the broker's code and retry class.
+#include "client/error_mapping.h"
+#include "client/own_stream_request.h"
+#include "felix/client.h"
+#include "wire/flx1/constants.h"
+
+namespace felix {
+
+namespace flx1 = wire::flx1;
+
+namespace {
+
+tl::unexpected<ClientError> Fail(ClientErrorCode code, std::string message) {
+  return tl::unexpected<ClientError>(MakeClientError(code, std::move(message)));
+}
+
+// Fills the scope fields every group request starts with.
+template <typename M>
+M Scoped(Client::Impl& impl, const GroupRef& group) {
+  M m;
+  m.tenant_id = client_impl::OptionsOf(impl).tenant_id;
+  m.namespace_ = group.stream.namespace_name;
+  m.stream = group.stream.stream;
+  m.shard = group.shard;
+  m.group = group.group;
+  m.request_id = client_impl::NextRequestId(impl);
+  return m;
+}
+
+ClientResult<void> Check(Client::Impl& impl, const GroupRef& group, uint32_t feature,
+                         const char* what) {
+  if (group.stream.stream.empty() || group.stream.namespace_name.empty() || group.group.empty())
+    return Fail(ClientErrorCode::kInvalidArgument, "empty namespace, stream or group name");
+  if ((client_impl::ServerFeaturesOf(impl) & feature) == 0)
+    return Fail(ClientErrorCode::kUnsupported,
+                std::string("the broker does not serve ") + what + " (no durable storage?)");
+  return {};
+}
+
+// Sends `request`, expects an answer of type A.
+template <typename A>
+ClientResult<A> Exchange(Client::Impl& impl, flx1::Message request,
+                         std::chrono::milliseconds extra_wait = {}) {
+  auto timeout = client_impl::OptionsOf(impl).request_timeout + extra_wait;
+  auto answer = client_impl::ExchangeOnOwnStream(impl, request, timeout);
+  if (!answer) return tl::unexpected(answer.error());
+  if (auto* a = std::get_if<A>(&*answer)) return std::move(*a);
+  if (auto* e = std::get_if<flx1::Error>(&*answer))
+    return tl::unexpected(client_impl::FromErrorMessage(*e, RetryClass::kFatal));
+  if (auto* u = std::get_if<flx1::Unsupported>(&*answer))
+    return Fail(ClientErrorCode::kUnsupported, "the broker does not serve " + u->request_type);
+  return Fail(ClientErrorCode::kProtocol, "unexpected answer to a group request");
+}
+
+ClientResult<void> ExpectOk(Client::Impl& impl, flx1::Message request) {
+  auto ok = Exchange<flx1::CacheOk>(impl, std::move(request));
+  if (!ok) return tl::unexpected(ok.error());
+  return {};
+}
+
+}  // namespace
+
+ClientResult<std::vector<GroupRecord>> Client::GroupPoll(const GroupRef& group,
+                                                         const GroupPollOptions& options) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureConsumerGroup, "consumer groups"); !ok)
+    return tl::unexpected(ok.error());
+  auto m = Scoped<flx1::GroupPoll>(*impl_, group);
+  m.max_records = options.max_records;
+  m.wait_ms = static_cast<uint64_t>(std::max<int64_t>(0, options.wait.count()));
+  if (options.visibility.count() > 0 &&
+      (client_impl::ServerFeaturesOf(*impl_) & flx1::kFeatureGroupClaimControl) != 0) {
+    m.visibility_ms = static_cast<uint64_t>(options.visibility.count());
+  }
+  auto answer = Exchange<flx1::GroupRecords>(*impl_, std::move(m), options.wait);
+  if (!answer) return tl::unexpected(answer.error());
+  std::vector<GroupRecord> records;
+  records.reserve(answer->records.size());
+  for (auto& r : answer->records) {
+    records.push_back(
+        GroupRecord{r.offset, std::string(r.payload.begin(), r.payload.end()), r.attempts});
+  }
+  return records;
+}
+
+ClientResult<void> Client::GroupAck(const GroupRef& group, uint64_t offset) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureConsumerGroup, "consumer groups"); !ok)
+    return ok;
+  auto m = Scoped<flx1::GroupAck>(*impl_, group);
+  m.offset = offset;
+  return ExpectOk(*impl_, std::move(m));
+}
+
+ClientResult<void> Client::GroupNack(const GroupRef& group, uint64_t offset,
+                                     const GroupNackOptions& options) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureConsumerGroup, "consumer groups"); !ok)
+    return ok;
+  auto m = Scoped<flx1::GroupNack>(*impl_, group);
+  m.offset = offset;
+  bool extras = options.delay.count() > 0 || options.attempts != 0;
+  if (extras) {
+    if (auto ok = Check(*impl_, group, flx1::kFeatureGroupClaimControl, "nack delay/attempts"); !ok)
+      return ok;
+    if (options.delay.count() > 0) m.delay_ms = static_cast<uint64_t>(options.delay.count());
+    if (options.attempts != 0) m.attempts = options.attempts;
+  }
+  return ExpectOk(*impl_, std::move(m));
+}
+
+ClientResult<std::chrono::milliseconds> Client::GroupExtend(const GroupRef& group, uint64_t offset,
+                                                            uint32_t attempts,
+                                                            std::chrono::milliseconds extend) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupClaimControl, "group_extend"); !ok)
+    return tl::unexpected(ok.error());
+  if (extend.count() <= 0)
+    return Fail(ClientErrorCode::kInvalidArgument, "extend must be positive");
+  auto m = Scoped<flx1::GroupExtend>(*impl_, group);
+  m.offset = offset;
+  m.attempts = attempts;
+  m.extend_ms = static_cast<uint64_t>(extend.count());
+  auto answer = Exchange<flx1::GroupExtended>(*impl_, std::move(m));
+  if (!answer) return tl::unexpected(answer.error());
+  return std::chrono::milliseconds(answer->visible_ms);
+}
+
+ClientResult<void> Client::GroupDeadLetter(const GroupRef& group, uint64_t offset) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupClaimControl, "group_dead_letter"); !ok)
+    return ok;
+  auto m = Scoped<flx1::GroupDeadLetter>(*impl_, group);
+  m.offset = offset;
+  return ExpectOk(*impl_, std::move(m));
+}
+
+ClientResult<std::vector<uint64_t>> Client::GroupDeadLetters(const GroupRef& group) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupDeadLetters, "dead letters"); !ok)
+    return tl::unexpected(ok.error());
+  auto answer =
+      Exchange<flx1::GroupDeadLetterList>(*impl_, Scoped<flx1::GroupDeadLetters>(*impl_, group));
+  if (!answer) return tl::unexpected(answer.error());
+  return std::move(answer->offsets);
+}
+
+ClientResult<void> Client::GroupRedrive(const GroupRef& group, uint64_t offset) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupDeadLetters, "dead letters"); !ok)
+    return ok;
+  auto m = Scoped<flx1::GroupRedrive>(*impl_, group);
+  m.offset = offset;
+  return ExpectOk(*impl_, std::move(m));
+}
+
+ClientResult<void> Client::GroupDiscard(const GroupRef& group, uint64_t offset) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupDeadLetters, "dead letters"); !ok)
+    return ok;
+  auto m = Scoped<flx1::GroupDiscard>(*impl_, group);
+  m.offset = offset;
+  return ExpectOk(*impl_, std::move(m));
+}
+
+ClientResult<GroupInfo> Client::GroupDescribe(const GroupRef& group) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupAdmin, "group administration"); !ok)
+    return tl::unexpected(ok.error());
+  auto answer = Exchange<flx1::GroupInfo>(*impl_, Scoped<flx1::GroupDescribe>(*impl_, group));
+  if (!answer) return tl::unexpected(answer.error());
+  return GroupInfo{answer->committed, answer->tail, answer->in_flight, answer->owed,
+                   answer->dead_letters};
+}
+
+ClientResult<GroupPosition> Client::GroupSeek(const GroupRef& group, const StartPosition& start,
+                                              bool if_new) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupAdmin, "group administration"); !ok)
+    return tl::unexpected(ok.error());
+  auto m = Scoped<flx1::GroupSeek>(*impl_, group);
+  switch (start.kind()) {
+    case StartPosition::Kind::kLatest:
+      m.start.kind = flx1::StartPosition::Kind::kLatest;
+      break;
+    case StartPosition::Kind::kEarliest:
+      m.start.kind = flx1::StartPosition::Kind::kEarliest;
+      break;
+    case StartPosition::Kind::kOffset:
+      m.start.kind = flx1::StartPosition::Kind::kOffset;
+      m.start.offset = start.offset();
+      break;
+  }
+  m.if_new = if_new;
+  auto answer = Exchange<flx1::GroupPosition>(*impl_, std::move(m));
+  if (!answer) return tl::unexpected(answer.error());
+  return GroupPosition{answer->offset, answer->moved};
+}
+
+ClientResult<bool> Client::GroupDelete(const GroupRef& group) {
+  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupAdmin, "group administration"); !ok)
+    return tl::unexpected(ok.error());
+  auto answer = Exchange<flx1::GroupDeleted>(*impl_, Scoped<flx1::GroupDelete>(*impl_, group));
+  if (!answer) return tl::unexpected(answer.error());
+  return answer->existed;
+}
+
+}  // namespace felix

@@ -1,0 +1,258 @@
+// ConsumerGroup state machine with an explicit clock: hand-out order, the contiguous cursor,
+// visibility lapses, the attempt bound, dead letters and redrive, settle rules after a rebuild.
+#include "broker/consumer_group.h"
+
+#include <gtest/gtest.h>
+
+namespace felix::broker {
+namespace {
+
+using std::chrono::milliseconds;
+
+class ConsumerGroupTest : public ::testing::Test {
+ protected:
+  GroupTime At(int64_t ms) const { return t0_ + milliseconds(ms); }
+  // Hands out up to `n` records (the poll loop of StreamGroups, without payloads).
+  std::vector<std::pair<uint64_t, uint32_t>> Poll(ConsumerGroup& g, size_t n, uint64_t tail,
+                                                  GroupTime now, milliseconds visibility) {
+    std::vector<std::pair<uint64_t, uint32_t>> out;
+    while (out.size() < n && !g.AtInFlightCap()) {
+      auto next = g.NextCandidate(tail);
+      if (!next) break;
+      out.emplace_back(*next, g.Claim(*next, now + visibility));
+    }
+    return out;
+  }
+  GroupTime t0_ = GroupClock::now();
+};
+
+TEST_F(ConsumerGroupTest, NewGroupHandsOutInOffsetOrderFromZero) {
+  ConsumerGroup g(std::nullopt, 0, {});
+  EXPECT_FALSE(g.Exists());
+  auto got = Poll(g, 3, 5, At(0), milliseconds(1000));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], std::make_pair(uint64_t{0}, uint32_t{1}));
+  EXPECT_EQ(got[2], std::make_pair(uint64_t{2}, uint32_t{1}));
+  EXPECT_TRUE(g.Exists());
+  EXPECT_EQ(g.in_flight(), 3u);
+  // Claimed records are not handed out again while the claims stand.
+  auto more = Poll(g, 10, 5, At(1), milliseconds(1000));
+  ASSERT_EQ(more.size(), 2u);
+  EXPECT_EQ(more[0].first, 3u);
+  EXPECT_TRUE(Poll(g, 10, 5, At(2), milliseconds(1000)).empty());
+}
+
+TEST_F(ConsumerGroupTest, CursorAdvancesOnlyOverContiguousFinishedOffsets) {
+  ConsumerGroup g(std::nullopt, 0, {});
+  Poll(g, 4, 4, At(0), milliseconds(1000));
+  auto ack1 = g.Ack(1, 4);
+  EXPECT_EQ(ack1.verdict, SettleVerdict::kAccepted);
+  EXPECT_FALSE(ack1.cursor_moved);
+  EXPECT_EQ(g.position(), 0u);  // 0 is still outstanding
+  auto ack3 = g.Ack(3, 4);
+  EXPECT_FALSE(ack3.cursor_moved);
+  EXPECT_EQ(g.position(), 0u);
+  auto ack0 = g.Ack(0, 4);
+  EXPECT_TRUE(ack0.cursor_moved);
+  EXPECT_EQ(g.position(), 2u);  // 0 and 1 finished; 2 is not
+  EXPECT_TRUE(g.Ack(2, 4).cursor_moved);
+  EXPECT_EQ(g.position(), 4u);
+  // A late or duplicate ack never moves the cursor back and is harmless.
+  auto again = g.Ack(1, 4);
+  EXPECT_EQ(again.verdict, SettleVerdict::kDuplicate);
+  EXPECT_EQ(g.position(), 4u);
+  // At or past the tail: invalid.
+  EXPECT_EQ(g.Ack(4, 4).verdict, SettleVerdict::kInvalid);
+}
+
+TEST_F(ConsumerGroupTest, LapsedClaimIsRedeliveredWithTheNextAttempt) {
+  ConsumerGroup g(std::nullopt, 0, {});
+  auto first = Poll(g, 1, 2, At(0), milliseconds(100));
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(g.NextDeadline());
+  EXPECT_EQ(*g.NextDeadline(), At(100));
+  EXPECT_FALSE(g.Expire(At(99)));
+  // Before the lapse the next poll gets the next new record, not the claimed one.
+  auto second = Poll(g, 1, 2, At(50), milliseconds(100));
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].first, 1u);
+  EXPECT_TRUE(g.Expire(At(100)));
+  EXPECT_EQ(g.owed(), 1u);
+  auto again = Poll(g, 5, 2, At(101), milliseconds(100));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0], std::make_pair(uint64_t{0}, uint32_t{2}));
+}
+
+TEST_F(ConsumerGroupTest, OwedRecordsGoOutBeforeNewOnes) {
+  ConsumerGroup g(std::nullopt, 0, {});
+  Poll(g, 2, 10, At(0), milliseconds(1000));
+  EXPECT_EQ(g.Nack(1, 10, 0, At(1), {}).verdict, SettleVerdict::kAccepted);
+  auto got = Poll(g, 2, 10, At(2), milliseconds(1000));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], std::make_pair(uint64_t{1}, uint32_t{2}));
+  EXPECT_EQ(got[1], std::make_pair(uint64_t{2}, uint32_t{1}));
+}
+
+TEST_F(ConsumerGroupTest, DelayedNackCountsInFlightUntilDue) {
+  ConsumerGroup g(std::nullopt, 0, {});
+  Poll(g, 1, 1, At(0), milliseconds(1000));
+  g.Nack(0, 1, 0, At(10), milliseconds(500));
+  EXPECT_EQ(g.in_flight(), 1u);
+  EXPECT_TRUE(Poll(g, 1, 1, At(20), milliseconds(1000)).empty());
+  EXPECT_EQ(*g.NextDeadline(), At(510));
+  EXPECT_TRUE(g.Expire(At(510)));
+  auto got = Poll(g, 1, 1, At(511), milliseconds(1000));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].second, 2u);
+}
+
+TEST_F(ConsumerGroupTest, NackNamingAGoneDeliveryIsAFatalStaleClaim) {
+  ConsumerGroup g(std::nullopt, 0, {});
+  Poll(g, 1, 1, At(0), milliseconds(100));
+  g.Expire(At(100));
+  Poll(g, 1, 1, At(101), milliseconds(100));  // attempt 2 now holds it
+  auto stale = g.Nack(0, 1, 1, At(102), {});
+  EXPECT_EQ(stale.verdict, SettleVerdict::kStaleClaim);
+  EXPECT_TRUE(stale.fatal);
+  EXPECT_EQ(g.Nack(0, 1, 2, At(102), {}).verdict, SettleVerdict::kAccepted);
+}
+
+TEST_F(ConsumerGroupTest, AttemptBoundDeadLettersThenFinishes) {
+  ConsumerGroup g(std::nullopt, 0, {.max_attempts = 3, .max_in_flight = 100});
+  for (uint32_t attempt = 1; attempt <= 3; ++attempt) {
+    auto got = Poll(g, 1, 2, At(attempt), milliseconds(1000));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0], std::make_pair(uint64_t{0}, attempt));
+    g.Nack(0, 2, 0, At(attempt), {});
+    if (attempt < 3) {
+      EXPECT_TRUE(g.TakeDeadLetterWork().empty());
+    }
+  }
+  auto work = g.TakeDeadLetterWork();
+  ASSERT_EQ(work, std::vector<uint64_t>{0});
+  // Until the dead-letter entry is durable the record is neither owed nor finished.
+  EXPECT_EQ(g.position(), 0u);
+  auto next = Poll(g, 5, 2, At(10), milliseconds(1000));
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].first, 1u);
+  g.Ack(1, 2);
+  EXPECT_EQ(g.position(), 0u);
+  EXPECT_TRUE(g.FinishDeadLettered(0));
+  EXPECT_EQ(g.position(), 2u);  // the poison record no longer stalls the queue
+  EXPECT_EQ(g.DeadLetters(), std::vector<uint64_t>{0});
+}
+
+TEST_F(ConsumerGroupTest, LapsesAlsoCountTowardsTheAttemptBound) {
+  ConsumerGroup g(std::nullopt, 0, {.max_attempts = 2, .max_in_flight = 100});
+  Poll(g, 1, 1, At(0), milliseconds(10));
+  g.Expire(At(10));
+  Poll(g, 1, 1, At(11), milliseconds(10));
+  g.Expire(At(21));
+  EXPECT_EQ(g.TakeDeadLetterWork(), std::vector<uint64_t>{0});
+}
+
+TEST_F(ConsumerGroupTest, FailedDeadLetterWriteLeavesTheRecordOwed) {
+  ConsumerGroup g(std::nullopt, 0, {.max_attempts = 1, .max_in_flight = 100});
+  Poll(g, 1, 1, At(0), milliseconds(10));
+  g.Nack(0, 1, 0, At(1), {});
+  ASSERT_EQ(g.TakeDeadLetterWork(), std::vector<uint64_t>{0});
+  g.AbortDeadLetter(0);
+  EXPECT_EQ(g.owed(), 1u);
+  EXPECT_EQ(g.position(), 0u);
+}
+
+TEST_F(ConsumerGroupTest, RedriveMakesTheOffsetOwedWithAttemptsReset) {
+  ConsumerGroup g(std::nullopt, 0, {.max_attempts = 1, .max_in_flight = 100});
+  Poll(g, 1, 3, At(0), milliseconds(10));
+  g.Nack(0, 3, 0, At(1), {});
+  g.TakeDeadLetterWork();
+  g.FinishDeadLettered(0);
+  EXPECT_EQ(g.position(), 1u);
+  ASSERT_EQ(g.DeadLetterStateOf(0), DeadLetterState::kDeadLettered);
+  g.ApplyRedrive(0);
+  EXPECT_EQ(g.DeadLetterStateOf(0), DeadLetterState::kRedriven);
+  auto got = Poll(g, 1, 3, At(2), milliseconds(10));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], std::make_pair(uint64_t{0}, uint32_t{1}));  // owed first, attempt reset
+  EXPECT_EQ(g.position(), 1u);                                  // the cursor never moves back
+  auto ack = g.Ack(0, 3);
+  EXPECT_EQ(ack.verdict, SettleVerdict::kAccepted);
+  EXPECT_TRUE(ack.dead_letter_cleared);
+  EXPECT_TRUE(g.DeadLetters().empty());
+}
+
+TEST_F(ConsumerGroupTest, RebuiltTrackerSettleRules) {
+  // Restarted with cursor 5 and tail 8 (T0 = 8); the tail has since grown to 10.
+  ConsumerGroup g(5, 8, {});
+  EXPECT_EQ(g.Ack(3, 10).verdict, SettleVerdict::kDuplicate);   // below the cursor
+  EXPECT_EQ(g.Ack(6, 10).verdict, SettleVerdict::kAccepted);    // below T0: accepted
+  EXPECT_EQ(g.Ack(8, 10).verdict, SettleVerdict::kStaleClaim);  // after T0, not handed out
+  EXPECT_FALSE(g.Ack(8, 10).fatal);
+  EXPECT_EQ(g.Ack(10, 10).verdict, SettleVerdict::kInvalid);  // at the tail
+  // The accepted ack above the cursor is skipped when handing out.
+  auto got = Poll(g, 10, 10, At(0), milliseconds(10));
+  std::vector<uint64_t> offsets;
+  for (auto& [o, a] : got) offsets.push_back(o);
+  EXPECT_EQ(offsets, (std::vector<uint64_t>{5, 7, 8, 9}));
+  EXPECT_EQ(g.Ack(8, 10).verdict, SettleVerdict::kAccepted);  // handed out now
+}
+
+TEST_F(ConsumerGroupTest, RestoredRedrivenEntryIsOwedAgain) {
+  ConsumerGroup g(4, 6, {});
+  g.RestoreDeadLetter(1, DeadLetterState::kDeadLettered);
+  g.RestoreDeadLetter(2, DeadLetterState::kRedriven);
+  EXPECT_EQ(g.DeadLetters(), (std::vector<uint64_t>{1, 2}));
+  auto got = Poll(g, 2, 6, At(0), milliseconds(10));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].first, 2u);
+  EXPECT_EQ(got[1].first, 4u);
+}
+
+TEST_F(ConsumerGroupTest, InFlightCapStopsHandOut) {
+  ConsumerGroup g(std::nullopt, 0, {.max_attempts = 5, .max_in_flight = 2});
+  EXPECT_EQ(Poll(g, 10, 10, At(0), milliseconds(10)).size(), 2u);
+  EXPECT_TRUE(g.AtInFlightCap());
+  g.Ack(0, 10);
+  EXPECT_EQ(Poll(g, 10, 10, At(1), milliseconds(10)).size(), 1u);
+}
+
+TEST_F(ConsumerGroupTest, ReleaseDoesNotCountTheAttempt) {
+  ConsumerGroup g(std::nullopt, 0, {});
+  auto got = Poll(g, 1, 1, At(0), milliseconds(10));
+  g.Release(0, got[0].second);
+  auto again = Poll(g, 1, 1, At(1), milliseconds(10));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].second, 1u);
+}
+
+TEST_F(ConsumerGroupTest, SeekVoidsClaimsAndMovesTheCursor) {
+  ConsumerGroup g(std::nullopt, 0, {});
+  Poll(g, 3, 10, At(0), milliseconds(10));
+  g.Seek(7);
+  EXPECT_EQ(g.in_flight(), 0u);
+  EXPECT_EQ(g.position(), 7u);
+  EXPECT_EQ(g.Ack(1, 10).verdict, SettleVerdict::kDuplicate);
+  EXPECT_EQ(g.Ack(7, 10).verdict, SettleVerdict::kStaleClaim);
+  auto got = Poll(g, 1, 10, At(1), milliseconds(10));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].first, 7u);
+}
+
+TEST_F(ConsumerGroupTest, TrimmedRecordsAreSkipped) {
+  ConsumerGroup g(std::nullopt, 0, {});
+  EXPECT_TRUE(g.SkipTrimmed(5));
+  EXPECT_EQ(g.position(), 5u);
+  EXPECT_EQ(g.NextCandidate(8), 5u);
+}
+
+TEST_F(ConsumerGroupTest, TrimmedRedrivenRecordIsNoLongerOwed) {
+  ConsumerGroup g(6, 8, {});
+  g.RestoreDeadLetter(2, DeadLetterState::kRedriven);
+  EXPECT_EQ(g.NextCandidate(8), 2u);
+  g.SkipTrimmed(4);  // retention removed offset 2: nothing left to deliver
+  EXPECT_EQ(g.NextCandidate(8), 6u);
+  EXPECT_EQ(g.DeadLetters(), std::vector<uint64_t>{2});
+}
+
+}  // namespace
+}  // namespace felix::broker

@@ -1,0 +1,201 @@
+// StreamGroups on a fake stream log and real cursor / dead-letter DurableLogs: durable writes
+// before answers, recovery from the logs, retention skipping, corrupt records refused.
+#include "broker/stream_groups.h"
+
+#include <future>
+
+#include <gtest/gtest.h>
+
+#include "broker/fake_record_log.h"
+#include "support/child_process.h"
+
+namespace felix::broker {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeRecordLog;
+
+template <typename F>
+auto OnExecutor(Executor& executor, F fn) -> decltype(fn()) {
+  std::packaged_task<decltype(fn())()> task(std::move(fn));
+  auto future = task.get_future();
+  executor.Post([&task] { task(); });
+  EXPECT_EQ(future.wait_for(10s), std::future_status::ready);
+  return future.get();
+}
+
+// Starts an async StreamGroups call on the executor and waits for its answer.
+template <typename T, typename Start>
+GroupResult<T> Call(Executor& executor, Start start) {
+  auto promise = std::make_shared<std::promise<GroupResult<T>>>();
+  auto future = promise->get_future();
+  executor.Post([start, promise] {
+    start([promise](GroupResult<T> r) { promise->set_value(std::move(r)); });
+  });
+  EXPECT_EQ(future.wait_for(10s), std::future_status::ready);
+  return future.get();
+}
+
+PayloadBatch Batch(std::vector<std::string> payloads) {
+  auto owner = std::make_shared<std::vector<std::string>>(std::move(payloads));
+  PayloadBatch batch;
+  for (const auto& p : *owner) {
+    batch.payloads.emplace_back(reinterpret_cast<const uint8_t*>(p.data()), p.size());
+  }
+  batch.owner = owner;
+  return batch;
+}
+
+class StreamGroupsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = felix::testing::MakeTempDir("stream-groups");
+    OpenLogs();
+    auto log = std::make_unique<FakeRecordLog>();
+    log_ = log.get();
+    shard_ = std::make_unique<StreamShard>(ShardId{"t", "ns", "s", ShardKind::kStream, 0},
+                                           executor_, std::move(log));
+  }
+  void TearDown() override {
+    if (groups_)
+      OnExecutor(executor_, [&] {
+        groups_->Stop();
+        return 0;
+      });
+    executor_.Stop();
+    groups_.reset();
+  }
+  void OpenLogs() {
+    storage::LogOptions options;
+    options.fsync_mode = storage::FsyncMode::kNone;
+    auto cursors = storage::DurableLog::Open(dir_ + "/cursors", options);
+    auto dead = storage::DurableLog::Open(dir_ + "/dead_letters", options);
+    ASSERT_TRUE(cursors && dead);
+    cursors_ = std::move(*cursors);
+    dead_letters_ = std::move(*dead);
+  }
+  Result<void> OpenGroups() {
+    groups_ = std::make_unique<StreamGroups>("t/ns/s/0", executor_, *shard_, *cursors_,
+                                             *dead_letters_, options_, metrics_);
+    // As BrokerCore wires it: commits wake waiting polls.
+    shard_->SetCommitListener([groups = groups_.get()] { groups->OnCommitted(); });
+    return groups_->Recover();
+  }
+  // Closes everything but the stream and reopens the group logs (a restart of the groups).
+  void Reopen() {
+    OnExecutor(executor_, [&] {
+      groups_->Stop();
+      return 0;
+    });
+    // Drain the executor so no completion still refers to the old object.
+    OnExecutor(executor_, [] { return 0; });
+    groups_.reset();
+    ASSERT_TRUE(cursors_->Close());
+    ASSERT_TRUE(dead_letters_->Close());
+    OpenLogs();
+  }
+  void Publish(std::vector<std::string> payloads) {
+    auto done = std::make_shared<std::promise<Result<uint64_t>>>();
+    auto future = done->get_future();
+    executor_.Post([&, payloads, done] {
+      shard_->Publish(Batch(payloads), [done](Result<uint64_t> r) { done->set_value(r); });
+    });
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+    ASSERT_TRUE(future.get());
+  }
+  std::vector<GroupDelivery> Poll(const std::string& group, uint32_t max) {
+    auto r = Call<std::vector<GroupDelivery>>(executor_, [&, group, max](auto done) {
+      groups_->Poll(group, GroupPollRequest{max, 0ms, 0ms}, done);
+    });
+    EXPECT_TRUE(r);
+    return r ? *r : std::vector<GroupDelivery>{};
+  }
+  GroupResult<void> Ack(const std::string& group, uint64_t offset) {
+    return Call<void>(executor_,
+                      [&, group, offset](auto done) { groups_->Ack(group, offset, done); });
+  }
+  GroupDescription Describe(const std::string& group) {
+    auto r = Call<GroupDescription>(executor_,
+                                    [&, group](auto done) { groups_->Describe(group, done); });
+    EXPECT_TRUE(r);
+    return r ? *r : GroupDescription{};
+  }
+
+  MetricsRegistry registry_;
+  GroupMetrics metrics_{registry_};
+  GroupOptions options_;
+  Executor executor_{"groups-test"};
+  std::string dir_;
+  FakeRecordLog* log_ = nullptr;
+  std::unique_ptr<StreamShard> shard_;
+  std::unique_ptr<storage::DurableLog> cursors_, dead_letters_;
+  std::unique_ptr<StreamGroups> groups_;
+};
+
+TEST_F(StreamGroupsTest, AckedCursorAndDeadLettersSurviveReopen) {
+  ASSERT_TRUE(OpenGroups());
+  Publish({"a", "b", "c", "d"});
+  auto got = Poll("g", 4);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(std::string(got[1].payload.begin(), got[1].payload.end()), "b");
+  ASSERT_TRUE(Ack("g", 0));
+  ASSERT_TRUE(Ack("g", 1));
+  EXPECT_EQ(cursors_->TailOffset(), 2u);  // one cursor record per move, written before the answer
+  auto dead = Call<void>(executor_, [&](auto done) { groups_->DeadLetter("g", 2, done); });
+  ASSERT_TRUE(dead);
+  EXPECT_EQ(dead_letters_->TailOffset(), 1u);
+  EXPECT_EQ(Describe("g").committed, 3u);
+
+  Reopen();
+  ASSERT_TRUE(OpenGroups());
+  auto info = Describe("g");
+  EXPECT_EQ(info.committed, 3u);
+  EXPECT_EQ(info.dead_letters, 1u);
+  EXPECT_EQ(info.in_flight, 0u);
+  auto again = Poll("g", 10);
+  ASSERT_EQ(again.size(), 1u);  // offset 3 was in flight: delivered again, attempts start over
+  EXPECT_EQ(again[0].offset, 3u);
+  EXPECT_EQ(again[0].attempts, 1u);
+  EXPECT_EQ(metrics_.inflight.Value(), 1);
+}
+
+TEST_F(StreamGroupsTest, RetentionTrimmedRecordsAreSkipped) {
+  ASSERT_TRUE(OpenGroups());
+  Publish({"a", "b", "c"});
+  log_->trimmed_below = 2;
+  auto got = Poll("g", 10);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].offset, 2u);
+  ASSERT_TRUE(Ack("g", 2));
+  EXPECT_EQ(Describe("g").committed, 3u);
+}
+
+TEST_F(StreamGroupsTest, CorruptCursorRecordRefusesTheOpen) {
+  std::string junk = "\x07garbage";
+  storage::AppendRecord record{storage::AsBytes(junk), 0, 0};
+  ASSERT_TRUE(cursors_->Append(record));
+  auto opened = OpenGroups();
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().code, ErrorCode::kCorruption);
+  EXPECT_NE(opened.error().message.find("offset 0"), std::string::npos) << opened.error().message;
+}
+
+TEST_F(StreamGroupsTest, WaitingPollIsServedByACommit) {
+  ASSERT_TRUE(OpenGroups());
+  auto promise = std::make_shared<std::promise<GroupResult<std::vector<GroupDelivery>>>>();
+  auto future = promise->get_future();
+  executor_.Post([&, promise] {
+    groups_->Poll("g", GroupPollRequest{5, 10s, 0ms},
+                  [promise](auto r) { promise->set_value(std::move(r)); });
+  });
+  // The poll is parked on the executor before the publish below is posted behind it.
+  Publish({"late"});
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  auto got = future.get();
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].offset, 0u);
+}
+
+}  // namespace
+}  // namespace felix::broker
