@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "broker/protocol_codes.h"
 #include "catalog/verify.h"
 #include "wire/shard_hash.h"
 
@@ -23,31 +24,11 @@ constexpr uint64_t kStreamProtocolError = 0x100;
 
 constexpr uint16_t kServerFlags = flx1::kKnownFlags & ~flx1::kFlagBinaryPublishIdempotent;
 
-uint16_t Code(ProtocolErrorCode c) {
-  return static_cast<uint16_t>(c);
-}
-
 uint64_t NowMicrosRoundedToMillis() {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                 std::chrono::system_clock::now().time_since_epoch())
                 .count();
   return static_cast<uint64_t>(ms) * 1000;  // storage keeps milliseconds: live == replayed
-}
-
-uint16_t ProtocolCodeFor(const Error& error) {
-  switch (error.code) {
-    case ErrorCode::kIo:
-    case ErrorCode::kCorruption:
-      return Code(ProtocolErrorCode::kStorage);
-    case ErrorCode::kUnavailable:
-      return Code(ProtocolErrorCode::kShardUnavailable);
-    case ErrorCode::kInvalidArgument:
-      return Code(ProtocolErrorCode::kInvalidRequest);
-    case ErrorCode::kNotFound:
-      return Code(ProtocolErrorCode::kNotFound);
-    default:
-      return Code(ProtocolErrorCode::kInternal);
-  }
 }
 
 std::string_view TypeOf(const flx1::Message& message) {

@@ -6,6 +6,7 @@
 
 #include "broker/client_metrics.h"
 #include "broker/client_session.h"
+#include "broker/protocol_codes.h"
 #include "wire/shard_hash.h"
 
 namespace felix::broker {
@@ -14,26 +15,6 @@ namespace flx1 = felix::wire::flx1;
 using flx1::ProtocolErrorCode;
 
 namespace {
-
-uint16_t Code(ProtocolErrorCode c) {
-  return static_cast<uint16_t>(c);
-}
-
-uint16_t CacheProtocolCode(const Error& error) {
-  switch (error.code) {
-    case ErrorCode::kIo:
-    case ErrorCode::kCorruption:
-      return Code(ProtocolErrorCode::kStorage);
-    case ErrorCode::kUnavailable:
-      return Code(ProtocolErrorCode::kShardUnavailable);
-    case ErrorCode::kInvalidArgument:
-      return Code(ProtocolErrorCode::kInvalidRequest);
-    case ErrorCode::kNotFound:
-      return Code(ProtocolErrorCode::kNotFound);
-    default:
-      return Code(ProtocolErrorCode::kInternal);
-  }
-}
 
 flx1::Bytes ToBytes(const std::string& text) {
   return flx1::Bytes(text.begin(), text.end());
@@ -193,7 +174,7 @@ std::optional<CacheShardHandle> ClientSession::ResolveCacheShard(
   }
   uint32_t shard = wire::ShardModulo(found->shards, key);
   auto handle = service_.core().OpenCacheShard(*found, shard);
-  if (!handle) return refuse(CacheProtocolCode(handle.error()), handle.error().message);
+  if (!handle) return refuse(ProtocolCodeFor(handle.error()), handle.error().message);
   return *handle;
 }
 
@@ -220,7 +201,7 @@ void ClientSession::PostCacheOp(const CacheShardHandle& handle, bool single_shot
 }
 
 void ClientSession::SendCacheError(const Error& error) {
-  SendError(CacheProtocolCode(error), error.message);
+  SendError(ProtocolCodeFor(error), error.message);
 }
 
 }  // namespace felix::broker

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "broker/client_session.h"
+#include "broker/protocol_codes.h"
 #include "catalog/model.h"
 
 namespace felix::broker {
@@ -12,29 +13,7 @@ namespace felix::broker {
 namespace flx1 = felix::wire::flx1;
 using flx1::ProtocolErrorCode;
 
-namespace {
-
-uint16_t Code(ProtocolErrorCode c) {
-  return static_cast<uint16_t>(c);
-}
-
-uint16_t CodeFor(const Error& error) {
-  switch (error.code) {
-    case ErrorCode::kIo:
-    case ErrorCode::kCorruption:
-      return Code(ProtocolErrorCode::kStorage);
-    case ErrorCode::kUnavailable:
-      return Code(ProtocolErrorCode::kShardUnavailable);
-    case ErrorCode::kInvalidArgument:
-      return Code(ProtocolErrorCode::kInvalidRequest);
-    case ErrorCode::kNotFound:
-      return Code(ProtocolErrorCode::kNotFound);
-    default:
-      return Code(ProtocolErrorCode::kInternal);
-  }
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void ClientSession::SendGroupError(const GroupError& error) {
   flx1::Error answer;
@@ -82,7 +61,7 @@ std::optional<StreamShardHandle> ClientSession::OpenGroupShard(const GroupScope&
   }
   auto handle = service_.core().OpenStreamShard(*stream, scope.shard);
   if (!handle) {
-    SendError(CodeFor(handle.error()), handle.error().message);
+    SendError(ProtocolCodeFor(handle.error()), handle.error().message);
     return std::nullopt;
   }
   if (!handle->groups) {

@@ -17,98 +17,23 @@
 #include <thread>
 #include <vector>
 
+#include "cli/client_connection.h"
 #include "cli/command.h"
-#include "cli/credentials.h"
 #include "felix/client.h"
 
 namespace felix::cli {
 
 namespace {
 
-[[noreturn]] void Die(const std::string& message, int code = 1) {
-  std::cerr << "felix: " << message << "\n";
-  throw CLI::RuntimeError(code);
-}
-
-struct ClientConnection {
-  std::string credentials;
-  std::string broker;
-  std::string tenant;
-  std::string token;
-  std::string ca;
-  std::string server_name = "localhost";
-  int64_t timeout_ms = 10000;
-};
-
-void AddClientOptions(CLI::App* cmd, ClientConnection& c) {
-  cmd->add_option("--credentials", c.credentials,
-                  "credential file (default: $FELIX_DATA_DIR or ./felix-data)");
-  cmd->add_option("--broker", c.broker, "broker QUIC address host:port (default: credential file)");
-  cmd->add_option("--tenant", c.tenant, "tenant (default: the credential file's tenant)");
-  cmd->add_option("--token", c.token,
-                  "Felix token (default: $FELIX_AUTH_TOKEN, else minted from the credential file)");
-  cmd->add_option("--ca", c.ca,
-                  "PEM file that verifies the broker (default: the credential file's ca_file, else "
-                  "<data dir>/tls/broker-cert.pem)");
-  cmd->add_option("--server-name", c.server_name, "TLS name of the broker (default localhost)");
-  cmd->add_option("--timeout-ms", c.timeout_ms, "connect and answer timeout (default 10000)");
-}
-
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-ClientOptions ResolveClientOptions(const ClientConnection& c, const StreamRef& stream) {
-  std::string path;
-  auto creds = LoadCliCredentials(c.credentials, &path);
-  ClientOptions o;
-  o.broker = !c.broker.empty()                    ? c.broker
-             : creds && !creds->quic_addr.empty() ? creds->quic_addr
-                                                  : std::string("127.0.0.1:5000");
-  o.tenant_id = !c.tenant.empty() ? c.tenant : creds ? creds->tenant_id : std::string("default");
-  o.server_name = c.server_name;
-  o.ca_file = c.ca;
-  // The broker names the file that verifies it (its dev certificate, or FELIX_TLS_CERT).
-  if (o.ca_file.empty() && creds && !creds->ca_file.empty() &&
-      std::filesystem::exists(creds->ca_file)) {
-    o.ca_file = creds->ca_file;
-  }
-  if (o.ca_file.empty()) {
-    std::filesystem::path dir = std::filesystem::path(path).parent_path();
-    o.ca_file = (dir / "tls" / "broker-cert.pem").string();
-    if (!std::filesystem::exists(o.ca_file))
-      Die("no CA file to verify the broker: " + o.ca_file +
-          " does not exist (pass --ca PEM, or point FELIX_DATA_DIR at the broker's data dir)");
-  }
-  o.token = !c.token.empty() ? c.token : EnvOr("FELIX_AUTH_TOKEN", EnvOr("FELIX_TOKEN", ""));
-  if (o.token.empty()) {
-    if (!creds)
-      Die("no token: pass --token, set FELIX_AUTH_TOKEN, or give the credential file (" +
-          creds.error().message + ")");
-    std::string scope = o.tenant_id + "/" + stream.namespace_name + "/" + stream.stream;
-    auto token =
-        MintLocalToken(*creds, o.tenant_id, "felix-cli",
-                       {"stream.publish:stream:" + scope, "stream.subscribe:stream:" + scope}, 3600,
-                       "felix-broker");
-    if (!token) Die("cannot mint a token: " + token.error().message);
-    o.token = *token;
-  }
-  o.connect_timeout = std::chrono::milliseconds(c.timeout_ms);
-  o.request_timeout = std::chrono::milliseconds(c.timeout_ms);
-  return o;
+ClientOptions ResolveStreamOptions(const ClientConnection& c, const StreamRef& stream) {
+  return ResolveClientOptions(c, stream.namespace_name, stream.stream,
+                              {"stream.publish:stream:{scope}", "stream.subscribe:stream:{scope}"});
 }
 
 StreamRef ParseStream(const std::string& text) {
   auto ref = StreamRef::Parse(text);
   if (!ref) Die(ref.error().message, 2);
   return *ref;
-}
-
-std::unique_ptr<Client> ConnectOrDie(const ClientOptions& options) {
-  auto client = Client::Connect(options);
-  if (!client) Die("cannot connect to " + options.broker + ": " + client.error().ToString());
-  return std::move(*client);
 }
 
 struct PubOptions {
@@ -173,7 +98,7 @@ void RunPub(const ClientConnection& conn, const PubOptions& opts) {
   if (!ack) Die(ack.error().message, 2);
   if (opts.batch == 0) Die("--batch must be at least 1", 2);
   if (opts.rate < 0) Die("--rate must not be negative", 2);
-  ClientOptions options = ResolveClientOptions(conn, stream);
+  ClientOptions options = ResolveStreamOptions(conn, stream);
   auto client = ConnectOrDie(options);
   PublishOptions po;
   po.ack = *ack;
@@ -244,7 +169,7 @@ void RunSub(const ClientConnection& conn, const SubOptions& opts) {
   StreamRef stream = ParseStream(opts.stream);
   auto start = StartPosition::Parse(opts.from);
   if (!start) Die(start.error().message, 2);
-  ClientOptions options = ResolveClientOptions(conn, stream);
+  ClientOptions options = ResolveStreamOptions(conn, stream);
   auto client = ConnectOrDie(options);
   SubscribeOptions so;
   so.shard = opts.shard;
@@ -283,7 +208,7 @@ void RegisterClientCommands(CLI::App& app) {
   auto pub = std::make_shared<PubOptions>();
   CLI::App* p = app.add_subcommand(
       "pub", "publish messages (arguments, or one per stdin line) to STREAM or NAMESPACE/STREAM");
-  AddClientOptions(p, *pub_conn);
+  AddClientConnectionOptions(p, *pub_conn);
   p->add_option("stream", pub->stream, "STREAM or NAMESPACE/STREAM")->required();
   p->add_option("messages", pub->messages, "messages (default: read lines from stdin)");
   p->add_option("--rate", pub->rate, "messages per second (default: unlimited)");
@@ -298,7 +223,7 @@ void RegisterClientCommands(CLI::App& app) {
   auto sub = std::make_shared<SubOptions>();
   CLI::App* s = app.add_subcommand(
       "sub", "subscribe to one shard of a stream; prints offset<TAB>payload per event");
-  AddClientOptions(s, *sub_conn);
+  AddClientConnectionOptions(s, *sub_conn);
   s->add_option("stream", sub->stream, "STREAM or NAMESPACE/STREAM")->required();
   s->add_option("--from", sub->from, "earliest, latest (default) or an offset");
   s->add_option("--shard", sub->shard, "shard to read (default 0)");

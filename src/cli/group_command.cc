@@ -15,27 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "cli/client_connection.h"
 #include "cli/command.h"
-#include "cli/credentials.h"
 #include "felix/client.h"
 
 namespace felix::cli {
 
 namespace {
 
-[[noreturn]] void Die(const std::string& message, int code = 1) {
-  std::cerr << "felix: " << message << "\n";
-  throw CLI::RuntimeError(code);
-}
-
-struct GroupConnection {
-  std::string credentials;
-  std::string broker;
-  std::string tenant;
-  std::string token;
-  std::string ca;
-  std::string server_name = "localhost";
-  int64_t timeout_ms = 10000;
+struct GroupConnection : ClientConnection {
   std::string stream;
   std::string group;
   uint32_t shard = 0;
@@ -45,20 +33,7 @@ void AddGroupOptions(CLI::App* cmd, GroupConnection& c) {
   cmd->add_option("stream", c.stream, "STREAM or NAMESPACE/STREAM")->required();
   cmd->add_option("group", c.group, "consumer group name")->required();
   cmd->add_option("--shard", c.shard, "shard of the stream (default 0)");
-  cmd->add_option("--credentials", c.credentials,
-                  "credential file (default: $FELIX_DATA_DIR or ./felix-data)");
-  cmd->add_option("--broker", c.broker, "broker QUIC address host:port (default: credential file)");
-  cmd->add_option("--tenant", c.tenant, "tenant (default: the credential file's tenant)");
-  cmd->add_option("--token", c.token,
-                  "Felix token (default: $FELIX_AUTH_TOKEN, else minted from the credential file)");
-  cmd->add_option("--ca", c.ca, "PEM file that verifies the broker (default: from the data dir)");
-  cmd->add_option("--server-name", c.server_name, "TLS name of the broker (default localhost)");
-  cmd->add_option("--timeout-ms", c.timeout_ms, "connect and answer timeout (default 10000)");
-}
-
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
+  AddClientConnectionOptions(cmd, c);
 }
 
 GroupRef ParseGroup(const GroupConnection& c) {
@@ -68,42 +43,9 @@ GroupRef ParseGroup(const GroupConnection& c) {
 }
 
 std::unique_ptr<Client> Connect(const GroupConnection& c, const GroupRef& group) {
-  std::string path;
-  auto creds = LoadCliCredentials(c.credentials, &path);
-  ClientOptions o;
-  o.broker = !c.broker.empty()                    ? c.broker
-             : creds && !creds->quic_addr.empty() ? creds->quic_addr
-                                                  : std::string("127.0.0.1:5000");
-  o.tenant_id = !c.tenant.empty() ? c.tenant : creds ? creds->tenant_id : std::string("default");
-  o.server_name = c.server_name;
-  o.ca_file = c.ca;
-  if (o.ca_file.empty() && creds && !creds->ca_file.empty() &&
-      std::filesystem::exists(creds->ca_file)) {
-    o.ca_file = creds->ca_file;
-  }
-  if (o.ca_file.empty()) {
-    o.ca_file = (std::filesystem::path(path).parent_path() / "tls" / "broker-cert.pem").string();
-    if (!std::filesystem::exists(o.ca_file))
-      Die("no CA file to verify the broker: " + o.ca_file + " does not exist (pass --ca PEM)");
-  }
-  o.token = !c.token.empty() ? c.token : EnvOr("FELIX_AUTH_TOKEN", EnvOr("FELIX_TOKEN", ""));
-  if (o.token.empty()) {
-    if (!creds)
-      Die("no token: pass --token, set FELIX_AUTH_TOKEN, or give the credential file (" +
-          creds.error().message + ")");
-    std::string scope = o.tenant_id + "/" + group.stream.namespace_name + "/" + group.stream.stream;
-    auto token =
-        MintLocalToken(*creds, o.tenant_id, "felix-cli",
-                       {"stream.subscribe:stream:" + scope, "stream.manage:stream:" + scope}, 3600,
-                       "felix-broker");
-    if (!token) Die("cannot mint a token: " + token.error().message);
-    o.token = *token;
-  }
-  o.connect_timeout = std::chrono::milliseconds(c.timeout_ms);
-  o.request_timeout = std::chrono::milliseconds(c.timeout_ms);
-  auto client = Client::Connect(o);
-  if (!client) Die("cannot connect to " + o.broker + ": " + client.error().ToString());
-  return std::move(*client);
+  return ConnectOrDie(
+      ResolveClientOptions(c, group.stream.namespace_name, group.stream.stream,
+                           {"stream.subscribe:stream:{scope}", "stream.manage:stream:{scope}"}));
 }
 
 struct ConsumeOptions {
