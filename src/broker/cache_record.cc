@@ -1,5 +1,7 @@
 #include "broker/cache_record.h"
 
+#include "wire/byte_reader.h"
+
 namespace felix::broker {
 namespace {
 
@@ -18,44 +20,6 @@ Error Corrupt(std::string what) {
 }
 
 }  // namespace
-
-bool IsValidUtf8(std::string_view text) {
-  size_t i = 0;
-  const size_t n = text.size();
-  while (i < n) {
-    uint8_t c = static_cast<uint8_t>(text[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (n - i < len) return false;
-    for (size_t k = 1; k < len; ++k) {
-      uint8_t cc = static_cast<uint8_t>(text[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += len;
-  }
-  return true;
-}
 
 std::vector<uint8_t> EncodeCacheRecord(const CacheRecord& r) {
   const bool v2 = r.op == CacheRecord::Op::kPut && r.carried_version.has_value();
@@ -86,7 +50,7 @@ Result<CacheRecord> DecodeCacheRecord(std::span<const uint8_t> p) {
   if (version == 2) r.carried_version = GetLe(p, 14, 8);
   if (key_len > p.size() - header) return tl::unexpected(Corrupt("CacheRecordKeyLength"));
   r.key = std::string_view(reinterpret_cast<const char*>(p.data() + header), key_len);
-  if (!IsValidUtf8(r.key)) return tl::unexpected(Corrupt("CacheRecordKeyNotUtf8"));
+  if (!wire::IsValidUtf8(r.key)) return tl::unexpected(Corrupt("CacheRecordKeyNotUtf8"));
   if (r.op == CacheRecord::Op::kPut) r.value = p.subspan(header + key_len);
   return r;
 }
@@ -115,7 +79,7 @@ Result<CounterRecord> DecodeCounterRecord(std::span<const uint8_t> p) {
   CounterRecord r;
   r.key = std::string_view(reinterpret_cast<const char*>(p.data() + kCounterRecordHeaderBytes),
                            key_len);
-  if (!IsValidUtf8(r.key)) return fail("key is not valid UTF-8");
+  if (!wire::IsValidUtf8(r.key)) return fail("key is not valid UTF-8");
   if (p[1] > 1) return fail("op is not one this build knows");
   r.op = static_cast<CounterRecord::Op>(p[1]);
   r.value = static_cast<int64_t>(GetLe(p, 2, 8));

@@ -53,7 +53,4 @@ std::vector<uint8_t> EncodeCounterRecord(const CounterRecord& record);
 // UTF-8", "op is not one this build knows".
 Result<CounterRecord> DecodeCounterRecord(std::span<const uint8_t> payload);
 
-// Well-formed UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF).
-bool IsValidUtf8(std::string_view text);
-
 }  // namespace felix::broker
