@@ -195,9 +195,6 @@ const char* DeliveryName(Delivery d) {
 const char* RoutingName(Routing r) {
   return kRouting[static_cast<size_t>(r)].first;
 }
-const char* FsyncModeName(FsyncMode m) {
-  return kFsync[static_cast<size_t>(m)].first;
-}
 
 Json ToJson(const Tenant& t) {
   return Json{{"tenant_id", t.tenant_id}, {"display_name", t.display_name}};

@@ -14,6 +14,7 @@
 
 #include "auth/keys.h"
 #include "common/result.h"
+#include "storage/fsync_mode.h"
 
 namespace felix::catalog {
 
@@ -23,7 +24,7 @@ enum class StreamKind : uint8_t { kStream, kQueue, kCache };
 enum class Consistency : uint8_t { kLeader, kQuorum };
 enum class Delivery : uint8_t { kAtMostOnce, kAtLeastOnce };
 enum class Routing : uint8_t { kModulo, kJumpHash };
-enum class FsyncMode : uint8_t { kNone, kPeriodic, kOnCommit };
+using FsyncMode = storage::FsyncMode;  // one definition (storage/fsync_mode.h)
 
 struct Tenant {
   std::string tenant_id;
@@ -114,6 +115,5 @@ const char* StreamKindName(StreamKind kind);
 const char* ConsistencyName(Consistency consistency);
 const char* DeliveryName(Delivery delivery);
 const char* RoutingName(Routing routing);
-const char* FsyncModeName(FsyncMode mode);
 
 }  // namespace felix::catalog

@@ -15,10 +15,11 @@
 
 #include "common/net_address.h"
 #include "common/result.h"
+#include "storage/fsync_mode.h"
 
 namespace felix::server {
 
-enum class FsyncMode { kNone, kPeriodic, kOnCommit };
+using FsyncMode = storage::FsyncMode;  // one definition (storage/fsync_mode.h)
 enum class SubscriberQueuePolicy { kBlock, kDropNew, kDropOld };
 
 struct BrokerConfig {

@@ -43,25 +43,6 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-const char* FsyncModeName(FsyncMode mode) {
-  switch (mode) {
-    case FsyncMode::kNone:
-      return "none";
-    case FsyncMode::kPeriodic:
-      return "periodic";
-    case FsyncMode::kOnCommit:
-      return "on_commit";
-  }
-  return "unknown";
-}
-
-std::optional<FsyncMode> ParseFsyncMode(std::string_view text) {
-  if (text == "none") return FsyncMode::kNone;
-  if (text == "periodic") return FsyncMode::kPeriodic;
-  if (text == "on_commit") return FsyncMode::kOnCommit;
-  return std::nullopt;
-}
-
 DurableLog::DurableLog(std::string dir, LogOptions options)
     : dir_(std::move(dir)), opts_(std::move(options)), builder_(opts_.index_spacing_bytes) {
   if (opts_.metrics != nullptr) {

@@ -50,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "storage/fsync_mode.h"
 #include "storage/io_util.h"
 #include "storage/log_reader.h"
 #include "storage/record_format.h"
@@ -62,11 +63,6 @@ class MetricsRegistry;
 }
 
 namespace felix::storage {
-
-enum class FsyncMode { kNone, kPeriodic, kOnCommit };
-const char* FsyncModeName(FsyncMode mode);
-// "none" | "periodic" | "on_commit"
-std::optional<FsyncMode> ParseFsyncMode(std::string_view text);
 
 struct LogOptions {
   FsyncMode fsync_mode = FsyncMode::kPeriodic;

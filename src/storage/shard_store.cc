@@ -1,5 +1,7 @@
 #include "storage/shard_store.h"
 
+#include "storage/io_util.h"
+
 namespace felix::storage {
 
 const char* LogKindName(LogKind kind) {
@@ -36,6 +38,7 @@ StorageResult<std::unique_ptr<ShardStore>> ShardStore::Open(const std::string& d
   if (auto r = MakeDirectories(dir); !r) return tl::unexpected(r.error());
   std::unique_ptr<ShardStore> store(new ShardStore());
   store->dir_ = dir;
+  if (auto loaded = store->LoadReplicaState(); !loaded) return tl::unexpected(loaded.error());
   for (size_t i = 0; i < kLogKindCount; ++i) {
     LogOptions o = options.logs[i];
     if (o.metrics_label == "log") o.metrics_label = LogKindName(LogKind(i));
@@ -44,6 +47,90 @@ StorageResult<std::unique_ptr<ShardStore>> ShardStore::Open(const std::string& d
     store->logs_[i] = std::move(*log);
   }
   return store;
+}
+
+namespace {
+
+constexpr const char* kReplicaFile = "replica";
+constexpr const char* kBallotFile = "ballot";
+constexpr const char* kEpochsFile = "epochs";
+
+// The file's bytes, nullopt when it does not exist.
+StorageResult<std::optional<std::vector<uint8_t>>> ReadIfPresent(const std::string& path) {
+  if (!FileExists(path)) return std::optional<std::vector<uint8_t>>{};
+  auto bytes = ReadWholeFile(path);
+  if (!bytes) return tl::unexpected(bytes.error());
+  return std::optional<std::vector<uint8_t>>(std::move(*bytes));
+}
+
+StorageError InFile(StorageError error, const std::string& path) {
+  error.file = path;
+  error.message += " (" + path + ")";
+  return error;
+}
+
+}  // namespace
+
+StorageResult<void> ShardStore::LoadReplicaState() {
+  std::string replica_path = dir_ + "/" + kReplicaFile;
+  auto replica = ReadIfPresent(replica_path);
+  if (!replica) return tl::unexpected(replica.error());
+  if (*replica) {
+    auto decoded = DecodeReplicaState(**replica);
+    if (!decoded) return tl::unexpected(InFile(decoded.error(), replica_path));
+    replica_ = *decoded;
+  }
+  std::string ballot_path = dir_ + "/" + kBallotFile;
+  auto ballot = ReadIfPresent(ballot_path);
+  if (!ballot) return tl::unexpected(ballot.error());
+  if (*ballot) {
+    auto decoded = DecodeBallot(**ballot);
+    if (!decoded) return tl::unexpected(InFile(decoded.error(), ballot_path));
+    // A ballot one above the replica file is a raise that crashed between the two writes.
+    if (decoded->generation == replica_.generation + 1) replica_.generation = decoded->generation;
+    if (decoded->generation == replica_.generation) ballot_ = *decoded;
+  }
+  auto epochs = ReadIfPresent(dir_ + "/" + kEpochsFile);
+  if (!epochs) return tl::unexpected(epochs.error());
+  if (*epochs) history_ = GenerationHistory::Decode(**epochs, &epochs_defect_);
+  return {};
+}
+
+StorageResult<void> ShardStore::WriteReplica(const ReplicaState& state) {
+  auto bytes = EncodeReplicaState(state);
+  return WriteFileAtomic(dir_, kReplicaFile, bytes, /*sync=*/true);
+}
+
+StorageResult<void> ShardStore::AcceptGeneration(uint64_t generation, const std::string& leader,
+                                                 uint64_t start_offset) {
+  if (generation <= replica_.generation) {
+    return StorageFail(StorageErrc::kInvalidArgument, "generation " + std::to_string(generation) +
+                                                          " is not above the accepted " +
+                                                          std::to_string(replica_.generation));
+  }
+  Ballot ballot{generation, leader};
+  auto ballot_bytes = EncodeBallot(ballot);
+  if (!ballot_bytes) return tl::unexpected(ballot_bytes.error());
+  if (auto w = WriteFileAtomic(dir_, kBallotFile, *ballot_bytes, true); !w) return w;
+  ReplicaState next = replica_;
+  next.generation = generation;
+  if (auto w = WriteReplica(next); !w) return w;
+  replica_ = next;
+  ballot_ = std::move(ballot);
+  if (history_.Record(generation, start_offset)) {
+    // Advisory: a failed write costs automatic divergence repair, never a record.
+    (void)WriteFileAtomic(dir_, kEpochsFile, history_.Encode(), true);
+  }
+  return {};
+}
+
+StorageResult<void> ShardStore::SetCommitOffset(uint64_t commit_offset) {
+  if (commit_offset <= replica_.commit_offset) return {};
+  ReplicaState next = replica_;
+  next.commit_offset = commit_offset;
+  if (auto w = WriteReplica(next); !w) return w;
+  replica_ = next;
+  return {};
 }
 
 ShardStore::~ShardStore() {

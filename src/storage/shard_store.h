@@ -6,7 +6,17 @@
 //   <dir>/dead_letters  dead letters
 //   <dir>/counters      counters
 // Each log keeps its own DurableLog contract (see durable_log.h); the store only owns them.
-// Thread-safe as its logs are; Close (or the destructor) closes all five.
+//
+// Beside the logs the store keeps the shard's replica state (storage.md §7.1–§7.3, byte
+// layouts in replica_files.h): <dir>/replica (accepted generation, commit offset, retention
+// hold; authoritative — a present file that does not decode refuses the open), <dir>/ballot
+// (the leader a generation was accepted from; authoritative likewise) and <dir>/epochs (the
+// generation history; advisory — a damaged file reads as empty, with `epochs_defect` saying
+// why). All three are absent on a shard that never took a generation above 0.
+//
+// Threading: the logs are thread-safe as documented; the replica state is read and changed
+// only by the shard's owner (its executor), after Open. Close (or the destructor) closes all
+// five logs.
 #pragma once
 
 #include <array>
@@ -15,6 +25,7 @@
 #include <string>
 
 #include "storage/durable_log.h"
+#include "storage/replica_files.h"
 
 namespace felix::storage {
 
@@ -39,13 +50,34 @@ class ShardStore {
   DurableLog& log(LogKind kind) { return *logs_[size_t(kind)]; }
   const DurableLog& log(LogKind kind) const { return *logs_[size_t(kind)]; }
   const std::string& dir() const { return dir_; }
+
+  const ReplicaState& replica_state() const { return replica_; }
+  const std::optional<Ballot>& ballot() const { return ballot_; }
+  const GenerationHistory& generation_history() const { return history_; }
+  const std::string& epochs_defect() const { return epochs_defect_; }
+
+  // Accepts `generation` from `leader`, whose records begin at `start_offset`: the ballot is
+  // durable before the replica file (storage.md §7.3), both before the history. A generation
+  // not above the accepted one is refused (kInvalidArgument); nothing changes on failure of
+  // the first write.
+  StorageResult<void> AcceptGeneration(uint64_t generation, const std::string& leader,
+                                       uint64_t start_offset);
+  // Raises the commit offset (never lowers it) and persists it.
+  StorageResult<void> SetCommitOffset(uint64_t commit_offset);
   // Closes every log; returns the first error.
   StorageResult<void> Close();
 
  private:
   ShardStore() = default;
+  StorageResult<void> LoadReplicaState();
+  StorageResult<void> WriteReplica(const ReplicaState& state);
+
   std::string dir_;
   std::array<std::unique_ptr<DurableLog>, kLogKindCount> logs_;
+  ReplicaState replica_;
+  std::optional<Ballot> ballot_;
+  GenerationHistory history_;
+  std::string epochs_defect_;
 };
 
 }  // namespace felix::storage

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/metrics.h"
+#include "storage/io_util.h"
 #include "storage/shard_store.h"
 #include "test_util.h"
 
@@ -32,6 +33,78 @@ TEST(ShardStore, OpensFiveLogsAndReopens) {
   }
   EXPECT_EQ(ParseLogKind("dead_letters"), LogKind::kDeadLetters);
   EXPECT_NE(registry.RenderPrometheus().find("log=\"counters\""), std::string::npos);
+}
+
+TEST(ShardStore, ReplicaStateStartsAtZeroAndSurvivesReopen) {
+  auto dir = test::TempDir("shard-replica");
+  LogOptions o = test::Opts(FsyncMode::kOnCommit);
+  {
+    auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+    ASSERT_TRUE(store);
+    EXPECT_EQ((*store)->replica_state(), ReplicaState{});
+    EXPECT_FALSE((*store)->ballot().has_value());
+    EXPECT_FALSE(std::filesystem::exists(dir + "/replica")) << "nothing written at generation 0";
+    ASSERT_TRUE((*store)->AcceptGeneration(3, "n1", 0));
+    ASSERT_TRUE((*store)->AcceptGeneration(5, "n2", 40));
+    EXPECT_EQ((*store)->AcceptGeneration(5, "n3", 41).error().code, StorageErrc::kInvalidArgument);
+    ASSERT_TRUE((*store)->SetCommitOffset(42));
+    ASSERT_TRUE((*store)->SetCommitOffset(7)) << "a lower commit offset is no error";
+    ASSERT_TRUE((*store)->Close());
+  }
+  auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+  ASSERT_TRUE(store) << store.error().ToString();
+  EXPECT_EQ((*store)->replica_state(), (ReplicaState{5, 42, false}));
+  EXPECT_EQ((*store)->ballot(), (Ballot{5, "n2"}));
+  EXPECT_EQ((*store)->generation_history().entries(), (std::vector<EpochEntry>{{3, 0}, {5, 40}}));
+}
+
+TEST(ShardStore, ADamagedReplicaFileRefusesTheOpenNamingIt) {
+  auto dir = test::TempDir("shard-replica-bad");
+  LogOptions o = test::Opts(FsyncMode::kOnCommit);
+  {
+    auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+    ASSERT_TRUE(store);
+    ASSERT_TRUE((*store)->AcceptGeneration(2, "n1", 0));
+  }
+  std::filesystem::resize_file(dir + "/replica", 27);
+  auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+  ASSERT_FALSE(store);
+  EXPECT_EQ(store.error().code, StorageErrc::kCorruption);
+  EXPECT_EQ(store.error().file, dir + "/replica");
+}
+
+TEST(ShardStore, ABallotOneAheadIsARaiseThatCrashedBetweenItsTwoWrites) {
+  auto dir = test::TempDir("shard-ballot-ahead");
+  LogOptions o = test::Opts(FsyncMode::kOnCommit);
+  {
+    auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+    ASSERT_TRUE(store);
+    ASSERT_TRUE((*store)->AcceptGeneration(4, "n1", 0));
+  }
+  // The ballot of generation 5 reached the disk, the replica file did not.
+  auto ballot = EncodeBallot(Ballot{5, "n2"});
+  ASSERT_TRUE(ballot);
+  ASSERT_TRUE(WriteFileAtomic(dir, "ballot", *ballot, true));
+  auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+  ASSERT_TRUE(store);
+  EXPECT_EQ((*store)->replica_state().generation, 5u);
+  EXPECT_EQ((*store)->ballot(), (Ballot{5, "n2"}));
+}
+
+TEST(ShardStore, ADamagedEpochsFileReadsAsEmptyAndSaysWhy) {
+  auto dir = test::TempDir("shard-epochs-bad");
+  LogOptions o = test::Opts(FsyncMode::kOnCommit);
+  {
+    auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+    ASSERT_TRUE(store);
+    ASSERT_TRUE((*store)->AcceptGeneration(1, "n1", 0));
+  }
+  std::filesystem::resize_file(dir + "/epochs", 5);
+  auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+  ASSERT_TRUE(store) << "the generation history is advisory";
+  EXPECT_TRUE((*store)->generation_history().entries().empty());
+  EXPECT_FALSE((*store)->epochs_defect().empty());
+  EXPECT_EQ((*store)->replica_state().generation, 1u);
 }
 
 }  // namespace
