@@ -7,6 +7,10 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(felix_flags INTERFACE -Wno-maybe-uninitialized -Wno-stringop-overflow
                                                -Wno-restrict)
 endif()
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  # Lock annotations (common/mutex.h: GUARDED_BY, REQUIRES) are checked by every clang build.
+  target_compile_options(felix_flags INTERFACE -Wthread-safety)
+endif()
 if(FELIX_FAULT_INJECTION)
   target_compile_definitions(felix_flags INTERFACE FELIX_FAULT_INJECTION=1)
 endif()

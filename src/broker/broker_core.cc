@@ -15,6 +15,11 @@ BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalo
     : options_(std::move(options)),
       catalog_(catalog),
       open_shards_(metrics.AddGauge("felix_broker_open_shards", "stream shards open here")),
+      failed_shards_(
+          metrics.AddGauge("felix_broker_shards_failed", "shards whose logs were refused at open")),
+      retention_segments_deleted_(
+          metrics.AddCounter("felix_storage_retention_segments_deleted_total",
+                             "stream log segments deleted by retention (size or age bound)")),
       cache_metrics_(metrics),
       group_metrics_(metrics) {
   size_t n = options_.executors;
@@ -37,6 +42,19 @@ std::optional<catalog::Stream> BrokerCore::FindStream(std::string_view tenant, s
   return *found;
 }
 
+Executor& BrokerCore::ExecutorFor(const std::string& key) {
+  return *executors_[std::hash<std::string>{}(key) % executors_.size()];
+}
+
+namespace {
+
+Error OpenRefused(const std::string& key, const Error& error) {
+  spdlog::error("shard open refused shard={} error={}", key, error.message);
+  return error;
+}
+
+}  // namespace
+
 Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& stream,
                                                       uint32_t shard_index) {
   if (shard_index >= stream.shards) {
@@ -44,64 +62,114 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
                                                  " out of range: stream has " +
                                                  std::to_string(stream.shards) + " shards");
   }
+  std::string key =
+      ShardId{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream, shard_index}
+          .ToString();
+  MutexLock lock(mu_);
+  if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
+  auto [it, created] = shards_.try_emplace(key);
+  OpenShard& entry = it->second;
+  if (!created) return StreamShardHandle{entry.stream_cell, entry.executor};
+  entry.executor = &ExecutorFor(key);
+  entry.stream_cell = std::make_shared<ShardCell<OpenedStream>>();
+  StreamShardHandle handle{entry.stream_cell, entry.executor};
+  opener_.Post([this, stream, shard_index, key, handle] {
+    {
+      MutexLock lock(mu_);
+      if (stopped_) return;  // shutting down: nobody will use the shard
+    }
+    OpenShard built;
+    auto opened = OpenStreamLogs(stream, shard_index, *handle.executor, built);
+    if (!opened) {
+      failed_shards_.Add(1);
+      opened = tl::unexpected(OpenRefused(key, opened.error()));
+      CloseBuilt(built);
+    }
+    {
+      MutexLock lock(mu_);
+      AdoptLocked(key, built);
+    }
+    handle.executor->Post([cell = handle.cell, opened = std::move(opened)]() mutable {
+      cell->Settle(std::move(opened));
+    });
+  });
+  return handle;
+}
+
+Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, uint32_t shard_index,
+                                                Executor& executor, OpenShard& open) {
   ShardId id{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream, shard_index};
   std::string key = id.ToString();
-  std::lock_guard lock(mu_);
-  if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
-  auto it = shards_.find(key);
-  if (it != shards_.end()) {
-    return StreamShardHandle{it->second.shard, it->second.executor, it->second.groups};
-  }
-
-  OpenShard open;
-  open.executor = executors_[std::hash<std::string>{}(key) % executors_.size()].get();
+  if (options_.before_open) options_.before_open(key);
   std::unique_ptr<RecordLog> log;
+  bool bounded_retention = false;
   if (stream.durable) {
     storage::LogOptions log_options = options_.log_defaults;
-    if (stream.fsync_mode) {
-      switch (*stream.fsync_mode) {
-        case catalog::FsyncMode::kNone:
-          log_options.fsync_mode = storage::FsyncMode::kNone;
-          break;
-        case catalog::FsyncMode::kPeriodic:
-          log_options.fsync_mode = storage::FsyncMode::kPeriodic;
-          break;
-        case catalog::FsyncMode::kOnCommit:
-          log_options.fsync_mode = storage::FsyncMode::kOnCommit;
-          break;
-      }
-    }
-    if (stream.retention.max_size_bytes)
+    if (stream.fsync_mode) log_options.fsync_mode = *stream.fsync_mode;
+    if (stream.retention.max_size_bytes) {
       log_options.retention_bytes = *stream.retention.max_size_bytes;
+    }
     if (stream.retention.max_age_seconds) {
       log_options.retention_age = std::chrono::seconds(*stream.retention.max_age_seconds);
     }
+    bounded_retention = log_options.retention_bytes > 0 || log_options.retention_age.count() > 0;
     std::filesystem::path dir = std::filesystem::path(options_.storage_dir) / stream.tenant_id /
                                 stream.namespace_name / stream.name / std::to_string(shard_index);
     auto store =
         storage::ShardStore::Open(dir.string(), storage::ShardStoreOptions::Uniform(log_options));
     if (!store) return tl::unexpected(store.error().ToError());
     open.store = std::move(*store);
-    log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream));
-    spdlog::info("shard opened shard={} durable=true next_offset={}", key, log->next_offset());
+    open.fence = std::make_unique<ShardFence>(Generation(open.store->replica_state().generation));
+    log =
+        std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream), *open.fence);
+    spdlog::info("shard opened shard={} durable=true next_offset={} generation={}", key,
+                 log->next_offset(), open.fence->generation().value());
   } else {
     log = std::make_unique<RingRecordLog>(options_.ring);
   }
-  open.shard = std::make_shared<StreamShard>(id, *open.executor, std::move(log), options_.shard);
+  open.shard = std::make_shared<StreamShard>(id, executor, std::move(log), options_.shard);
   if (open.store) {
     // Consumer groups live beside the shard, on its executor, with their own two logs.
-    open.groups = std::make_shared<StreamGroups>(
-        key, *open.executor, *open.shard, open.store->log(storage::LogKind::kCursors),
-        open.store->log(storage::LogKind::kDeadLetters), options_.groups, group_metrics_);
+    open.cursors_appender = std::make_unique<LogAppender>(
+        open.store->log(storage::LogKind::kCursors), *open.fence, AckAfter::kFlush);
+    open.dead_letters_appender = std::make_unique<LogAppender>(
+        open.store->log(storage::LogKind::kDeadLetters), *open.fence, AckAfter::kFlush);
+    open.groups = std::make_shared<StreamGroups>(key, executor, *open.shard, *open.cursors_appender,
+                                                 *open.dead_letters_appender, options_.groups,
+                                                 group_metrics_);
     if (auto recovered = open.groups->Recover(); !recovered) {
       return tl::unexpected(recovered.error());
     }
     open.shard->SetCommitListener([groups = open.groups.get()] { groups->OnCommitted(); });
   }
-  StreamShardHandle handle{open.shard, open.executor, open.groups};
-  shards_.emplace(key, std::move(open));
-  open_shards_.Add(1);
-  return handle;
+  if (bounded_retention) ScheduleRetention(open.shard, executor);
+  return OpenedStream{open.shard, open.groups};
+}
+
+void BrokerCore::CloseBuilt(OpenShard& built) {
+  if (built.groups) built.groups->Stop();
+  if (built.shard) built.shard->CloseLog();
+  if (built.cache) built.cache->CloseLogs();
+  if (built.store) (void)built.store->Close();
+  built = OpenShard{};
+}
+
+void BrokerCore::AdoptLocked(const std::string& key, OpenShard& built) {
+  auto it = shards_.find(key);
+  if (stopped_ || it == shards_.end()) {
+    // Stop() already closed the shards it knew: close what was opened meanwhile.
+    CloseBuilt(built);
+    return;
+  }
+  OpenShard& entry = it->second;
+  entry.store = std::move(built.store);
+  entry.fence = std::move(built.fence);
+  entry.cursors_appender = std::move(built.cursors_appender);
+  entry.dead_letters_appender = std::move(built.dead_letters_appender);
+  entry.shard = std::move(built.shard);
+  entry.cache = std::move(built.cache);
+  entry.groups = std::move(built.groups);
+  if (entry.shard || entry.cache) open_shards_.Add(1);
 }
 
 std::optional<catalog::Cache> BrokerCore::FindCache(std::string_view tenant, std::string_view ns,
@@ -119,53 +187,100 @@ Result<CacheShardHandle> BrokerCore::OpenCacheShard(const catalog::Cache& cache,
                                                  " out of range: cache has " +
                                                  std::to_string(cache.shards) + " shards");
   }
-  ShardId id{cache.tenant_id, cache.namespace_name, cache.name, ShardKind::kCache, shard_index};
-  std::string key = id.ToString();
-  std::lock_guard lock(mu_);
+  std::string key =
+      ShardId{cache.tenant_id, cache.namespace_name, cache.name, ShardKind::kCache, shard_index}
+          .ToString();
+  MutexLock lock(mu_);
   if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
-  auto it = shards_.find(key);
-  if (it != shards_.end()) return CacheShardHandle{it->second.cache, it->second.executor};
+  auto [it, created] = shards_.try_emplace(key);
+  OpenShard& entry = it->second;
+  if (!created) return CacheShardHandle{entry.cache_cell, entry.executor};
+  entry.executor = &ExecutorFor(key);
+  entry.cache_cell = std::make_shared<ShardCell<OpenedCache>>();
+  CacheShardHandle handle{entry.cache_cell, entry.executor};
+  opener_.Post([this, cache, shard_index, key, handle] {
+    {
+      MutexLock lock(mu_);
+      if (stopped_) return;  // shutting down: nobody will use the shard
+    }
+    OpenShard built;
+    auto opened = OpenCacheLogs(cache, shard_index, *handle.executor, built);
+    if (!opened) {
+      failed_shards_.Add(1);
+      opened = tl::unexpected(OpenRefused(key, opened.error()));
+      CloseBuilt(built);
+    }
+    {
+      MutexLock lock(mu_);
+      AdoptLocked(key, built);
+    }
+    handle.executor->Post([cell = handle.cell, opened = std::move(opened)]() mutable {
+      if (opened) opened->shard->StartSweep();
+      cell->Settle(std::move(opened));
+    });
+  });
+  return handle;
+}
 
-  OpenShard open;
-  open.executor = executors_[std::hash<std::string>{}(key) % executors_.size()].get();
+Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint32_t shard_index,
+                                              Executor& executor, OpenShard& open) {
+  ShardId id{cache.tenant_id, cache.namespace_name, cache.name, ShardKind::kCache, shard_index};
+  if (options_.before_open) options_.before_open(id.ToString());
   std::unique_ptr<RecordLog> cache_log, counter_log;
   if (cache.durable) {
     std::filesystem::path dir = std::filesystem::path(options_.storage_dir) / "_caches" /
                                 cache.tenant_id / cache.namespace_name / cache.name /
                                 std::to_string(shard_index);
-    auto store = storage::ShardStore::Open(
-        dir.string(), storage::ShardStoreOptions::Uniform(options_.log_defaults));
+    // No size or age bound on cache logs: only compaction reclaims them (BrokerCoreOptions).
+    storage::LogOptions cache_log_options = options_.log_defaults;
+    cache_log_options.retention_bytes = 0;
+    cache_log_options.retention_age = std::chrono::seconds(0);
+    auto store = storage::ShardStore::Open(dir.string(),
+                                           storage::ShardStoreOptions::Uniform(cache_log_options));
     if (!store) return tl::unexpected(store.error().ToError());
     open.store = std::move(*store);
-    cache_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCache));
-    counter_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCounters));
+    open.fence = std::make_unique<ShardFence>(Generation(open.store->replica_state().generation));
+    cache_log =
+        std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCache), *open.fence);
+    counter_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCounters),
+                                                     *open.fence);
   }
   CacheShardOptions cache_options = options_.cache;
   cache_options.default_ttl_ms = cache.default_ttl_ms;
   cache_options.metrics = &cache_metrics_;
-  open.cache = std::make_shared<CacheShard>(id, *open.executor, std::move(cache_log),
+  open.cache = std::make_shared<CacheShard>(id, executor, std::move(cache_log),
                                             std::move(counter_log), std::move(cache_options));
-  if (auto opened = open.cache->Open(); !opened) {
-    open.cache->CloseLogs();
-    open.cache.reset();
-    if (open.store) (void)open.store->Close();
-    return tl::unexpected(opened.error());
-  }
-  CacheShardHandle handle{open.cache, open.executor};
-  open.executor->Post([shard = open.cache] { shard->StartSweep(); });
-  shards_.emplace(key, std::move(open));
-  open_shards_.Add(1);
-  return handle;
+  if (auto opened = open.cache->Open(); !opened) return tl::unexpected(opened.error());
+  return OpenedCache{open.cache};
+}
+
+void BrokerCore::ScheduleRetention(const std::shared_ptr<StreamShard>& shard, Executor& executor) {
+  std::weak_ptr<StreamShard> weak = shard;
+  executor.PostAfter(options_.retention_interval, [this, weak, &executor] {
+    auto live = weak.lock();
+    if (!live) return;  // the shard was closed
+    auto deleted = live->EnforceRetention();
+    if (!deleted) {
+      spdlog::error("retention failed shard={} error={}", live->id().ToString(),
+                    deleted.error().message);
+    } else if (*deleted > 0) {
+      retention_segments_deleted_.Increment(*deleted);
+      spdlog::info("retention shard={} segments_deleted={} start_offset={}", live->id().ToString(),
+                   *deleted, live->start_offset());
+    }
+    ScheduleRetention(live, executor);
+  });
 }
 
 void BrokerCore::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
   }
+  opener_.Stop();  // an open in progress finishes; queued ones find the core stopped
   for (auto& e : executors_) e->Stop();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [key, open] : shards_) {
     if (open.groups) open.groups->Stop();
     if (open.shard) open.shard->CloseLog();  // a durable shard's last appends complete first

@@ -1,16 +1,21 @@
-// BrokerCore: the broker's shards and the executors that own them.
+// BrokerCore: custody of the broker's shards and the executors that own them.
 //
-// Streams come from the catalog; a stream shard is opened on first use (its durable logs
-// recovered, or an in-memory ring created) and assigned to one of the core's executors, which
-// then owns it for good. Callers resolve a shard to a handle and post work to the handle's
-// executor; the shard's methods run only there.
+// Streams and caches come from the catalog. A shard is opened on first use: the handle (its
+// owning executor + a ShardCell) is returned at once, and the shard's logs are opened and
+// replayed on the core's opener pool — never on the QUIC loop thread and never under the
+// core's mutex — then settled into the cell on the owning executor, which owns the shard for
+// good. Work for the shard posted before that waits in the cell, in order (shard_cell.h). A
+// shard whose open failed keeps answering that error (logged once, counted in
+// felix_broker_shards_failed).
 //
-// Threading: OpenStreamShard, FindStream and NextSubscriptionId are thread-safe. Stop() (also
-// run by the destructor) drains the executors, then closes the shards and their logs; no
-// handle may be used after it. The catalog and the metrics registry must outlive the core.
+// Threading: OpenStreamShard, OpenCacheShard, FindStream, FindCache and NextSubscriptionId are
+// thread-safe and never block on I/O. Stop() (also run by the destructor) waits for opens in
+// progress, drains the executors, then closes the shards and their logs; no handle may be
+// used after it. The catalog and the metrics registry must outlive the core.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,10 +26,14 @@
 #include "broker/cache_shard.h"
 #include "broker/executor.h"
 #include "broker/group_metrics.h"
+#include "broker/log_appender.h"
+#include "broker/shard_cell.h"
+#include "broker/task_pool.h"
 #include "broker/stream_groups.h"
 #include "broker/stream_shard.h"
 #include "catalog/catalog.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "storage/ring_log.h"
 #include "storage/shard_store.h"
@@ -39,18 +48,25 @@ struct BrokerCoreOptions {
   StreamShardOptions shard;
   CacheShardOptions cache;  // default_ttl_ms and metrics are filled per cache
   GroupOptions groups;
+  // How often each durable stream shard with a size or age bound runs its retention pass
+  // (FELIX_DURABLE_RETENTION_INTERVAL_SECONDS). Cache logs have no retention: their disk is
+  // reclaimed by compaction only, so no live key is ever dropped by a size or age bound.
+  std::chrono::milliseconds retention_interval{60000};
+  // Test seam: runs on the opener thread before a shard's logs are opened (ShardId string).
+  std::function<void(const std::string& shard)> before_open;
 };
 
-struct StreamShardHandle {
+// What a stream shard is once open: the shard, and (durable shards only) its consumer groups,
+// both owned by the handle's executor.
+struct OpenedStream {
   std::shared_ptr<StreamShard> shard;
-  Executor* executor = nullptr;
-  std::shared_ptr<StreamGroups> groups;  // durable shards only; on `executor` like the shard
+  std::shared_ptr<StreamGroups> groups;
 };
-
-struct CacheShardHandle {
+struct OpenedCache {
   std::shared_ptr<CacheShard> shard;
-  Executor* executor = nullptr;
 };
+using StreamShardHandle = ShardHandle<OpenedStream>;
+using CacheShardHandle = ShardHandle<OpenedCache>;
 
 class BrokerCore {
  public:
@@ -63,8 +79,8 @@ class BrokerCore {
   std::optional<catalog::Stream> FindStream(std::string_view tenant, std::string_view ns,
                                             std::string_view stream) const;
 
-  // kNotFound: no such stream; kInvalidArgument: shard out of range; kIo/kCorruption: the
-  // shard's logs could not be opened (the message names the file).
+  // kInvalidArgument: shard out of range; kUnavailable: stopping. A failure to open the logs
+  // (kIo/kCorruption, naming the file) reaches the work through the cell.
   Result<StreamShardHandle> OpenStreamShard(const catalog::Stream& stream, uint32_t shard);
 
   // Caches, as streams: durable cache shards keep a ShardStore (cache and counter logs) under
@@ -80,22 +96,51 @@ class BrokerCore {
   void Stop();
 
  private:
+  struct OpenShard;
+  // The opener's work: open and replay the logs (I/O), fill `open`, return what the cell gets.
+  Result<OpenedStream> OpenStreamLogs(const catalog::Stream& stream, uint32_t shard_index,
+                                      Executor& executor, OpenShard& open);
+  Result<OpenedCache> OpenCacheLogs(const catalog::Cache& cache, uint32_t shard_index,
+                                    Executor& executor, OpenShard& open);
+  Executor& ExecutorFor(const std::string& key);
+  // Runs `shard`'s retention pass every retention_interval on its executor, for as long as the
+  // shard exists (the task holds it weakly).
+  void ScheduleRetention(const std::shared_ptr<StreamShard>& shard, Executor& executor);
+
+  // One entry per shard ever asked for. The executor and the cell are set at creation; the
+  // rest is filled by the opener (under mu_) once the logs are open.
   struct OpenShard {
-    std::unique_ptr<storage::ShardStore> store;  // durable shards only
+    Executor* executor = nullptr;
+    std::shared_ptr<ShardCell<OpenedStream>> stream_cell;  // stream shards
+    std::shared_ptr<ShardCell<OpenedCache>> cache_cell;    // cache shards
+    std::unique_ptr<storage::ShardStore> store;            // durable shards only
+    // The shard's write fence (its stored generation) and the group logs' appenders; every
+    // log of the shard appends through the fence (log_appender.h).
+    std::unique_ptr<ShardFence> fence;
+    std::unique_ptr<LogAppender> cursors_appender;
+    std::unique_ptr<LogAppender> dead_letters_appender;
     std::shared_ptr<StreamShard> shard;
     std::shared_ptr<CacheShard> cache;  // cache shards (then `shard` is null)
-    Executor* executor = nullptr;
     std::shared_ptr<StreamGroups> groups;
   };
+  // Moves what the opener built into the shard's entry (or closes it when the core stopped
+  // meanwhile). Under mu_.
+  void AdoptLocked(const std::string& key, OpenShard& built) REQUIRES(mu_);
+  // Closes whatever part of a shard the opener built and empties `built`.
+  static void CloseBuilt(OpenShard& built);
 
   BrokerCoreOptions options_;
   const catalog::Catalog& catalog_;
   std::vector<std::unique_ptr<Executor>> executors_;
-  std::mutex mu_;
-  std::map<std::string, OpenShard> shards_;  // by ShardId::ToString()
+  // Opens and replays shard logs, a few shards at a time (a slow one holds up no other).
+  TaskPool opener_{"felix-open", 4};
+  Mutex mu_;
+  std::map<std::string, OpenShard> shards_ GUARDED_BY(mu_);  // by ShardId::ToString()
   std::atomic<uint64_t> next_subscription_id_{1};
-  bool stopped_ = false;
+  bool stopped_ GUARDED_BY(mu_) = false;
   Gauge& open_shards_;
+  Gauge& failed_shards_;
+  Counter& retention_segments_deleted_;
   CacheMetrics cache_metrics_;
   GroupMetrics group_metrics_;
 };

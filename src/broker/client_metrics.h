@@ -30,7 +30,9 @@ struct ClientMetrics {
         connections(r.AddGauge("felix_sub_active_connections", "client connections")),
         auth_failures(r.AddCounter("felix_auth_failures_total", "refused auth messages")),
         auth_timeouts(r.AddCounter("felix_quic_auth_timeout_total",
-                                   "connections closed for not authenticating in time")) {}
+                                   "connections closed for not authenticating in time")),
+        redirects(r.AddCounter("felix_client_redirects_total",
+                               "requests answered not_leader: another broker serves the shard")) {}
 
   Counter& publish_ok;
   Counter& publish_error;
@@ -47,6 +49,7 @@ struct ClientMetrics {
   Gauge& connections;
   Counter& auth_failures;
   Counter& auth_timeouts;
+  Counter& redirects;
 };
 
 }  // namespace felix::broker

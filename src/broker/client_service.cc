@@ -6,9 +6,11 @@
 namespace felix::broker {
 
 ClientService::ClientService(ClientServiceOptions options, BrokerCore& core,
-                             const catalog::Catalog& catalog, MetricsRegistry& metrics)
+                             const ShardRouter& router, const catalog::Catalog& catalog,
+                             MetricsRegistry& metrics)
     : options_(options),
       core_(core),
+      resolver_(core, router),
       catalog_(catalog),
       metrics_(std::make_unique<ClientMetrics>(metrics)) {}
 
@@ -25,7 +27,7 @@ transport::ListenHandlers ClientService::Handlers() {
 void ClientService::ReleaseAll() {
   std::vector<std::weak_ptr<ClientConnectionState>> connections;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     connections.swap(connections_);
   }
   for (auto& weak : connections) {
@@ -37,7 +39,7 @@ void ClientService::OnConnection(const std::shared_ptr<transport::Connection>& c
   metrics_->connections.Add(1);
   auto state = std::make_shared<ClientConnectionState>();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::erase_if(connections_, [](const auto& weak) { return weak.expired(); });
     connections_.push_back(state);
   }

@@ -2,7 +2,7 @@
 //
 // Every client-opened bidirectional (or publish-only unidirectional) stream gets a session
 // that reads FLX1 frames, requires `auth` first, checks each request's permission, and serves
-// publishes, subscriptions and discovery through the BrokerCore; answers go back on the same
+// publishes, subscriptions and discovery through the ShardResolver; answers go back on the same
 // stream. Each subscription gets a broker-opened unidirectional event stream fed from its
 // SubscriberQueue. Error handling follows client-protocol.md §8.3 (which failures answer and
 // continue, which end the stream).
@@ -19,8 +19,11 @@
 #include <vector>
 
 #include "broker/broker_core.h"
+#include "broker/shard_resolver.h"
+#include "broker/shard_router.h"
 #include "catalog/catalog.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "transport/endpoint.h"
 
 namespace felix::broker {
@@ -40,8 +43,10 @@ struct ClientMetrics;
 
 class ClientService {
  public:
-  ClientService(ClientServiceOptions options, BrokerCore& core, const catalog::Catalog& catalog,
-                MetricsRegistry& metrics);
+  // `router` decides which shards this broker serves (SingleNodeRouter on a single node); it
+  // must outlive the service.
+  ClientService(ClientServiceOptions options, BrokerCore& core, const ShardRouter& router,
+                const catalog::Catalog& catalog, MetricsRegistry& metrics);
   ~ClientService();
   ClientService(const ClientService&) = delete;
   ClientService& operator=(const ClientService&) = delete;
@@ -55,6 +60,8 @@ class ClientService {
 
   const ClientServiceOptions& options() const { return options_; }
   BrokerCore& core() { return core_; }
+  // Every request path resolves its shard here (one routing authority).
+  ShardResolver& resolver() { return resolver_; }
   const catalog::Catalog& catalog() const { return catalog_; }
   ClientMetrics& metrics() { return *metrics_; }
 
@@ -63,10 +70,11 @@ class ClientService {
 
   ClientServiceOptions options_;
   BrokerCore& core_;
+  ShardResolver resolver_;
   const catalog::Catalog& catalog_;
   std::unique_ptr<ClientMetrics> metrics_;
-  std::mutex mu_;
-  std::vector<std::weak_ptr<struct ClientConnectionState>> connections_;
+  Mutex mu_;
+  std::vector<std::weak_ptr<struct ClientConnectionState>> connections_ GUARDED_BY(mu_);
 };
 
 }  // namespace felix::broker

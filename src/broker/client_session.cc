@@ -7,7 +7,6 @@
 
 #include "broker/protocol_codes.h"
 #include "catalog/verify.h"
-#include "wire/shard_hash.h"
 
 namespace felix::broker {
 
@@ -446,13 +445,18 @@ bool ClientSession::Publish(PublishRequest request) {
     if (answer_id) SendPublishError(request.binary, *answer_id, code, std::move(message));
     return true;  // validation, not-found and overload answers keep the stream (§8.3)
   };
-  auto stream = service_.core().FindStream(request.tenant, request.ns, request.stream);
-  if (!stream) return refuse(Code(ProtocolErrorCode::kNotFound), "stream not found");
-  uint32_t shard = stream->routing == catalog::Routing::kJumpHash
-                       ? wire::ShardJump(stream->shards, request.key)
-                       : wire::ShardModulo(stream->shards, request.key);
-  auto handle = service_.core().OpenStreamShard(*stream, shard);
-  if (!handle) return refuse(ProtocolCodeFor(handle.error()), handle.error().message);
+  auto resolved =
+      service_.resolver().ResolvePublish(request.tenant, request.ns, request.stream, request.key);
+  if (auto* error = std::get_if<Error>(&resolved)) {
+    return refuse(ProtocolCodeFor(*error), error->message);
+  }
+  if (auto* remote = std::get_if<RemoteShard>(&resolved)) {
+    // A publish is never redirected (client-protocol.md §6.2): until forwarding serves it, the
+    // client learns who owns the shard from the refusal (class redirect).
+    service_.metrics().redirects.Increment();
+    return refuse(Code(ProtocolErrorCode::kNotLeader), OwnerProse(*remote));
+  }
+  const StreamShardHandle& handle = std::get<LocalStreamShard>(resolved).handle;
 
   size_t bytes = 0;
   for (auto p : request.payloads) bytes += p.size();
@@ -464,36 +468,35 @@ bool ClientSession::Publish(PublishRequest request) {
     }
     return refuse(Code(ProtocolErrorCode::kOverloaded), "publish queue full");
   }
-  inflight_bytes_ += bytes;
-  ++pending_ops_;
-  service_.metrics().publish_messages.Increment(request.payloads.size());
-  service_.metrics().publish_bytes.Increment(bytes);
 
+  size_t batch_records = request.payloads.size();
   PayloadBatch batch{std::move(request.owner), std::move(request.payloads),
                      NowMicrosRoundedToMillis()};
-  std::weak_ptr<ClientSession> weak = weak_from_this();
-  transport::Endpoint* endpoint = &endpoint_;
   bool binary = request.binary;
-  handle->executor->Post([shard = handle->shard, batch = std::move(batch), weak, endpoint,
-                          answer_id, binary, bytes]() mutable {
-    shard->Publish(std::move(batch),
-                   [weak, endpoint, answer_id, binary, bytes](Result<uint64_t> result) {
-                     endpoint->Post([weak, answer_id, binary, bytes, result = std::move(result)] {
-                       auto self = weak.lock();
-                       if (!self) return;
-                       self->inflight_bytes_ -= bytes;
-                       --self->pending_ops_;
-                       if (result) {
-                         self->service_.metrics().publish_ok.Increment();
-                       } else {
-                         self->service_.metrics().publish_error.Increment();
-                       }
-                       if (answer_id) self->AnswerPublish(binary, *answer_id, result);
-                       if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
-                       self->MaybeRelease();
-                     });
-                   });
+  bool posted = RunOnShard(*handle.executor, [cell = handle.cell, batch = std::move(batch),
+                                              answer_id, binary, bytes](auto reply) mutable {
+    cell->WhenOpen([batch = std::move(batch), reply, answer_id, binary,
+                    bytes](Result<OpenedStream*> opened) mutable {
+      auto answer = [reply, answer_id, binary, bytes](Result<uint64_t> result) {
+        reply([answer_id, binary, bytes, result = std::move(result)](ClientSession* self) {
+          if (self == nullptr) return;
+          self->inflight_bytes_ -= bytes;
+          if (result) {
+            self->service_.metrics().publish_ok.Increment();
+          } else {
+            self->service_.metrics().publish_error.Increment();
+          }
+          if (answer_id) self->AnswerPublish(binary, *answer_id, result);
+        });
+      };
+      if (!opened) return answer(tl::unexpected(opened.error()));
+      (*opened)->shard->Publish(std::move(batch), answer);
+    });
   });
+  if (!posted) return refuse(Code(ProtocolErrorCode::kShardUnavailable), "broker is stopping");
+  inflight_bytes_ += bytes;
+  service_.metrics().publish_messages.Increment(batch_records);
+  service_.metrics().publish_bytes.Increment(bytes);
   return true;
 }
 
@@ -556,18 +559,19 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
     FinishStream();
     return false;
   }
-  auto stream = service_.core().FindStream(request.tenant_id, request.namespace_, request.stream);
-  if (!stream) {
-    SendError(Code(ProtocolErrorCode::kNotFound), "stream not found");
+  auto resolved = service_.resolver().ResolveStreamShard(request.tenant_id, request.namespace_,
+                                                         request.stream, request.shard.value_or(0));
+  if (auto* error = std::get_if<Error>(&resolved)) {
+    SendError(ProtocolCodeFor(*error), error->message);
     FinishStream();
     return false;
   }
-  auto handle = service_.core().OpenStreamShard(*stream, request.shard.value_or(0));
-  if (!handle) {
-    SendError(ProtocolCodeFor(handle.error()), handle.error().message);
+  if (auto* remote = std::get_if<RemoteShard>(&resolved)) {
+    SendNotLeader(*remote);  // a subscription is redirected, never forwarded
     FinishStream();
     return false;
   }
+  auto& local = std::get<LocalStreamShard>(resolved);
   StartPosition start;
   if (request.start) {
     switch (request.start->kind) {
@@ -583,34 +587,45 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
     }
   }
   uint64_t client_id = request.subscription_id.value_or(service_.core().NextSubscriptionId());
-  bool durable = stream->durable;
+  bool durable = local.stream.durable;
   std::optional<uint32_t> requested_capacity = request.queue_capacity;
-  ++connection_->subscriptions;
-  ++pending_ops_;
   auto slot = std::make_shared<WriterSlot>();
-  std::weak_ptr<ClientSession> weak = weak_from_this();
-  transport::Endpoint* endpoint = &endpoint_;
-  StreamShardHandle shard_handle = *handle;
-  handle->executor->Post([shard_handle, start, requested_capacity, slot, weak, endpoint, client_id,
-                          durable] {
-    auto result = shard_handle.shard->Subscribe(start, requested_capacity.value_or(0),
-                                                [slot] { slot->Wake(); });
-    endpoint->Post([shard_handle, result = std::move(result), slot, weak, client_id, durable,
-                    requested_capacity]() mutable {
-      auto self = weak.lock();
-      if (!self) {
-        if (auto* sub = std::get_if<Subscription>(&result)) {
-          uint64_t id = sub->id;
-          shard_handle.executor->Post([shard_handle, id] { shard_handle.shard->Unsubscribe(id); });
-        }
+  StreamShardHandle shard_handle = local.handle;
+  bool posted = RunOnShard(*shard_handle.executor, [shard_handle, start, requested_capacity, slot,
+                                                    client_id, durable](auto reply) {
+    shard_handle.cell->WhenOpen([=](Result<OpenedStream*> opened) {
+      if (!opened) {
+        reply([error = opened.error()](ClientSession* self) {
+          if (self == nullptr) return;
+          --self->connection_->subscriptions;
+          self->SendError(ProtocolCodeFor(error), error.message);
+          self->FinishStream();
+        });
         return;
       }
-      --self->pending_ops_;
-      self->OnSubscribed(shard_handle, std::move(result), slot, client_id, durable,
-                         requested_capacity);
-      self->MaybeRelease();
+      auto shard = (*opened)->shard;
+      auto result =
+          shard->Subscribe(start, requested_capacity.value_or(0), [slot] { slot->Wake(); });
+      reply([shard_handle, shard, result = std::move(result), slot, client_id, durable,
+             requested_capacity](ClientSession* self) mutable {
+        if (self == nullptr) {
+          if (auto* sub = std::get_if<Subscription>(&result)) {
+            uint64_t id = sub->id;
+            shard_handle.executor->Post([shard, id] { shard->Unsubscribe(id); });
+          }
+          return;
+        }
+        self->OnSubscribed(shard_handle, std::move(result), slot, client_id, durable,
+                           requested_capacity);
+      });
     });
   });
+  if (!posted) {
+    SendError(Code(ProtocolErrorCode::kShardUnavailable), "broker is stopping");
+    FinishStream();
+    return false;
+  }
+  ++connection_->subscriptions;
   return true;
 }
 
@@ -635,7 +650,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
   auto unsubscribe = [&] {
     --connection_->subscriptions;
     uint64_t id = sub.id;
-    handle.executor->Post([handle, id] { handle.shard->Unsubscribe(id); });
+    handle.executor->Post([cell = handle.cell, id] { cell->get()->shard->Unsubscribe(id); });
   };
   transport::Connection* connection = stream_->connection();
   if (ended_ || connection == nullptr) {
@@ -684,7 +699,7 @@ bool ClientSession::HandleStreamShards(const flx1::StreamShards& request) {
   flx1::StreamShardsView view;
   view.request_id = request.request_id;
   if (auto stream =
-          service_.core().FindStream(request.tenant_id, request.namespace_, request.stream)) {
+          service_.resolver().FindStream(request.tenant_id, request.namespace_, request.stream)) {
     view.shards = stream->shards;
     if (stream->routing == catalog::Routing::kJumpHash)
       view.routing = flx1::ShardRouting::kJumpHash;

@@ -21,6 +21,7 @@
 #include "auth/token.h"
 #include "broker/client_service.h"
 #include "broker/event_stream_writer.h"
+#include "broker/shard_resolver.h"
 #include "transport/endpoint.h"
 #include "wire/flx1/frame.h"
 
@@ -89,6 +90,20 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // Drops the stream's handlers (which own this session) once nothing is pending and both
   // directions are done.
   void MaybeRelease();
+
+  // ---- Shared by every request path (client_session_routing.cc) ----
+  // Runs `work` on a shard's executor. `work` hands back, exactly once and from any thread, a
+  // reply that runs on the loop thread with this session — or with nullptr when the session is
+  // gone (so the reply can release what it holds). The request counts as pending until then.
+  // Returns false, with nothing pending, when the executor is stopping; the caller answers.
+  using SessionReply = std::function<void(ClientSession*)>;
+  using ShardWork = std::function<void(std::function<void(SessionReply)>)>;
+  bool RunOnShard(Executor& executor, ShardWork work);
+  // The answer to a request for a shard another broker serves: `not_leader` to a client that
+  // offered FEATURE_REDIRECT, otherwise `error` code not_leader naming the owner in prose.
+  void SendNotLeader(const RemoteShard& remote);
+  static std::string OwnerProse(const RemoteShard& remote);
+  // ---- end of shared ----
 
   bool Authorized(auth::Action action, std::string_view tenant, std::string_view ns,
                   std::string_view stream, std::optional<uint64_t> publish_request_id, bool binary);

@@ -7,7 +7,6 @@
 #include "broker/client_metrics.h"
 #include "broker/client_session.h"
 #include "broker/protocol_codes.h"
-#include "wire/shard_hash.h"
 
 namespace felix::broker {
 
@@ -136,7 +135,7 @@ bool ClientSession::HandleCacheShards(const flx1::CacheShards& request) {
   flx1::CacheShardsView view;
   view.request_id = request.request_id;
   if (auto cache =
-          service_.core().FindCache(request.tenant_id, request.namespace_, request.cache)) {
+          service_.resolver().FindCache(request.tenant_id, request.namespace_, request.cache)) {
     view.shards = cache->shards;
   }
   Send(view);
@@ -166,37 +165,41 @@ std::optional<CacheShardHandle> ClientSession::ResolveCacheShard(
     if (single_shot) FinishStream();  // its single answer was the refusal
     return std::nullopt;
   };
-  auto found = service_.core().FindCache(tenant, ns, cache);
-  if (!found) {
-    return refuse(Code(ProtocolErrorCode::kNotFound),
-                  "cache scope not found: " + std::string(tenant) + "/" + std::string(ns) + "/" +
-                      std::string(cache));
+  auto resolved = service_.resolver().ResolveCacheKey(tenant, ns, cache, key);
+  if (auto* error = std::get_if<Error>(&resolved)) {
+    return refuse(ProtocolCodeFor(*error), error->message);
   }
-  uint32_t shard = wire::ShardModulo(found->shards, key);
-  auto handle = service_.core().OpenCacheShard(*found, shard);
-  if (!handle) return refuse(ProtocolCodeFor(handle.error()), handle.error().message);
-  return *handle;
+  if (auto* remote = std::get_if<RemoteShard>(&resolved)) {
+    // Until forwarding serves it, the client learns the owner (a redirect-class answer).
+    SendNotLeader(*remote);
+    *keep_reading = !single_shot;
+    if (single_shot) FinishStream();
+    return std::nullopt;
+  }
+  return std::get<LocalCacheShard>(resolved).handle;
 }
 
 void ClientSession::PostCacheOp(const CacheShardHandle& handle, bool single_shot, CacheOp op) {
-  ++pending_ops_;
-  std::weak_ptr<ClientSession> weak = weak_from_this();
-  transport::Endpoint* endpoint = &endpoint_;
-  auto reply = [weak, endpoint, single_shot](CacheAnswer answer) {
-    endpoint->Post([weak, single_shot, answer = std::move(answer)] {
-      auto self = weak.lock();
-      if (!self) return;
-      --self->pending_ops_;
-      if (!self->ended_) answer(*self);
-      if (single_shot || (self->peer_finished_ && self->pending_ops_ == 0)) self->FinishStream();
-      self->MaybeRelease();
-    });
-  };
-  bool posted = handle.executor->Post(
-      [shard = handle.shard, op = std::move(op), reply]() { op(*shard, reply); });
+  bool posted = RunOnShard(
+      *handle.executor, [cell = handle.cell, op = std::move(op), single_shot](auto reply) {
+        auto answer_on_loop = [reply, single_shot](CacheAnswer answer) {
+          reply([single_shot, answer = std::move(answer)](ClientSession* self) {
+            if (self == nullptr) return;
+            if (!self->ended_) answer(*self);
+            if (single_shot) self->FinishStream();
+          });
+        };
+        cell->WhenOpen([op, answer_on_loop](Result<OpenedCache*> opened) {
+          if (!opened) {
+            return answer_on_loop(
+                [error = opened.error()](ClientSession& self) { self.SendCacheError(error); });
+          }
+          op(*(*opened)->shard, answer_on_loop);
+        });
+      });
   if (!posted) {
-    --pending_ops_;
     SendCacheError(Error{ErrorCode::kUnavailable, "broker is stopping"});
+    if (single_shot) FinishStream();
   }
 }
 

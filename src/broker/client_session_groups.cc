@@ -13,15 +13,32 @@ namespace felix::broker {
 namespace flx1 = felix::wire::flx1;
 using flx1::ProtocolErrorCode;
 
-namespace {}  // namespace
+namespace {
+
+// The client protocol's code for a group refusal (client-protocol.md §8.2).
+uint16_t GroupProtocolCode(GroupErrc reason) {
+  switch (reason) {
+    case GroupErrc::kInvalidRequest:
+      return Code(ProtocolErrorCode::kInvalidRequest);
+    case GroupErrc::kStaleClaim:
+      return Code(ProtocolErrorCode::kStaleClaim);
+    case GroupErrc::kUnavailable:
+      return Code(ProtocolErrorCode::kShardUnavailable);
+    case GroupErrc::kStorage:
+      break;
+  }
+  return Code(ProtocolErrorCode::kStorage);
+}
+
+}  // namespace
 
 void ClientSession::SendGroupError(const GroupError& error) {
   flx1::Error answer;
   answer.message = error.message;
   if (error_codes_) {
-    if (auto name = flx1::ErrorCodeName(error.code)) answer.code = std::string(*name);
-    flx1::RetryClass retry =
-        error.fatal ? flx1::RetryClass::kFatal : flx1::DefaultRetryClass(error.code);
+    uint16_t code = GroupProtocolCode(error.reason);
+    if (auto name = flx1::ErrorCodeName(code)) answer.code = std::string(*name);
+    flx1::RetryClass retry = error.fatal ? flx1::RetryClass::kFatal : flx1::DefaultRetryClass(code);
     answer.retry = std::string(flx1::RetryClassName(retry));
   }
   Send(answer);
@@ -49,52 +66,46 @@ std::optional<StreamShardHandle> ClientSession::OpenGroupShard(const GroupScope&
               "digit");
     return std::nullopt;
   }
-  auto stream = service_.core().FindStream(scope.tenant, scope.ns, scope.stream);
-  if (!stream) {
-    SendError(Code(ProtocolErrorCode::kNotFound), "stream not found");
+  auto resolved =
+      service_.resolver().ResolveStreamShard(scope.tenant, scope.ns, scope.stream, scope.shard);
+  if (auto* error = std::get_if<Error>(&resolved)) {
+    SendError(ProtocolCodeFor(*error), error->message);
     return std::nullopt;
   }
-  if (!stream->durable) {
+  if (auto* remote = std::get_if<RemoteShard>(&resolved)) {
+    SendNotLeader(*remote);  // group requests go to the shard's leader (§6.7)
+    return std::nullopt;
+  }
+  auto& local = std::get<LocalStreamShard>(resolved);
+  if (!local.stream.durable) {
     SendError(Code(ProtocolErrorCode::kInvalidRequest),
-              "consumer groups need a durable stream; '" + stream->name + "' is in memory");
+              "consumer groups need a durable stream; '" + local.stream.name + "' is in memory");
     return std::nullopt;
   }
-  auto handle = service_.core().OpenStreamShard(*stream, scope.shard);
-  if (!handle) {
-    SendError(ProtocolCodeFor(handle.error()), handle.error().message);
-    return std::nullopt;
-  }
-  if (!handle->groups) {
-    SendError(Code(ProtocolErrorCode::kInvalidRequest),
-              "this broker has no durable storage, so it serves no consumer groups");
-    return std::nullopt;
-  }
-  return *handle;
+  return local.handle;
 }
 
 void ClientSession::RunGroupOp(const StreamShardHandle& handle, GroupOp op) {
-  ++pending_ops_;
-  std::weak_ptr<ClientSession> weak = weak_from_this();
-  transport::Endpoint* endpoint = &endpoint_;
-  auto groups = handle.groups;
-  auto reply_on_loop = [weak, endpoint](GroupReply reply) {
-    endpoint->Post([weak, reply = std::move(reply)] {
-      auto self = weak.lock();
-      if (!self) {
-        reply(nullptr);
-        return;
-      }
-      --self->pending_ops_;
-      reply(self->reset_ ? nullptr : self.get());
-      if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
-      self->MaybeRelease();
+  bool posted = RunOnShard(*handle.executor, [cell = handle.cell, op = std::move(op)](auto reply) {
+    auto reply_on_loop = [reply](GroupReply group_reply) {
+      reply([group_reply = std::move(group_reply)](ClientSession* self) {
+        group_reply(self == nullptr || self->reset_ ? nullptr : self);
+      });
+    };
+    cell->WhenOpen([op, reply, reply_on_loop](Result<OpenedStream*> opened) {
+      if (opened && (*opened)->groups) return op(*(*opened)->groups, reply_on_loop);
+      Error error = opened ? Error{ErrorCode::kInvalidArgument,
+                                   "this broker has no durable storage for this stream, so it "
+                                   "serves no consumer groups"}
+                           : opened.error();
+      reply([error](ClientSession* self) {
+        if (self != nullptr && !self->reset_) {
+          self->SendError(ProtocolCodeFor(error), error.message);
+        }
+      });
     });
-  };
-  if (!handle.executor->Post(
-          [groups, op = std::move(op), reply_on_loop] { op(*groups, reply_on_loop); })) {
-    --pending_ops_;
-    SendError(Code(ProtocolErrorCode::kShardUnavailable), "broker is stopping");
-  }
+  });
+  if (!posted) SendError(Code(ProtocolErrorCode::kShardUnavailable), "broker is stopping");
 }
 
 bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_reading) {

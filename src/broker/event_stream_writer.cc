@@ -106,9 +106,9 @@ void EventStreamWriter::Stop() {
   metrics_.subscribers.Add(-1);
   metrics_.sub_queue_len.Add(-reported_depth_);
   reported_depth_ = 0;
-  auto shard = shard_.shard;
   uint64_t id = shard_subscription_id_;
-  shard_.executor->Post([shard, id] { shard->Unsubscribe(id); });
+  // A writer exists only for a subscription the open shard accepted.
+  shard_.executor->Post([cell = shard_.cell, id] { cell->get()->shard->Unsubscribe(id); });
   if (stream_ && !stream_->closed()) stream_->Reset(0);
   queue_.reset();
   // Drop the handlers (they own this writer) outside whatever handler is running now.

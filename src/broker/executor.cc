@@ -16,7 +16,7 @@ Executor::~Executor() {
 
 bool Executor::Post(Task task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return false;
     tasks_.push_back(std::move(task));
   }
@@ -27,7 +27,7 @@ bool Executor::Post(Task task) {
 Executor::TimerId Executor::PostAfter(Clock::duration delay, Task task) {
   TimerId id;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return 0;
     id = next_timer_id_++;
     timers_.push(Timer{Clock::now() + delay, id});
@@ -38,14 +38,14 @@ Executor::TimerId Executor::PostAfter(Clock::duration delay, Task task) {
 }
 
 bool Executor::Cancel(TimerId id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // The heap entry stays until it surfaces; without its task it is skipped.
   return timer_tasks_.erase(id) > 0;
 }
 
 void Executor::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
@@ -54,7 +54,7 @@ void Executor::Stop() {
 }
 
 void Executor::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     // Due timers first, so a steady stream of posts cannot starve them.
     auto now = Clock::now();
@@ -65,25 +65,25 @@ void Executor::Run() {
       if (it == timer_tasks_.end()) continue;  // cancelled
       Task task = std::move(it->second);
       timer_tasks_.erase(it);
-      lock.unlock();
+      lock.Unlock();
       task();
-      lock.lock();
+      lock.Lock();
     }
     if (!tasks_.empty()) {
       Task task = std::move(tasks_.front());
       tasks_.pop_front();
-      lock.unlock();
+      lock.Unlock();
       task();
-      lock.lock();
+      lock.Lock();
       continue;
     }
     if (stopping_) break;
     if (timers_.empty()) {
-      wake_.wait(lock);
+      wake_.wait(lock.native());
     } else {
       // A copy: the heap may reallocate while the lock is released inside wait_until.
       Clock::time_point next = timers_.top().deadline;
-      wake_.wait_until(lock, next);
+      wake_.wait_until(lock.native(), next);
     }
   }
   timer_tasks_.clear();

@@ -21,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
+
 namespace felix::broker {
 
 class Executor {
@@ -58,13 +60,13 @@ class Executor {
   void Run();
 
   std::string name_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable wake_;
-  std::deque<Task> tasks_;
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
-  std::unordered_map<TimerId, Task> timer_tasks_;
-  TimerId next_timer_id_ = 1;
-  bool stopping_ = false;
+  std::deque<Task> tasks_ GUARDED_BY(mu_);
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_ GUARDED_BY(mu_);
+  std::unordered_map<TimerId, Task> timer_tasks_ GUARDED_BY(mu_);
+  TimerId next_timer_id_ GUARDED_BY(mu_) = 1;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

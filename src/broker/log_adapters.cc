@@ -33,69 +33,21 @@ RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> re
 
 }  // namespace
 
-DurableRecordLog::DurableRecordLog(storage::DurableLog& log) : log_(log) {
-  appender_ = std::thread([this] { AppenderLoop(); });
-}
-
-DurableRecordLog::~DurableRecordLog() {
-  Close();
-}
+DurableRecordLog::DurableRecordLog(storage::DurableLog& log, const ShardFence& fence)
+    : log_(log), appender_(log, fence, AckAfter::kPolicy) {}
 
 void DurableRecordLog::Close() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_one();
-  if (appender_.joinable()) appender_.join();
+  closed_ = true;  // what is pending completes from the log's own Close (flush or kClosed)
 }
 
 void DurableRecordLog::Append(const PayloadBatch& batch, AppendDone done) {
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) {
-      done(Fail(ErrorCode::kUnavailable, "shard log is closed"));
-      return;
-    }
-    queue_.push_back(Pending{&batch, std::move(done)});
-  }
-  wake_.notify_one();
-}
-
-void DurableRecordLog::AppenderLoop() {
-  std::vector<Pending> work;
-  std::vector<storage::AppendRecord> records;
-  while (true) {
-    {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping with nothing left
-      work.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-      queue_.clear();
-    }
-    records.clear();
-    for (const Pending& p : work) {
-      for (auto payload : p.batch->payloads) {
-        records.push_back(storage::AppendRecord{payload, 0, p.batch->timestamp_micros / 1000});
-      }
-    }
-    if (records.empty()) {
-      for (Pending& p : work) p.done(log_.TailOffset());
-      work.clear();
-      continue;
-    }
-    auto appended = log_.Append(records);
-    uint64_t next = appended ? appended->first_offset : 0;
-    for (Pending& p : work) {
-      if (!appended) {
-        p.done(tl::unexpected(appended.error().ToError()));
-      } else {
-        p.done(next);
-        next += p.batch->payloads.size();
-      }
-    }
-    work.clear();
-  }
+  if (closed_) return done(Fail(ErrorCode::kUnavailable, "shard log is closed"));
+  auto records = ToRecords(batch);
+  if (records.empty()) return done(log_.TailOffset());
+  appender_.Append(records, [done = std::move(done)](Result<storage::AppendResult> appended) {
+    if (!appended) return done(tl::unexpected(appended.error()));
+    done(appended->first_offset);
+  });
 }
 
 Result<void> DurableRecordLog::Seal() {
@@ -108,6 +60,12 @@ Result<void> DurableRecordLog::DropBelow(uint64_t offset) {
   auto dropped = log_.DropSegmentsBelow(offset);
   if (!dropped) return tl::unexpected(dropped.error().ToError());
   return {};
+}
+
+Result<uint64_t> DurableRecordLog::EnforceRetention() {
+  auto result = log_.EnforceRetention();
+  if (!result) return tl::unexpected(result.error().ToError());
+  return result->segments_deleted;
 }
 
 RecordLog::ReadOutcome DurableRecordLog::Read(uint64_t from, size_t max_records, size_t max_bytes) {

@@ -1,26 +1,21 @@
 // Bindings of the broker's RecordLog port to the storage library.
 //
-// DurableRecordLog puts a storage::DurableLog behind the port. DurableLog::Append blocks until
-// the log's durability mode is met (fsync for on_commit), which must never happen on a shard
-// executor, so appends go to an appender thread owned by the adapter. That thread takes every
-// batch queued while the previous write+fsync ran and appends them in one call: group commit
-// across publishes of the shard, one write and one fsync for all of them, completions in
-// offset order.
+// DurableRecordLog puts a storage::DurableLog behind the port through the shard's one append
+// path (LogAppender): the fence is checked and the generation stamped, the batch is written on
+// the executor at once (no thread hop), and the completion comes inline under none/periodic,
+// or from the log's flusher once a group-committed fsync covered it under on_commit (several
+// publishes of the shard share one fsync). Completions arrive in offset order.
 //
 // RingRecordLog puts a storage::RingLog (in-memory streams) behind the port; its appends
 // complete inline.
 //
 // Threading: as RecordLog (the owning shard's executor calls in). Completions of the durable
-// adapter run on its appender thread. The destructor stops the appender after completing
-// everything queued.
+// adapter run inline or on the log's flusher thread.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
-#include <thread>
 
+#include "broker/log_appender.h"
 #include "broker/record_log.h"
 #include "storage/durable_log.h"
 #include "storage/ring_log.h"
@@ -29,9 +24,8 @@ namespace felix::broker {
 
 class DurableRecordLog final : public RecordLog {
  public:
-  // `log` must outlive the adapter (the shard store owns it).
-  explicit DurableRecordLog(storage::DurableLog& log);
-  ~DurableRecordLog() override;
+  // `log` (the shard store owns it) and `fence` (the shard's) must outlive the adapter.
+  DurableRecordLog(storage::DurableLog& log, const ShardFence& fence);
 
   void Append(const PayloadBatch& batch, AppendDone done) override;
   uint64_t start_offset() const override { return log_.BaseOffset(); }
@@ -41,21 +35,13 @@ class DurableRecordLog final : public RecordLog {
   void Close() override;
   Result<void> Seal() override;
   Result<void> DropBelow(uint64_t offset) override;
+  Result<uint64_t> EnforceRetention() override;
   uint64_t disk_bytes() const override { return log_.DiskBytes(); }
 
  private:
-  struct Pending {
-    const PayloadBatch* batch;  // kept alive by the shard until `done` runs
-    AppendDone done;
-  };
-  void AppenderLoop();
-
   storage::DurableLog& log_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<Pending> queue_;
-  bool stopping_ = false;
-  std::thread appender_;
+  LogAppender appender_;
+  bool closed_ = false;
 };
 
 class RingRecordLog final : public RecordLog {

@@ -77,6 +77,10 @@ class RecordLog {
   virtual Result<void> DropBelow(uint64_t) {
     return Fail(ErrorCode::kUnavailable, "log cannot compact");
   }
+  // Retention (stream record logs): deletes whole sealed segments beyond the log's size or age
+  // bound, oldest first; the start offset advances, nothing is renumbered. Blocks on I/O.
+  // Returns how many segments went; logs without retention keep this default.
+  virtual Result<uint64_t> EnforceRetention() { return uint64_t{0}; }
   // Bytes the log occupies on disk (0 when not on disk).
   virtual uint64_t disk_bytes() const { return 0; }
 };

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/strong_types.h"
+
 namespace felix::broker {
 
 enum class ShardKind : uint8_t { kStream, kCache };
@@ -29,7 +31,7 @@ struct ShardId {
 struct Route {
   enum class Where : uint8_t { kLocal, kRemote };
   Where where = Where::kLocal;
-  uint64_t generation = 0;
+  Generation generation;
   std::string owner_node_id;      // kRemote: the owner's node id
   std::string owner_client_addr;  // kRemote: its client-facing host:port, empty if unknown
 

@@ -9,15 +9,12 @@
 namespace felix::broker {
 namespace {
 
-using wire::flx1::ProtocolErrorCode;
-
-GroupError Refusal(ProtocolErrorCode code, std::string message, bool fatal = false) {
-  return GroupError{static_cast<uint16_t>(code), fatal, std::move(message)};
+GroupError Refusal(GroupErrc reason, std::string message, bool fatal = false) {
+  return GroupError{reason, fatal, std::move(message)};
 }
 
-tl::unexpected<GroupError> Refused(ProtocolErrorCode code, std::string message,
-                                   bool fatal = false) {
-  return tl::unexpected<GroupError>(Refusal(code, std::move(message), fatal));
+tl::unexpected<GroupError> Refused(GroupErrc reason, std::string message, bool fatal = false) {
+  return tl::unexpected<GroupError>(Refusal(reason, std::move(message), fatal));
 }
 
 // Folds a key → latest-value log (storage.md §19) into `out`.
@@ -48,9 +45,8 @@ Result<void> Fold(const storage::DurableLog& log, std::map<std::string, std::str
 }  // namespace
 
 StreamGroups::StreamGroups(std::string shard_name, Executor& executor, StreamShard& shard,
-                           storage::DurableLog& cursors, storage::DurableLog& dead_letters,
-                           GroupOptions options, GroupMetrics& metrics,
-                           std::function<GroupTime()> clock)
+                           LogAppender& cursors, LogAppender& dead_letters, GroupOptions options,
+                           GroupMetrics& metrics, std::function<GroupTime()> clock)
     : shard_name_(std::move(shard_name)),
       executor_(executor),
       shard_(shard),
@@ -69,14 +65,14 @@ StreamGroups::~StreamGroups() {
 
 Result<void> StreamGroups::Recover() {
   std::map<std::string, std::string> cursors, dead_letters;
-  if (auto folded = Fold(cursors_, cursors); !folded) return folded;
-  if (auto folded = Fold(dead_letters_, dead_letters); !folded) return folded;
+  if (auto folded = Fold(cursors_.log(), cursors); !folded) return folded;
+  if (auto folded = Fold(dead_letters_.log(), dead_letters); !folded) return folded;
   const uint64_t tail = shard_.committed_next();
   ConsumerGroupLimits limits{options_.max_attempts, options_.max_in_flight};
   for (const auto& [group, value] : cursors) {
     auto position = DecodeCursorValue(value);
     if (!position) {
-      return Fail(ErrorCode::kCorruption, cursors_.dir() + " group '" + group +
+      return Fail(ErrorCode::kCorruption, cursors_.log().dir() + " group '" + group +
                                               "': " + GroupRecordErrorName(position.error()));
     }
     groups_.emplace(group, std::make_unique<Entry>(ConsumerGroup(*position, tail, limits)));
@@ -86,7 +82,7 @@ Result<void> StreamGroups::Recover() {
     auto state = DecodeDeadLetterValue(value);
     if (!parts || !state) {
       return Fail(ErrorCode::kCorruption,
-                  dead_letters_.dir() + ": " +
+                  dead_letters_.log().dir() + ": " +
                       GroupRecordErrorName(!parts ? parts.error() : state.error()));
     }
     auto it = groups_.find(parts->group);
@@ -183,7 +179,7 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
       }
       if (auto* error = std::get_if<Error>(&read)) {
         if (!out.empty()) break;
-        return Refused(ProtocolErrorCode::kStorage, "group poll not served: " + error->message);
+        return Refused(GroupErrc::kStorage, "group poll not served: " + error->message);
       }
       cached = std::get<RecordRead>(std::move(read));
       view = in_cache();
@@ -231,15 +227,15 @@ void StreamGroups::Nack(const std::string& group, uint64_t offset, std::chrono::
 void StreamGroups::Extend(const std::string& group, uint64_t offset, uint32_t attempts,
                           std::chrono::milliseconds extend, Done<uint64_t> done) {
   if (extend.count() <= 0) {
-    done(Refused(ProtocolErrorCode::kInvalidRequest, "group extend not served: extend_ms is 0"));
+    done(Refused(GroupErrc::kInvalidRequest, "group extend not served: extend_ms is 0"));
     return;
   }
   Entry& entry = EntryFor(group);
   auto granted = std::min(extend, options_.max_visibility);
   SettleOutcome outcome = entry.state.Extend(offset, attempts, clock_() + granted);
   if (outcome.verdict != SettleVerdict::kAccepted) {
-    done(Refused(ProtocolErrorCode::kStaleClaim,
-                 std::string("group extend not served: ") + outcome.reason, true));
+    done(Refused(GroupErrc::kStaleClaim, std::string("group extend not served: ") + outcome.reason,
+                 true));
     return;
   }
   AfterChange(group, entry);
@@ -265,9 +261,8 @@ void StreamGroups::Redrive(const std::string& group, uint64_t offset, Done<void>
   Entry& entry = EntryFor(group);
   auto state = entry.state.DeadLetterStateOf(offset);
   if (!state) {
-    done(Refused(
-        ProtocolErrorCode::kInvalidRequest,
-        "group redrive not served: offset " + std::to_string(offset) + " is not dead-lettered"));
+    done(Refused(GroupErrc::kInvalidRequest, "group redrive not served: offset " +
+                                                 std::to_string(offset) + " is not dead-lettered"));
     return;
   }
   if (*state == DeadLetterState::kRedriven) {
@@ -332,10 +327,10 @@ void StreamGroups::Seek(const std::string& group, GroupSeekTarget target, bool i
       break;
     case GroupSeekTarget::Kind::kOffset:
       if (target.offset < earliest || target.offset > latest) {
-        done(Refused(ProtocolErrorCode::kInvalidRequest,
-                     "group seek not served: offset " + std::to_string(target.offset) +
-                         " is outside [" + std::to_string(earliest) + ", " +
-                         std::to_string(latest) + "]"));
+        done(Refused(GroupErrc::kInvalidRequest, "group seek not served: offset " +
+                                                     std::to_string(target.offset) +
+                                                     " is outside [" + std::to_string(earliest) +
+                                                     ", " + std::to_string(latest) + "]"));
         return;
       }
       position = target.offset;
@@ -533,17 +528,13 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
   };
   for (Write& w : writes) {
     storage::AppendRecord record{std::span<const uint8_t>(w.record), 0, 0};
-    auto appended = w.log->AppendAsync(
-        std::span<const storage::AppendRecord>(&record, 1),
-        [complete](const storage::StorageResult<void>& result) {
-          if (result) return complete(std::nullopt);
-          complete(Refusal(ProtocolErrorCode::kStorage,
-                           "group state not written: " + result.error().ToString()));
-        });
-    if (!appended) {
-      complete(Refusal(ProtocolErrorCode::kStorage,
-                       "group state not written: " + appended.error().ToString()));
-    }
+    w.log->Append(std::span<storage::AppendRecord>(&record, 1),
+                  [complete](Result<storage::AppendResult> result) {
+                    if (result) return complete(std::nullopt);
+                    bool fenced = result.error().code == ErrorCode::kUnavailable;
+                    complete(Refusal(fenced ? GroupErrc::kUnavailable : GroupErrc::kStorage,
+                                     "group state not written: " + result.error().message));
+                  });
   }
 }
 
@@ -560,11 +551,11 @@ void StreamGroups::AnswerSettle(const SettleOutcome& outcome, Done<void> done,
       done({});
       return;
     case SettleVerdict::kInvalid:
-      done(Refused(ProtocolErrorCode::kInvalidRequest,
+      done(Refused(GroupErrc::kInvalidRequest,
                    std::string("group request not served: ") + outcome.reason));
       return;
     case SettleVerdict::kStaleClaim:
-      done(Refused(ProtocolErrorCode::kStaleClaim,
+      done(Refused(GroupErrc::kStaleClaim,
                    std::string("group request not served: ") + outcome.reason, outcome.fatal));
       return;
     case SettleVerdict::kAccepted:

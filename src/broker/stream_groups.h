@@ -33,6 +33,7 @@
 #include "broker/consumer_group.h"
 #include "broker/executor.h"
 #include "broker/group_metrics.h"
+#include "broker/log_appender.h"
 #include "broker/stream_shard.h"
 #include "common/result.h"
 #include "storage/durable_log.h"
@@ -49,10 +50,18 @@ struct GroupOptions {
   size_t max_bytes_per_poll = 4u << 20;
 };
 
-// A refusal, as the client protocol reports it (§8.2 code numbers).
+// Why a group request was refused. The client-protocol code and retry class are chosen at the
+// edge (ClientSession), not here.
+enum class GroupErrc {
+  kInvalidRequest,  // the request cannot be served as asked
+  kStaleClaim,      // the claim it names lapsed or moved on
+  kStorage,         // group state could not be read or written
+  kUnavailable,     // the shard may not write now (fence refused); nothing was written
+};
+
 struct GroupError {
-  uint16_t code = 13;  // ProtocolErrorCode
-  bool fatal = false;  // stale_claim sent with class `fatal` instead of `retry`
+  GroupErrc reason = GroupErrc::kStorage;
+  bool fatal = false;  // a stale claim the client must not retry
   std::string message;
 };
 template <typename T>
@@ -88,8 +97,8 @@ struct GroupSeekTarget {
 class StreamGroups {
  public:
   StreamGroups(
-      std::string shard_name, Executor& executor, StreamShard& shard, storage::DurableLog& cursors,
-      storage::DurableLog& dead_letters, GroupOptions options, GroupMetrics& metrics,
+      std::string shard_name, Executor& executor, StreamShard& shard, LogAppender& cursors,
+      LogAppender& dead_letters, GroupOptions options, GroupMetrics& metrics,
       std::function<GroupTime()> clock = [] { return GroupClock::now(); });
   ~StreamGroups();
   StreamGroups(const StreamGroups&) = delete;
@@ -146,7 +155,7 @@ class StreamGroups {
     Executor::TimerId timer = 0;
   };
   struct Write {
-    storage::DurableLog* log;
+    LogAppender* log;
     std::vector<uint8_t> record;
   };
 
@@ -167,8 +176,9 @@ class StreamGroups {
   std::string shard_name_;
   Executor& executor_;
   StreamShard& shard_;
-  storage::DurableLog& cursors_;
-  storage::DurableLog& dead_letters_;
+  // Both append through the shard's one append path, answered after the flush.
+  LogAppender& cursors_;
+  LogAppender& dead_letters_;
   GroupOptions options_;
   GroupMetrics& metrics_;
   std::function<GroupTime()> clock_;

@@ -85,6 +85,10 @@ class StreamShard {
     return log_->Read(from, max_records, max_bytes);
   }
 
+  // Retention pass over the record log (executor only; blocks on the unlinks). Subscribers
+  // and groups below the new start offset learn it on their next read (too_old / settled).
+  Result<uint64_t> EnforceRetention() { return log_->EnforceRetention(); }
+
   // Closes the log (pending appends complete first). Only once the executor has stopped.
   void CloseLog() { log_->Close(); }
 

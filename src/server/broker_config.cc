@@ -82,18 +82,6 @@ Setting Addr(const char* env, const char* yaml, HostPort BrokerConfig::*member) 
           [member](const BrokerConfig& c) { return (c.*member).ToString(); }};
 }
 
-const char* FsyncModeName(FsyncMode m) {
-  switch (m) {
-    case FsyncMode::kNone:
-      return "none";
-    case FsyncMode::kPeriodic:
-      return "periodic";
-    case FsyncMode::kOnCommit:
-      return "on_commit";
-  }
-  return "?";
-}
-
 const char* QueuePolicyName(SubscriberQueuePolicy p) {
   switch (p) {
     case SubscriberQueuePolicy::kBlock:
@@ -232,6 +220,8 @@ bool IsKnownNonSetting(const std::string& name) {
   static const char* kOthers[] = {"FELIX_BROKER_CONFIG",
                                   "FELIX_CLIENT_CONFIG",
                                   "FELIX_STORAGE_FAULT_FILE",
+                                  "FELIX_TEST_REMOTE_SHARDS",
+                                  "FELIX_TEST_HOLD_SHARD_OPEN",
                                   "FELIX_TEST_TIMEOUT_SCALE",
                                   "FELIX_BINARY_DIR",
                                   "FELIX_SOURCE_DIR",
@@ -342,6 +332,22 @@ Result<LoadedConfig> LoadBrokerConfig(const EnvironmentMap& env, const std::stri
     }
   }
 
+  // Accepted so that a reference broker's configuration loads, but nothing reads them yet:
+  // setting one says so instead of silently doing nothing (docs/operations.md).
+  const BrokerConfig defaults;
+  auto inert = [&](const char* name, bool changed) {
+    if (changed) {
+      loaded.warnings.push_back(std::string(name) +
+                                " is accepted for compatibility with the reference broker and "
+                                "has no effect in this version");
+    }
+  };
+  inert("FELIX_PUBLISH_QUEUE_WAIT_MS",
+        config.publish_queue_wait_ms != defaults.publish_queue_wait_ms);
+  inert("FELIX_ACK_WAIT_TIMEOUT_MS", config.ack_wait_timeout_ms != defaults.ack_wait_timeout_ms);
+  inert("FELIX_EVENT_BATCH_MAX_DELAY_US",
+        config.event_batch_max_delay_us != defaults.event_batch_max_delay_us);
+
   if (auto r = ValidateBrokerConfig(config); !r) return tl::unexpected(r.error());
   return loaded;
 }
@@ -376,6 +382,9 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
   }
   if (c.durable_segment_bytes < 4096) {
     return refuse("FELIX_DURABLE_SEGMENT_BYTES must be at least 4096");
+  }
+  if (c.durable_retention_interval_seconds == 0) {
+    return refuse("FELIX_DURABLE_RETENTION_INTERVAL_SECONDS must be greater than 0");
   }
   if (c.group_max_attempts == 0) return refuse("FELIX_GROUP_MAX_ATTEMPTS must be at least 1");
   if (c.tls_cert.empty() != c.tls_key.empty()) {

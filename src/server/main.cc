@@ -2,15 +2,19 @@
 // embedded catalog in ./felix-data (README, command 1).
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include "broker/broker_core.h"
 #include "broker/client_service.h"
+#include "broker/shard_router.h"
+#include "broker/static_router.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "felix/version.h"
@@ -25,27 +29,35 @@ namespace broker = felix::broker;
 namespace transport = felix::transport;
 using felix::server::BrokerConfig;
 
-felix::storage::FsyncMode StorageFsyncMode(felix::server::FsyncMode mode) {
-  switch (mode) {
-    case felix::server::FsyncMode::kNone:
-      return felix::storage::FsyncMode::kNone;
-    case felix::server::FsyncMode::kPeriodic:
-      return felix::storage::FsyncMode::kPeriodic;
-    case felix::server::FsyncMode::kOnCommit:
-      return felix::storage::FsyncMode::kOnCommit;
-  }
-  return felix::storage::FsyncMode::kPeriodic;
+#if FELIX_FAULT_INJECTION
+// Test seam FELIX_TEST_HOLD_SHARD_OPEN=<shard id>@<file>: the opener holds that shard's open
+// until <file> exists, so a test can show that a slow open stalls nothing else.
+void HoldShardOpenSeam(broker::BrokerCoreOptions& o) {
+  const char* spec = std::getenv("FELIX_TEST_HOLD_SHARD_OPEN");
+  if (spec == nullptr || *spec == 0) return;
+  std::string text = spec;
+  size_t at = text.rfind('@');
+  if (at == std::string::npos) return;
+  o.before_open = [shard = text.substr(0, at), file = text.substr(at + 1)](const std::string& key) {
+    if (key != shard) return;
+    spdlog::warn("test seam: holding the open of shard={} until {} exists", key, file);
+    while (!std::filesystem::exists(file)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
 }
+#endif
 
 broker::BrokerCoreOptions CoreOptions(const BrokerConfig& config) {
   broker::BrokerCoreOptions o;
   o.storage_dir = config.EffectiveStorageDir();
-  o.log_defaults.fsync_mode = StorageFsyncMode(config.durable_fsync_mode);
+  o.log_defaults.fsync_mode = config.durable_fsync_mode;
   o.log_defaults.fsync_interval = std::chrono::milliseconds(config.durable_fsync_interval_ms);
   o.log_defaults.segment_bytes = config.durable_segment_bytes;
   o.log_defaults.index_spacing_bytes = config.durable_index_spacing_bytes;
   o.log_defaults.retention_bytes = config.durable_retention_bytes;
   o.log_defaults.retention_age = std::chrono::seconds(config.durable_retention_seconds);
+  o.retention_interval = std::chrono::seconds(config.durable_retention_interval_seconds);
   o.shard.default_queue_capacity = config.subscriber_queue_capacity;
   o.shard.max_queue_capacity = config.subscriber_queue_capacity_max;
   o.shard.event_batch_max_records = config.event_batch_max_events;
@@ -54,6 +66,9 @@ broker::BrokerCoreOptions CoreOptions(const BrokerConfig& config) {
   o.groups.max_attempts = static_cast<uint32_t>(config.group_max_attempts);
   o.groups.max_wait = std::chrono::milliseconds(config.group_max_wait_ms);
   o.groups.max_in_flight = config.group_max_in_flight;
+#if FELIX_FAULT_INJECTION
+  HoldShardOpenSeam(o);
+#endif
   return o;
 }
 
@@ -82,6 +97,20 @@ felix::Result<std::string> ExportClientCertificate(const BrokerConfig& config,
     return felix::Fail(felix::ErrorCode::kIo, "cannot write the dev certificate to " + path);
   }
   return path;
+}
+
+// Who serves which shard. A single node serves every shard. Builds with fault seams also read
+// FELIX_TEST_REMOTE_SHARDS (StaticRouter::Parse's table): the routing tests of every request
+// path name shards "served elsewhere" through it.
+felix::Result<std::unique_ptr<broker::ShardRouter>> MakeRouter() {
+#if FELIX_FAULT_INJECTION
+  if (const char* table = std::getenv("FELIX_TEST_REMOTE_SHARDS"); table && *table) {
+    auto router = broker::StaticRouter::Parse(table);
+    if (!router) return tl::unexpected(router.error());
+    return std::make_unique<broker::StaticRouter>(std::move(*router));
+  }
+#endif
+  return std::make_unique<broker::SingleNodeRouter>();
 }
 
 // Blocks SIGINT/SIGTERM in every thread (call before starting any) and waits for one.
@@ -144,8 +173,14 @@ int Run(int argc, char** argv) {
   }
   // Shutdown runs in reverse: listeners stop first, then the core drains its executors (whose
   // completions still post to the stopped endpoints), then everything is destroyed.
+  auto router = MakeRouter();
+  if (!router) {
+    std::cerr << "felix-broker: FELIX_TEST_REMOTE_SHARDS: " << router.error().message << "\n";
+    return 2;
+  }
   broker::BrokerCore core(CoreOptions(config), (*admin)->catalog(), metrics);
-  broker::ClientService service(ServiceOptions(config), core, (*admin)->catalog(), metrics);
+  broker::ClientService service(ServiceOptions(config), core, **router, (*admin)->catalog(),
+                                metrics);
 
   transport::ListenerConfig lc;
   lc.client_bind = config.quic_bind;

@@ -133,8 +133,9 @@ class CacheShardTest : public ::testing::Test {
     options.sweep_interval = 0ms;  // tests sweep by hand
     shard_ = std::make_unique<CacheShard>(
         ShardId{"t", "ns", "c", ShardKind::kCache, 0}, *executor_,
-        std::make_unique<DurableRecordLog>(store_->log(storage::LogKind::kCache)),
-        std::make_unique<DurableRecordLog>(store_->log(storage::LogKind::kCounters)), options);
+        std::make_unique<DurableRecordLog>(store_->log(storage::LogKind::kCache), fence_),
+        std::make_unique<DurableRecordLog>(store_->log(storage::LogKind::kCounters), fence_),
+        options);
     auto opened = shard_->Open();
     EXPECT_TRUE(opened) << (opened ? "" : opened.error().message);
     return *shard_;
@@ -215,6 +216,7 @@ class CacheShardTest : public ::testing::Test {
 
   std::string dir_;
   Clock clock_;
+  ShardFence fence_;  // generation 0, no lease: admits every append
   std::unique_ptr<storage::ShardStore> store_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<CacheShard> shard_;

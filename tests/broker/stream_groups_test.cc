@@ -73,10 +73,13 @@ class StreamGroupsTest : public ::testing::Test {
     ASSERT_TRUE(cursors && dead);
     cursors_ = std::move(*cursors);
     dead_letters_ = std::move(*dead);
+    cursors_appender_ = std::make_unique<LogAppender>(*cursors_, fence_, AckAfter::kFlush);
+    dead_letters_appender_ =
+        std::make_unique<LogAppender>(*dead_letters_, fence_, AckAfter::kFlush);
   }
   Result<void> OpenGroups() {
-    groups_ = std::make_unique<StreamGroups>("t/ns/s/0", executor_, *shard_, *cursors_,
-                                             *dead_letters_, options_, metrics_);
+    groups_ = std::make_unique<StreamGroups>("t/ns/s/0", executor_, *shard_, *cursors_appender_,
+                                             *dead_letters_appender_, options_, metrics_);
     // As BrokerCore wires it: commits wake waiting polls.
     shard_->SetCommitListener([groups = groups_.get()] { groups->OnCommitted(); });
     return groups_->Recover();
@@ -129,6 +132,8 @@ class StreamGroupsTest : public ::testing::Test {
   FakeRecordLog* log_ = nullptr;
   std::unique_ptr<StreamShard> shard_;
   std::unique_ptr<storage::DurableLog> cursors_, dead_letters_;
+  ShardFence fence_;
+  std::unique_ptr<LogAppender> cursors_appender_, dead_letters_appender_;
   std::unique_ptr<StreamGroups> groups_;
 };
 

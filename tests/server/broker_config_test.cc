@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "support/child_process.h"
@@ -93,6 +95,8 @@ TEST(BrokerConfig, ImpossibleCombinationsAreRefused) {
                       "FELIX_PREAUTH_MAX_FRAME_BYTES");
   ExpectRefusedNaming(Load({{"FELIX_DURABLE_FSYNC_INTERVAL_MS", "0"}}),
                       "FELIX_DURABLE_FSYNC_INTERVAL_MS");
+  ExpectRefusedNaming(Load({{"FELIX_DURABLE_RETENTION_INTERVAL_SECONDS", "0"}}),
+                      "FELIX_DURABLE_RETENTION_INTERVAL_SECONDS");
   ExpectRefusedNaming(Load({{"FELIX_TLS_CERT", "/c.pem"}}), "FELIX_TLS_KEY");
   ExpectRefusedNaming(
       Load({{"FELIX_INTERNAL_TLS_CERT", "/c.pem"}, {"FELIX_INTERNAL_TLS_KEY", "/k.pem"}}),
@@ -112,6 +116,24 @@ TEST(BrokerConfig, ClusterMemberWithWaiverLoads) {
                  {"FELIX_INTERNAL_ALLOW_UNAUTHENTICATED", "true"}});
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->config.etcd_endpoints.size(), 2u);
+}
+
+TEST(BrokerConfig, SettingsWithNoEffectYetSaySoWhenSet) {
+  auto quiet = Load({{"FELIX_ACK_WAIT_TIMEOUT_MS", "2000"}});  // the default: nothing to say
+  ASSERT_TRUE(quiet);
+  EXPECT_TRUE(quiet->warnings.empty());
+  auto r = Load({{"FELIX_PUBLISH_QUEUE_WAIT_MS", "10"},
+                 {"FELIX_ACK_WAIT_TIMEOUT_MS", "10"},
+                 {"FELIX_EVENT_BATCH_MAX_DELAY_US", "10"}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->warnings.size(), 3u);
+  for (const char* name : {"FELIX_PUBLISH_QUEUE_WAIT_MS", "FELIX_ACK_WAIT_TIMEOUT_MS",
+                           "FELIX_EVENT_BATCH_MAX_DELAY_US"}) {
+    bool named = std::any_of(r->warnings.begin(), r->warnings.end(), [&](const std::string& w) {
+      return w.find(name) != std::string::npos && w.find("no effect") != std::string::npos;
+    });
+    EXPECT_TRUE(named) << name;
+  }
 }
 
 TEST(BrokerConfig, UnknownEnvironmentVariableWarnsWithSuggestion) {

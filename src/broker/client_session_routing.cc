@@ -1,0 +1,54 @@
+// ClientSession: what every request path shares once the ShardResolver has answered — running
+// work on the shard's executor and coming back to the loop thread, and the answer to a shard
+// that another broker serves (client-protocol.md §6.2 `not_leader`).
+#include "broker/client_session.h"
+#include "broker/protocol_codes.h"
+
+namespace felix::broker {
+
+namespace flx1 = felix::wire::flx1;
+using flx1::ProtocolErrorCode;
+
+bool ClientSession::RunOnShard(Executor& executor, ShardWork work) {
+  ++pending_ops_;
+  std::weak_ptr<ClientSession> weak = weak_from_this();
+  transport::Endpoint* endpoint = &endpoint_;
+  auto back_to_loop = [weak, endpoint](SessionReply reply) {
+    endpoint->Post([weak, reply = std::move(reply)] {
+      auto self = weak.lock();
+      if (!self) {
+        reply(nullptr);
+        return;
+      }
+      --self->pending_ops_;
+      reply(self.get());
+      if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
+      self->MaybeRelease();
+    });
+  };
+  if (executor.Post([work = std::move(work), back_to_loop] { work(back_to_loop); })) return true;
+  --pending_ops_;  // the executor is stopping: nothing was done
+  return false;
+}
+
+std::string ClientSession::OwnerProse(const RemoteShard& remote) {
+  std::string text = "shard " + std::to_string(remote.shard) + " is served by broker '" +
+                     remote.owner_node_id + "'";
+  if (!remote.owner_client_addr.empty()) text += " at " + remote.owner_client_addr;
+  return text + " (generation " + std::to_string(remote.generation.value()) + ")";
+}
+
+void ClientSession::SendNotLeader(const RemoteShard& remote) {
+  service_.metrics().redirects.Increment();
+  if ((peer_features_ & flx1::kFeatureRedirect) != 0) {
+    flx1::NotLeader answer;
+    answer.node_id = remote.owner_node_id;
+    if (!remote.owner_client_addr.empty()) answer.addr = remote.owner_client_addr;
+    answer.generation = remote.generation.value();
+    Send(answer);
+    return;
+  }
+  SendError(Code(ProtocolErrorCode::kNotLeader), OwnerProse(remote));
+}
+
+}  // namespace felix::broker

@@ -1,0 +1,49 @@
+// Strong types for the numbers that must never be mixed up across subsystem interfaces: a
+// shard's leadership generation and a log offset are both u64 on the wire and on disk, but
+// passing one where the other is expected is a bug the compiler should catch (the style of
+// Redpanda's model::term_id / model::offset).
+//
+// Value types, any thread. `value()` is the escape hatch for encoders and arithmetic at the
+// edges (wire, storage formats, metrics, logs).
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <ostream>
+
+namespace felix {
+
+template <typename Tag>
+class StrongU64 {
+ public:
+  constexpr StrongU64() = default;
+  constexpr explicit StrongU64(uint64_t value) : value_(value) {}
+  constexpr uint64_t value() const { return value_; }
+  constexpr auto operator<=>(const StrongU64&) const = default;
+  // The next one (generations rise by exactly 1; offsets by one record).
+  constexpr StrongU64 next() const { return StrongU64(value_ + 1); }
+
+ private:
+  uint64_t value_ = 0;
+};
+
+template <typename Tag>
+std::ostream& operator<<(std::ostream& out, StrongU64<Tag> v) {
+  return out << v.value();
+}
+
+// A shard's leadership generation (cluster-etcd.md D2): raised by exactly 1 per assignment
+// write; 0 on a single node.
+using Generation = StrongU64<struct GenerationTag>;
+// A record's position in a shard log.
+using Offset = StrongU64<struct OffsetTag>;
+
+}  // namespace felix
+
+template <typename Tag>
+struct std::hash<felix::StrongU64<Tag>> {
+  size_t operator()(felix::StrongU64<Tag> v) const noexcept {
+    return std::hash<uint64_t>{}(v.value());
+  }
+};
