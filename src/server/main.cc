@@ -21,6 +21,7 @@
 #include "server/admin_api.h"
 #include "server/broker_config.h"
 #include "server/http_endpoint.h"
+#include "server/internal_listener.h"
 #include "transport/broker_listeners.h"
 
 namespace {
@@ -181,6 +182,8 @@ int Run(int argc, char** argv) {
   broker::BrokerCore core(CoreOptions(config), (*admin)->catalog(), metrics);
   broker::ClientService service(ServiceOptions(config), core, **router, (*admin)->catalog(),
                                 metrics);
+  // The internal listener's FLXI service: handshake plus the registered internal handlers.
+  auto internal_service = felix::server::MakeInternalService(config, metrics);
 
   transport::ListenerConfig lc;
   lc.client_bind = config.quic_bind;
@@ -193,6 +196,7 @@ int Run(int argc, char** argv) {
   lc.internal_tls_ca = config.internal_tls_ca;
   lc.node_id = config.node_id;
   lc.client_handlers = service.Handlers();
+  lc.internal_handlers = internal_service->listen_handlers();
   std::vector<std::string> tls_warnings;
   auto quic = transport::BrokerListeners::Start(lc, metrics, &tls_warnings);
   for (const auto& w : tls_warnings) spdlog::warn("{}", w);

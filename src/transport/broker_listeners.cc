@@ -1,6 +1,19 @@
 #include "transport/broker_listeners.h"
 
 namespace felix::transport {
+namespace {
+
+// Accepts connections and streams and resets every stream: nothing is served on this port.
+ListenHandlers NotServed() {
+  ListenHandlers h;
+  h.on_connection = [](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{
+        [](const std::shared_ptr<Stream>& s) { s->Reset(kStreamNotServedCode); }, nullptr});
+  };
+  return h;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<BrokerListeners>> BrokerListeners::Start(
     const ListenerConfig& config, MetricsRegistry& metrics, std::vector<std::string>* warnings) {
@@ -29,28 +42,16 @@ Result<std::unique_ptr<BrokerListeners>> BrokerListeners::Start(
   co.tls = *client_ctx;
   co.name = "client";
   co.idle_timeout = config.idle_timeout;
-  ListenHandlers client_handlers;
-  if (config.client_handlers) {
-    client_handlers = *config.client_handlers;
-  } else {
-    client_handlers.on_connection = [](const std::shared_ptr<Connection>& c) {
-      c->SetHandlers(ConnectionHandlers{
-          [](const std::shared_ptr<Stream>& s) { s->Reset(kStreamNotServedCode); }, nullptr});
-    };
-  }
-  auto client = Endpoint::Create(config.client_bind, co, metrics, client_handlers);
+  auto client = Endpoint::Create(config.client_bind, co, metrics,
+                                 config.client_handlers.value_or(NotServed()));
   if (!client) return Fail(client.error().code, "FELIX_QUIC_BIND: " + client.error().message);
   l->client_ = std::move(*client);
 
-  PeerServerOptions po;
-  po.own_node_id = config.node_id.empty() ? "localhost" : config.node_id;
-  po.check_identity = !config.internal_tls_ca.empty();
-  l->peer_server_ = std::make_unique<PeerServer>(po, metrics);
   EndpointOptions io;
   io.tls = *internal_ctx;
   io.name = "internal";
-  auto internal =
-      Endpoint::Create(config.internal_bind, io, metrics, l->peer_server_->listen_handlers());
+  auto internal = Endpoint::Create(config.internal_bind, io, metrics,
+                                   config.internal_handlers.value_or(NotServed()));
   if (!internal)
     return Fail(internal.error().code, "FELIX_INTERNAL_BIND: " + internal.error().message);
   l->internal_ = std::move(*internal);

@@ -3,9 +3,10 @@
 //   - the client listener (role kClient, ALPN felix/1 optional), served by the handlers the
 //     caller passes (the broker's FLX1 service); without them it accepts connections and
 //     streams and resets every stream with kStreamNotServedCode;
-//   - the internal listener (role kInternal, ALPN felix-internal/1 required) served by a
-//     PeerServer (Hello, unknown-kind refusals), with the Hello identity check when the
-//     internal CA is configured.
+//   - the internal listener (role kInternal, ALPN felix-internal/1 required), served by the
+//     handlers the caller passes (the daemon's cluster::PeerServer: FLXI handshake, internal
+//     handlers, unknown-kind refusals); without them it resets every stream the same way.
+// The transport knows nothing of FLX1 or FLXI bodies: both protocols arrive as handlers.
 // Start/Stop from the main thread; Stop joins both loop threads.
 #pragma once
 
@@ -19,7 +20,6 @@
 #include "common/net_address.h"
 #include "common/result.h"
 #include "transport/endpoint.h"
-#include "transport/peer_pool.h"
 #include "transport/tls_context.h"
 
 namespace felix::transport {
@@ -33,7 +33,8 @@ struct ListenerConfig {
   std::string internal_tls_cert, internal_tls_key, internal_tls_ca;
   std::string node_id;  // empty: single node
   std::chrono::milliseconds idle_timeout{6000};
-  std::optional<ListenHandlers> client_handlers;  // the FLX1 service; unset: refuse streams
+  std::optional<ListenHandlers> client_handlers;    // the FLX1 service; unset: refuse streams
+  std::optional<ListenHandlers> internal_handlers;  // the FLXI peer server; unset: refuse streams
 };
 
 class BrokerListeners {
@@ -51,7 +52,6 @@ class BrokerListeners {
 
  private:
   BrokerListeners() = default;
-  std::unique_ptr<PeerServer> peer_server_;
   std::unique_ptr<Endpoint> client_;
   std::unique_ptr<Endpoint> internal_;
 };

@@ -312,6 +312,8 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   std::unordered_map<int64_t, std::shared_ptr<StreamImpl>> streams_;
   std::unordered_set<std::string> cids_;
   std::optional<ngtcp2_connection_close_error> pending_close_;
+  // Owns the reason bytes pending_close_ points at: Close may be given a temporary.
+  std::string pending_close_reason_;
   std::vector<uint8_t> close_pkt_;
   size_t close_resends_ = 0;
   uint64_t close_deadline_ = 0;
@@ -848,8 +850,10 @@ void ConnImpl::Close(uint64_t app_error_code, std::string_view reason) {
     return;
   ngtcp2_connection_close_error err;
   ngtcp2_connection_close_error_default(&err);
+  pending_close_reason_.assign(reason.data(), reason.size());
   ngtcp2_connection_close_error_set_application_error(
-      &err, app_error_code, reinterpret_cast<const uint8_t*>(reason.data()), reason.size());
+      &err, app_error_code, reinterpret_cast<const uint8_t*>(pending_close_reason_.data()),
+      pending_close_reason_.size());
   pending_close_ = err;
   MarkDirty();
 }

@@ -16,7 +16,7 @@
 //  - Stream handlers should not capture their own Stream's shared_ptr (a cycle) unless they
 //    drop it on on_fin/on_reset.
 //  - Lifetimes: the Endpoint shares ownership of its TlsContext; the MetricsRegistry must
-//    outlive it; anything that calls into it (PeerPool, the broker) must be stopped before it.
+//    outlive it; anything that calls into it (cluster::PeerPool, the broker) must be stopped before it.
 //
 // Flow control is backpressure: received bytes stay in the stream's receive buffer, and QUIC
 // credit (MAX_STREAM_DATA / MAX_DATA) is returned only when the application calls

@@ -1,4 +1,4 @@
-#include "transport/peer_pool.h"
+#include "cluster/peer_pool.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,12 +8,18 @@
 #include <random>
 #include <unordered_map>
 
-#include "transport/flxi_framing.h"
-#include "transport/flxi_interim_messages.h"
+#include "cluster/frame_reader.h"
+#include "cluster/peer_frames.h"
 
-namespace felix::transport {
+namespace felix::cluster {
 
-namespace fi = flxi_interim;
+namespace flxi = wire::flxi;
+using transport::Connection;
+using transport::ConnectionHandlers;
+using transport::Endpoint;
+using transport::Stream;
+using transport::StreamHandlers;
+using transport::TimerId;
 
 const char* PeerErrorKindName(PeerErrorKind kind) {
   switch (kind) {
@@ -27,10 +33,20 @@ const char* PeerErrorKindName(PeerErrorKind kind) {
       return "timeout";
     case PeerErrorKind::kDisconnected:
       return "disconnected";
+    case PeerErrorKind::kNotOffered:
+      return "not_offered";
     case PeerErrorKind::kStopped:
       return "stopped";
   }
   return "?";
+}
+
+wire::DecodeResult<flxi::Frame> PeerResponse::Decode() const {
+  if (!flxi::IsKnownKind(kind)) {
+    return wire::DecodeFail(wire::DecodeErrorCode::kUnknownKind,
+                            "answer of unknown internal kind " + std::to_string(kind));
+  }
+  return flxi::DecodeBody(static_cast<flxi::Kind>(kind), body);
 }
 
 namespace {
@@ -51,6 +67,7 @@ struct PoolMetrics {
   Counter* connect_failed;
   Counter* idle_closed;
   Counter* wrong_node;
+  Counter* not_offered;
 
   explicit PoolMetrics(MetricsRegistry& r)
       : in_flight(&r.AddGauge("felix_peer_requests_in_flight",
@@ -70,8 +87,21 @@ struct PoolMetrics {
         idle_closed(&r.AddCounter("felix_peer_connections_idle_closed_total",
                                   "Peer connections closed after idling")),
         wrong_node(&r.AddCounter("felix_peer_wrong_node_total",
-                                 "Peer connections whose HelloOk named another node")) {}
+                                 "Peer connections whose HelloOk named another node")),
+        not_offered(&r.AddCounter("felix_peer_requests_not_offered_total",
+                                  "Peer requests refused locally: the peer did not offer the "
+                                  "capability their kind needs")) {}
 };
+
+std::string Hex(uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  do {
+    out.insert(out.begin(), digits[v & 0xF]);
+    v >>= 4;
+  } while (v != 0);
+  return out;
+}
 
 PeerError Err(PeerErrorKind kind, std::string message) {
   bool retryable = kind == PeerErrorKind::kShed || kind == PeerErrorKind::kBackoff ||
@@ -90,12 +120,14 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
     std::unordered_map<uint64_t, uint64_t> waiters;  // correlation id -> request id
     uint64_t next_corr = 1;
     uint64_t hello_corr = 0;
+    bool legacy_hello = false;  // the peer refused HelloCapable; asked again with Hello
     bool ready = false;
+    std::optional<uint64_t> peer_caps;  // from HelloCapableOk; nullopt after a plain HelloOk
   };
   struct Req {
     std::string node;
-    uint16_t kind = 0;
-    std::vector<uint8_t> body;
+    std::vector<uint8_t> frame;  // encoded; the correlation id is set when sent
+    uint64_t required_caps = 0;  // bits the peer must have offered (RequiredCapabilities)
     PeerCallback done;
     TimerId timer = 0;
     std::shared_ptr<Conn> conn;  // set once sent
@@ -124,7 +156,7 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
   std::unordered_map<uint64_t, Req> reqs;
   uint64_t next_req = 0;
 
-  void Request(const PeerAddress& addr, uint16_t kind, std::vector<uint8_t> body,
+  void Request(const PeerAddress& addr, std::vector<uint8_t> frame, uint64_t required_caps,
                PeerCallback done) {
     if (stopped) {
       done(tl::unexpected(Err(PeerErrorKind::kStopped, "peer pool stopped")));
@@ -148,8 +180,8 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
     uint64_t id = ++next_req;
     Req& r = reqs[id];
     r.node = addr.node_id;
-    r.kind = kind;
-    r.body = std::move(body);
+    r.frame = std::move(frame);
+    r.required_caps = required_caps;
     r.done = std::move(done);
     r.timer = ep.RunAfter(o.request_timeout, [w = weak_from_this(), id] {
       if (auto s = w.lock()) {
@@ -209,6 +241,15 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
 
   void Send(Peer& p, uint64_t id) {
     Req& r = reqs[id];
+    // §8: the pool refuses locally a kind whose capability the peer did not offer.
+    const uint64_t missing = r.required_caps & ~p.conn->peer_caps.value_or(0);
+    if (missing != 0) {
+      m.not_offered->Increment();
+      Finish(id, tl::unexpected(Err(PeerErrorKind::kNotOffered,
+                                    "peer " + p.addr.node_id + " did not offer capability bits 0x" +
+                                        Hex(missing))));
+      return;
+    }
     auto stream = PickStream(p);
     if (!stream) {
       Finish(id, tl::unexpected(Err(PeerErrorKind::kConnectFailed, "no stream available")));
@@ -217,28 +258,28 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
     r.corr = p.conn->next_corr++;
     r.conn = p.conn;
     p.conn->waiters[r.corr] = id;
-    std::vector<uint8_t> frame;
-    AppendFlxiFrame(frame, r.kind, r.corr, r.body);
-    r.body = {};
+    SetCorrelationId(r.frame, r.corr);
+    std::vector<uint8_t> frame = std::move(r.frame);
+    r.frame = {};
     if (auto w = stream->Write(frame); !w)
       Finish(id, tl::unexpected(Err(PeerErrorKind::kDisconnected, w.error().message)));
   }
 
   void SetupStream(const std::string& node, const std::shared_ptr<Conn>& conn,
                    const std::shared_ptr<Stream>& s) {
-    auto splitter = std::make_shared<FlxiFrameSplitter>();
+    auto reader = std::make_shared<FrameReader>();
     std::weak_ptr<Conn> wc = conn;
     auto w = weak_from_this();
     s->SetHandlers(StreamHandlers{
-        [w, wc, node, splitter](Stream& st, std::span<const uint8_t> data) {
+        [w, wc, node, reader](Stream& st, std::span<const uint8_t> data) {
           st.Consume(data.size());
           auto self = w.lock();
           auto c = wc.lock();
           if (!self || !c) return;
-          auto err = splitter->Feed(data, [&](uint16_t kind, std::span<const uint8_t> body) {
+          auto err = reader->Feed(data, [&](uint16_t kind, std::span<const uint8_t> body) {
             self->OnFrame(node, c, kind, body);
           });
-          if (err && c->c) c->c->Close(kPeerCloseProtocol, FlxiFramingErrorName(*err));
+          if (err && c->c) c->c->Close(kPeerCloseProtocol, err->ToString());
         },
         nullptr,
         [w, wc](Stream&, uint64_t code) {
@@ -263,7 +304,7 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
       it->second.handshake_timer = 0;
       s->ConnectFailed(it->second, "connect/Hello timed out");
     });
-    ep.Dial(p.addr.address, DialOptions{node},
+    ep.Dial(p.addr.address, transport::DialOptions{node},
             [w, node, conn](Result<std::shared_ptr<Connection>> r) {
               auto s = w.lock();
               if (!s) {
@@ -291,7 +332,7 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
     auto w = weak_from_this();
     conn->c->SetHandlers(
         ConnectionHandlers{[](const std::shared_ptr<Stream>& s) { s->Reset(kPeerCloseProtocol); },
-                           [w, node, wc](Connection&, const CloseInfo& info) {
+                           [w, node, wc](Connection&, const transport::CloseInfo& info) {
                              auto s = w.lock();
                              auto c = wc.lock();
                              if (s && c) s->OnClosed(node, c, info.reason);
@@ -305,20 +346,26 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
     }
     conn->control = *control;
     SetupStream(node, conn, conn->control);
-    conn->hello_corr = conn->next_corr++;
-    auto hello = fi::EncodeHello(fi::HelloBody{conn->hello_corr, o.own_node_id});
-    if (!hello) {
-      ConnectFailed(p, hello.error().message);
+    SendHello(p, *conn);
+  }
+
+  // HelloCapable with our bits, or (after the peer refused kind 27) a plain Hello; each under
+  // a new correlation id.
+  void SendHello(Peer& p, Conn& conn) {
+    conn.hello_corr = conn.next_corr++;
+    flxi::Hello hello{conn.hello_corr, o.own_node_id, std::nullopt};
+    if (!conn.legacy_hello) hello.capabilities = o.capabilities;
+    auto frame = flxi::EncodeFrame(flxi::Frame{flxi::HelloKind(hello, false), hello});
+    if (!frame) {
+      ConnectFailed(p, "cannot encode Hello: " + frame.error().message);
       return;
     }
-    std::vector<uint8_t> frame;
-    AppendFlxiFrame(frame, fi::kKindHello, *hello);
-    (void)conn->control->Write(frame);
+    (void)conn.control->Write(*frame);
   }
 
   void OnFrame(const std::string& node, const std::shared_ptr<Conn>& conn, uint16_t kind,
                std::span<const uint8_t> body) {
-    uint64_t corr = FlxiCorrelationId(body);
+    uint64_t corr = flxi::CorrelationIdOfBody(body);
     if (!conn->ready && corr == conn->hello_corr) {
       OnHelloReply(node, conn, kind, body);
       return;
@@ -326,7 +373,7 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
     auto it = conn->waiters.find(corr);
     if (it == conn->waiters.end()) return;  // late answer to a request that timed out
     uint64_t id = it->second;
-    Finish(id, PeerResponse{kind, std::vector<uint8_t>(body.begin(), body.end())});
+    Finish(id, PeerResponse{kind, std::vector<uint8_t>(body.begin(), body.end()), conn->peer_caps});
   }
 
   void OnHelloReply(const std::string& node, const std::shared_ptr<Conn>& conn, uint16_t kind,
@@ -334,20 +381,25 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
     auto it = peers.find(node);
     if (it == peers.end() || it->second.conn != conn) return;
     Peer& p = it->second;
-    if (kind == fi::kKindHelloOk) {
-      auto h = fi::DecodeHello(body);
-      if (!h) {
-        conn->c->Close(kPeerCloseProtocol, "malformed HelloOk");
-        ConnectFailed(p, "malformed HelloOk");
+    const auto expected = conn->legacy_hello ? flxi::Kind::kHelloOk : flxi::Kind::kHelloCapableOk;
+    if (kind == static_cast<uint16_t>(expected)) {
+      auto frame = flxi::DecodeBody(expected, body);
+      const auto* hello = frame ? std::get_if<flxi::Hello>(&frame->body) : nullptr;
+      if (!hello) {
+        std::string why = std::string("malformed ") + flxi::KindName(expected) +
+                          (frame ? std::string() : ": " + frame.error().ToString());
+        conn->c->Close(kPeerCloseProtocol, why);
+        ConnectFailed(p, why);
         return;
       }
-      if (h->node_id != node) {
+      if (hello->node_id != node) {
         m.wrong_node->Increment();
         conn->c->Close(kPeerCloseWrongPeer, "wrong node");
         ConnectFailed(p, "dialled " + node + " but " + p.addr.address.ToString() + " answered as " +
-                             h->node_id);
+                             std::string(hello->node_id));
         return;
       }
+      conn->peer_caps = hello->capabilities;
       conn->ready = true;
       p.failures = 0;
       p.backoff_until = 0;
@@ -360,10 +412,20 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
       MaybeArmIdle(p);
       return;
     }
-    std::string why = "Hello refused";
-    if (kind == fi::kKindForwardPublishError) {
-      if (auto e = fi::DecodeError(body))
-        why += ": code " + std::to_string(e->code) + " (" + e->detail + ")";
+    // §9 step 2: a listener that predates kind 27 refuses it with kind 3 / UnsupportedKind;
+    // ask once more with the legacy Hello.
+    if (!conn->legacy_hello && kind == static_cast<uint16_t>(flxi::Kind::kForwardPublishError)) {
+      auto frame = flxi::DecodeBody(flxi::Kind::kForwardPublishError, body);
+      const auto* refusal = frame ? std::get_if<flxi::ErrorAnswer>(&frame->body) : nullptr;
+      if (refusal && refusal->code == flxi::ErrorCode::kUnsupportedKind) {
+        conn->legacy_hello = true;
+        SendHello(p, *conn);
+        return;
+      }
+    }
+    std::string why = conn->legacy_hello ? "Hello refused" : "HelloCapable refused";
+    if (auto refusal = DescribeRefusal(kind, body)) {
+      why += ": " + *refusal;
     } else {
       why += ": unexpected reply kind " + std::to_string(kind);
     }
@@ -465,16 +527,29 @@ PeerPool::~PeerPool() {
   Shutdown();
 }
 
-void PeerPool::Request(const PeerAddress& peer, uint16_t kind, std::vector<uint8_t> body,
-                       PeerCallback done) {
+Result<void> PeerPool::Request(const PeerAddress& peer, const flxi::Frame& request,
+                               PeerCallback done) {
+  auto frame = EncodeWithCorrelation(request, 0);
+  if (!frame) return tl::unexpected(frame.error());
+  Submit(peer, std::move(*frame), RequiredCapabilities(request), std::move(done));
+  return Ok();
+}
+
+void PeerPool::RequestRaw(const PeerAddress& peer, uint16_t kind, std::vector<uint8_t> rest,
+                          PeerCallback done) {
+  Submit(peer, RawFrame(kind, 0, rest), 0, std::move(done));
+}
+
+void PeerPool::Submit(const PeerAddress& peer, std::vector<uint8_t> frame, uint64_t required_caps,
+                      PeerCallback done) {
   if (endpoint_.InLoopThread()) {
-    impl_->Request(peer, kind, std::move(body), std::move(done));
+    impl_->Request(peer, std::move(frame), required_caps, std::move(done));
     return;
   }
-  endpoint_.Post(
-      [impl = impl_, peer, kind, body = std::move(body), done = std::move(done)]() mutable {
-        impl->Request(peer, kind, std::move(body), std::move(done));
-      });
+  endpoint_.Post([impl = impl_, peer, frame = std::move(frame), required_caps,
+                  done = std::move(done)]() mutable {
+    impl->Request(peer, std::move(frame), required_caps, std::move(done));
+  });
 }
 
 void PeerPool::Shutdown() {
@@ -491,139 +566,4 @@ void PeerPool::Shutdown() {
   f.wait();
 }
 
-// ---------------------------------------------------------------------------------------------
-// PeerServer
-
-struct PeerServer::Impl : std::enable_shared_from_this<PeerServer::Impl> {
-  struct ConnState {
-    bool hello_done = false;
-    bool closing = false;
-    std::string peer_node;
-  };
-
-  Impl(PeerServerOptions opts, MetricsRegistry& r)
-      : o(std::move(opts)),
-        refused_hello(
-            &r.AddCounter("felix_transport_handshakes_refused_total",
-                          "QUIC handshakes refused or failed, by reason",
-                          "endpoint=\"" + o.endpoint_name + "\",reason=\"hello_identity\"")),
-        unknown_kind(&r.AddCounter("felix_peer_unknown_kind_total",
-                                   "Peer frames of a kind this broker does not know")) {}
-
-  PeerServerOptions o;
-  Counter* refused_hello;
-  Counter* unknown_kind;
-  std::map<uint16_t, PeerHandler> handlers;
-
-  void OnConnection(const std::shared_ptr<Connection>& c) {
-    auto st = std::make_shared<ConnState>();
-    std::weak_ptr<Connection> wc = c;
-    auto self = shared_from_this();
-    c->SetHandlers(ConnectionHandlers{
-        [self, wc, st](const std::shared_ptr<Stream>& s) { self->OnStream(wc, st, s); }, nullptr});
-  }
-
-  void OnStream(std::weak_ptr<Connection> wc, std::shared_ptr<ConnState> st,
-                const std::shared_ptr<Stream>& s) {
-    if (s->is_unidirectional()) {
-      s->Reset(kPeerCloseProtocol);
-      return;
-    }
-    auto splitter = std::make_shared<FlxiFrameSplitter>();
-    std::weak_ptr<Stream> ws = s;
-    auto self = shared_from_this();
-    s->SetHandlers(StreamHandlers{
-        [self, wc, st, ws, splitter](Stream& str, std::span<const uint8_t> data) {
-          str.Consume(data.size());
-          auto err = splitter->Feed(data, [&](uint16_t kind, std::span<const uint8_t> body) {
-            self->OnFrame(wc, *st, ws, kind, body);
-          });
-          if (err && !st->closing) {
-            // Not our protocol or version: no frame boundary to trust, no answer.
-            st->closing = true;
-            if (auto c = wc.lock()) c->Close(kPeerCloseProtocol, FlxiFramingErrorName(*err));
-          }
-        },
-        [](Stream& str) { str.Finish(); }, nullptr, nullptr});
-  }
-
-  static PeerReply MakeReply(std::weak_ptr<Stream> ws, uint64_t corr) {
-    return [ws, corr](uint16_t kind, std::span<const uint8_t> rest) {
-      auto s = ws.lock();
-      if (!s) return;
-      std::vector<uint8_t> frame;
-      AppendFlxiFrame(frame, kind, corr, rest);
-      (void)s->Write(frame);
-    };
-  }
-
-  static void ReplyError(const PeerReply& reply, uint64_t corr, uint16_t code, std::string detail) {
-    auto body = fi::EncodeError(fi::ErrorBody{corr, code, std::move(detail)});
-    reply(fi::kKindForwardPublishError, std::span<const uint8_t>(body).subspan(8));
-  }
-
-  void OnFrame(const std::weak_ptr<Connection>& wc, ConnState& st, const std::weak_ptr<Stream>& ws,
-               uint16_t kind, std::span<const uint8_t> body) {
-    if (st.closing) return;
-    const uint64_t corr = FlxiCorrelationId(body);
-    PeerReply reply = MakeReply(ws, corr);
-    auto conn = wc.lock();
-    if (!conn) return;
-    if (kind == fi::kKindHello) {
-      auto h = fi::DecodeHello(body);
-      if (!h) {
-        ReplyError(reply, corr, fi::kErrMalformed, "malformed Hello");
-        st.closing = true;
-        conn->Close(kPeerCloseProtocol, "malformed Hello");
-        return;
-      }
-      if (o.check_identity) {
-        auto names = conn->peer_dns_names();
-        if (std::find(names.begin(), names.end(), h->node_id) == names.end()) {
-          refused_hello->Increment();
-          spdlog::warn(
-              "peer hello refused claimed_node={} remote={}: not a name of its "
-              "certificate",
-              h->node_id, conn->remote_address().ToString());
-          ReplyError(reply, corr, fi::kErrUnauthorized,
-                     "node id " + h->node_id + " is not a name of the peer certificate");
-          st.closing = true;
-          conn->Close(kPeerCloseUnauthorized, "hello node id not in certificate");
-          return;
-        }
-      }
-      st.hello_done = true;
-      st.peer_node = h->node_id;
-      auto ok = fi::EncodeHello(fi::HelloBody{corr, o.own_node_id});
-      if (ok) reply(fi::kKindHelloOk, std::span<const uint8_t>(*ok).subspan(8));
-      return;
-    }
-    if (!st.hello_done) {
-      ReplyError(reply, corr, fi::kErrUnauthorized, "Hello required first");
-      return;
-    }
-    auto it = handlers.find(kind);
-    if (it == handlers.end()) {
-      unknown_kind->Increment();
-      ReplyError(reply, corr, fi::kErrUnsupportedKind,
-                 "this broker does not know frame kind " + std::to_string(kind));
-      return;
-    }
-    it->second(PeerRequest{kind, body, corr, st.peer_node}, reply);
-  }
-};
-
-PeerServer::PeerServer(PeerServerOptions options, MetricsRegistry& metrics)
-    : impl_(std::make_shared<Impl>(std::move(options), metrics)) {}
-
-void PeerServer::Handle(uint16_t kind, PeerHandler handler) {
-  impl_->handlers[kind] = std::move(handler);
-}
-
-ListenHandlers PeerServer::listen_handlers() {
-  ListenHandlers h;
-  h.on_connection = [impl = impl_](const std::shared_ptr<Connection>& c) { impl->OnConnection(c); };
-  return h;
-}
-
-}  // namespace felix::transport
+}  // namespace felix::cluster
