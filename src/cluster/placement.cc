@@ -96,15 +96,18 @@ PlacementResult Place(const PlacementInput& input) {
 
   // 1. Keep registered leaders within the cap; an over-cap node keeps its best-scoring shards.
   std::map<std::string, std::string> leader;  // shard → node
-  for (auto& [id, node] : nodes) {
+  for (auto& node_entry : nodes) {
+    const std::string& id = node_entry.first;  // (no structured binding: lambdas capture it)
+    Node& node = node_entry.second;
     std::vector<std::string> led;
-    for (const auto& [key, rf] : shards) {
+    for (const auto& shard_entry : shards) {
+      const std::string& key = shard_entry.first;
       const ReplicaSet* cur = current(key);
       if (cur != nullptr && cur->leader == id) led.push_back(key);
     }
     std::sort(led.begin(), led.end(), [&](const std::string& a, const std::string& b) {
-      uint64_t sa = RendezvousScore(a, id);
-      uint64_t sb = RendezvousScore(b, id);
+      uint64_t sa = RendezvousScore(a, node.id);
+      uint64_t sb = RendezvousScore(b, node.id);
       return sa != sb ? sa > sb : a < b;
     });
     for (const auto& key : led) {
@@ -117,7 +120,8 @@ PlacementResult Place(const PlacementInput& input) {
 
   // 2. Leaders for the rest: a current follower with room first (it holds the data), then the
   //    best-scoring node with room; the caps are relaxed only if nobody has room.
-  for (const auto& [key, rf] : shards) {
+  for (const auto& shard_entry : shards) {
+    const std::string& key = shard_entry.first;
     if (leader.contains(key)) continue;
     const ReplicaSet* cur = current(key);
     Node* best = nullptr;
@@ -144,9 +148,12 @@ PlacementResult Place(const PlacementInput& input) {
 
   // 3. Keep registered current followers within the role cap (per node, best-scoring first).
   std::map<std::string, std::vector<std::string>> followers;  // shard → nodes
-  for (auto& [id, node] : nodes) {
+  for (auto& node_entry : nodes) {
+    const std::string& id = node_entry.first;  // (no structured binding: lambdas capture it)
+    Node& node = node_entry.second;
     std::vector<std::string> kept;
-    for (const auto& [key, rf] : shards) {
+    for (const auto& shard_entry : shards) {
+      const std::string& key = shard_entry.first;
       const ReplicaSet* cur = current(key);
       if (cur == nullptr || leader[key] == id) continue;
       if (std::find(cur->followers.begin(), cur->followers.end(), id) != cur->followers.end()) {
@@ -154,8 +161,8 @@ PlacementResult Place(const PlacementInput& input) {
       }
     }
     std::sort(kept.begin(), kept.end(), [&](const std::string& a, const std::string& b) {
-      uint64_t sa = RendezvousScore(a, id);
-      uint64_t sb = RendezvousScore(b, id);
+      uint64_t sa = RendezvousScore(a, node.id);
+      uint64_t sb = RendezvousScore(b, node.id);
       return sa != sb ? sa > sb : a < b;
     });
     for (const auto& key : kept) {
@@ -168,7 +175,9 @@ PlacementResult Place(const PlacementInput& input) {
   }
 
   // 4. Fill the free follower slots, spreading over zones.
-  for (const auto& [key, rf] : shards) {
+  for (const auto& shard_entry : shards) {
+    const std::string& key = shard_entry.first;
+    const uint32_t rf = shard_entry.second;
     auto& mine = followers[key];
     uint64_t want = std::min<uint64_t>(rf, n_nodes) - 1;
     auto in_set = [&](const std::string& id) {
@@ -199,7 +208,8 @@ PlacementResult Place(const PlacementInput& input) {
   }
 
   // 5. Results (after every swap of step 4), followers in a canonical order (by score).
-  for (const auto& [key, rf] : shards) {
+  for (const auto& shard_entry : shards) {
+    const std::string& key = shard_entry.first;
     auto& mine = followers[key];
     std::sort(mine.begin(), mine.end(), [&](const std::string& a, const std::string& b) {
       return Better(key, nodes[a], nodes[b]);
