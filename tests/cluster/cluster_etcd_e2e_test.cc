@@ -155,5 +155,34 @@ TEST_F(ClusterEtcd, StoppedEtcdInvalidatesTheLeaseBeforeItCanExpireAndResumeRest
   EXPECT_FALSE(gone->first.has_value());
 }
 
+TEST_F(ClusterEtcd, LeaseSurvivesAnEtcdRestartWithinItsTtl) {
+  FlagWatcher flag;
+  NodeLeaseOptions options;
+  options.lease = 4000ms;
+  options.on_change = [&](bool v) { flag.Set(v); };
+  BoottimeClock clock;
+  NodeLease lease(*client_, options, clock);
+  ASSERT_TRUE(lease.Start());
+  ASSERT_TRUE(flag.WaitFor(true, 1, 5s));
+  auto keys = testing::TestKeys();
+  ASSERT_TRUE(client_->Put(keys.Node("n1"), "{}", lease.id()));
+  int64_t answered_before = lease.last_answer_ns();
+
+  // etcd persists leases and restarts their TTL when it comes back: the keeper reconnects its
+  // keepalive stream and the lease stays (or becomes again) usable, without a new grant.
+  etcd_.Kill();
+  ASSERT_TRUE(etcd_.Restart()) << etcd_.error();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (lease.last_answer_ns() == answered_before || !lease.valid()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no keepalive answered after restart";
+    ASSERT_FALSE(lease.lost());
+    flag.WaitFor(true, 1000, 50ms);  // pacing only: the answer time is what we wait for
+  }
+  EXPECT_FALSE(lease.lost());
+  auto node = client_->Get(keys.Node("n1"));
+  ASSERT_TRUE(node) << node.error().ToString();
+  EXPECT_TRUE(node->first.has_value());
+}
+
 }  // namespace
 }  // namespace felix::cluster
