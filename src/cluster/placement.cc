@@ -27,6 +27,15 @@ bool Better(const std::string& shard, const Node& a, const Node& b) {
   return a.id < b.id;
 }
 
+// The shards a node holds, the ones it scores highest first (what it keeps when over a cap).
+void SortByScoreFor(const std::string& node_id, std::vector<std::string>& shard_keys) {
+  std::sort(shard_keys.begin(), shard_keys.end(), [&](const std::string& a, const std::string& b) {
+    uint64_t sa = RendezvousScore(a, node_id);
+    uint64_t sb = RendezvousScore(b, node_id);
+    return sa != sb ? sa > sb : a < b;
+  });
+}
+
 // Every node with room is already in `key`'s replica set: find another shard T with a follower
 // X that `key` can take, and a node U with room that T can take instead (U -> T, X -> key).
 // Keeps every role count within the cap where the greedy fill alone would exceed it.
@@ -105,11 +114,7 @@ PlacementResult Place(const PlacementInput& input) {
       const ReplicaSet* cur = current(key);
       if (cur != nullptr && cur->leader == id) led.push_back(key);
     }
-    std::sort(led.begin(), led.end(), [&](const std::string& a, const std::string& b) {
-      uint64_t sa = RendezvousScore(a, node.id);
-      uint64_t sb = RendezvousScore(b, node.id);
-      return sa != sb ? sa > sb : a < b;
-    });
+    SortByScoreFor(node.id, led);
     for (const auto& key : led) {
       if (node.leaders >= leader_cap) break;
       leader[key] = id;
@@ -160,11 +165,7 @@ PlacementResult Place(const PlacementInput& input) {
         kept.push_back(key);
       }
     }
-    std::sort(kept.begin(), kept.end(), [&](const std::string& a, const std::string& b) {
-      uint64_t sa = RendezvousScore(a, node.id);
-      uint64_t sb = RendezvousScore(b, node.id);
-      return sa != sb ? sa > sb : a < b;
-    });
+    SortByScoreFor(node.id, kept);
     for (const auto& key : kept) {
       if (node.roles >= role_cap) break;
       uint64_t want = std::min<uint64_t>(shards[key], n_nodes) - 1;

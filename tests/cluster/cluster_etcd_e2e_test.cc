@@ -18,6 +18,28 @@ namespace {
 using namespace std::chrono_literals;
 using felix::testing::EtcdProcess;
 
+// Waits for NodeLease's on_change to report `want`.
+class FlagWatcher {
+ public:
+  void Set(bool v) {
+    {
+      std::lock_guard lock(mu_);
+      history_.push_back(v);
+    }
+    cv_.notify_all();
+  }
+  bool WaitFor(bool want, size_t min_changes, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout,
+                        [&] { return history_.size() >= min_changes && history_.back() == want; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<bool> history_;
+};
+
 class ClusterEtcd : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -28,6 +50,22 @@ class ClusterEtcd : public ::testing::Test {
     ASSERT_TRUE(client) << client.error().ToString();
     client_ = std::move(*client);
   }
+  // A started NodeLease (L = 4 s: usable 3 s after the last answered keepalive) whose flag
+  // changes go to `flag`, with nodes/n1 attached to it; null on failure (reported).
+  std::unique_ptr<NodeLease> StartLeaseWithNodeKey(FlagWatcher& flag, const LeaseClock& clock) {
+    NodeLeaseOptions options;
+    options.lease = 4000ms;
+    options.on_change = [&flag](bool v) { flag.Set(v); };
+    auto lease = std::make_unique<NodeLease>(*client_, options, clock);
+    auto started = lease->Start();
+    EXPECT_TRUE(started) << started.error().ToString();
+    EXPECT_TRUE(flag.WaitFor(true, 1, 5s));
+    auto put = client_->Put(testing::TestKeys().Node("n1"), "{}", lease->id());
+    EXPECT_TRUE(put) << put.error().ToString();
+    if (!started || !put) return nullptr;
+    return lease;
+  }
+
   EtcdProcess etcd_;
   std::unique_ptr<etcd::GrpcEtcdClient> client_;
 };
@@ -91,39 +129,13 @@ TEST_F(ClusterEtcd, IncarnationsRiseByOne) {
   testing::IncarnationsRiseByOne(*client_);
 }
 
-// Waits for NodeLease's on_change to report `want`.
-class FlagWatcher {
- public:
-  void Set(bool v) {
-    {
-      std::lock_guard lock(mu_);
-      history_.push_back(v);
-    }
-    cv_.notify_all();
-  }
-  bool WaitFor(bool want, size_t min_changes, std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout,
-                        [&] { return history_.size() >= min_changes && history_.back() == want; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<bool> history_;
-};
-
 TEST_F(ClusterEtcd, StoppedEtcdInvalidatesTheLeaseBeforeItCanExpireAndResumeRestoresIt) {
   FlagWatcher flag;
-  NodeLeaseOptions options;
-  options.lease = 4000ms;  // usable 3 s after the last answered keepalive; etcd keeps it 4 s
-  options.on_change = [&](bool v) { flag.Set(v); };
   BoottimeClock clock;
-  NodeLease lease(*client_, options, clock);
-  ASSERT_TRUE(lease.Start());
-  ASSERT_TRUE(flag.WaitFor(true, 1, 5s));
+  auto owned = StartLeaseWithNodeKey(flag, clock);
+  ASSERT_TRUE(owned);
+  NodeLease& lease = *owned;
   auto keys = testing::TestKeys();
-  ASSERT_TRUE(client_->Put(keys.Node("n1"), "{}", lease.id()));
   // A full TTL of keepalives: still valid (they are answered).
   auto until = std::chrono::steady_clock::now() + 1500ms;
   while (std::chrono::steady_clock::now() < until) {
@@ -157,15 +169,11 @@ TEST_F(ClusterEtcd, StoppedEtcdInvalidatesTheLeaseBeforeItCanExpireAndResumeRest
 
 TEST_F(ClusterEtcd, LeaseSurvivesAnEtcdRestartWithinItsTtl) {
   FlagWatcher flag;
-  NodeLeaseOptions options;
-  options.lease = 4000ms;
-  options.on_change = [&](bool v) { flag.Set(v); };
   BoottimeClock clock;
-  NodeLease lease(*client_, options, clock);
-  ASSERT_TRUE(lease.Start());
-  ASSERT_TRUE(flag.WaitFor(true, 1, 5s));
+  auto owned = StartLeaseWithNodeKey(flag, clock);
+  ASSERT_TRUE(owned);
+  NodeLease& lease = *owned;
   auto keys = testing::TestKeys();
-  ASSERT_TRUE(client_->Put(keys.Node("n1"), "{}", lease.id()));
   int64_t answered_before = lease.last_answer_ns();
 
   // etcd persists leases and restarts their TTL when it comes back: the keeper reconnects its
