@@ -256,20 +256,31 @@ namespace {
 
 class GrpcKeepAliveStream final : public KeepAliveStream {
  public:
-  GrpcKeepAliveStream(Endpoint& ep, KeepAliveCallbacks callbacks)
-      : target_(ep.target), callbacks_(std::move(callbacks)) {
-    stream_ = ep.lease->LeaseKeepAlive(&context_);
+  // The reader thread first waits for the channel to connect (a stream opened on a channel in
+  // TRANSIENT_FAILURE would fail at once with a cached error, without a new connection
+  // attempt); keepalives sent meanwhile are queued and written, in order, once it is open.
+  GrpcKeepAliveStream(GrpcEtcdClient::Impl& client, size_t index, KeepAliveCallbacks callbacks)
+      : client_(client),
+        index_(index),
+        target_(client.endpoints[index].target),
+        callbacks_(std::move(callbacks)) {
     reader_ = std::thread([this] { ReadLoop(); });
   }
   ~GrpcKeepAliveStream() override {
-    context_.TryCancel();
+    cancelled_ = true;
+    context_.TryCancel();  // sticky: also cancels a call that starts after this
     reader_.join();
   }
 
   EtcdResult<void> Send(int64_t lease_id) override {
     std::lock_guard lock(write_mu_);
-    if (closed_)
+    if (closed_) {
       return EtcdFail(EtcdErrc::kUnavailable, "keepalive stream to " + target_ + " closed");
+    }
+    if (stream_ == nullptr) {
+      pending_.push_back(lease_id);
+      return EtcdOk();
+    }
     pb::LeaseKeepAliveRequest request;
     request.set_id(lease_id);
     if (!stream_->Write(request)) {
@@ -280,18 +291,40 @@ class GrpcKeepAliveStream final : public KeepAliveStream {
 
  private:
   void ReadLoop() {
-    pb::LeaseKeepAliveResponse response;
-    while (stream_->Read(&response)) {
-      if (callbacks_.on_answer) callbacks_.on_answer(response.id(), response.ttl());
+    Endpoint& ep = client_.endpoints[index_];
+    bool connected = false;
+    auto give_up = SteadyClock::now() + client_.options.call_timeout;
+    while (!cancelled_ && !connected && SteadyClock::now() < give_up) {
+      connected = ep.channel->WaitForConnected(std::chrono::system_clock::now() +
+                                               std::chrono::milliseconds(100));
     }
-    grpc::Status status;
-    {
+    grpc::Status status(grpc::StatusCode::UNAVAILABLE, "cannot connect");
+    if (connected && !cancelled_) {
+      {
+        std::lock_guard lock(write_mu_);
+        stream_ = ep.lease->LeaseKeepAlive(&context_);
+        for (int64_t id : pending_) {
+          pb::LeaseKeepAliveRequest request;
+          request.set_id(id);
+          if (!stream_->Write(request)) break;
+        }
+        pending_.clear();
+      }
+      pb::LeaseKeepAliveResponse response;
+      while (stream_->Read(&response)) {
+        if (callbacks_.on_answer) callbacks_.on_answer(response.id(), response.ttl());
+      }
       std::lock_guard lock(write_mu_);
       closed_ = true;
       // Finish only after no Write can start; cancel first so it cannot wait for a half-close.
       context_.TryCancel();
       status = stream_->Finish();
+    } else {
+      std::lock_guard lock(write_mu_);
+      closed_ = true;
     }
+    // The next stream goes to another endpoint when this one failed at the transport level.
+    if (GrpcEtcdClient::Impl::TransportFailure(status)) client_.Failed(index_);
     if (callbacks_.on_closed) {
       EtcdError error = status.ok() ? EtcdError{EtcdErrc::kUnavailable,
                                                 "keepalive stream to " + target_ + " ended"}
@@ -300,13 +333,17 @@ class GrpcKeepAliveStream final : public KeepAliveStream {
     }
   }
 
+  GrpcEtcdClient::Impl& client_;
+  const size_t index_;
   std::string target_;
   KeepAliveCallbacks callbacks_;
+  std::atomic<bool> cancelled_{false};
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>>
-      stream_;
   std::mutex write_mu_;
-  bool closed_ = false;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>>
+      stream_;                    // under write_mu_ until set, then read by the reader thread
+  std::vector<int64_t> pending_;  // under write_mu_: sent before the stream opened
+  bool closed_ = false;           // under write_mu_
   std::thread reader_;
 };
 
@@ -576,7 +613,7 @@ EtcdResult<std::unique_ptr<KeepAliveStream>> GrpcEtcdClient::OpenKeepAlive(
     KeepAliveCallbacks callbacks) {
   size_t index = impl_->Current();
   return std::unique_ptr<KeepAliveStream>(
-      new GrpcKeepAliveStream(impl_->endpoints[index], std::move(callbacks)));
+      new GrpcKeepAliveStream(*impl_, index, std::move(callbacks)));
 }
 
 EtcdResult<std::unique_ptr<WatchHandle>> GrpcEtcdClient::Watch(const WatchOptions& options,
