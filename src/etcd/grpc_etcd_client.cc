@@ -371,6 +371,11 @@ class GrpcWatch final : public WatchHandle {
   int64_t next_revision() const override { return next_revision_.load(); }
 
  private:
+  bool stopping() {
+    std::lock_guard lock(mu_);
+    return stopping_;
+  }
+
   // Returns true when the watch ended for good (compacted or stopping).
   bool RunOnce() {
     size_t index = client_.Current();
@@ -383,7 +388,13 @@ class GrpcWatch final : public WatchHandle {
     }
     // Wait (bounded) for a connection first: a fail-fast stream on a channel in
     // TRANSIENT_FAILURE fails at once with the cached error without a new connection attempt.
-    if (!ep.channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(1))) {
+    // In slices, so that a destructor waiting for this thread is not held up.
+    bool connected = false;
+    for (int slice = 0; slice < 10 && !connected && !stopping(); ++slice) {
+      connected = ep.channel->WaitForConnected(std::chrono::system_clock::now() +
+                                               std::chrono::milliseconds(100));
+    }
+    if (!connected) {
       {
         std::lock_guard lock(mu_);
         context_ = nullptr;
@@ -491,6 +502,12 @@ EtcdResult<std::unique_ptr<GrpcEtcdClient>> GrpcEtcdClient::Create(std::string_v
     // short one fails handshakes on a loaded machine.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // HTTP/2 pings while streams are open, so a watch on a silently dead connection (a
+    // partition without a reset) breaks and reconnects. etcd refuses pings more often than
+    // every 5 s (--grpc-keepalive-min-time), hence 10 s.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     Endpoint ep;
     ep.target = target;
     ep.channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
