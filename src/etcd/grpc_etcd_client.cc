@@ -427,6 +427,9 @@ class GrpcWatch final : public WatchHandle {
         if (response.canceled()) break;  // another cancel reason: reconnect
         if (response.created()) {
           backoff_.Reset();
+          // A watch "from now" resumes after the revision it was created at, not from "now"
+          // again (which would skip what happened while it was disconnected).
+          if (next_revision_.load() == 0) next_revision_ = response.header().revision() + 1;
           if (callbacks_.on_created) callbacks_.on_created();
         }
         if (response.events_size() > 0) {
@@ -450,7 +453,7 @@ class GrpcWatch final : public WatchHandle {
       if (stopping_) return true;
     }
     if (ended) return true;
-    if (Impl_TransportFailure(status)) client_.Failed(index);
+    if (GrpcEtcdClient::Impl::TransportFailure(status)) client_.Failed(index);
     if (callbacks_.on_broken) {
       callbacks_.on_broken(status.ok()
                                ? EtcdError{EtcdErrc::kUnavailable, "watch stream to " + ep.target +
@@ -458,10 +461,6 @@ class GrpcWatch final : public WatchHandle {
                                : FromStatus(status, "watch", ep.target));
     }
     return false;
-  }
-
-  static bool Impl_TransportFailure(const grpc::Status& s) {
-    return GrpcEtcdClient::Impl::TransportFailure(s);
   }
 
   void Run() {
