@@ -50,11 +50,12 @@ class ClusterEtcd : public ::testing::Test {
     ASSERT_TRUE(client) << client.error().ToString();
     client_ = std::move(*client);
   }
-  // A started NodeLease (L = 4 s: usable 3 s after the last answered keepalive) whose flag
-  // changes go to `flag`, with nodes/n1 attached to it; null on failure (reported).
-  std::unique_ptr<NodeLease> StartLeaseWithNodeKey(FlagWatcher& flag, const LeaseClock& clock) {
+  // A started NodeLease (L = `lease`: usable 3/4 L after the last answered keepalive) whose
+  // flag changes go to `flag`, with nodes/n1 attached to it; null on failure (reported).
+  std::unique_ptr<NodeLease> StartLeaseWithNodeKey(FlagWatcher& flag, const LeaseClock& clock,
+                                                   std::chrono::milliseconds lease_ms) {
     NodeLeaseOptions options;
-    options.lease = 4000ms;
+    options.lease = lease_ms;
     options.on_change = [&flag](bool v) { flag.Set(v); };
     auto lease = std::make_unique<NodeLease>(*client_, options, clock);
     auto started = lease->Start();
@@ -132,20 +133,15 @@ TEST_F(ClusterEtcd, IncarnationsRiseByOne) {
 TEST_F(ClusterEtcd, StoppedEtcdInvalidatesTheLeaseBeforeItCanExpireAndResumeRestoresIt) {
   FlagWatcher flag;
   BoottimeClock clock;
-  auto owned = StartLeaseWithNodeKey(flag, clock);
+  auto owned = StartLeaseWithNodeKey(flag, clock, 6000ms);
   ASSERT_TRUE(owned);
   NodeLease& lease = *owned;
   auto keys = testing::TestKeys();
-  // A full TTL of keepalives: still valid (they are answered).
-  auto until = std::chrono::steady_clock::now() + 1500ms;
-  while (std::chrono::steady_clock::now() < until) {
-    EXPECT_TRUE(lease.ValidNow());
-    ASSERT_FALSE(flag.WaitFor(false, 2, 100ms)) << "lease flapped while etcd answered";
-  }
-  ASSERT_GT(lease.last_answer_ns(), 0);
+  EXPECT_TRUE(lease.ValidNow());
 
+  // Stopped for at most usable = 4.5 s (+ detection): well inside etcd's 6 s TTL.
   etcd_.Pause();
-  bool went_invalid = flag.WaitFor(false, 2, 6s);
+  bool went_invalid = flag.WaitFor(false, 2, 8s);
   bool exact_invalid = !lease.ValidNow();
   etcd_.Resume();
   ASSERT_TRUE(went_invalid) << "the cached flag never dropped while etcd was stopped";
@@ -170,7 +166,7 @@ TEST_F(ClusterEtcd, StoppedEtcdInvalidatesTheLeaseBeforeItCanExpireAndResumeRest
 TEST_F(ClusterEtcd, LeaseSurvivesAnEtcdRestartWithinItsTtl) {
   FlagWatcher flag;
   BoottimeClock clock;
-  auto owned = StartLeaseWithNodeKey(flag, clock);
+  auto owned = StartLeaseWithNodeKey(flag, clock, 4000ms);
   ASSERT_TRUE(owned);
   NodeLease& lease = *owned;
   auto keys = testing::TestKeys();
