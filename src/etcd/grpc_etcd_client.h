@@ -3,12 +3,15 @@
 //
 // Endpoints: a comma list of URLs ("http://127.0.0.1:2379,http://10.0.0.2:2379"). One gRPC
 // channel per endpoint; calls go to the current endpoint, and a transport failure (unavailable,
-// deadline exceeded) moves "current" to the next endpoint for the calls that follow. Reads
+// deadline exceeded) moves "current" to the next endpoint for the calls that follow. A call
+// first waits (within its share of the deadline) for its endpoint to connect and skips to the
+// next one if it cannot: nothing was sent, so this holds for writes too. Once sent, reads
 // (Range, LeaseTimeToLive, Status) are retried on the next endpoint within the same deadline
-// when the failure was "unavailable"; writes are never retried (their outcome is unknown).
+// when the failure was "unavailable"; writes are not (their outcome is unknown).
 //
-// Every unary call has a deadline (Options::call_timeout). Watches run on a thread each, hold no
-// deadline, and reconnect with jittered backoff, resuming at last seen revision + 1. Gated by
+// Every unary call has a deadline (GrpcEtcdOptions::call_timeout). Watches and keepalive
+// streams run on a thread each, hold no
+// deadline, and reconnect with jittered backoff, resuming at last seen revision + 1. Follows
 // the threading contract of etcd_client.h. gRPC types stay out of this header.
 #pragma once
 
