@@ -10,9 +10,9 @@
 // when the failure was "unavailable"; writes are not (their outcome is unknown).
 //
 // Every unary call has a deadline (GrpcEtcdOptions::call_timeout). Watches and keepalive
-// streams run on a thread each, hold no
-// deadline, and reconnect with jittered backoff, resuming at last seen revision + 1. Follows
-// the threading contract of etcd_client.h. gRPC types stay out of this header.
+// streams run on a thread each and hold no deadline; a watch reconnects with jittered backoff,
+// resuming at last seen revision + 1. Follows the threading contract of etcd_client.h. gRPC
+// types stay out of this header.
 #pragma once
 
 #include <chrono>
