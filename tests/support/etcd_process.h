@@ -1,0 +1,64 @@
+// EtcdProcess: a real single-member etcd (Debian etcd-server, /usr/bin/etcd) for tests, on free
+// loopback ports with its data in a fresh temp directory (removed by the destructor).
+//
+// Start() launches it and waits (deadline, polling /health) until it serves; Kill() is SIGKILL,
+// Restart() starts it again on the same ports and data; Pause()/Resume() are SIGSTOP/SIGCONT;
+// Stop() is SIGTERM. The destructor kills a running etcd. etcd's log goes to etcd.log in the
+// data directory (a pipe nobody reads would block it). Not thread-safe: one test thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "support/child_process.h"
+
+namespace felix::testing {
+
+class EtcdProcess {
+ public:
+  EtcdProcess();
+  ~EtcdProcess();
+  EtcdProcess(const EtcdProcess&) = delete;
+  EtcdProcess& operator=(const EtcdProcess&) = delete;
+
+  // Each returns false (with the reason in error()) instead of throwing.
+  bool Start(std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  bool Restart(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    return Start(timeout);
+  }
+  // Starts on a second client port (same data) that clients of endpoint() cannot reach: lets a
+  // test change etcd (compact, write) while its watchers stay disconnected.
+  bool StartOnOtherPort(std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  std::string other_endpoint() const;
+  void Kill();    // SIGKILL and reap
+  void Stop();    // SIGTERM and reap
+  void Pause();   // SIGSTOP
+  void Resume();  // SIGCONT
+
+  // True when GET /health answers {"health":"true"} within `timeout`.
+  bool Healthy(std::chrono::milliseconds timeout = std::chrono::milliseconds(500)) const;
+
+  std::string endpoint() const;  // "http://127.0.0.1:<client port>"
+  int client_port() const { return client_port_; }
+  const std::string& dir() const { return dir_; }
+  const std::string& error() const { return error_; }
+  // The tail of etcd's log, for failure messages.
+  std::string LogTail(size_t bytes = 4000) const;
+
+ private:
+  std::string dir_;
+  bool Launch(int client_port, std::chrono::milliseconds timeout);
+
+  int client_port_ = 0;
+  int other_port_ = 0;
+  int running_port_ = 0;
+  int peer_port_ = 0;
+  std::unique_ptr<ChildProcess> child_;
+  std::string error_;
+};
+
+// A loopback TCP port that was free a moment ago (bind to port 0, read it, close).
+int FreeLoopbackPort();
+
+}  // namespace felix::testing
