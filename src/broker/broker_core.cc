@@ -2,11 +2,13 @@
 
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "broker/log_adapters.h"
+#include "broker/protocol_codes.h"
 
 namespace felix::broker {
 
@@ -27,6 +29,29 @@ BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalo
 
 BrokerCore::~BrokerCore() {
   Stop();
+}
+
+Error BrokerCore::ShardRefused(const std::string& key, const std::string& dir,
+                               const storage::StorageError& error) {
+  std::string detail = error.ToString();
+  if (options_.health == nullptr || options_.health->Set(HealthKind::kShardOpen, dir, detail)) {
+    spdlog::error("shard log refused at open shard={} dir={} error={}", key, dir, detail);
+  }
+  // `shard_unavailable` has retry class `retry`: nothing was written (issue 12 item 6).
+  return Error{ErrorCode::kUnavailable,
+               "shard " + key + " unavailable: its log was refused at open: " + detail};
+}
+
+WriteFaultReporting BrokerCore::Reporting(const char* log_kind) {
+  WriteFaultReporting r;
+  r.health = options_.health;
+  if (options_.log_defaults.metrics != nullptr) {
+    r.full = &options_.log_defaults.metrics->AddCounter(
+        "felix_storage_full_total",
+        "appends refused because the disk or quota is full (ENOSPC, EDQUOT)",
+        std::string("log=\"") + log_kind + "\"");
+  }
+  return r;
 }
 
 std::optional<catalog::Stream> BrokerCore::FindStream(std::string_view tenant, std::string_view ns,
@@ -80,9 +105,10 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
                                 stream.namespace_name / stream.name / std::to_string(shard_index);
     auto store =
         storage::ShardStore::Open(dir.string(), storage::ShardStoreOptions::Uniform(log_options));
-    if (!store) return tl::unexpected(store.error().ToError());
+    if (!store) return tl::unexpected(ShardRefused(key, dir.string(), store.error()));
     open.store = std::move(*store);
-    log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream));
+    log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream),
+                                             Reporting("stream"));
     spdlog::info("shard opened shard={} durable=true next_offset={}", key, log->next_offset());
   } else {
     log = std::make_unique<RingRecordLog>(options_.ring);
@@ -135,10 +161,12 @@ Result<CacheShardHandle> BrokerCore::OpenCacheShard(const catalog::Cache& cache,
                                 std::to_string(shard_index);
     auto store = storage::ShardStore::Open(
         dir.string(), storage::ShardStoreOptions::Uniform(options_.log_defaults));
-    if (!store) return tl::unexpected(store.error().ToError());
+    if (!store) return tl::unexpected(ShardRefused(key, dir.string(), store.error()));
     open.store = std::move(*store);
-    cache_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCache));
-    counter_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCounters));
+    cache_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCache),
+                                                   Reporting("cache"));
+    counter_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCounters),
+                                                     Reporting("counters"));
   }
   CacheShardOptions cache_options = options_.cache;
   cache_options.default_ttl_ms = cache.default_ttl_ms;
@@ -156,6 +184,78 @@ Result<CacheShardHandle> BrokerCore::OpenCacheShard(const catalog::Cache& cache,
   shards_.emplace(key, std::move(open));
   open_shards_.Add(1);
   return handle;
+}
+
+void BrokerCore::DropStream(const std::string& tenant, const std::string& ns,
+                            const std::string& stream) {
+  ShardId id{tenant, ns, stream, ShardKind::kStream, 0};
+  DropShards(id, (std::filesystem::path(options_.storage_dir) / tenant / ns / stream).string());
+}
+
+void BrokerCore::DropCache(const std::string& tenant, const std::string& ns,
+                           const std::string& cache) {
+  ShardId id{tenant, ns, cache, ShardKind::kCache, 0};
+  DropShards(
+      id, (std::filesystem::path(options_.storage_dir) / "_caches" / tenant / ns / cache).string());
+}
+
+void BrokerCore::DropShards(const ShardId& any_shard, const std::string& dir) {
+  std::string key = any_shard.ToString();
+  std::string prefix = key.substr(0, key.rfind('#') + 1);  // "t/ns/name#", one name only
+  std::vector<std::pair<std::string, OpenShard>> dropped;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    for (auto it = shards_.begin(); it != shards_.end();) {
+      if (it->first.compare(0, prefix.size(), prefix) == 0) {
+        dropped.emplace_back(it->first, std::move(it->second));
+        it = shards_.erase(it);
+        open_shards_.Add(-1);
+      } else {
+        ++it;
+      }
+    }
+  }
+  std::string what = std::string(any_shard.kind == ShardKind::kCache ? "cache " : "stream ") +
+                     any_shard.tenant + "/" + any_shard.name_space + "/" + any_shard.name +
+                     " was deleted";
+  for (auto& [shard_key, open] : dropped) {
+    // On the shard's executor: end its readers and close its logs (pending appends complete
+    // and post their answers), then, in a task queued after those answers, let go of it.
+    auto shared = std::make_shared<OpenShard>(std::move(open));
+    std::promise<void> done;
+    auto finished = done.get_future();
+    Executor* executor = shared->executor;
+    bool posted = executor->Post([shared, executor, what, &done] {
+      QueueEnd end;
+      end.kind = QueueEnd::Kind::kError;
+      end.code = Code(wire::flx1::ProtocolErrorCode::kNotFound);
+      end.message = what;
+      if (shared->groups) {
+        shared->groups->Abort(
+            GroupError{Code(wire::flx1::ProtocolErrorCode::kNotFound), false, what});
+      }
+      if (shared->shard) {
+        shared->shard->EndAll(end);
+        shared->shard->CloseLog();
+      }
+      if (shared->cache) shared->cache->CloseLogs();
+      if (shared->store) (void)shared->store->Close();
+      if (!executor->Post([&done] { done.set_value(); })) done.set_value();
+    });
+    if (posted) finished.wait();
+    // Handles resolved before the drop may still reach the closed shard (and answer errors):
+    // its objects stay alive, closed, until Stop().
+    std::lock_guard lock(mu_);
+    dropped_.push_back(std::move(shared));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (ec) {
+    spdlog::error("cannot remove the data of deleted shard dir={} error={}", dir, ec.message());
+  } else if (!dropped.empty()) {
+    spdlog::info("{}: closed {} open shard(s) and removed {}", what, dropped.size(), dir);
+  }
 }
 
 void BrokerCore::Stop() {
@@ -181,6 +281,7 @@ void BrokerCore::Stop() {
   }
   open_shards_.Set(0);
   shards_.clear();
+  dropped_.clear();  // closed when they were dropped
 }
 
 }  // namespace felix::broker

@@ -21,9 +21,11 @@
 #include "broker/cache_shard.h"
 #include "broker/executor.h"
 #include "broker/group_metrics.h"
+#include "broker/log_adapters.h"
 #include "broker/stream_groups.h"
 #include "broker/stream_shard.h"
 #include "catalog/catalog.h"
+#include "common/health.h"
 #include "common/metrics.h"
 #include "common/result.h"
 #include "storage/ring_log.h"
@@ -39,6 +41,9 @@ struct BrokerCoreOptions {
   StreamShardOptions shard;
   CacheShardOptions cache;  // default_ttl_ms and metrics are filled per cache
   GroupOptions groups;
+  // Optional; must outlive the core. Shards refused at open and logs whose writes fail are
+  // listed there (/health).
+  HealthRegistry* health = nullptr;
 };
 
 struct StreamShardHandle {
@@ -77,6 +82,14 @@ class BrokerCore {
   // Broker-wide subscription ids (subscribe without an id).
   uint64_t NextSubscriptionId() { return next_subscription_id_.fetch_add(1); }
 
+  // Delete means delete (issue 12 item 5): called after the catalog deleted a stream (cache),
+  // and before it creates one (leftovers of an interrupted delete). Closes the open shards —
+  // live subscriptions end with `not_found` "... was deleted", waiting group polls are
+  // answered the same — then removes the directory, so a stream created again under the same
+  // name starts empty. Blocks until done; never call it on a shard executor.
+  void DropStream(const std::string& tenant, const std::string& ns, const std::string& stream);
+  void DropCache(const std::string& tenant, const std::string& ns, const std::string& cache);
+
   void Stop();
 
  private:
@@ -88,11 +101,19 @@ class BrokerCore {
     std::shared_ptr<StreamGroups> groups;
   };
 
+  void DropShards(const ShardId& any_shard, const std::string& dir);
+  // A shard's logs were refused at open: logged once (requests retry the open), listed on
+  // /health, answered `shard_unavailable`.
+  Error ShardRefused(const std::string& key, const std::string& dir,
+                     const storage::StorageError& error);
+  WriteFaultReporting Reporting(const char* log_kind);
+
   BrokerCoreOptions options_;
   const catalog::Catalog& catalog_;
   std::vector<std::unique_ptr<Executor>> executors_;
   std::mutex mu_;
-  std::map<std::string, OpenShard> shards_;  // by ShardId::ToString()
+  std::map<std::string, OpenShard> shards_;          // by ShardId::ToString()
+  std::vector<std::shared_ptr<OpenShard>> dropped_;  // closed shards of deleted streams/caches
   std::atomic<uint64_t> next_subscription_id_{1};
   bool stopped_ = false;
   Gauge& open_shards_;

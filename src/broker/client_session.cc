@@ -116,7 +116,8 @@ uint32_t ServerFeatures(const ClientServiceOptions& options) {
                       flx1::kFeatureAckOnCommit | CacheFeatures(options);
   if (options.durable_storage) {
     features |= flx1::kFeatureConsumerGroup | flx1::kFeatureGroupDeadLetters |
-                flx1::kFeatureGroupAdmin | flx1::kFeatureGroupClaimControl;
+                flx1::kFeatureGroupAdmin | flx1::kFeatureGroupClaimControl |
+                flx1::kFeatureSubscriptionLagged;
   }
   return features;
 }
@@ -275,6 +276,11 @@ bool ClientSession::HandleMessage(flx1::Message message) {
       std::holds_alternative<flx1::PublishBatch>(message)) {
     return HandleJsonPublish(std::make_shared<flx1::Message>(std::move(message)));
   }
+  if (service_.draining()) {  // shutdown: requests admitted before still get their answers
+    SendError(Code(ProtocolErrorCode::kDraining), "broker is shutting down");
+    FinishStream();
+    return false;
+  }
   if (auto* subscribe = std::get_if<flx1::Subscribe>(&message)) return HandleSubscribe(*subscribe);
   if (auto* shards = std::get_if<flx1::StreamShards>(&message)) return HandleStreamShards(*shards);
   if (auto handled = HandleCacheRequest(message)) return *handled;
@@ -308,6 +314,11 @@ bool ClientSession::HandleAuth(const flx1::Auth& auth) {
   }
   if (auth_) {
     SendError(Code(ProtocolErrorCode::kInvalidRequest), "auth already established");
+    FinishStream();
+    return false;
+  }
+  if (service_.draining()) {  // client-protocol.md §6.1: a draining broker admits no stream
+    SendError(Code(ProtocolErrorCode::kDraining), "broker is shutting down");
     FinishStream();
     return false;
   }
@@ -446,18 +457,45 @@ bool ClientSession::Publish(PublishRequest request) {
     if (answer_id) SendPublishError(request.binary, *answer_id, code, std::move(message));
     return true;  // validation, not-found and overload answers keep the stream (§8.3)
   };
+  if (service_.draining()) {
+    return refuse(Code(ProtocolErrorCode::kDraining), "broker is shutting down");  // not written
+  }
   auto stream = service_.core().FindStream(request.tenant, request.ns, request.stream);
   if (!stream) return refuse(Code(ProtocolErrorCode::kNotFound), "stream not found");
+  if (stream->durable) {
+    // A record no group answer can carry would be stuck forever (issue 12 item 4).
+    size_t max = MaxGroupRecordBytes(service_.options().max_frame_bytes);
+    for (auto p : request.payloads) {
+      if (p.size() > max) {
+        return refuse(Code(ProtocolErrorCode::kInvalidRequest),
+                      "record of " + std::to_string(p.size()) + " bytes exceeds " +
+                          std::to_string(max) +
+                          ", the largest a consumer group can deliver within max_frame_bytes");
+      }
+    }
+  }
   uint32_t shard = stream->routing == catalog::Routing::kJumpHash
                        ? wire::ShardJump(stream->shards, request.key)
                        : wire::ShardModulo(stream->shards, request.key);
   auto handle = service_.core().OpenStreamShard(*stream, shard);
   if (!handle) return refuse(ProtocolCodeFor(handle.error()), handle.error().message);
 
-  size_t bytes = 0;
-  for (auto p : request.payloads) bytes += p.size();
-  if (inflight_bytes_ > 0 &&
-      inflight_bytes_ + bytes > service_.options().max_inflight_bytes_per_stream) {
+  size_t payload_bytes = 0;
+  for (auto p : request.payloads) payload_bytes += p.size();
+  // In-flight cost: payload plus a per-record overhead, against the stream's and the broker's
+  // budgets. A batch that alone exceeds the stream budget can never be admitted: refused.
+  const ClientServiceOptions& options = service_.options();
+  size_t bytes = payload_bytes + request.payloads.size() * options.inflight_record_overhead;
+  if (bytes > options.max_inflight_bytes_per_stream) {
+    return refuse(Code(ProtocolErrorCode::kLimitExceeded),
+                  "batch of " + std::to_string(request.payloads.size()) + " records costs " +
+                      std::to_string(bytes) + " bytes in flight, over the per-stream budget of " +
+                      std::to_string(options.max_inflight_bytes_per_stream) + ": split it");
+  }
+  std::atomic<size_t>& total = service_.inflight_total();
+  size_t total_now = total.load();
+  if ((inflight_bytes_ > 0 && inflight_bytes_ + bytes > options.max_inflight_bytes_per_stream) ||
+      (total_now > 0 && total_now + bytes > options.max_inflight_bytes_total)) {
     if (!answer_id) {
       service_.metrics().publish_dropped.Increment();  // fire-and-forget is shed
       return true;
@@ -465,34 +503,37 @@ bool ClientSession::Publish(PublishRequest request) {
     return refuse(Code(ProtocolErrorCode::kOverloaded), "publish queue full");
   }
   inflight_bytes_ += bytes;
+  total += bytes;
   ++pending_ops_;
   service_.metrics().publish_messages.Increment(request.payloads.size());
-  service_.metrics().publish_bytes.Increment(bytes);
+  service_.metrics().publish_bytes.Increment(payload_bytes);
 
   PayloadBatch batch{std::move(request.owner), std::move(request.payloads),
                      NowMicrosRoundedToMillis()};
   std::weak_ptr<ClientSession> weak = weak_from_this();
   transport::Endpoint* endpoint = &endpoint_;
+  std::atomic<size_t>* inflight_total = &total;  // the service outlives every completion
   bool binary = request.binary;
   handle->executor->Post([shard = handle->shard, batch = std::move(batch), weak, endpoint,
-                          answer_id, binary, bytes]() mutable {
-    shard->Publish(std::move(batch),
-                   [weak, endpoint, answer_id, binary, bytes](Result<uint64_t> result) {
-                     endpoint->Post([weak, answer_id, binary, bytes, result = std::move(result)] {
-                       auto self = weak.lock();
-                       if (!self) return;
-                       self->inflight_bytes_ -= bytes;
-                       --self->pending_ops_;
-                       if (result) {
-                         self->service_.metrics().publish_ok.Increment();
-                       } else {
-                         self->service_.metrics().publish_error.Increment();
-                       }
-                       if (answer_id) self->AnswerPublish(binary, *answer_id, result);
-                       if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
-                       self->MaybeRelease();
-                     });
-                   });
+                          answer_id, binary, bytes, inflight_total]() mutable {
+    shard->Publish(std::move(batch), [weak, endpoint, answer_id, binary, bytes,
+                                      inflight_total](Result<uint64_t> result) {
+      inflight_total->fetch_sub(bytes);
+      endpoint->Post([weak, answer_id, binary, bytes, result = std::move(result)] {
+        auto self = weak.lock();
+        if (!self) return;
+        self->inflight_bytes_ -= bytes;
+        --self->pending_ops_;
+        if (result) {
+          self->service_.metrics().publish_ok.Increment();
+        } else {
+          self->service_.metrics().publish_error.Increment();
+        }
+        if (answer_id) self->AnswerPublish(binary, *answer_id, result);
+        if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
+        self->MaybeRelease();
+      });
+    });
   });
   return true;
 }
@@ -584,6 +625,10 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
   }
   uint64_t client_id = request.subscription_id.value_or(service_.core().NextSubscriptionId());
   bool durable = stream->durable;
+  // client-protocol.md §7: subscription_lagged only to a client that offered the feature and
+  // reads offsets; every other durable subscriber is slowed down to replay instead.
+  bool end_on_lag = durable && (peer_features_ & flx1::kFeatureSubscriptionLagged) != 0 &&
+                    (peer_flags_ & flx1::kFlagEventBatchOffsets) != 0;
   std::optional<uint32_t> requested_capacity = request.queue_capacity;
   ++connection_->subscriptions;
   ++pending_ops_;
@@ -592,9 +637,9 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
   transport::Endpoint* endpoint = &endpoint_;
   StreamShardHandle shard_handle = *handle;
   handle->executor->Post([shard_handle, start, requested_capacity, slot, weak, endpoint, client_id,
-                          durable] {
-    auto result = shard_handle.shard->Subscribe(start, requested_capacity.value_or(0),
-                                                [slot] { slot->Wake(); });
+                          durable, end_on_lag] {
+    auto result = shard_handle.shard->Subscribe(
+        start, requested_capacity.value_or(0), [slot] { slot->Wake(); }, end_on_lag);
     endpoint->Post([shard_handle, result = std::move(result), slot, weak, client_id, durable,
                     requested_capacity]() mutable {
       auto self = weak.lock();
@@ -652,6 +697,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
   EventStreamWriter::Variant variant;
   variant.offsets = durable && (peer_flags_ & flx1::kFlagEventBatchOffsets) != 0;
   variant.timestamps = (peer_flags_ & flx1::kFlagEventBatchTimestamps) != 0;
+  variant.error_codes = error_codes_;
   auto writer = std::make_shared<EventStreamWriter>(endpoint_, *uni, handle, sub.id, client_id,
                                                     variant, service_.metrics());
   std::weak_ptr<ClientConnectionState> state = connection_;

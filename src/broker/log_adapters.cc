@@ -1,5 +1,9 @@
 #include "broker/log_adapters.h"
 
+#include <cerrno>
+
+#include <spdlog/spdlog.h>
+
 namespace felix::broker {
 namespace {
 
@@ -33,7 +37,8 @@ RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> re
 
 }  // namespace
 
-DurableRecordLog::DurableRecordLog(storage::DurableLog& log) : log_(log) {
+DurableRecordLog::DurableRecordLog(storage::DurableLog& log, WriteFaultReporting reporting)
+    : log_(log), reporting_(reporting) {
   appender_ = std::thread([this] { AppenderLoop(); });
 }
 
@@ -85,6 +90,7 @@ void DurableRecordLog::AppenderLoop() {
       continue;
     }
     auto appended = log_.Append(records);
+    NoteAppend(appended);
     uint64_t next = appended ? appended->first_offset : 0;
     for (Pending& p : work) {
       if (!appended) {
@@ -95,6 +101,43 @@ void DurableRecordLog::AppenderLoop() {
       }
     }
     work.clear();
+  }
+}
+
+void DurableRecordLog::NoteAppend(const storage::StorageResult<storage::AppendResult>& appended) {
+  constexpr auto kRelogInterval = std::chrono::seconds(10);
+  if (appended) {
+    if (!write_failing_) return;
+    write_failing_ = false;
+    spdlog::info("storage writes succeed again log={} after failed_appends={}", log_.dir(),
+                 failed_appends_);
+    if (reporting_.health) reporting_.health->Clear(HealthKind::kStorageWrite, log_.dir());
+    return;
+  }
+  const storage::StorageError& error = appended.error();
+  if (error.code != storage::StorageErrc::kIo) return;  // closed, poisoned: reported elsewhere
+  if ((error.sys_errno == ENOSPC || error.sys_errno == EDQUOT) && reporting_.full) {
+    reporting_.full->Increment();
+  }
+  auto now = std::chrono::steady_clock::now();
+  std::string what = error.ToString();
+  if (!write_failing_) {
+    write_failing_ = true;
+    failed_appends_ = 1;
+    last_failure_log_ = now;
+    spdlog::error(
+        "storage write failed log={} error={}: publishes to it are refused until a write "
+        "succeeds (counted in felix_storage_write_failures_total; logged again at most every "
+        "10 s)",
+        log_.dir(), what);
+    if (reporting_.health) reporting_.health->Set(HealthKind::kStorageWrite, log_.dir(), what);
+    return;
+  }
+  ++failed_appends_;
+  if (now - last_failure_log_ >= kRelogInterval) {
+    last_failure_log_ = now;
+    spdlog::error("storage writes still failing log={} error={} failed_appends={}", log_.dir(),
+                  what, failed_appends_);
   }
 }
 

@@ -10,11 +10,17 @@
 // RingRecordLog puts a storage::RingLog (in-memory streams) behind the port; its appends
 // complete inline.
 //
+// A failing write (a full disk) must not go unseen (issue 12 item 8): the durable adapter logs
+// a log's first failed append at error level (again at most every 10 s while it keeps failing,
+// and once when writes succeed again), lists the log on the HealthRegistry (/health) while it
+// fails, and counts refusals for lack of space in felix_storage_full_total.
+//
 // Threading: as RecordLog (the owning shard's executor calls in). Completions of the durable
 // adapter run on its appender thread. The destructor stops the appender after completing
 // everything queued.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -22,15 +28,23 @@
 #include <thread>
 
 #include "broker/record_log.h"
+#include "common/health.h"
+#include "common/metrics.h"
 #include "storage/durable_log.h"
 #include "storage/ring_log.h"
 
 namespace felix::broker {
 
+// Where the durable adapter reports failing writes; both optional, both must outlive it.
+struct WriteFaultReporting {
+  HealthRegistry* health = nullptr;  // the log is listed while its writes fail
+  Counter* full = nullptr;           // appends refused with ENOSPC or EDQUOT
+};
+
 class DurableRecordLog final : public RecordLog {
  public:
   // `log` must outlive the adapter (the shard store owns it).
-  explicit DurableRecordLog(storage::DurableLog& log);
+  explicit DurableRecordLog(storage::DurableLog& log, WriteFaultReporting reporting = {});
   ~DurableRecordLog() override;
 
   void Append(const PayloadBatch& batch, AppendDone done) override;
@@ -49,8 +63,14 @@ class DurableRecordLog final : public RecordLog {
     AppendDone done;
   };
   void AppenderLoop();
+  // Appender thread: tracks whether the log's writes fail, for the log and /health.
+  void NoteAppend(const storage::StorageResult<storage::AppendResult>& appended);
 
   storage::DurableLog& log_;
+  WriteFaultReporting reporting_;
+  bool write_failing_ = false;  // appender thread
+  uint64_t failed_appends_ = 0;
+  std::chrono::steady_clock::time_point last_failure_log_;
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<Pending> queue_;
