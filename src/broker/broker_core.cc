@@ -2,11 +2,13 @@
 
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "broker/log_adapters.h"
+#include "broker/protocol_codes.h"
 
 namespace felix::broker {
 
@@ -15,8 +17,8 @@ BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalo
     : options_(std::move(options)),
       catalog_(catalog),
       open_shards_(metrics.AddGauge("felix_broker_open_shards", "stream shards open here")),
-      failed_shards_(
-          metrics.AddGauge("felix_broker_shards_failed", "shards whose logs were refused at open")),
+      failed_opens_(metrics.AddCounter("felix_broker_shard_open_failures_total",
+                                       "shard opens that failed (the next request retries)")),
       retention_segments_deleted_(
           metrics.AddCounter("felix_storage_retention_segments_deleted_total",
                              "stream log segments deleted by retention (size or age bound)")),
@@ -48,12 +50,58 @@ Executor& BrokerCore::ExecutorFor(const std::string& key) {
 
 namespace {
 
-Error OpenRefused(const std::string& key, const Error& error) {
-  spdlog::error("shard open refused shard={} error={}", key, error.message);
-  return error;
+}  // namespace
+
+Error BrokerCore::ShardRefused(const std::string& key, const std::string& dir,
+                               const storage::StorageError& error) {
+  std::string detail = error.ToString();
+  if (options_.health == nullptr || options_.health->Set(HealthKind::kShardOpen, dir, detail)) {
+    spdlog::error("shard log refused at open shard={} dir={} error={}", key, dir, detail);
+  }
+  // `shard_unavailable` has retry class `retry`: nothing was written (issue 12 item 6).
+  return Error{ErrorCode::kUnavailable,
+               "shard " + key + " unavailable: its log was refused at open: " + detail};
 }
 
-}  // namespace
+WriteFaultReporting BrokerCore::Reporting(const char* log_kind) {
+  WriteFaultReporting r;
+  r.health = options_.health;
+  if (options_.log_defaults.metrics != nullptr) {
+    r.full = &options_.log_defaults.metrics->AddCounter(
+        "felix_storage_full_total",
+        "appends refused because the disk or quota is full (ENOSPC, EDQUOT)",
+        std::string("log=\"") + log_kind + "\"");
+  }
+  return r;
+}
+
+template <typename Opened>
+void BrokerCore::StartOpen(const std::string& key, const ShardHandle<Opened>& handle,
+                           std::function<Result<Opened>(OpenShard&)> open,
+                           std::function<void(Opened&)> started) {
+  opener_.Post([this, key, handle, open = std::move(open), started = std::move(started)] {
+    {
+      MutexLock lock(mu_);
+      if (stopped_) return;  // shutting down: nobody will use the shard
+    }
+    OpenShard built;
+    Result<Opened> opened = open(built);
+    {
+      MutexLock lock(mu_);
+      if (!opened) {
+        CloseBuilt(built);
+        ForgetLocked(key, handle.cell.get());
+        failed_opens_.Increment();
+      } else if (!AdoptLocked(key, handle.cell.get(), built)) {
+        opened = Fail(ErrorCode::kNotFound, "shard " + key + " was closed while it opened");
+      }
+    }
+    handle.executor->Post([cell = handle.cell, started, opened = std::move(opened)]() mutable {
+      if (opened && started) started(*opened);
+      cell->Settle(std::move(opened));
+    });
+  });
+}
 
 Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& stream,
                                                       uint32_t shard_index) {
@@ -73,25 +121,9 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
   entry.executor = &ExecutorFor(key);
   entry.stream_cell = std::make_shared<ShardCell<OpenedStream>>();
   StreamShardHandle handle{entry.stream_cell, entry.executor};
-  opener_.Post([this, stream, shard_index, key, handle] {
-    {
-      MutexLock lock(mu_);
-      if (stopped_) return;  // shutting down: nobody will use the shard
-    }
-    OpenShard built;
-    auto opened = OpenStreamLogs(stream, shard_index, *handle.executor, built);
-    if (!opened) {
-      failed_shards_.Add(1);
-      opened = tl::unexpected(OpenRefused(key, opened.error()));
-      CloseBuilt(built);
-    }
-    {
-      MutexLock lock(mu_);
-      AdoptLocked(key, built);
-    }
-    handle.executor->Post([cell = handle.cell, opened = std::move(opened)]() mutable {
-      cell->Settle(std::move(opened));
-    });
+  StartOpen<OpenedStream>(key, handle, [this, stream, shard_index, executor = handle.executor](
+                                           OpenShard& built) {
+    return OpenStreamLogs(stream, shard_index, *executor, built);
   });
   return handle;
 }
@@ -154,12 +186,25 @@ void BrokerCore::CloseBuilt(OpenShard& built) {
   built = OpenShard{};
 }
 
-void BrokerCore::AdoptLocked(const std::string& key, OpenShard& built) {
+void BrokerCore::ForgetLocked(const std::string& key, const void* cell) {
   auto it = shards_.find(key);
-  if (stopped_ || it == shards_.end()) {
-    // Stop() already closed the shards it knew: close what was opened meanwhile.
+  if (it == shards_.end()) return;
+  const void* entry_cell = it->second.stream_cell ? static_cast<const void*>(it->second.stream_cell.get())
+                                                  : it->second.cache_cell.get();
+  if (entry_cell == cell) shards_.erase(it);
+}
+
+bool BrokerCore::AdoptLocked(const std::string& key, const void* cell, OpenShard& built) {
+  auto it = shards_.find(key);
+  const void* entry_cell = nullptr;
+  if (it != shards_.end()) {
+    entry_cell = it->second.stream_cell ? static_cast<const void*>(it->second.stream_cell.get())
+                                        : it->second.cache_cell.get();
+  }
+  if (stopped_ || entry_cell != cell) {
+    // Stop() closed the shards it knew, or the shard was dropped: close what was opened.
     CloseBuilt(built);
-    return;
+    return false;
   }
   OpenShard& entry = it->second;
   entry.store = std::move(built.store);
@@ -170,6 +215,7 @@ void BrokerCore::AdoptLocked(const std::string& key, OpenShard& built) {
   entry.cache = std::move(built.cache);
   entry.groups = std::move(built.groups);
   if (entry.shard || entry.cache) open_shards_.Add(1);
+  return true;
 }
 
 std::optional<catalog::Cache> BrokerCore::FindCache(std::string_view tenant, std::string_view ns,
@@ -198,27 +244,12 @@ Result<CacheShardHandle> BrokerCore::OpenCacheShard(const catalog::Cache& cache,
   entry.executor = &ExecutorFor(key);
   entry.cache_cell = std::make_shared<ShardCell<OpenedCache>>();
   CacheShardHandle handle{entry.cache_cell, entry.executor};
-  opener_.Post([this, cache, shard_index, key, handle] {
-    {
-      MutexLock lock(mu_);
-      if (stopped_) return;  // shutting down: nobody will use the shard
-    }
-    OpenShard built;
-    auto opened = OpenCacheLogs(cache, shard_index, *handle.executor, built);
-    if (!opened) {
-      failed_shards_.Add(1);
-      opened = tl::unexpected(OpenRefused(key, opened.error()));
-      CloseBuilt(built);
-    }
-    {
-      MutexLock lock(mu_);
-      AdoptLocked(key, built);
-    }
-    handle.executor->Post([cell = handle.cell, opened = std::move(opened)]() mutable {
-      if (opened) opened->shard->StartSweep();
-      cell->Settle(std::move(opened));
-    });
-  });
+  StartOpen<OpenedCache>(
+      key, handle,
+      [this, cache, shard_index, executor = handle.executor](OpenShard& built) {
+        return OpenCacheLogs(cache, shard_index, *executor, built);
+      },
+      [](OpenedCache& opened) { opened.shard->StartSweep(); });
   return handle;
 }
 
@@ -272,6 +303,72 @@ void BrokerCore::ScheduleRetention(const std::shared_ptr<StreamShard>& shard, Ex
   });
 }
 
+void BrokerCore::DropStream(const std::string& tenant, const std::string& ns,
+                            const std::string& stream) {
+  ShardId id{tenant, ns, stream, ShardKind::kStream, 0};
+  DropShards(id, (std::filesystem::path(options_.storage_dir) / tenant / ns / stream).string());
+}
+
+void BrokerCore::DropCache(const std::string& tenant, const std::string& ns,
+                           const std::string& cache) {
+  ShardId id{tenant, ns, cache, ShardKind::kCache, 0};
+  DropShards(
+      id, (std::filesystem::path(options_.storage_dir) / "_caches" / tenant / ns / cache).string());
+}
+
+void BrokerCore::DropShards(const ShardId& any_shard, const std::string& dir) {
+  std::string key = any_shard.ToString();
+  std::string prefix = key.substr(0, key.rfind('#') + 1);  // "t/ns/name#", one name only
+  std::vector<std::shared_ptr<OpenShard>> dropped;
+  {
+    MutexLock lock(mu_);
+    if (stopped_) return;
+    for (auto it = shards_.begin(); it != shards_.end();) {
+      if (it->first.compare(0, prefix.size(), prefix) == 0) {
+        if (it->second.shard || it->second.cache) open_shards_.Add(-1);
+        dropped.push_back(std::make_shared<OpenShard>(std::move(it->second)));
+        it = shards_.erase(it);  // an open still in progress is closed by its opener
+      } else {
+        ++it;
+      }
+    }
+  }
+  std::string what = std::string(any_shard.kind == ShardKind::kCache ? "cache " : "stream ") +
+                     any_shard.tenant + "/" + any_shard.name_space + "/" + any_shard.name +
+                     " was deleted";
+  for (auto& shared : dropped) {
+    // On the shard's executor: end its readers and close its logs (pending appends complete
+    // and post their answers), then, in a task queued after those answers, let go of it.
+    std::promise<void> done;
+    auto finished = done.get_future();
+    Executor* executor = shared->executor;
+    bool posted = executor->Post([shared, executor, what, &done] {
+      if (shared->groups) shared->groups->Abort(GroupError{GroupErrc::kGone, false, what});
+      if (shared->shard) {
+        QueueEnd end;
+        end.kind = QueueEnd::Kind::kError;
+        end.code = Code(wire::flx1::ProtocolErrorCode::kNotFound);
+        end.message = what;
+        shared->shard->EndAll(end);
+        shared->shard->CloseLog();
+      }
+      if (shared->cache) shared->cache->CloseLogs();
+      if (shared->store) (void)shared->store->Close();
+      if (!executor->Post([&done] { done.set_value(); })) done.set_value();
+    });
+    if (posted) finished.wait();
+    MutexLock lock(mu_);
+    dropped_.push_back(std::move(shared));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (ec) {
+    spdlog::error("cannot remove the data of deleted shard dir={} error={}", dir, ec.message());
+  } else if (!dropped.empty()) {
+    spdlog::info("{}: closed {} shard(s) and removed {}", what, dropped.size(), dir);
+  }
+}
+
 void BrokerCore::Stop() {
   {
     MutexLock lock(mu_);
@@ -296,6 +393,7 @@ void BrokerCore::Stop() {
   }
   open_shards_.Set(0);
   shards_.clear();
+  dropped_.clear();  // closed when they were dropped
 }
 
 }  // namespace felix::broker

@@ -26,12 +26,14 @@
 #include "broker/cache_shard.h"
 #include "broker/executor.h"
 #include "broker/group_metrics.h"
+#include "broker/log_adapters.h"
 #include "broker/log_appender.h"
 #include "broker/shard_cell.h"
 #include "broker/task_pool.h"
 #include "broker/stream_groups.h"
 #include "broker/stream_shard.h"
 #include "catalog/catalog.h"
+#include "common/health.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/result.h"
@@ -52,8 +54,11 @@ struct BrokerCoreOptions {
   // (FELIX_DURABLE_RETENTION_INTERVAL_SECONDS). Cache logs have no retention: their disk is
   // reclaimed by compaction only, so no live key is ever dropped by a size or age bound.
   std::chrono::milliseconds retention_interval{60000};
-  // Test seam: runs on the opener thread before a shard's logs are opened (ShardId string).
+  // Test seam: runs on the opener pool before a shard's logs are opened (ShardId string).
   std::function<void(const std::string& shard)> before_open;
+  // Optional; must outlive the core. Shards refused at open and logs whose writes fail are
+  // listed there (/health).
+  HealthRegistry* health = nullptr;
 };
 
 // What a stream shard is once open: the shard, and (durable shards only) its consumer groups,
@@ -93,6 +98,15 @@ class BrokerCore {
   // Broker-wide subscription ids (subscribe without an id).
   uint64_t NextSubscriptionId() { return next_subscription_id_.fetch_add(1); }
 
+  // Delete means delete (issue 12 item 5): called after the catalog deleted a stream (cache),
+  // and before it creates one (leftovers of an interrupted delete). Closes the open shards —
+  // live subscriptions end with `not_found` "... was deleted", waiting group polls are
+  // answered the same, work still waiting for an open is refused the same — then removes the
+  // directory, so a stream created again under the same name starts empty. Blocks until done;
+  // never call it on a shard executor.
+  void DropStream(const std::string& tenant, const std::string& ns, const std::string& stream);
+  void DropCache(const std::string& tenant, const std::string& ns, const std::string& cache);
+
   void Stop();
 
  private:
@@ -123,9 +137,23 @@ class BrokerCore {
     std::shared_ptr<CacheShard> cache;  // cache shards (then `shard` is null)
     std::shared_ptr<StreamGroups> groups;
   };
-  // Moves what the opener built into the shard's entry (or closes it when the core stopped
-  // meanwhile). Under mu_.
-  void AdoptLocked(const std::string& key, OpenShard& built) REQUIRES(mu_);
+  // Moves what the opener built into the shard's entry; false (and `built` closed) when the
+  // core stopped or the shard was dropped meanwhile. Under mu_.
+  bool AdoptLocked(const std::string& key, const void* cell, OpenShard& built) REQUIRES(mu_);
+  // A failed open: the entry goes (the next request retries the open). Under mu_.
+  void ForgetLocked(const std::string& key, const void* cell) REQUIRES(mu_);
+  // A shard's logs were refused at open: logged once while it stays refused, listed on
+  // /health, answered `shard_unavailable` (retry class `retry`: nothing was written).
+  Error ShardRefused(const std::string& key, const std::string& dir,
+                     const storage::StorageError& error);
+  WriteFaultReporting Reporting(const char* log_kind);
+  void DropShards(const ShardId& any_shard, const std::string& dir);
+  // Opens the shard with `open` on the opener pool and settles the result into the handle's
+  // cell on its executor (running `started` there first when it opened).
+  template <typename Opened>
+  void StartOpen(const std::string& key, const ShardHandle<Opened>& handle,
+                 std::function<Result<Opened>(OpenShard&)> open,
+                 std::function<void(Opened&)> started = {});
   // Closes whatever part of a shard the opener built and empties `built`.
   static void CloseBuilt(OpenShard& built);
 
@@ -136,10 +164,13 @@ class BrokerCore {
   TaskPool opener_{"felix-open", 4};
   Mutex mu_;
   std::map<std::string, OpenShard> shards_ GUARDED_BY(mu_);  // by ShardId::ToString()
+  // Closed shards of deleted streams/caches: handles resolved before the drop may still reach
+  // them (and answer errors), so they stay alive until Stop().
+  std::vector<std::shared_ptr<OpenShard>> dropped_ GUARDED_BY(mu_);
   std::atomic<uint64_t> next_subscription_id_{1};
   bool stopped_ GUARDED_BY(mu_) = false;
   Gauge& open_shards_;
-  Gauge& failed_shards_;
+  Counter& failed_opens_;
   Counter& retention_segments_deleted_;
   CacheMetrics cache_metrics_;
   GroupMetrics group_metrics_;

@@ -495,6 +495,9 @@ void CacheShard::FinishCompaction(LogId which, Result<void> result) {
 
 void CacheShard::CloseLogs() {
   closed_ = true;
+  // The sweep task holds `this`: it must not outlive a shard dropped while the broker runs.
+  if (sweep_timer_ != 0) executor_.Cancel(sweep_timer_);
+  sweep_timer_ = 0;
   if (cache_log_) cache_log_->Close();
   if (counter_log_) counter_log_->Close();
 }

@@ -32,7 +32,19 @@ struct ClientMetrics {
         auth_timeouts(r.AddCounter("felix_quic_auth_timeout_total",
                                    "connections closed for not authenticating in time")),
         redirects(r.AddCounter("felix_client_redirects_total",
-                               "requests answered not_leader: another broker serves the shard")) {}
+                               "requests answered not_leader: another broker serves the shard")),
+        sub_lagged(r.AddCounter("felix_sub_lagged_total",
+                                "durable subscriptions ended with subscription_lagged")),
+        sub_read_errors(r.AddCounter("felix_sub_read_errors_total",
+                                     "subscriptions ended because history could not be read")),
+        refused_limit(r.AddCounter("felix_quic_connections_refused_total",
+                                   "client connections refused at admission", "reason=\"limit\"")),
+        refused_per_ip(r.AddCounter("felix_quic_connections_refused_total",
+                                    "client connections refused at admission",
+                                    "reason=\"per_ip_limit\"")),
+        refused_draining(r.AddCounter("felix_quic_connections_refused_total",
+                                      "client connections refused at admission",
+                                      "reason=\"draining\"")) {}
 
   Counter& publish_ok;
   Counter& publish_error;
@@ -50,6 +62,11 @@ struct ClientMetrics {
   Counter& auth_failures;
   Counter& auth_timeouts;
   Counter& redirects;
+  Counter& sub_lagged;
+  Counter& sub_read_errors;
+  Counter& refused_limit;
+  Counter& refused_per_ip;
+  Counter& refused_draining;
 };
 
 }  // namespace felix::broker

@@ -1,5 +1,9 @@
 #include "broker/client_service.h"
 
+#include <cstdint>
+#include <future>
+#include <thread>
+
 #include "broker/client_metrics.h"
 #include "broker/client_session.h"
 
@@ -35,7 +39,78 @@ void ClientService::ReleaseAll() {
   }
 }
 
+namespace {
+
+// The admission key of a peer: its IP, IPv4-mapped IPv6 counted as IPv4 (§1.1).
+std::string AdmissionKey(const HostPort& remote) {
+  std::string host = remote.host;
+  constexpr std::string_view kMapped = "::ffff:";
+  if (host.size() > kMapped.size() && host.compare(0, kMapped.size(), kMapped) == 0 &&
+      host.find('.') != std::string::npos) {
+    host = host.substr(kMapped.size());
+  }
+  return host;
+}
+
+// Application close code for a refused connection (QUIC's CONNECTION_REFUSED value).
+constexpr uint64_t kConnectionRefused = 0x2;
+
+}  // namespace
+
+size_t ClientService::BusySessions() {
+  size_t busy = 0;
+  MutexLock lock(mu_);
+  for (auto& weak : connections_) {
+    auto state = weak.lock();
+    if (!state) continue;
+    for (auto& ws : state->sessions) {
+      if (auto session = ws.lock(); session && !session->Drained()) ++busy;
+    }
+  }
+  return busy;
+}
+
+bool ClientService::WaitDrained(transport::Endpoint& endpoint,
+                                std::chrono::steady_clock::time_point deadline,
+                                size_t* unfinished) {
+  while (true) {
+    auto promise = std::make_shared<std::promise<size_t>>();
+    auto future = promise->get_future();
+    endpoint.Post([this, promise] { promise->set_value(BusySessions()); });
+    if (future.wait_until(deadline) != std::future_status::ready) {
+      *unfinished = SIZE_MAX;  // the loop itself did not answer
+      return false;
+    }
+    size_t busy = future.get();
+    if (busy == 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      *unfinished = busy;
+      return false;
+    }
+    // Shutdown only: a short poll of the loop's state (acks need network round trips).
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 void ClientService::OnConnection(const std::shared_ptr<transport::Connection>& connection) {
+  if (draining()) {
+    metrics_->refused_draining.Increment();
+    connection->Close(0, "broker shutting down");  // §1.1 close code 0
+    return;
+  }
+  std::string ip = AdmissionKey(connection->remote_address());
+  if (open_connections_ >= options_.max_connections) {
+    metrics_->refused_limit.Increment();
+    connection->Close(kConnectionRefused, "max_client_connections reached");
+    return;
+  }
+  if (options_.max_connections_per_ip != 0 && per_ip_[ip] >= options_.max_connections_per_ip) {
+    metrics_->refused_per_ip.Increment();
+    connection->Close(kConnectionRefused, "FELIX_MAX_CONNECTIONS_PER_IP reached for " + ip);
+    return;
+  }
+  ++per_ip_[ip];
+  ++open_connections_;
   metrics_->connections.Add(1);
   auto state = std::make_shared<ClientConnectionState>();
   {
@@ -54,8 +129,10 @@ void ClientService::OnConnection(const std::shared_ptr<transport::Connection>& c
   // The state is captured weakly: the handlers are the connection's, and the state's sessions
   // hold the connection's streams.
   std::weak_ptr<ClientConnectionState> weak_state = state;
-  handlers.on_closed = [this, weak_state](transport::Connection&, const transport::CloseInfo&) {
+  handlers.on_closed = [this, weak_state, ip](transport::Connection&, const transport::CloseInfo&) {
     metrics_->connections.Add(-1);
+    --open_connections_;
+    if (auto it = per_ip_.find(ip); it != per_ip_.end() && --it->second == 0) per_ip_.erase(it);
     // Every stream is over: drop what their handlers still hold (a release they posted may
     // not run when the endpoint is shutting down).
     if (auto s = weak_state.lock()) s->ReleaseAll();

@@ -12,10 +12,13 @@
 // the catalog and the metrics registry must outlive the endpoint whose handlers it supplies.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "broker/broker_core.h"
@@ -33,9 +36,19 @@ struct ClientServiceOptions {
   uint32_t preauth_max_frame_bytes = 64u << 10;
   std::chrono::milliseconds auth_timeout{10000};  // 0: off
   size_t max_subscriptions_per_conn = 4096;
+  // Connection admission (client-protocol.md §1.1): beyond these, a new connection is closed
+  // at once (felix_quic_connections_refused_total{reason}). 0 per IP = unlimited.
+  size_t max_connections = 8192;
+  size_t max_connections_per_ip = 512;
   // Publish payload bytes a stream may have in flight; beyond it acked publishes are answered
   // `overloaded` and fire-and-forget ones are shed (semantics.md §6).
   size_t max_inflight_bytes_per_stream = 16u << 20;
+  // The same, summed over every stream of the broker (semantics.md §6: 64 MiB broker-wide).
+  size_t max_inflight_bytes_total = 64u << 20;
+  // What one record costs beyond its payload while in flight (its views in the request, the
+  // log's append record, the fanout batch), charged to both budgets: without it a frame of a
+  // million empty records would cost nothing (issue 12 item 11).
+  size_t inflight_record_overhead = 64;
   bool durable_storage = true;  // advertises the features that need it
 };
 
@@ -58,6 +71,17 @@ class ClientService {
   // stream handlers hold them), so nothing outlives the transport.
   void ReleaseAll();
 
+  // Shutdown drain (SIGTERM; issue 12 item 7). BeginDrain (any thread): from now on new
+  // connections are closed (code 0), `auth` and new requests are answered `draining`, and
+  // publishes are refused `draining` (retry class: nothing was written). Requests admitted
+  // before keep running. WaitDrained (any thread but the endpoint's loop) returns true once
+  // every admitted request was answered and every answer acknowledged by its client, false
+  // if `deadline` passed first (`*unfinished` = sessions still busy).
+  void BeginDrain() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+  bool WaitDrained(transport::Endpoint& endpoint, std::chrono::steady_clock::time_point deadline,
+                   size_t* unfinished);
+
   const ClientServiceOptions& options() const { return options_; }
   BrokerCore& core() { return core_; }
   // Every request path resolves its shard here (one routing authority).
@@ -73,8 +97,21 @@ class ClientService {
   ShardResolver resolver_;
   const catalog::Catalog& catalog_;
   std::unique_ptr<ClientMetrics> metrics_;
+  // Loop thread: sessions still answering or with unacknowledged answers.
+  size_t BusySessions();
+
+ public:
+  // Broker-wide in-flight publish cost (atomic: a completion may run after the loop stopped).
+  std::atomic<size_t>& inflight_total() { return inflight_total_; }
+
+ private:
+  std::atomic<size_t> inflight_total_{0};
+
+  std::atomic<bool> draining_{false};
   Mutex mu_;
   std::vector<std::weak_ptr<struct ClientConnectionState>> connections_ GUARDED_BY(mu_);
+  std::map<std::string, size_t> per_ip_;  // loop thread: open connections by source address
+  size_t open_connections_ = 0;           // loop thread
 };
 
 }  // namespace felix::broker

@@ -115,7 +115,8 @@ uint32_t ServerFeatures(const ClientServiceOptions& options) {
                       flx1::kFeatureAckOnCommit | CacheFeatures(options);
   if (options.durable_storage) {
     features |= flx1::kFeatureConsumerGroup | flx1::kFeatureGroupDeadLetters |
-                flx1::kFeatureGroupAdmin | flx1::kFeatureGroupClaimControl;
+                flx1::kFeatureGroupAdmin | flx1::kFeatureGroupClaimControl |
+                flx1::kFeatureSubscriptionLagged;
   }
   return features;
 }
@@ -274,6 +275,11 @@ bool ClientSession::HandleMessage(flx1::Message message) {
       std::holds_alternative<flx1::PublishBatch>(message)) {
     return HandleJsonPublish(std::make_shared<flx1::Message>(std::move(message)));
   }
+  if (service_.draining()) {  // shutdown: requests admitted before still get their answers
+    SendError(Code(ProtocolErrorCode::kDraining), "broker is shutting down");
+    FinishStream();
+    return false;
+  }
   if (auto* subscribe = std::get_if<flx1::Subscribe>(&message)) return HandleSubscribe(*subscribe);
   if (auto* shards = std::get_if<flx1::StreamShards>(&message)) return HandleStreamShards(*shards);
   if (auto handled = HandleCacheRequest(message)) return *handled;
@@ -307,6 +313,11 @@ bool ClientSession::HandleAuth(const flx1::Auth& auth) {
   }
   if (auth_) {
     SendError(Code(ProtocolErrorCode::kInvalidRequest), "auth already established");
+    FinishStream();
+    return false;
+  }
+  if (service_.draining()) {  // client-protocol.md §6.1: a draining broker admits no stream
+    SendError(Code(ProtocolErrorCode::kDraining), "broker is shutting down");
     FinishStream();
     return false;
   }
@@ -445,6 +456,9 @@ bool ClientSession::Publish(PublishRequest request) {
     if (answer_id) SendPublishError(request.binary, *answer_id, code, std::move(message));
     return true;  // validation, not-found and overload answers keep the stream (§8.3)
   };
+  if (service_.draining()) {
+    return refuse(Code(ProtocolErrorCode::kDraining), "broker is shutting down");  // not written
+  }
   auto resolved =
       service_.resolver().ResolvePublish(request.tenant, request.ns, request.stream, request.key);
   if (auto* error = std::get_if<Error>(&resolved)) {
@@ -456,12 +470,37 @@ bool ClientSession::Publish(PublishRequest request) {
     service_.metrics().redirects.Increment();
     return refuse(Code(ProtocolErrorCode::kNotLeader), OwnerProse(*remote));
   }
-  const StreamShardHandle& handle = std::get<LocalStreamShard>(resolved).handle;
+  const LocalStreamShard& local = std::get<LocalStreamShard>(resolved);
+  const StreamShardHandle& handle = local.handle;
+  if (local.stream.durable) {
+    // A record no group answer can carry would be stuck forever (issue 12 item 4).
+    size_t max = MaxGroupRecordBytes(service_.options().max_frame_bytes);
+    for (auto p : request.payloads) {
+      if (p.size() > max) {
+        return refuse(Code(ProtocolErrorCode::kInvalidRequest),
+                      "record of " + std::to_string(p.size()) + " bytes exceeds " +
+                          std::to_string(max) +
+                          ", the largest a consumer group can deliver within max_frame_bytes");
+      }
+    }
+  }
 
-  size_t bytes = 0;
-  for (auto p : request.payloads) bytes += p.size();
-  if (inflight_bytes_ > 0 &&
-      inflight_bytes_ + bytes > service_.options().max_inflight_bytes_per_stream) {
+  size_t payload_bytes = 0;
+  for (auto p : request.payloads) payload_bytes += p.size();
+  // In-flight cost: payload plus a per-record overhead, against the stream's and the broker's
+  // budgets. A batch that alone exceeds the stream budget can never be admitted: refused.
+  const ClientServiceOptions& options = service_.options();
+  size_t bytes = payload_bytes + request.payloads.size() * options.inflight_record_overhead;
+  if (bytes > options.max_inflight_bytes_per_stream) {
+    return refuse(Code(ProtocolErrorCode::kLimitExceeded),
+                  "batch of " + std::to_string(request.payloads.size()) + " records costs " +
+                      std::to_string(bytes) + " bytes in flight, over the per-stream budget of " +
+                      std::to_string(options.max_inflight_bytes_per_stream) + ": split it");
+  }
+  std::atomic<size_t>& total = service_.inflight_total();
+  size_t total_now = total.load();
+  if ((inflight_bytes_ > 0 && inflight_bytes_ + bytes > options.max_inflight_bytes_per_stream) ||
+      (total_now > 0 && total_now + bytes > options.max_inflight_bytes_total)) {
     if (!answer_id) {
       service_.metrics().publish_dropped.Increment();  // fire-and-forget is shed
       return true;
@@ -473,11 +512,14 @@ bool ClientSession::Publish(PublishRequest request) {
   PayloadBatch batch{std::move(request.owner), std::move(request.payloads),
                      NowMicrosRoundedToMillis()};
   bool binary = request.binary;
+  std::atomic<size_t>* inflight_total = &total;  // the service outlives every completion
   bool posted = RunOnShard(*handle.executor, [cell = handle.cell, batch = std::move(batch),
-                                              answer_id, binary, bytes](auto reply) mutable {
-    cell->WhenOpen([batch = std::move(batch), reply, answer_id, binary,
-                    bytes](Result<OpenedStream*> opened) mutable {
-      auto answer = [reply, answer_id, binary, bytes](Result<uint64_t> result) {
+                                              answer_id, binary, bytes,
+                                              inflight_total](auto reply) mutable {
+    cell->WhenOpen([batch = std::move(batch), reply, answer_id, binary, bytes,
+                    inflight_total](Result<OpenedStream*> opened) mutable {
+      auto answer = [reply, answer_id, binary, bytes, inflight_total](Result<uint64_t> result) {
+        inflight_total->fetch_sub(bytes);
         reply([answer_id, binary, bytes, result = std::move(result)](ClientSession* self) {
           if (self == nullptr) return;
           self->inflight_bytes_ -= bytes;
@@ -495,8 +537,9 @@ bool ClientSession::Publish(PublishRequest request) {
   });
   if (!posted) return refuse(Code(ProtocolErrorCode::kShardUnavailable), "broker is stopping");
   inflight_bytes_ += bytes;
+  total += bytes;
   service_.metrics().publish_messages.Increment(batch_records);
-  service_.metrics().publish_bytes.Increment(bytes);
+  service_.metrics().publish_bytes.Increment(payload_bytes);
   return true;
 }
 
@@ -588,11 +631,16 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
   }
   uint64_t client_id = request.subscription_id.value_or(service_.core().NextSubscriptionId());
   bool durable = local.stream.durable;
+  // client-protocol.md §7: subscription_lagged only to a client that offered the feature and
+  // reads offsets; every other durable subscriber is slowed down to replay instead.
+  bool end_on_lag = durable && (peer_features_ & flx1::kFeatureSubscriptionLagged) != 0 &&
+                    (peer_flags_ & flx1::kFlagEventBatchOffsets) != 0;
   std::optional<uint32_t> requested_capacity = request.queue_capacity;
   auto slot = std::make_shared<WriterSlot>();
   StreamShardHandle shard_handle = local.handle;
   bool posted = RunOnShard(*shard_handle.executor, [shard_handle, start, requested_capacity, slot,
-                                                    client_id, durable](auto reply) {
+                                                    client_id, durable,
+                                                    end_on_lag](auto reply) {
     shard_handle.cell->WhenOpen([=](Result<OpenedStream*> opened) {
       if (!opened) {
         reply([error = opened.error()](ClientSession* self) {
@@ -604,8 +652,8 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
         return;
       }
       auto shard = (*opened)->shard;
-      auto result =
-          shard->Subscribe(start, requested_capacity.value_or(0), [slot] { slot->Wake(); });
+      auto result = shard->Subscribe(
+          start, requested_capacity.value_or(0), [slot] { slot->Wake(); }, end_on_lag);
       reply([shard_handle, shard, result = std::move(result), slot, client_id, durable,
              requested_capacity](ClientSession* self) mutable {
         if (self == nullptr) {
@@ -667,6 +715,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
   EventStreamWriter::Variant variant;
   variant.offsets = durable && (peer_flags_ & flx1::kFlagEventBatchOffsets) != 0;
   variant.timestamps = (peer_flags_ & flx1::kFlagEventBatchTimestamps) != 0;
+  variant.error_codes = error_codes_;
   auto writer = std::make_shared<EventStreamWriter>(endpoint_, *uni, handle, sub.id, client_id,
                                                     variant, service_.metrics());
   std::weak_ptr<ClientConnectionState> state = connection_;

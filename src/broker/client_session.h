@@ -53,6 +53,11 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void Start();
   // Drops the stream handlers that keep this session alive (shutdown).
   void ForceRelease();
+  // Shutdown drain: nothing admitted is waiting for its answer, and every answer written was
+  // acknowledged by the client (or the stream is gone).
+  bool Drained() const {
+    return pending_ops_ == 0 && (released_ || stream_->closed() || stream_->send_buffered() == 0);
+  }
 
  private:
   void OnData(std::span<const uint8_t> data);

@@ -24,6 +24,8 @@ uint16_t GroupProtocolCode(GroupErrc reason) {
       return Code(ProtocolErrorCode::kStaleClaim);
     case GroupErrc::kUnavailable:
       return Code(ProtocolErrorCode::kShardUnavailable);
+    case GroupErrc::kGone:
+      return Code(ProtocolErrorCode::kNotFound);
     case GroupErrc::kStorage:
       break;
   }

@@ -89,6 +89,12 @@ void EventStreamWriter::Drain() {
       break;
     }
   }
+  if (!blocked_ && queue_) {
+    if (auto end = queue_->TakeEnd()) {
+      WriteEnd(*end);
+      return;
+    }
+  }
   // Queue depth as of this drain (the gauge sums every subscriber's last reading).
   auto depth = static_cast<int64_t>(queue_->size());
   metrics_.sub_queue_len.Add(depth - reported_depth_);
@@ -100,6 +106,32 @@ void EventStreamWriter::Drain() {
   }
 }
 
+void EventStreamWriter::WriteEnd(const QueueEnd& end) {
+  flx1::Message last;
+  if (end.kind == QueueEnd::Kind::kLagged) {
+    metrics_.sub_lagged.Increment();
+    flx1::SubscriptionLagged lagged;
+    lagged.subscription_id = client_subscription_id_;
+    lagged.resume_from = end.resume_from;
+    last = lagged;
+  } else {
+    flx1::Error error;
+    error.message = end.message;
+    if (variant_.error_codes) {
+      if (auto name = flx1::ErrorCodeName(end.code)) error.code = std::string(*name);
+      error.retry = std::string(flx1::RetryClassName(
+          end.fatal ? flx1::RetryClass::kFatal : flx1::DefaultRetryClass(end.code)));
+    }
+    last = std::move(error);
+    metrics_.sub_read_errors.Increment();
+  }
+  if (auto frame = flx1::EncodeMessageFrame(last); frame && stream_->Write(*frame)) {
+    stream_->Finish();
+    finished_ = true;
+  }
+  Stop();
+}
+
 void EventStreamWriter::Stop() {
   if (stopped_) return;
   stopped_ = true;
@@ -109,7 +141,7 @@ void EventStreamWriter::Stop() {
   uint64_t id = shard_subscription_id_;
   // A writer exists only for a subscription the open shard accepted.
   shard_.executor->Post([cell = shard_.cell, id] { cell->get()->shard->Unsubscribe(id); });
-  if (stream_ && !stream_->closed()) stream_->Reset(0);
+  if (stream_ && !finished_ && !stream_->closed()) stream_->Reset(0);
   queue_.reset();
   // Drop the handlers (they own this writer) outside whatever handler is running now.
   auto stream = stream_;

@@ -5,7 +5,9 @@
 // negotiated (base offsets 0x0020 on durable streams, timestamps 0x4000). The frame of a
 // variant is encoded once per batch and shared with every other subscriber of that variant.
 // When QUIC cannot take more (Write answers false) it stops and resumes on on_writable, so a
-// slow reader backs up into its queue, where live batches then drop (drop_new).
+// slow reader backs up into its queue (see StreamShard for what a full queue does). When the
+// queue was ended (SubscriberQueue::End) and is drained, the writer sends the last frame
+// (`subscription_lagged`, or `error` naming what could not be read) and finishes the stream.
 //
 // Threading: lives on the client endpoint's loop thread. `Wake()` may be called from any
 // thread (it posts). When the client stops reading (stream reset, connection gone) the writer
@@ -28,6 +30,7 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
   struct Variant {
     bool offsets = false;
     bool timestamps = false;
+    bool error_codes = false;  // FEATURE_ERROR_CODES: a final `error` carries code and retry
     size_t index() const { return (offsets ? 1 : 0) | (timestamps ? 2 : 0); }
   };
 
@@ -51,6 +54,8 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
 
  private:
   void Drain();
+  // Writes the queue's end as the last frame and finishes the stream (after the queue drained).
+  void WriteEnd(const QueueEnd& end);
 
   transport::Endpoint& endpoint_;
   std::shared_ptr<transport::Stream> stream_;
@@ -62,6 +67,7 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
   std::shared_ptr<SubscriberQueue> queue_;
   bool blocked_ = false;
   bool stopped_ = false;
+  bool finished_ = false;  // our FIN was sent: Stop() must not reset the stream
   uint64_t dropped_seen_ = 0;
   int64_t reported_depth_ = 0;  // this queue's share of felix_sub_queue_len
 };

@@ -15,12 +15,15 @@ struct GroupMetrics {
         dead_letters(r.AddCounter("felix_group_dead_letters_total",
                                   "group records dead-lettered (attempt bound or explicit)")),
         polls_capped(r.AddCounter("felix_group_polls_capped_total",
-                                  "group polls answered empty at the in-flight cap")) {}
+                                  "group polls answered empty at the in-flight cap")),
+        polls_waited(r.AddCounter("felix_group_polls_waited_total",
+                                  "group polls that found nothing and waited (wait_ms)")) {}
 
   Gauge& inflight;
   Counter& redeliveries;
   Counter& dead_letters;
   Counter& polls_capped;
+  Counter& polls_waited;
 };
 
 }  // namespace felix::broker

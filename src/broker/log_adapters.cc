@@ -33,8 +33,9 @@ RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> re
 
 }  // namespace
 
-DurableRecordLog::DurableRecordLog(storage::DurableLog& log, const ShardFence& fence)
-    : log_(log), appender_(log, fence, AckAfter::kPolicy) {}
+DurableRecordLog::DurableRecordLog(storage::DurableLog& log, const ShardFence& fence,
+                                   WriteFaultReporting reporting)
+    : log_(log), appender_(log, fence, AckAfter::kPolicy, reporting) {}
 
 void DurableRecordLog::Close() {
   closed_ = true;  // what is pending completes from the log's own Close (flush or kClosed)

@@ -9,6 +9,9 @@
 // RingRecordLog puts a storage::RingLog (in-memory streams) behind the port; its appends
 // complete inline.
 //
+// A failing write (a full disk) is reported by the append path (WriteFaultReporting in
+// log_appender.h).
+//
 // Threading: as RecordLog (the owning shard's executor calls in). Completions of the durable
 // adapter run inline or on the log's flusher thread.
 #pragma once
@@ -25,7 +28,8 @@ namespace felix::broker {
 class DurableRecordLog final : public RecordLog {
  public:
   // `log` (the shard store owns it) and `fence` (the shard's) must outlive the adapter.
-  DurableRecordLog(storage::DurableLog& log, const ShardFence& fence);
+  DurableRecordLog(storage::DurableLog& log, const ShardFence& fence,
+                   WriteFaultReporting reporting = {});
 
   void Append(const PayloadBatch& batch, AppendDone done) override;
   uint64_t start_offset() const override { return log_.BaseOffset(); }

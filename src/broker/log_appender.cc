@@ -1,5 +1,9 @@
 #include "broker/log_appender.h"
 
+#include <cerrno>
+
+#include <spdlog/spdlog.h>
+
 namespace felix::broker {
 
 Result<Generation> ShardFence::Admit() const {
@@ -18,6 +22,7 @@ void LogAppender::Append(std::span<storage::AppendRecord> records, Done done) {
       ack_after_ == AckAfter::kFlush || log_.options().fsync_mode == storage::FsyncMode::kOnCommit;
   if (!wait_for_flush) {
     auto appended = log_.Append(records);
+    NoteWrite(appended);
     if (!appended) return done(tl::unexpected(appended.error().ToError()));
     return done(*appended);
   }
@@ -46,10 +51,48 @@ void LogAppender::Append(std::span<storage::AppendRecord> records, Done done) {
         pending->flushed = flushed;
         answer_if_both(*pending);
       });
+  NoteWrite(appended);
   if (!appended) return pending->done(tl::unexpected(appended.error().ToError()));
   std::lock_guard lock(pending->mu);
   pending->appended = *appended;
   answer_if_both(*pending);
+}
+
+void LogAppender::NoteWrite(const storage::StorageResult<storage::AppendResult>& appended) {
+  constexpr auto kRelogInterval = std::chrono::seconds(10);
+  if (appended) {
+    if (!write_failing_) return;
+    write_failing_ = false;
+    spdlog::info("storage writes succeed again log={} after failed_appends={}", log_.dir(),
+                 failed_appends_);
+    if (reporting_.health) reporting_.health->Clear(HealthKind::kStorageWrite, log_.dir());
+    return;
+  }
+  const storage::StorageError& error = appended.error();
+  if (error.code != storage::StorageErrc::kIo) return;  // closed, poisoned: reported elsewhere
+  if ((error.sys_errno == ENOSPC || error.sys_errno == EDQUOT) && reporting_.full) {
+    reporting_.full->Increment();
+  }
+  auto now = std::chrono::steady_clock::now();
+  std::string what = error.ToString();
+  if (!write_failing_) {
+    write_failing_ = true;
+    failed_appends_ = 1;
+    last_failure_log_ = now;
+    spdlog::error(
+        "storage write failed log={} error={}: appends to it are refused until a write "
+        "succeeds (counted in felix_storage_write_failures_total; logged again at most every "
+        "10 s)",
+        log_.dir(), what);
+    if (reporting_.health) reporting_.health->Set(HealthKind::kStorageWrite, log_.dir(), what);
+    return;
+  }
+  ++failed_appends_;
+  if (now - last_failure_log_ >= kRelogInterval) {
+    last_failure_log_ = now;
+    spdlog::error("storage writes still failing log={} error={} failed_appends={}", log_.dir(),
+                  what, failed_appends_);
+  }
 }
 
 }  // namespace felix::broker

@@ -18,10 +18,13 @@
 // fence must outlive every appender that uses it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
 
+#include "common/health.h"
+#include "common/metrics.h"
 #include "common/result.h"
 #include "common/strong_types.h"
 #include "storage/durable_log.h"
@@ -47,10 +50,20 @@ class ShardFence {
 
 enum class AckAfter { kPolicy, kFlush };
 
+// Where an appender reports failing writes (issue 12 item 8); both optional, both must outlive
+// it. The log's first failed write is logged at error level (again at most every 10 s while it
+// keeps failing, and once when writes succeed again), the log is listed on /health while its
+// writes fail, and refusals for lack of space count in felix_storage_full_total.
+struct WriteFaultReporting {
+  HealthRegistry* health = nullptr;
+  Counter* full = nullptr;  // appends refused with ENOSPC or EDQUOT
+};
+
 class LogAppender {
  public:
-  LogAppender(storage::DurableLog& log, const ShardFence& fence, AckAfter ack_after)
-      : log_(log), fence_(fence), ack_after_(ack_after) {}
+  LogAppender(storage::DurableLog& log, const ShardFence& fence, AckAfter ack_after,
+              WriteFaultReporting reporting = {})
+      : log_(log), fence_(fence), ack_after_(ack_after), reporting_(reporting) {}
 
   using Done = std::function<void(Result<storage::AppendResult>)>;
   // `records`' generation fields are overwritten with the fence's. `done` runs exactly once.
@@ -60,9 +73,16 @@ class LogAppender {
   const storage::DurableLog& log() const { return log_; }
 
  private:
+  // Tracks whether the log's writes fail, for the log and /health.
+  void NoteWrite(const storage::StorageResult<storage::AppendResult>& appended);
+
   storage::DurableLog& log_;
   const ShardFence& fence_;
   AckAfter ack_after_;
+  WriteFaultReporting reporting_;
+  bool write_failing_ = false;
+  uint64_t failed_appends_ = 0;
+  std::chrono::steady_clock::time_point last_failure_log_;
 };
 
 }  // namespace felix::broker

@@ -134,6 +134,7 @@ void StreamGroups::Poll(const std::string& group, GroupPollRequest request,
     answer(std::vector<GroupDelivery>{});  // nothing available within the wait
   });
   waiting_.emplace(id, std::move(waiting));
+  metrics_.polls_waited.Increment();
 }
 
 GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& group, Entry& entry,
@@ -168,8 +169,9 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
     };
     view = in_cache();
     if (view == nullptr) {
-      auto read =
-          shard_.Read(offset, max_records - out.size(), options_.max_bytes_per_poll - bytes);
+      // Payload budget for the read: what is left of the encoded budget, in raw bytes.
+      auto read = shard_.Read(offset, max_records - out.size(),
+                              (options_.max_bytes_per_poll - bytes) / 4 * 3);
       if (auto* trimmed = std::get_if<Trimmed>(&read)) {
         // Retention outranks the group: skipped records are settled without delivery.
         if (state.SkipTrimmed(std::max(trimmed->oldest_offset, offset + 1))) {
@@ -185,12 +187,14 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
       view = in_cache();
       if (view == nullptr) break;  // the log did not return the record asked for
     }
-    if (!out.empty() && bytes + view->payload.size() > options_.max_bytes_per_poll) break;
+    // Bounded by the encoded answer, not raw payload bytes: base64 grows them by a third.
+    size_t encoded = GroupRecordEncodedBytes(view->payload.size());
+    if (!out.empty() && bytes + encoded > options_.max_bytes_per_poll) break;
     uint32_t attempts = state.Claim(offset, visible_until);
     if (attempts > 1) metrics_.redeliveries.Increment();
     out.push_back(GroupDelivery{offset, attempts, view->timestamp_micros,
                                 std::vector<uint8_t>(view->payload.begin(), view->payload.end())});
-    bytes += view->payload.size();
+    bytes += encoded;
   }
   return out;
 }
@@ -393,6 +397,16 @@ void StreamGroups::Stop() {
   for (auto& [id, waiting] : waiting_) executor_.Cancel(waiting.timer);
   waiting_.clear();
   alive_.reset();
+}
+
+void StreamGroups::Abort(const GroupError& error) {
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (auto& [id, w] : waiting) {
+    executor_.Cancel(w.timer);
+    w.done(tl::unexpected<GroupError>(error));
+  }
+  Stop();
 }
 
 void StreamGroups::AfterChange(const std::string& group, Entry& entry,

@@ -47,6 +47,8 @@ struct GroupOptions {
   uint32_t max_attempts = 5;                            // FELIX_GROUP_MAX_ATTEMPTS
   uint64_t max_in_flight = 10000;                       // FELIX_GROUP_MAX_IN_FLIGHT
   size_t max_records_per_poll = 1000;
+  // Bound on a group_records answer's *encoded* size (base64 payloads plus their JSON), so an
+  // answer always fits a frame: main() caps it below FELIX_MAX_FRAME_BYTES (issue 12 item 4).
   size_t max_bytes_per_poll = 4u << 20;
 };
 
@@ -57,7 +59,24 @@ enum class GroupErrc {
   kStaleClaim,      // the claim it names lapsed or moved on
   kStorage,         // group state could not be read or written
   kUnavailable,     // the shard may not write now (fence refused); nothing was written
+  kGone,            // the stream was deleted
 };
+
+// JSON around one record of a group_records answer, generously (offset, attempts, timestamp,
+// field names), and around the whole answer.
+inline constexpr size_t kGroupRecordJsonOverhead = 256;
+inline constexpr size_t kGroupAnswerJsonOverhead = 256;
+// Encoded size of one record with `payload_bytes` of payload in a group_records answer.
+inline size_t GroupRecordEncodedBytes(size_t payload_bytes) {
+  return 4 * ((payload_bytes + 2) / 3) + kGroupRecordJsonOverhead;
+}
+// The largest payload a group poll can ever deliver in a frame of `max_frame_bytes`; larger
+// records are refused at publish on durable streams (they could never be consumed by a group).
+inline size_t MaxGroupRecordBytes(size_t max_frame_bytes) {
+  constexpr size_t kOverhead = kGroupRecordJsonOverhead + kGroupAnswerJsonOverhead;
+  if (max_frame_bytes <= kOverhead) return 0;
+  return (max_frame_bytes - kOverhead) / 4 * 3;
+}
 
 struct GroupError {
   GroupErrc reason = GroupErrc::kStorage;
@@ -137,6 +156,8 @@ class StreamGroups {
   void OnCommitted();
   // Cancels timers and drops waiting polls (their callbacks are not run).
   void Stop();
+  // The stream was deleted: answers every waiting poll with `error`, then Stop().
+  void Abort(const GroupError& error);
 
   size_t group_count() const { return groups_.size(); }
 

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "broker/protocol_codes.h"
+
 namespace felix::broker {
 
 StreamShard::StreamShard(ShardId id, Executor& executor, std::unique_ptr<RecordLog> log,
@@ -43,10 +45,25 @@ void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
       event->records.push_back(RecordView{first + i, batch.timestamp_micros, batch.payloads[i]});
     }
     EventBatchRef shared_event = std::move(event);
+    std::vector<uint64_t> ended;
     for (auto& [id, sub] : subscribers_) {
       // Replaying subscribers read this batch from the log when they get to it.
-      if (sub.live && !sub.queue->OfferLive(shared_event)) ++live_drops_;
+      if (!sub.live || sub.queue->OfferLive(shared_event)) continue;
+      if (!log_->durable()) {
+        ++live_drops_;  // in-memory: nothing to replay from
+      } else if (sub.end_on_lag) {
+        sub.queue->End(QueueEnd{QueueEnd::Kind::kLagged, first, 0, {}});
+        ended.push_back(id);
+      } else {
+        // Everything below `first` is queued; the rest comes from the log as room appears.
+        ++replay_fallbacks_;
+        sub.live = false;
+        sub.replay_next = first;
+        uint64_t sub_id = id;
+        executor_.Post([this, sub_id] { ReplayStep(sub_id); });
+      }
     }
+    for (uint64_t id : ended) subscribers_.erase(id);
     if (commit_listener_) commit_listener_();
   }
   done(first);
@@ -54,7 +71,8 @@ void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
 
 std::variant<Subscription, CursorError> StreamShard::Subscribe(StartPosition start,
                                                                uint32_t requested_capacity,
-                                                               std::function<void()> on_ready) {
+                                                               std::function<void()> on_ready,
+                                                               bool end_on_lag) {
   uint64_t oldest = log_->start_offset();
   uint64_t tail = committed_next_;
   uint64_t from = tail;
@@ -83,6 +101,7 @@ std::variant<Subscription, CursorError> StreamShard::Subscribe(StartPosition sta
   sub.queue = std::make_shared<SubscriberQueue>(capacity, std::move(on_ready), on_room);
   sub.replay_next = from;
   sub.live = from == tail;
+  sub.end_on_lag = end_on_lag;
   Subscription out{id, from, tail, static_cast<uint32_t>(capacity), sub.queue};
   subscribers_.emplace(id, std::move(sub));
   if (from != tail) executor_.Post([this, id] { ReplayStep(id); });
@@ -91,6 +110,11 @@ std::variant<Subscription, CursorError> StreamShard::Subscribe(StartPosition sta
 
 void StreamShard::Unsubscribe(uint64_t subscription_id) {
   subscribers_.erase(subscription_id);
+}
+
+void StreamShard::EndAll(const QueueEnd& end) {
+  for (auto& [id, sub] : subscribers_) sub.queue->End(end);
+  subscribers_.clear();
 }
 
 void StreamShard::ReplayStep(uint64_t subscription_id) {
@@ -116,11 +140,19 @@ void StreamShard::ReplayStep(uint64_t subscription_id) {
       continue;
     }
     if (auto* error = std::get_if<Error>(&read)) {
+      // Never jump over unreadable records: end the subscription (after what is queued) with
+      // an error naming the offset and, for corruption, the file and byte position.
       spdlog::error("replay read failed shard={} offset={} error={}", id_.ToString(),
                     sub.replay_next, error->ToString());
-      // Resume live at the tail; the gap shows in the offsets.
-      sub.replay_next = committed_next_;
-      continue;
+      QueueEnd end;
+      end.kind = QueueEnd::Kind::kError;
+      end.code = ProtocolCodeFor(*error);
+      end.message = "cannot read record at offset " + std::to_string(sub.replay_next) +
+                    " of shard " + id_.ToString() + ": " + error->message;
+      end.fatal = error->code == ErrorCode::kCorruption;  // reading again fails the same way
+      sub.queue->End(std::move(end));
+      subscribers_.erase(it);
+      return;
     }
     auto& records = std::get<RecordRead>(read);
     // Never deliver past the commit point, even if the log holds more.

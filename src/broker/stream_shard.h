@@ -9,8 +9,15 @@
 // records below the committed tail at registration (live_offset) are replayed from the log,
 // never dropped (replay waits for queue room); the subscriber then turns live in the same
 // executor task in which replay reaches the committed tail, so there is no gap and no
-// duplicate. Live batches are offered with drop_new: a full subscriber queue loses that batch
-// (counted, visible as an offset gap) and the publisher never waits.
+// duplicate. The publisher never waits for a subscriber. A live batch that finds a
+// subscriber's queue full:
+//   - in-memory stream: is lost for that subscriber (drop_new; counted, no detection possible);
+//   - durable stream, subscriber asked to be ended on lag (FEATURE_SUBSCRIPTION_LAGGED with
+//     offsets): the queue is ended with `lagged{resume_from = the batch's first offset}`;
+//   - durable stream otherwise: the subscriber goes back to replay from that offset, so it is
+//     slowed down to what it reads and never loses a record (issue 12 item 2).
+// A replay read that fails (corruption in a sealed segment) ends the subscription with an
+// error naming the offset and the file: never a silent jump to the tail.
 //
 // Threading: every method runs on `executor` (the shard's owner); other threads Post to it.
 // The executor and the shard must outlive every pending append completion: close the log
@@ -73,10 +80,16 @@ class StreamShard {
 
   // `on_ready` runs (on any thread) when the subscriber's queue turns non-empty.
   // `requested_capacity` 0 = the default; otherwise clamped to 1..max_queue_capacity.
+  // `end_on_lag`: on a durable stream, end the subscription at its first overflow (lagged)
+  // instead of slowing it down to replay.
   std::variant<Subscription, CursorError> Subscribe(StartPosition start,
                                                     uint32_t requested_capacity,
-                                                    std::function<void()> on_ready);
+                                                    std::function<void()> on_ready,
+                                                    bool end_on_lag = false);
   void Unsubscribe(uint64_t subscription_id);
+  // Ends every subscription with `end` (after what is queued) and forgets them (the stream
+  // was deleted).
+  void EndAll(const QueueEnd& end);
 
   // Consumer groups (StreamGroups): `listener` runs on the executor after each commit's fanout,
   // and Read gives them committed records.
@@ -98,11 +111,14 @@ class StreamShard {
   bool durable() const { return log_->durable(); }
   size_t subscriber_count() const { return subscribers_.size(); }
   uint64_t live_drops() const { return live_drops_; }
+  // Durable subscribers sent back to replay because their queue was full.
+  uint64_t replay_fallbacks() const { return replay_fallbacks_; }
 
  private:
   struct Subscriber {
     std::shared_ptr<SubscriberQueue> queue;
     bool live = false;
+    bool end_on_lag = false;
     uint64_t replay_next = 0;
     EventBatchRef pending;  // replay batch refused for lack of room, offered again first
   };
@@ -118,6 +134,7 @@ class StreamShard {
   uint64_t next_subscription_id_ = 1;
   std::map<uint64_t, Subscriber> subscribers_;
   uint64_t live_drops_ = 0;
+  uint64_t replay_fallbacks_ = 0;
   std::function<void()> commit_listener_;
 };
 

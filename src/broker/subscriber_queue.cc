@@ -17,7 +17,7 @@ SubscriberQueue::SubscriberQueue(size_t capacity, std::function<void()> on_ready
       on_room_(std::move(on_room)) {}
 
 bool SubscriberQueue::Push(EventBatchRef& batch, bool* was_empty) {
-  if (count_ == ring_.size()) return false;
+  if (count_ == ring_.size() || end_) return false;
   *was_empty = count_ == 0;
   ring_[(head_ + count_) % ring_.size()] = std::move(batch);
   ++count_;
@@ -68,6 +68,28 @@ std::optional<EventBatchRef> SubscriberQueue::Pop() {
   }
   if (notify_room && on_room_) on_room_();
   return out;
+}
+
+void SubscriberQueue::End(QueueEnd end) {
+  {
+    std::lock_guard lock(mu_);
+    if (end_) return;
+    end_ = std::move(end);
+  }
+  // Always wake: the writer may be idle on an empty queue and must write the last frame.
+  if (on_ready_) on_ready_();
+}
+
+bool SubscriberQueue::ended() const {
+  std::lock_guard lock(mu_);
+  return end_.has_value();
+}
+
+std::optional<QueueEnd> SubscriberQueue::TakeEnd() {
+  std::lock_guard lock(mu_);
+  if (!end_ || end_taken_ || count_ != 0) return std::nullopt;
+  end_taken_ = true;
+  return end_;
 }
 
 size_t SubscriberQueue::size() const {

@@ -3,10 +3,15 @@
 //
 // Items are event batches encoded once and shared by every subscriber (EventBatchRef), so
 // fanout costs one reference-count increment per subscriber, never a copy. Capacity counts
-// batches ("published batches", default 512). Live fanout uses OfferLive(): with drop_new a
-// full queue drops that batch for this subscriber only (counted; the offset gap shows it) and
-// the publisher never waits. History replay uses OfferReplay(), which never drops: it refuses
-// when full, and the replayer resumes from the on_room callback.
+// batches ("published batches", default 512). Live fanout uses OfferLive(): a full queue
+// refuses the batch (counted as a drop; the shard decides what a refusal means: an in-memory
+// stream loses it, a durable one replays it from the log or ends the subscription). History
+// replay uses OfferReplay(), which never drops: it refuses when full, and the replayer resumes
+// from the on_room callback.
+//
+// End() closes the queue with a reason (lagged, or a read error): nothing more is accepted,
+// what is queued is still popped, and then the writer takes the end (TakeEnd) and writes it as
+// the event stream's last frame.
 //
 // Threading: one producer (the shard's executor) and one consumer (the connection's writer)
 // may run on different threads; every method is thread-safe. Callbacks run on the calling
@@ -19,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "broker/record_log.h"
@@ -47,6 +53,19 @@ struct EventBatch {
 };
 using EventBatchRef = std::shared_ptr<const EventBatch>;
 
+// Why a subscription ended on the broker's side (the event stream's last frame).
+struct QueueEnd {
+  enum class Kind : uint8_t {
+    kLagged,  // a durable subscriber's queue overflowed: subscription_lagged{resume_from}
+    kError,   // history could not be read (e.g. corruption): `error` naming offset and file
+  };
+  Kind kind = Kind::kLagged;
+  uint64_t resume_from = 0;  // kLagged: nothing at or above it was queued
+  uint16_t code = 0;         // kError: FLX1 error code
+  std::string message;       // kError
+  bool fatal = false;        // kError: retry class `fatal` instead of the code's default
+};
+
 class SubscriberQueue {
  public:
   // on_ready: the queue went from empty to non-empty (the writer should drain it).
@@ -60,6 +79,11 @@ class SubscriberQueue {
   bool OfferReplay(EventBatchRef batch);
   // Next batch for the writer, or nullopt when empty.
   std::optional<EventBatchRef> Pop();
+  // Ends the queue (first call wins; later offers are refused) and wakes the writer.
+  void End(QueueEnd end);
+  bool ended() const;
+  // The end, once every batch queued before it was popped (then nullopt forever after).
+  std::optional<QueueEnd> TakeEnd();
 
   size_t size() const;
   size_t capacity() const { return ring_.size(); }
@@ -79,6 +103,8 @@ class SubscriberQueue {
   uint64_t dropped_batches_ = 0;
   uint64_t dropped_records_ = 0;
   std::optional<uint64_t> first_dropped_offset_;
+  std::optional<QueueEnd> end_;
+  bool end_taken_ = false;
   std::function<void()> on_ready_;
   std::function<void()> on_room_;
 };

@@ -20,7 +20,11 @@ Result<void> WriteAdminCredentials(const std::string& path, const AdminCredentia
   if (!c.signing_seed.empty()) {
     doc["signing_key"] = Json{{"kid", c.signing_kid}, {"seed", c.signing_seed}};
   }
-  return WriteFileAtomically(path, doc.dump(2) + "\n", 0600);
+  std::string text = doc.dump(2) + "\n";
+  // Written only when it changes: a restart on a full disk must not fail here (issue 12
+  // item 9), and an unchanged file keeps its inode for whoever watches it.
+  if (auto existing = ReadWholeFile(path); existing && *existing == text) return Ok();
+  return WriteFileAtomically(path, text, 0600);
 }
 
 Result<AdminCredentials> LoadAdminCredentials(const std::string& path) {

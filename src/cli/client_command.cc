@@ -185,7 +185,14 @@ void RunSub(const ClientConnection& conn, const SubOptions& opts) {
     auto event = (*sub)->Next(std::chrono::milliseconds(1000));
     if (!event) {
       std::cout.flush();
-      Die("subscription ended: " + event.error().ToString());
+      const ClientError& why = event.error();
+      if (why.code == ClientErrorCode::kLagged && why.resume_from) {
+        // The broker dropped records for this (too slow) subscriber: say where to resume.
+        Die("subscription lagged: records from offset " + std::to_string(*why.resume_from) +
+                " were not delivered; resume with --from " + std::to_string(*why.resume_from),
+            3);
+      }
+      Die("subscription ended: " + why.ToString());
     }
     if (!*event) continue;
     const Event& e = **event;

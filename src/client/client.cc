@@ -1080,6 +1080,11 @@ Verdict Client::Impl::OnEventFrame(std::shared_ptr<Subscription::State> state, u
       e.resume_from = lagged->resume_from;
       EndSubscription(state, e);
       return Verdict::kStop;
+    } else if (auto* error = std::get_if<flx1::Error>(message)) {
+      // The broker could not serve the subscription any further (e.g. a corrupt record in its
+      // log): the message names the offset and the file. Never read past it silently.
+      EndSubscription(state, client_impl::FromErrorMessage(*error, RetryClass::kFatal));
+      return Verdict::kStop;
     } else if (auto* moved = std::get_if<flx1::ShardMoved>(message)) {
       ClientError e = MakeClientError(
           ClientErrorCode::kShardMoved,

@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <filesystem>
+#include <functional>
+#include <vector>
 
 #include "auth/permissions.h"
 #include "auth/token.h"
@@ -170,9 +172,25 @@ void AdminApi::Register(HttpEndpoint& http) {
              if (!tenant) return SendFailure(res, tenant.error());
              SendJson(res, 200, catalog::ToJson(*tenant));
            }));
-  http.Delete(R"(/v1/tenants/([^/]+))", guarded([&cat](const Req& req, Res& res) {
+  // Cascading deletes drop the data of every stream and cache inside (delete means delete).
+  auto drop_inside = [this, &cat](const std::string& tenant, const std::string* ns) {
+    auto snapshot = cat.Snapshot();
+    std::vector<std::function<void()>> drops;
+    for (const auto& s : snapshot->AllStreams()) {
+      if (s.tenant_id != tenant || (ns && s.namespace_name != *ns) || !hooks_.drop_stream) continue;
+      drops.push_back([this, s] { hooks_.drop_stream(s.tenant_id, s.namespace_name, s.name); });
+    }
+    for (const auto& c : snapshot->AllCaches()) {
+      if (c.tenant_id != tenant || (ns && c.namespace_name != *ns) || !hooks_.drop_cache) continue;
+      drops.push_back([this, c] { hooks_.drop_cache(c.tenant_id, c.namespace_name, c.name); });
+    }
+    return drops;
+  };
+  http.Delete(R"(/v1/tenants/([^/]+))", guarded([&cat, drop_inside](const Req& req, Res& res) {
+                auto drops = drop_inside(req.matches[1].str(), nullptr);
                 auto r = cat.DeleteTenant(req.matches[1].str());
                 if (!r) return SendFailure(res, r.error());
+                for (auto& drop : drops) drop();
                 res.status = 204;
               }));
 
@@ -196,9 +214,12 @@ void AdminApi::Register(HttpEndpoint& http) {
              SendJson(res, 200, catalog::ToJson(*ns));
            }));
   http.Delete(R"(/v1/tenants/([^/]+)/namespaces/([^/]+))",
-              guarded([&cat](const Req& req, Res& res) {
-                auto r = cat.DeleteNamespace(req.matches[1].str(), req.matches[2].str());
+              guarded([&cat, drop_inside](const Req& req, Res& res) {
+                std::string ns = req.matches[2].str();
+                auto drops = drop_inside(req.matches[1].str(), &ns);
+                auto r = cat.DeleteNamespace(req.matches[1].str(), ns);
                 if (!r) return SendFailure(res, r.error());
+                for (auto& drop : drops) drop();
                 res.status = 204;
               }));
 
@@ -209,27 +230,36 @@ void AdminApi::Register(HttpEndpoint& http) {
              if (!list) return SendFailure(res, list.error());
              SendJson(res, 200, Items(*list));
            }));
-  http.Post(streams, guarded([&cat](const Req& req, Res& res) {
-              auto body = ParseBody(req, res);
-              if (!body) return;
-              auto stream =
-                  catalog::StreamFromJson(req.matches[1].str(), req.matches[2].str(), *body);
-              if (stream) stream = cat.CreateStream(*stream);
-              if (!stream) return SendFailure(res, stream.error());
-              SendJson(res, 201, catalog::ToJson(*stream));
-            }));
+  http.Post(
+      streams, guarded([this, &cat](const Req& req, Res& res) {
+        auto body = ParseBody(req, res);
+        if (!body) return;
+        auto stream = catalog::StreamFromJson(req.matches[1].str(), req.matches[2].str(), *body);
+        if (stream && hooks_.drop_stream &&
+            !cat.Snapshot()->FindStream(stream->tenant_id, stream->namespace_name, stream->name)) {
+          // Leftovers of a delete that did not finish (crash) never reach a new stream.
+          hooks_.drop_stream(stream->tenant_id, stream->namespace_name, stream->name);
+        }
+        if (stream) stream = cat.CreateStream(*stream);
+        if (!stream) return SendFailure(res, stream.error());
+        SendJson(res, 201, catalog::ToJson(*stream));
+      }));
   http.Get(streams + "/([^/]+)", guarded([&cat](const Req& req, Res& res) {
              auto stream =
                  cat.GetStream(req.matches[1].str(), req.matches[2].str(), req.matches[3].str());
              if (!stream) return SendFailure(res, stream.error());
              SendJson(res, 200, catalog::ToJson(*stream));
            }));
-  http.Delete(streams + "/([^/]+)", guarded([&cat](const Req& req, Res& res) {
-                auto r = cat.DeleteStream(req.matches[1].str(), req.matches[2].str(),
-                                          req.matches[3].str());
-                if (!r) return SendFailure(res, r.error());
-                res.status = 204;
-              }));
+  http.Delete(
+      streams + "/([^/]+)", guarded([this, &cat](const Req& req, Res& res) {
+        auto r = cat.DeleteStream(req.matches[1].str(), req.matches[2].str(), req.matches[3].str());
+        if (!r) return SendFailure(res, r.error());
+        // Delete means delete: readers end, the logs go (answered once they are gone).
+        if (hooks_.drop_stream) {
+          hooks_.drop_stream(req.matches[1].str(), req.matches[2].str(), req.matches[3].str());
+        }
+        res.status = 204;
+      }));
 
   // Caches.
   const std::string caches = R"(/v1/tenants/([^/]+)/namespaces/([^/]+)/caches)";
@@ -238,27 +268,34 @@ void AdminApi::Register(HttpEndpoint& http) {
              if (!list) return SendFailure(res, list.error());
              SendJson(res, 200, Items(*list));
            }));
-  http.Post(caches, guarded([&cat](const Req& req, Res& res) {
-              auto body = ParseBody(req, res);
-              if (!body) return;
-              auto cache =
-                  catalog::CacheFromJson(req.matches[1].str(), req.matches[2].str(), *body);
-              if (cache) cache = cat.CreateCache(*cache);
-              if (!cache) return SendFailure(res, cache.error());
-              SendJson(res, 201, catalog::ToJson(*cache));
-            }));
+  http.Post(
+      caches, guarded([this, &cat](const Req& req, Res& res) {
+        auto body = ParseBody(req, res);
+        if (!body) return;
+        auto cache = catalog::CacheFromJson(req.matches[1].str(), req.matches[2].str(), *body);
+        if (cache && hooks_.drop_cache &&
+            !cat.Snapshot()->FindCache(cache->tenant_id, cache->namespace_name, cache->name)) {
+          hooks_.drop_cache(cache->tenant_id, cache->namespace_name, cache->name);
+        }
+        if (cache) cache = cat.CreateCache(*cache);
+        if (!cache) return SendFailure(res, cache.error());
+        SendJson(res, 201, catalog::ToJson(*cache));
+      }));
   http.Get(caches + "/([^/]+)", guarded([&cat](const Req& req, Res& res) {
              auto cache =
                  cat.GetCache(req.matches[1].str(), req.matches[2].str(), req.matches[3].str());
              if (!cache) return SendFailure(res, cache.error());
              SendJson(res, 200, catalog::ToJson(*cache));
            }));
-  http.Delete(caches + "/([^/]+)", guarded([&cat](const Req& req, Res& res) {
-                auto r = cat.DeleteCache(req.matches[1].str(), req.matches[2].str(),
-                                         req.matches[3].str());
-                if (!r) return SendFailure(res, r.error());
-                res.status = 204;
-              }));
+  http.Delete(
+      caches + "/([^/]+)", guarded([this, &cat](const Req& req, Res& res) {
+        auto r = cat.DeleteCache(req.matches[1].str(), req.matches[2].str(), req.matches[3].str());
+        if (!r) return SendFailure(res, r.error());
+        if (hooks_.drop_cache) {
+          hooks_.drop_cache(req.matches[1].str(), req.matches[2].str(), req.matches[3].str());
+        }
+        res.status = 204;
+      }));
 
   // Keys: the JWKS is public (auth.md §4); the listing with `current` needs the admin token.
   http.Get(R"(/v1/tenants/([^/]+)/\.well-known/jwks\.json)", [&cat](const Req& req, Res& res) {

@@ -13,6 +13,7 @@
 // httplib's worker threads; the catalog is thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,6 +36,17 @@ class AdminApi {
 
   void Register(HttpEndpoint& http);
 
+  // What the broker does with a stream's (cache's) data when it is deleted, and before one is
+  // created under a name that is free (BrokerCore::DropStream/DropCache). Runs on an HTTP
+  // worker thread; the delete is answered once it returned. Set before HttpEndpoint::Start.
+  using DropData = std::function<void(const std::string& tenant, const std::string& ns,
+                                      const std::string& name)>;
+  struct DataHooks {
+    DropData drop_stream;
+    DropData drop_cache;
+  };
+  void SetDataHooks(DataHooks hooks) { hooks_ = std::move(hooks); }
+
   // Writes <data_dir>/admin-credentials.json (0600) with the bound HTTP and client QUIC
   // addresses and the file that verifies the broker's certificate.
   Result<void> WriteCredentials(const HostPort& http_addr, const HostPort& quic_addr,
@@ -51,6 +63,7 @@ class AdminApi {
   std::unique_ptr<catalog::EmbeddedCatalog> catalog_;
   const std::string admin_token_;
   const std::string credentials_path_;
+  DataHooks hooks_;
   Counter& missing_token_;
   Counter& invalid_token_;
 };

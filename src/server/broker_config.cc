@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <sstream>
@@ -135,6 +136,7 @@ const std::vector<Setting>& Settings() {
             &C::preauth_max_frame_bytes),
         U64("FELIX_AUTH_TIMEOUT_MS", "auth_timeout_ms", &C::auth_timeout_ms),
         U64("FELIX_MAX_CLIENT_CONNECTIONS", "max_client_connections", &C::max_client_connections),
+        U64("FELIX_MAX_CONNECTIONS_PER_IP", nullptr, &C::max_connections_per_ip),
         Bool("FELIX_ACK_ON_COMMIT", "ack_on_commit", &C::ack_on_commit),
         U64("FELIX_PUBLISH_QUEUE_WAIT_MS", "publish_queue_wait_timeout_ms",
             &C::publish_queue_wait_ms),
@@ -362,6 +364,15 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
                   "): peer and client traffic must not share a listener");
   }
   if (c.max_frame_bytes == 0) return refuse("FELIX_MAX_FRAME_BYTES must be greater than 0");
+  if (c.max_frame_bytes > UINT32_MAX) {
+    return refuse("FELIX_MAX_FRAME_BYTES (" + std::to_string(c.max_frame_bytes) +
+                  ") exceeds 4294967295, the largest length an FLX1 frame header can express");
+  }
+  if (c.max_client_connections == 0) {
+    return refuse(
+        "FELIX_MAX_CLIENT_CONNECTIONS must be at least 1 (0 would refuse every client; there is "
+        "no 'unlimited' value)");
+  }
   if (c.preauth_max_frame_bytes > c.max_frame_bytes) {
     return refuse("FELIX_PREAUTH_MAX_FRAME_BYTES (" + std::to_string(c.preauth_max_frame_bytes) +
                   ") exceeds FELIX_MAX_FRAME_BYTES (" + std::to_string(c.max_frame_bytes) + ")");

@@ -48,7 +48,8 @@ struct BrokerConfig {
   uint64_t max_frame_bytes = 16u << 20;
   uint64_t preauth_max_frame_bytes = 64u << 10;
   uint64_t auth_timeout_ms = 10000;
-  uint64_t max_client_connections = 8192;
+  uint64_t max_client_connections = 8192;  // >= 1 (0 is refused)
+  uint64_t max_connections_per_ip = 512;   // FELIX_MAX_CONNECTIONS_PER_IP; 0 = unlimited
 
   // Publish path (§2.4).
   bool ack_on_commit = false;

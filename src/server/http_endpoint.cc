@@ -3,10 +3,11 @@
 #include <sys/socket.h>
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 
 namespace felix::server {
 
-HttpEndpoint::HttpEndpoint(MetricsRegistry& metrics)
+HttpEndpoint::HttpEndpoint(MetricsRegistry& metrics, const HealthRegistry* health)
     : metrics_(metrics),
       server_(std::make_unique<httplib::Server>()),
       ready_gauge_(metrics.AddGauge("felix_ready_state", "1 while the broker is ready")) {
@@ -25,6 +26,20 @@ HttpEndpoint::HttpEndpoint(MetricsRegistry& metrics)
       res.status = 503;
       res.set_content("draining", "text/plain");
     }
+  });
+  // Faults the broker runs through (a shard refused at open, failing writes): 200 when there
+  // are none, 503 listing them otherwise. /ready stays about admission (drain).
+  server_->Get("/health", [health](const httplib::Request&, httplib::Response& res) {
+    nlohmann::json problems = nlohmann::json::array();
+    if (health != nullptr) {
+      for (const auto& p : health->Problems()) {
+        problems.push_back(
+            {{"kind", HealthKindName(p.kind)}, {"key", p.key}, {"detail", p.detail}});
+      }
+    }
+    if (!problems.empty()) res.status = 503;
+    nlohmann::json body{{"status", problems.empty() ? "ok" : "degraded"}, {"problems", problems}};
+    res.set_content(body.dump(), "application/json");
   });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     ready_gauge_.Set(ready_.load() ? 1 : 0);
@@ -67,8 +82,8 @@ Result<HostPort> HttpEndpoint::Start(const HostPort& bind) {
   while (!server_->is_running() && !loop_finished_.load()) std::this_thread::yield();
   if (loop_finished_.load()) {
     thread_.join();
-    return Fail(ErrorCode::kIo, "FELIX_BROKER_METRICS_BIND: listener on " + bound.ToString() +
-                                    " stopped at once");
+    return Fail(ErrorCode::kIo,
+                "FELIX_BROKER_METRICS_BIND: listener on " + bound.ToString() + " stopped at once");
   }
   return bound;
 }

@@ -1,5 +1,6 @@
-// HttpEndpoint: the broker's HTTP listener (FELIX_BROKER_METRICS_BIND) serving /live, /ready
-// and /metrics, and any routes other subsystems add (the admin API) before Start().
+// HttpEndpoint: the broker's HTTP listener (FELIX_BROKER_METRICS_BIND) serving /live, /ready,
+// /health (faults the broker runs through, as JSON) and /metrics, and any routes other
+// subsystems add (the admin API) before Start().
 //
 // Start() binds and serves on a thread of its own; Stop() is idempotent and joins it. The
 // MetricsRegistry must outlive the endpoint. SetReady may be called from any thread.
@@ -11,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "common/health.h"
 #include "common/metrics.h"
 #include "common/net_address.h"
 #include "common/result.h"
@@ -25,7 +27,8 @@ namespace felix::server {
 
 class HttpEndpoint {
  public:
-  explicit HttpEndpoint(MetricsRegistry& metrics);
+  // `health` (optional; must outlive the endpoint) feeds /health.
+  explicit HttpEndpoint(MetricsRegistry& metrics, const HealthRegistry* health = nullptr);
   ~HttpEndpoint();
   HttpEndpoint(const HttpEndpoint&) = delete;
   HttpEndpoint& operator=(const HttpEndpoint&) = delete;

@@ -1,5 +1,7 @@
 // felix-broker: the Felix daemon. With no configuration it runs a single-node broker on the
 // embedded catalog in ./felix-data (README, command 1).
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -15,11 +17,14 @@
 #include "broker/client_service.h"
 #include "broker/shard_router.h"
 #include "broker/static_router.h"
+#include "common/health.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "felix/version.h"
 #include "server/admin_api.h"
 #include "server/broker_config.h"
+#include "server/data_dir_lock.h"
+#include "server/fault_file.h"
 #include "server/http_endpoint.h"
 #include "server/internal_listener.h"
 #include "transport/broker_listeners.h"
@@ -49,8 +54,9 @@ void HoldShardOpenSeam(broker::BrokerCoreOptions& o) {
 }
 #endif
 
-broker::BrokerCoreOptions CoreOptions(const BrokerConfig& config) {
+broker::BrokerCoreOptions CoreOptions(const BrokerConfig& config, felix::HealthRegistry& health) {
   broker::BrokerCoreOptions o;
+  o.health = &health;
   o.storage_dir = config.EffectiveStorageDir();
   o.log_defaults.fsync_mode = config.durable_fsync_mode;
   o.log_defaults.fsync_interval = std::chrono::milliseconds(config.durable_fsync_interval_ms);
@@ -70,6 +76,11 @@ broker::BrokerCoreOptions CoreOptions(const BrokerConfig& config) {
 #if FELIX_FAULT_INJECTION
   HoldShardOpenSeam(o);
 #endif
+  // A group answer must fit a frame whatever its records (issue 12 item 4).
+  o.groups.max_bytes_per_poll = std::min<size_t>(
+      o.groups.max_bytes_per_poll,
+      std::max<size_t>(config.max_frame_bytes, 2 * broker::kGroupAnswerJsonOverhead) -
+          broker::kGroupAnswerJsonOverhead);
   return o;
 }
 
@@ -79,6 +90,8 @@ broker::ClientServiceOptions ServiceOptions(const BrokerConfig& config) {
   o.preauth_max_frame_bytes = static_cast<uint32_t>(config.preauth_max_frame_bytes);
   o.auth_timeout = std::chrono::milliseconds(config.auth_timeout_ms);
   o.max_subscriptions_per_conn = config.max_subscriptions_per_conn;
+  o.max_connections = config.max_client_connections;
+  o.max_connections_per_ip = config.max_connections_per_ip;
   return o;
 }
 
@@ -165,7 +178,34 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
+  // One broker per data directory (and per storage directory when it lies elsewhere), taken
+  // before anything in it is read or written.
+  std::vector<std::unique_ptr<felix::server::DataDirLock>> dir_locks;
+  std::vector<std::string> lock_dirs{config.data_dir};
+  if (!config.durable_storage_dir.empty()) {
+    std::filesystem::create_directories(config.durable_storage_dir, ec);
+    lock_dirs.push_back(config.durable_storage_dir);
+  }
+  for (const auto& dir : lock_dirs) {
+    auto lock = felix::server::DataDirLock::Acquire(dir);
+    if (!lock) {
+      std::cerr << "felix-broker: " << lock.error().message << "\n";
+      return 1;
+    }
+    dir_locks.push_back(std::move(*lock));
+  }
+
   felix::MetricsRegistry metrics;
+  felix::HealthRegistry health(metrics);
+  broker::BrokerCoreOptions core_options = CoreOptions(config, health);
+#if FELIX_FAULT_INJECTION
+  // Test seam: storage faults driven by a file the test rewrites (outlives every log).
+  std::unique_ptr<felix::server::FaultFile> fault_file;
+  if (const char* file = std::getenv("FELIX_STORAGE_FAULT_FILE"); file != nullptr && *file) {
+    core_options.log_defaults.faults = std::make_shared<felix::storage::FaultInjector>();
+    fault_file = std::make_unique<felix::server::FaultFile>(file, core_options.log_defaults.faults);
+  }
+#endif
   // Embedded catalog + admin API, declared before (so destroyed after) everything that uses it.
   auto admin = felix::server::AdminApi::Open(config, metrics);
   if (!admin) {
@@ -179,7 +219,7 @@ int Run(int argc, char** argv) {
     std::cerr << "felix-broker: FELIX_TEST_REMOTE_SHARDS: " << router.error().message << "\n";
     return 2;
   }
-  broker::BrokerCore core(CoreOptions(config), (*admin)->catalog(), metrics);
+  broker::BrokerCore core(std::move(core_options), (*admin)->catalog(), metrics);
   broker::ClientService service(ServiceOptions(config), core, **router, (*admin)->catalog(),
                                 metrics);
   // The internal listener's FLXI service: handshake plus the registered internal handlers.
@@ -210,7 +250,12 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
-  felix::server::HttpEndpoint http(metrics);
+  felix::server::HttpEndpoint http(metrics, &health);
+  (*admin)->SetDataHooks(
+      {.drop_stream = [&core](const std::string& t, const std::string& ns,
+                              const std::string& name) { core.DropStream(t, ns, name); },
+       .drop_cache = [&core](const std::string& t, const std::string& ns,
+                             const std::string& name) { core.DropCache(t, ns, name); }});
   (*admin)->Register(http);
   auto http_addr = http.Start(config.metrics_bind);
   if (!http_addr) {
@@ -236,7 +281,25 @@ int Run(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   spdlog::info("shutdown signal={}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  // Drain (issue 12 item 7): admit nothing new, answer everything admitted (publishes with
+  // their offsets, group and cache operations), wait until clients acknowledged the answers,
+  // then close. Bounded by FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS. Admission stops before /ready
+  // flips, so a 503 from /ready means "nothing new is admitted".
+  auto drain_start = std::chrono::steady_clock::now();
+  service.BeginDrain();
   http.SetReady(false);
+  size_t unfinished = 0;
+  if (service.WaitDrained((*quic)->client_endpoint(),
+                          drain_start + std::chrono::milliseconds(config.shutdown_drain_timeout_ms),
+                          &unfinished)) {
+    spdlog::info("drain answered every admitted request elapsed_ms={}",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - drain_start)
+                     .count());
+  } else {
+    spdlog::warn("drain deadline expired after {} ms unfinished_sessions={}",
+                 config.shutdown_drain_timeout_ms, unfinished);
+  }
   (*quic)->Stop();
   service.ReleaseAll();
   core.Stop();

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 namespace felix::storage {
 
 struct Segment {
@@ -159,6 +161,15 @@ StorageResult<void> DurableLog::Apply(RecoveryPlan plan) {
     if (report_.torn_tail_repaired) metrics_->torn_tails_repaired->Increment();
     metrics_->truncated_bytes->Increment(report_.truncated_bytes);
     metrics_->index_rebuilds->Increment(report_.indexes_rebuilt);
+  }
+  // Recovery changed the files: say so (issue 12 item 12), not only in the counters.
+  if (report_.torn_tail_repaired) {
+    spdlog::warn("log recovery cut a torn tail log={} reason={} truncated_bytes={} next_offset={}",
+                 dir_, report_.torn_reason, report_.truncated_bytes, next_offset_);
+  }
+  if (report_.blank_segments_removed > 0 || report_.indexes_rebuilt > 0) {
+    spdlog::info("log recovery log={} blank_segments_removed={} indexes_rebuilt={}", dir_,
+                 report_.blank_segments_removed, report_.indexes_rebuilt);
   }
   if (opts_.fsync_mode == FsyncMode::kPeriodic) {
     std::lock_guard<std::mutex> f(flusher_mu_);
@@ -940,22 +951,32 @@ StorageResult<ReadBatch> DurableLog::Read(uint64_t from, ReadLimits limits) cons
         buf_len = size_t(got);
         return buf_len >= n;
       };
-      if (!ensure(pos, kRecordHeaderBytes)) {
-        return StorageFail(CorruptionError("short read of record header", seg->log_path, pos));
-      }
+      // Damage: the intact records before it are returned first, so the reader's next read
+      // starts exactly at the damaged offset and gets the error naming offset, file and byte.
+      std::optional<StorageError> damage;
       RecordHeader h;
-      const uint8_t* hp = buf.data() + (pos - buf_pos);
-      if (!DecodeRecordHeader(hp, &h) || h.offset != cur || h.payload_len > kMaxPayloadBytes) {
-        return StorageFail(CorruptionError("record header damaged at offset " + std::to_string(cur),
-                                           seg->log_path, pos));
+      const uint8_t* payload = nullptr;
+      if (!ensure(pos, kRecordHeaderBytes)) {
+        damage = CorruptionError("short read of record header at offset " + std::to_string(cur),
+                                 seg->log_path, pos);
+      } else if (!DecodeRecordHeader(buf.data() + (pos - buf_pos), &h) || h.offset != cur ||
+                 h.payload_len > kMaxPayloadBytes) {
+        damage = CorruptionError("record header damaged at offset " + std::to_string(cur),
+                                 seg->log_path, pos);
+      } else if (!ensure(pos, RecordBytes(h.payload_len))) {
+        damage = CorruptionError("short read of record payload at offset " + std::to_string(cur),
+                                 seg->log_path, pos);
+      } else {
+        payload = buf.data() + (pos - buf_pos) + kRecordHeaderBytes;
+        if (!PayloadCrcMatches(h, payload)) {
+          damage = CorruptionError("record checksum mismatch at offset " + std::to_string(cur),
+                                   seg->log_path, pos);
+        }
       }
-      if (!ensure(pos, RecordBytes(h.payload_len))) {
-        return StorageFail(CorruptionError("short read of record payload", seg->log_path, pos));
-      }
-      const uint8_t* payload = buf.data() + (pos - buf_pos) + kRecordHeaderBytes;
-      if (!PayloadCrcMatches(h, payload)) {
-        return StorageFail(CorruptionError(
-            "record checksum mismatch at offset " + std::to_string(cur), seg->log_path, pos));
+      if (damage) {
+        if (batch.records.empty()) return StorageFail(std::move(*damage));
+        batch.next_offset = cur;
+        return batch;
       }
       Record rec;
       rec.offset = h.offset;

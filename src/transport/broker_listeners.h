@@ -48,6 +48,8 @@ class BrokerListeners {
   HostPort client_address() const { return client_->local_address(); }
   HostPort internal_address() const { return internal_->local_address(); }
   const TlsContext& client_tls() const { return client_->tls(); }
+  // The client listener's endpoint (shutdown drain posts to its loop).
+  Endpoint& client_endpoint() { return *client_; }
   void Stop();
 
  private:

@@ -1,182 +1,13 @@
 // End to end through the real stack: the felix-broker process, real QUIC, real disk. The
 // client side is Flx1TestClient, which sends and checks exact FLX1 bytes.
-#include <signal.h>
-
-#include <filesystem>
-
-#include <httplib.h>
-#include <nlohmann/json.hpp>
-
-#include <gtest/gtest.h>
-
-#include "catalog/credentials.h"
-#include "common/net_address.h"
-#include "flx1_test_client.h"
-#include "support/child_process.h"
+#include "e2e_broker.h"
 
 namespace felix::broker {
 namespace {
 
-namespace flx1 = felix::wire::flx1;
-using felix::testing::BuiltProgram;
-using felix::testing::ChildProcess;
-using felix::testing::MakeTempDir;
-using testing::Flx1TestClient;
+using namespace e2e;  // NOLINT: the shared end-to-end fixture
 using testing::FromHex;
-using testing::TestStream;
 using testing::ToHex;
-using Json = nlohmann::json;
-
-std::string Field(const std::string& line, const std::string& name) {
-  size_t at = line.find(name + "=");
-  if (at == std::string::npos) return "";
-  at += name.size() + 1;
-  return line.substr(at, line.find(' ', at) - at);
-}
-
-// One broker process on free ports over a data directory that survives restarts.
-class Broker {
- public:
-  explicit Broker(std::string data_dir) : data_dir_(std::move(data_dir)) { Start(); }
-
-  void Start() {
-    process_ = std::make_unique<ChildProcess>(
-        BuiltProgram("src/server/felix-broker"), std::vector<std::string>{},
-        std::map<std::string, std::string>{{"FELIX_DATA_DIR", data_dir_},
-                                           {"FELIX_QUIC_BIND", "127.0.0.1:0"},
-                                           {"FELIX_INTERNAL_BIND", "127.0.0.1:0"},
-                                           {"FELIX_BROKER_METRICS_BIND", "127.0.0.1:0"},
-                                           {"FELIX_DURABLE_FSYNC_MODE", "on_commit"}});
-    auto line = process_->WaitForLine("felix-broker listening");
-    ASSERT_TRUE(line) << process_->stderr_text();
-    quic_ = *ParseHostPort(Field(*line, "quic"));
-    http_ = *ParseHostPort(Field(*line, "http"));
-    auto creds = catalog::LoadAdminCredentials(data_dir_ + "/" + catalog::kCredentialsFile);
-    ASSERT_TRUE(creds.has_value());
-    creds_ = *creds;
-  }
-  int Stop(int sig = SIGTERM) { return process_->Stop(sig); }
-  void Restart() {
-    ASSERT_EQ(Stop(), 0) << process_->stderr_text();
-    Start();
-  }
-
-  // Admin API call; returns {status, body}.
-  std::pair<int, Json> Admin(const std::string& method, const std::string& path,
-                             const Json& body = nullptr) {
-    httplib::Client client(http_.host, http_.port);
-    httplib::Headers headers{{"Authorization", "Bearer " + creds_.admin_token}};
-    httplib::Result r = method == "POST"
-                            ? client.Post(path, headers, body.dump(), "application/json")
-                            : client.Get(path, headers);
-    EXPECT_TRUE(r);
-    if (!r) return {0, nullptr};
-    return {r->status, r->body.empty() ? Json() : Json::parse(r->body, nullptr, false)};
-  }
-  void CreateStream(const std::string& tenant, const std::string& name, bool durable,
-                    uint32_t shards = 1, const std::string& fsync_mode = "") {
-    Json request{{"stream", name}, {"durable", durable}, {"shards", shards}};
-    if (!fsync_mode.empty()) request["fsync_mode"] = fsync_mode;
-    auto [status, body] =
-        Admin("POST", "/v1/tenants/" + tenant + "/namespaces/default/streams", request);
-    ASSERT_EQ(status, 201) << body.dump();
-  }
-  void CreateTenant(const std::string& tenant) {
-    ASSERT_EQ(Admin("POST", "/v1/tenants", Json{{"tenant_id", tenant}}).first, 201);
-    ASSERT_EQ(Admin("POST", "/v1/tenants/" + tenant + "/namespaces", Json{{"namespace", "default"}})
-                  .first,
-              201);
-  }
-  std::string Token(const std::string& tenant, std::vector<std::string> permissions) {
-    auto [status, body] = Admin("POST", "/v1/tenants/" + tenant + "/tokens",
-                                Json{{"subject", "tester"}, {"permissions", permissions}});
-    EXPECT_EQ(status, 200) << body.dump();
-    return body.value("felix_token", "");
-  }
-  std::string AllToken(const std::string& tenant = "default") {
-    return Token(tenant, {"stream.publish:stream:" + tenant + "/*/*",
-                          "stream.subscribe:stream:" + tenant + "/*/*"});
-  }
-  std::unique_ptr<Flx1TestClient> Connect() {
-    return Flx1TestClient::Connect(quic_, creds_.ca_file);
-  }
-  std::string Metrics() {
-    httplib::Client client(http_.host, http_.port);
-    auto r = client.Get("/metrics");
-    return r ? r->body : "";
-  }
-
- private:
-  std::string data_dir_;
-  std::unique_ptr<ChildProcess> process_;
-  HostPort quic_;
-  HostPort http_;
-  catalog::AdminCredentials creds_;
-};
-
-constexpr uint16_t kAllClientFlags = flx1::kKnownFlags & ~flx1::kFlagBinaryPublishIdempotent;
-
-flx1::Auth AuthMessage(const std::string& tenant, const std::string& token,
-                       std::optional<uint16_t> flags = kAllClientFlags,
-                       std::optional<uint32_t> features = flx1::kFeatureErrorCodes) {
-  flx1::Auth auth;
-  auth.tenant_id = tenant;
-  auth.token = token;
-  auth.client_flags = flags;
-  auth.client_features = features;
-  return auth;
-}
-
-// An authenticated stream with every flag offered.
-std::shared_ptr<TestStream> Authed(Flx1TestClient& client, const std::string& token,
-                                   const std::string& tenant = "default") {
-  auto stream = client.OpenStream();
-  stream->SendMessage(AuthMessage(tenant, token));
-  auto ok = stream->Read<flx1::AuthOk>();
-  EXPECT_TRUE(ok.has_value());
-  return stream;
-}
-
-std::vector<uint8_t> BinaryPublish(uint64_t request_id, const std::string& stream,
-                                   std::vector<std::string> payloads,
-                                   const std::string& tenant = "default") {
-  static std::deque<std::vector<std::string>> keep;  // views must outlive the encode
-  keep.push_back(std::move(payloads));
-  flx1::BinaryPublishBatch batch;
-  batch.acked = flx1::BinaryPublishBatch::Acked{request_id, flx1::AckMode::kPerBatch};
-  batch.tenant_id = tenant;
-  batch.namespace_ = "default";
-  batch.stream = stream;
-  for (const auto& p : keep.back()) batch.payloads.push_back(p);
-  std::vector<uint8_t> out;
-  EXPECT_TRUE(flx1::AppendFrame(flx1::Flx1Frame{batch}, out));
-  return out;
-}
-
-flx1::BinaryPublishAck ReadAck(TestStream& stream) {
-  auto frame = stream.ReadFrame();
-  EXPECT_TRUE(frame.has_value());
-  auto* ack = frame ? std::get_if<flx1::BinaryPublishAck>(&*frame) : nullptr;
-  EXPECT_NE(ack, nullptr);
-  return ack ? *ack : flx1::BinaryPublishAck{};
-}
-
-// Reads event batches until `count` events arrived; returns {offset, payload} pairs.
-std::vector<std::pair<uint64_t, std::string>> ReadEvents(TestStream& events, size_t count) {
-  std::vector<std::pair<uint64_t, std::string>> out;
-  while (out.size() < count) {
-    auto frame = events.ReadFrame();
-    if (!frame) break;
-    auto* batch = std::get_if<flx1::BinaryEventBatch>(&*frame);
-    EXPECT_NE(batch, nullptr);
-    if (batch == nullptr) break;
-    for (size_t i = 0; i < batch->events.size(); ++i) {
-      out.emplace_back(batch->base_offset.value_or(UINT64_MAX) + i,
-                       std::string(batch->events[i].payload));
-    }
-  }
-  return out;
-}
 
 struct BrokerE2E : ::testing::Test {
   std::string dir = MakeTempDir("felix-e2e");
@@ -461,71 +292,98 @@ TEST_F(BrokerE2E, UndecodableJsonDropsTheStreamWithoutAnswer) {
   EXPECT_TRUE(client->connection_open());
 }
 
-TEST_F(BrokerE2E, SlowSubscriberDropsWhileFastOneGetsEverythingAndPublishersAreNotSlowed) {
-  // No fsync: the test is about fanout, and must outrun QUIC's idle timeout while paused.
-  broker->CreateStream("default", "fan", /*durable=*/true, 1, "none");
-  auto slow_client = broker->Connect();
-  auto fast_client = broker->Connect();
-  std::string token = broker->AllToken();
+// Issue 12 item 2: on a durable stream a slow subscriber is never dropped from silently. A
+// client that did not offer SUBSCRIPTION_LAGGED is slowed down and replayed from the log; one
+// that did is ended with subscription_lagged naming where to resume. Publishers never wait.
+struct SlowSubscriber {
+  std::unique_ptr<Flx1TestClient> client;
+  std::shared_ptr<TestStream> events;
+};
+
+SlowSubscriber SubscribePaused(Broker& broker, const std::string& token, const std::string& stream,
+                               uint32_t features) {
+  SlowSubscriber out;
+  out.client = broker.Connect();
+  auto control = out.client->OpenStream();
+  control->SendMessage(AuthMessage("default", token, kAllClientFlags, features));
+  EXPECT_TRUE(control->Read<flx1::AuthOk>());
   flx1::Subscribe subscribe;
   subscribe.tenant_id = "default";
   subscribe.namespace_ = "default";
-  subscribe.stream = "fan";
+  subscribe.stream = stream;
   subscribe.queue_capacity = 2;
-  auto slow_sub = Authed(*slow_client, token);
-  slow_sub->SendMessage(subscribe);
-  auto slow_events = slow_client->AcceptEventStream();
-  ASSERT_TRUE(slow_events);
-  ASSERT_TRUE(slow_events->Read<flx1::EventStreamHello>());
-  ASSERT_TRUE(slow_sub->Read<flx1::Subscribed>());
-  slow_events->SetPaused(true);  // stops reading: QUIC flow control backs up into its queue
+  control->SendMessage(subscribe);
+  out.events = out.client->AcceptEventStream();
+  EXPECT_TRUE(out.events);
+  if (!out.events) return out;
+  EXPECT_TRUE(out.events->Read<flx1::EventStreamHello>());
+  EXPECT_TRUE(control->Read<flx1::Subscribed>());
+  out.events->SetPaused(true);  // stops reading: QUIC flow control backs up into its queue
+  return out;
+}
 
-  subscribe.queue_capacity = 4096;
-  auto fast_sub = Authed(*fast_client, token);
-  fast_sub->SendMessage(subscribe);
-  auto fast_events = fast_client->AcceptEventStream();
-  ASSERT_TRUE(fast_events);
-  ASSERT_TRUE(fast_events->Read<flx1::EventStreamHello>());
-  ASSERT_TRUE(fast_sub->Read<flx1::Subscribed>());
-
-  constexpr int kBatches = 200;
-  const std::string payload(32 * 1024, 'p');  // 6.4 MB in all: far beyond one stream window
-  auto publisher = Authed(*fast_client, token);
-  for (int i = 0; i < kBatches; ++i) publisher->Send(BinaryPublish(i, "fan", {payload}));
-  for (int i = 0; i < kBatches; ++i) {
+// Publishes `count` 32 KiB records (6.4 MB for 200: far beyond one stream window); every ack
+// arrives although the subscriber reads nothing.
+void PublishBig(Broker& broker, const std::string& token, const std::string& stream, int count) {
+  auto client = broker.Connect();
+  auto publisher = Authed(*client, token);
+  const std::string payload(32 * 1024, 'p');
+  for (int i = 0; i < count; ++i) publisher->Send(BinaryPublish(i, stream, {payload}));
+  for (int i = 0; i < count; ++i) {
     ASSERT_EQ(ReadAck(*publisher).status, flx1::BinaryPublishAck::Status::kOk) << i;
   }
-  auto fast = ReadEvents(*fast_events, kBatches);
-  ASSERT_EQ(fast.size(), static_cast<size_t>(kBatches));
-  for (int i = 0; i < kBatches; ++i) EXPECT_EQ(fast[i].first, static_cast<uint64_t>(i));
+}
 
-  slow_events->SetPaused(false);
-  // A record published right now may still find the slow queue full (and be dropped, as it
-  // should), so publish until one gets through; everything before it was drained by then.
-  std::vector<uint64_t> slow_offsets;
-  bool caught_up = false;
-  for (int attempt = 0; attempt < 100 && !caught_up; ++attempt) {
-    publisher->Send(BinaryPublish(1000 + attempt, "fan", {"after"}));
-    ASSERT_EQ(ReadAck(*publisher).status, flx1::BinaryPublishAck::Status::kOk);
-    // Drain what is there; a quiet second means this attempt's record was dropped.
-    while (auto frame = slow_events->ReadFrame(std::chrono::seconds(1))) {
-      auto* batch = std::get_if<flx1::BinaryEventBatch>(&*frame);
-      ASSERT_NE(batch, nullptr);
-      for (size_t i = 0; i < batch->events.size(); ++i) {
-        slow_offsets.push_back(*batch->base_offset + i);
-      }
-      if (slow_offsets.back() >= static_cast<uint64_t>(kBatches)) {
-        caught_up = true;
-        break;
-      }
-    }
-  }
-  ASSERT_TRUE(caught_up);
-  EXPECT_LT(slow_offsets.size(), static_cast<size_t>(kBatches));  // it lost some...
-  for (size_t i = 1; i < slow_offsets.size(); ++i) {
-    EXPECT_GT(slow_offsets[i], slow_offsets[i - 1]);  // ...visible as gaps, never reordered
-  }
-  EXPECT_NE(broker->Metrics().find("felix_sub_queue_dropped_total"), std::string::npos);
+TEST_F(BrokerE2E, SlowDurableSubscriberIsReplayedFromTheLogAndLosesNothing) {
+  // No fsync: the test is about fanout, and must outrun QUIC's idle timeout while paused.
+  broker->CreateStream("default", "fan", /*durable=*/true, 1, "none");
+  std::string token = broker->AllToken();
+  SlowSubscriber slow = SubscribePaused(*broker, token, "fan", flx1::kFeatureErrorCodes);
+  ASSERT_TRUE(slow.events);
+  constexpr int kRecords = 200;
+  PublishBig(*broker, token, "fan", kRecords);
+  slow.events->SetPaused(false);
+  auto got = ReadEvents(*slow.events, kRecords);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kRecords));
+  for (int i = 0; i < kRecords; ++i) ASSERT_EQ(got[i].first, static_cast<uint64_t>(i));
+  // Live again after the replay: the next record follows directly.
+  auto client = broker->Connect();
+  auto publisher = Authed(*client, token);
+  publisher->Send(BinaryPublish(7, "fan", {"after"}));
+  ASSERT_EQ(ReadAck(*publisher).status, flx1::BinaryPublishAck::Status::kOk);
+  auto after = ReadEvents(*slow.events, 1);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0], (std::pair<uint64_t, std::string>{kRecords, "after"}));
+}
+
+TEST_F(BrokerE2E, SlowDurableSubscriberThatOfferedLaggedIsEndedWithResumeFrom) {
+  broker->CreateStream("default", "lag", /*durable=*/true, 1, "none");
+  std::string token = broker->AllToken();
+  SlowSubscriber slow = SubscribePaused(
+      *broker, token, "lag", flx1::kFeatureErrorCodes | flx1::kFeatureSubscriptionLagged);
+  ASSERT_TRUE(slow.events);
+  constexpr int kRecords = 200;
+  PublishBig(*broker, token, "lag", kRecords);
+  slow.events->SetPaused(false);
+  // Contiguous from 0, then subscription_lagged naming the first offset not sent, then FIN.
+  auto end = ReadToLastFrame(*slow.events);
+  EXPECT_TRUE(end.contiguous);
+  uint64_t next = end.next;
+  auto* lagged = end.last ? std::get_if<flx1::SubscriptionLagged>(&*end.last) : nullptr;
+  ASSERT_NE(lagged, nullptr);
+  EXPECT_LT(next, static_cast<uint64_t>(kRecords));  // it did overflow...
+  EXPECT_EQ(lagged->resume_from, next);              // ...and says exactly where to resume
+  EXPECT_TRUE(slow.events->WaitEnded());
+  EXPECT_NE(broker->Metrics().find("felix_sub_lagged_total 1"), std::string::npos);
+}
+
+TEST_F(BrokerE2E, AuthOkAdvertisesSubscriptionLagged) {
+  auto client = broker->Connect();
+  auto stream = client->OpenStream();
+  stream->SendMessage(AuthMessage("default", broker->AllToken()));
+  auto ok = stream->Read<flx1::AuthOk>();
+  ASSERT_TRUE(ok && ok->server_features);
+  EXPECT_NE(*ok->server_features & flx1::kFeatureSubscriptionLagged, 0u);
 }
 
 TEST_F(BrokerE2E, StreamShardsReportsTheCatalogShardCount) {

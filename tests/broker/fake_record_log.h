@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "broker/record_log.h"
@@ -15,6 +16,8 @@ class FakeRecordLog final : public RecordLog {
   bool hold_completions = false;
   bool fail_appends = false;
   uint64_t trimmed_below = 0;  // reads below this answer Trimmed
+  bool is_durable = true;      // false: behaves as an in-memory ring (no replay on overflow)
+  std::optional<uint64_t> corrupt_at;  // reads reaching this offset stop there / fail
 
   void Append(const PayloadBatch& batch, AppendDone done) override {
     if (fail_appends) {
@@ -43,9 +46,14 @@ class FakeRecordLog final : public RecordLog {
   ReadOutcome Read(uint64_t from, size_t max_records, size_t) override {
     ++reads;
     if (from < trimmed_below) return Trimmed{trimmed_below};
+    if (corrupt_at && from == *corrupt_at) {
+      return Error{ErrorCode::kCorruption,
+                   "record checksum mismatch at offset " + std::to_string(from) + " (file=f.log)"};
+    }
     RecordRead out;
     auto keep = std::make_shared<std::deque<Stored>>();
     for (uint64_t o = from; o < records_.size() && out.records.size() < max_records; ++o) {
+      if (corrupt_at && o == *corrupt_at) break;  // intact records first, like DurableLog
       keep->push_back(records_[o]);
       const std::string& bytes = keep->back().payload;
       out.records.push_back(
@@ -56,7 +64,7 @@ class FakeRecordLog final : public RecordLog {
     out.owner = keep;
     return out;
   }
-  bool durable() const override { return true; }
+  bool durable() const override { return is_durable; }
 
   int reads = 0;
 

@@ -159,8 +159,9 @@ TEST_F(ShardFixture, UnservableOffsetsAreCursorErrorsNeverSilentRestarts) {
   Subscribe({StartPosition::Kind::kOffset, 5});
 }
 
-TEST_F(ShardFixture, SlowSubscriberDropsWhileFastOneGetsEverythingAndPublisherNeverWaits) {
+TEST_F(ShardFixture, InMemorySlowSubscriberDropsWhileFastOneGetsEverything) {
   Open();
+  log->is_durable = false;
   Subscription slow = Subscribe({}, 2);
   Subscription fast = Subscribe({}, 4096);
   for (int i = 0; i < 50; ++i) Publish({"m" + std::to_string(i)});  // every ack arrived
@@ -174,6 +175,60 @@ TEST_F(ShardFixture, SlowSubscriberDropsWhileFastOneGetsEverythingAndPublisherNe
   Publish({"after"});
   EXPECT_EQ(PopAll(*slow.queue),
             (std::vector<std::pair<uint64_t, std::string>>{{50, "after"}}));  // gap visible
+}
+
+// Issue 12 item 2: a durable stream never drops for a slow subscriber; it replays from the log.
+TEST_F(ShardFixture, DurableSlowSubscriberFallsBackToReplayAndLosesNothing) {
+  Open();
+  Subscription slow = Subscribe({}, 2);
+  for (int i = 0; i < 50; ++i) Publish({"m" + std::to_string(i)});  // publisher never waits
+  std::vector<uint64_t> offsets;
+  while (offsets.size() < 50) {
+    Drain(executor);  // replay refills the queue as room appears
+    auto got = PopAll(*slow.queue);
+    ASSERT_FALSE(got.empty()) << "stalled at " << offsets.size();
+    for (auto& [offset, text] : got) offsets.push_back(offset);
+  }
+  for (uint64_t i = 0; i < 50; ++i) ASSERT_EQ(offsets[i], i);
+  EXPECT_EQ(OnExecutor(executor, [&] { return shard->live_drops(); }), 0u);
+  EXPECT_GE(OnExecutor(executor, [&] { return shard->replay_fallbacks(); }), 1u);
+  Drain(executor);
+  Publish({"live"});  // live again after catching up
+  EXPECT_EQ(PopAll(*slow.queue), (std::vector<std::pair<uint64_t, std::string>>{{50, "live"}}));
+}
+
+TEST_F(ShardFixture, DurableSubscriberThatAskedIsEndedLaggedWithResumeFrom) {
+  Open();
+  auto result = OnExecutor(executor, [&] {
+    return shard->Subscribe(
+        {}, 2, [] {}, true);
+  });
+  Subscription sub = std::get<Subscription>(result);
+  for (int i = 0; i < 5; ++i) Publish({"m" + std::to_string(i)});
+  EXPECT_EQ(PopAll(*sub.queue).size(), 2u);
+  auto end = sub.queue->TakeEnd();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->kind, QueueEnd::Kind::kLagged);
+  EXPECT_EQ(end->resume_from, 2u);
+  EXPECT_EQ(OnExecutor(executor, [&] { return shard->subscriber_count(); }), 0u);
+}
+
+// Issue 12 item 1: unreadable history ends the subscription, never a jump to the tail.
+TEST_F(ShardFixture, UnreadableHistoryEndsTheSubscriptionNamingTheOffset) {
+  Open();
+  for (int i = 0; i < 10; ++i) Publish({"h" + std::to_string(i)});
+  log->corrupt_at = 4;
+  Subscription sub = Subscribe({StartPosition::Kind::kEarliest});
+  Drain(executor);
+  Publish({"live"});
+  auto got = PopAll(*sub.queue);
+  ASSERT_EQ(got.size(), 4u);  // 0..3, then nothing: no live record after the damage
+  EXPECT_EQ(got.back().first, 3u);
+  auto end = sub.queue->TakeEnd();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->kind, QueueEnd::Kind::kError);
+  EXPECT_NE(end->message.find("offset 4"), std::string::npos) << end->message;
+  EXPECT_NE(end->message.find("f.log"), std::string::npos) << end->message;
 }
 
 TEST_F(ShardFixture, ReplayWaitsForRoomAndNeverDrops) {

@@ -88,5 +88,20 @@ TEST(SubscriberQueue, ProducerAndConsumerOnDifferentThreadsLoseNothingThatWasAcc
   EXPECT_EQ(received_sum, accepted_sum);
 }
 
+TEST(SubscriberQueue, EndIsTakenOnlyAfterWhatWasQueuedBefore) {
+  int ready = 0;
+  SubscriberQueue q(4, [&] { ++ready; });
+  EXPECT_TRUE(q.OfferLive(Batch(0, 1)));
+  q.End(QueueEnd{QueueEnd::Kind::kLagged, 1, 0, {}});
+  EXPECT_EQ(ready, 2);                     // End wakes the writer even with items queued
+  EXPECT_FALSE(q.OfferLive(Batch(1, 1)));  // nothing after the end
+  EXPECT_FALSE(q.TakeEnd());               // the queued batch comes first
+  ASSERT_TRUE(q.Pop());
+  auto end = q.TakeEnd();
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->resume_from, 1u);
+  EXPECT_FALSE(q.TakeEnd());  // once
+}
+
 }  // namespace
 }  // namespace felix::broker

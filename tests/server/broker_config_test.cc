@@ -109,6 +109,33 @@ TEST(BrokerConfig, ImpossibleCombinationsAreRefused) {
                       "FELIX_INTERNAL_ALLOW_UNAUTHENTICATED");
 }
 
+// Issue 12 item 12: limits a frame header cannot carry, and a connection limit of 0.
+TEST(BrokerConfig, FrameLimitAboveTheHeaderAndZeroConnectionsAreRefused) {
+  ExpectRefusedNaming(Load({{"FELIX_MAX_FRAME_BYTES", "4294967296"}}), "FELIX_MAX_FRAME_BYTES");
+  auto at_limit = Load({{"FELIX_MAX_FRAME_BYTES", "4294967295"}});
+  ASSERT_TRUE(at_limit) << at_limit.error().message;
+  EXPECT_EQ(at_limit->config.max_frame_bytes, 4294967295u);
+  ExpectRefusedNaming(Load({{"FELIX_MAX_CLIENT_CONNECTIONS", "0"}}),
+                      "FELIX_MAX_CLIENT_CONNECTIONS");
+  auto one = Load({{"FELIX_MAX_CLIENT_CONNECTIONS", "1"}});
+  ASSERT_TRUE(one) << one.error().message;
+  EXPECT_EQ(one->config.max_client_connections, 1u);
+}
+
+// Issue 12 items 7 and 10: the drain bound and the per-address connection limit.
+TEST(BrokerConfig, DrainTimeoutAndPerIpLimitLoadWithTheirDefaults) {
+  auto defaults = Load({});
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->config.shutdown_drain_timeout_ms, 25000u);
+  EXPECT_EQ(defaults->config.max_connections_per_ip, 512u);
+  auto set =
+      Load({{"FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS", "1500"}, {"FELIX_MAX_CONNECTIONS_PER_IP", "0"}});
+  ASSERT_TRUE(set) << set.error().message;
+  EXPECT_EQ(set->config.shutdown_drain_timeout_ms, 1500u);
+  EXPECT_EQ(set->config.max_connections_per_ip, 0u);  // 0 = unlimited
+  EXPECT_TRUE(set->warnings.empty());
+}
+
 TEST(BrokerConfig, ClusterMemberWithWaiverLoads) {
   auto r = Load({{"FELIX_NODE_ID", "broker-1"},
                  {"FELIX_NODE_ADVERTISE_ADDR", "127.0.0.1:5001"},
