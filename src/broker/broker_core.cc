@@ -50,7 +50,8 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
   if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
   auto it = shards_.find(key);
   if (it != shards_.end()) {
-    return StreamShardHandle{it->second.shard, it->second.executor, it->second.groups};
+    return StreamShardHandle{it->second.shard, it->second.executor, it->second.groups,
+                             it->second.producers};
   }
 
   OpenShard open;
@@ -98,7 +99,14 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
     }
     open.shard->SetCommitListener([groups = open.groups.get()] { groups->OnCommitted(); });
   }
-  StreamShardHandle handle{open.shard, open.executor, open.groups};
+  // Idempotent producers: marks in the shard's producers log (in memory without a store).
+  open.producers = std::make_shared<ShardProducers>(
+      *open.executor, *open.shard,
+      open.store ? &open.store->log(storage::LogKind::kProducers) : nullptr);
+  if (auto recovered = open.producers->Recover(); !recovered) {
+    return tl::unexpected(recovered.error());
+  }
+  StreamShardHandle handle{open.shard, open.executor, open.groups, open.producers};
   shards_.emplace(key, std::move(open));
   open_shards_.Add(1);
   return handle;

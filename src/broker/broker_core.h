@@ -21,6 +21,7 @@
 #include "broker/cache_shard.h"
 #include "broker/executor.h"
 #include "broker/group_metrics.h"
+#include "broker/shard_producers.h"
 #include "broker/stream_groups.h"
 #include "broker/stream_shard.h"
 #include "catalog/catalog.h"
@@ -44,7 +45,8 @@ struct BrokerCoreOptions {
 struct StreamShardHandle {
   std::shared_ptr<StreamShard> shard;
   Executor* executor = nullptr;
-  std::shared_ptr<StreamGroups> groups;  // durable shards only; on `executor` like the shard
+  std::shared_ptr<StreamGroups> groups;       // durable shards only; on `executor` like the shard
+  std::shared_ptr<ShardProducers> producers;  // idempotent publishing; on `executor`
 };
 
 struct CacheShardHandle {
@@ -86,6 +88,7 @@ class BrokerCore {
     std::shared_ptr<CacheShard> cache;  // cache shards (then `shard` is null)
     Executor* executor = nullptr;
     std::shared_ptr<StreamGroups> groups;
+    std::shared_ptr<ShardProducers> producers;
   };
 
   BrokerCoreOptions options_;

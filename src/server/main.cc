@@ -63,6 +63,8 @@ broker::ClientServiceOptions ServiceOptions(const BrokerConfig& config) {
   o.preauth_max_frame_bytes = static_cast<uint32_t>(config.preauth_max_frame_bytes);
   o.auth_timeout = std::chrono::milliseconds(config.auth_timeout_ms);
   o.max_subscriptions_per_conn = config.max_subscriptions_per_conn;
+  o.ack_on_commit = config.ack_on_commit;
+  o.publish_window = static_cast<uint32_t>(config.publish_window);
   return o;
 }
 
