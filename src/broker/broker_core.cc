@@ -174,8 +174,18 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
     }
     open.shard->SetCommitListener([groups = open.groups.get()] { groups->OnCommitted(); });
   }
+  // Idempotent producers: marks in the shard's producers log (in memory without a store).
+  if (open.store) {
+    open.marks_appender = std::make_unique<LogAppender>(
+        open.store->log(storage::LogKind::kProducers), *open.fence, AckAfter::kFlush);
+  }
+  open.producers =
+      std::make_shared<ShardProducers>(executor, *open.shard, open.marks_appender.get());
+  if (auto recovered = open.producers->Recover(); !recovered) {
+    return tl::unexpected(recovered.error());
+  }
   if (bounded_retention) ScheduleRetention(open.shard, executor);
-  return OpenedStream{open.shard, open.groups};
+  return OpenedStream{open.shard, open.groups, open.producers};
 }
 
 void BrokerCore::CloseBuilt(OpenShard& built) {
@@ -214,6 +224,8 @@ bool BrokerCore::AdoptLocked(const std::string& key, const void* cell, OpenShard
   entry.shard = std::move(built.shard);
   entry.cache = std::move(built.cache);
   entry.groups = std::move(built.groups);
+  entry.producers = std::move(built.producers);
+  entry.marks_appender = std::move(built.marks_appender);
   if (entry.shard || entry.cache) open_shards_.Add(1);
   return true;
 }

@@ -30,6 +30,7 @@
 #include "broker/log_appender.h"
 #include "broker/shard_cell.h"
 #include "broker/task_pool.h"
+#include "broker/shard_producers.h"
 #include "broker/stream_groups.h"
 #include "broker/stream_shard.h"
 #include "catalog/catalog.h"
@@ -66,6 +67,7 @@ struct BrokerCoreOptions {
 struct OpenedStream {
   std::shared_ptr<StreamShard> shard;
   std::shared_ptr<StreamGroups> groups;
+  std::shared_ptr<ShardProducers> producers;  // idempotent publishing
 };
 struct OpenedCache {
   std::shared_ptr<CacheShard> shard;
@@ -136,6 +138,8 @@ class BrokerCore {
     std::shared_ptr<StreamShard> shard;
     std::shared_ptr<CacheShard> cache;  // cache shards (then `shard` is null)
     std::shared_ptr<StreamGroups> groups;
+    std::shared_ptr<ShardProducers> producers;
+    std::unique_ptr<LogAppender> marks_appender;  // durable shards: the producers log
   };
   // Moves what the opener built into the shard's entry; false (and `built` closed) when the
   // core stopped or the shard was dropped meanwhile. Under mu_.

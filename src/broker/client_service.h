@@ -50,6 +50,13 @@ struct ClientServiceOptions {
   // million empty records would cost nothing (issue 12 item 11).
   size_t inflight_record_overhead = 64;
   bool durable_storage = true;  // advertises the features that need it
+  // FELIX_ACK_ON_COMMIT: answer every acked publish after the write (with its offset). Off, a
+  // publish is answered once queued to its shard unless the client offered ACK_ON_COMMIT
+  // (semantics.md §2.3).
+  bool ack_on_commit = false;
+  // FELIX_BROKER_PUBLISH_WINDOW: unanswered pipelined publishes per stream; 0 serves no
+  // pipelining (PUBLISH_PIPELINE and STREAM_PUBLISH_WINDOW are then not advertised).
+  uint32_t publish_window = 256;
 };
 
 struct ClientMetrics;

@@ -21,14 +21,7 @@ constexpr size_t kInPlaceLimit = 256 * 1024;
 // QUIC application code for a stream we abort on a protocol violation.
 constexpr uint64_t kStreamProtocolError = 0x100;
 
-constexpr uint16_t kServerFlags = flx1::kKnownFlags & ~flx1::kFlagBinaryPublishIdempotent;
-
-uint64_t NowMicrosRoundedToMillis() {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
-                .count();
-  return static_cast<uint64_t>(ms) * 1000;  // storage keeps milliseconds: live == replayed
-}
+constexpr uint16_t kServerFlags = flx1::kKnownFlags;  // every flag, as the reference (§3)
 
 std::string_view TypeOf(const flx1::Message& message) {
   return std::visit(
@@ -39,6 +32,30 @@ std::string_view TypeOf(const flx1::Message& message) {
         } else {
           return T::kType;
         }
+      },
+      message);
+}
+
+// The request's `request_id`, when it carried one (a readable u64 for unknown types).
+std::optional<uint64_t> RequestIdOf(const flx1::Message& message) {
+  return std::visit(
+      [](const auto& m) -> std::optional<uint64_t> {
+        using T = std::decay_t<decltype(m)>;
+        std::optional<uint64_t> id;
+        if constexpr (std::is_same_v<T, flx1::UnknownMessage>) {
+          id = m.request_id;
+        } else {
+          auto visit = [&id](std::string_view name, const auto& value, unsigned = 0) {
+            using V = std::decay_t<decltype(value)>;
+            if (name != "request_id") return;
+            if constexpr (std::is_same_v<V, uint64_t> ||
+                          std::is_same_v<V, std::optional<uint64_t>>) {
+              id = value;
+            }
+          };
+          T::Fields(m, visit);
+        }
+        return id;
       },
       message);
 }
@@ -109,10 +126,21 @@ struct WriterSlot {
 
 }  // namespace
 
+uint64_t NowMicrosRoundedToMillis() {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  return static_cast<uint64_t>(ms) * 1000;  // storage keeps milliseconds: live == replayed
+}
+
 uint32_t ServerFeatures(const ClientServiceOptions& options) {
-  uint32_t features = flx1::kFeatureStreamShards | flx1::kFeatureErrorCodes |
-                      flx1::kFeatureUnsupported | flx1::kFeatureSubscribeQueue |
-                      flx1::kFeatureAckOnCommit | CacheFeatures(options);
+  uint32_t features =
+      flx1::kFeatureStreamShards | flx1::kFeatureShardOwners | flx1::kFeatureIdempotentProducer |
+      flx1::kFeatureSequenceReused | flx1::kFeatureErrorCodes | flx1::kFeatureUnsupported |
+      flx1::kFeatureSubscribeQueue | flx1::kFeatureAckOnCommit | CacheFeatures(options);
+  if (options.publish_window > 0) {
+    features |= flx1::kFeaturePublishPipeline | flx1::kFeatureStreamPublishWindow;
+  }
   if (options.durable_storage) {
     features |= flx1::kFeatureConsumerGroup | flx1::kFeatureGroupDeadLetters |
                 flx1::kFeatureGroupAdmin | flx1::kFeatureGroupClaimControl |
@@ -130,6 +158,10 @@ ClientSession::ClientSession(ClientService& service,
       endpoint_(stream_->connection()->endpoint()) {}
 
 void ClientSession::Start() {
+  InstallHandlers();
+}
+
+void ClientSession::InstallHandlers() {
   auto self = shared_from_this();
   transport::StreamHandlers handlers;
   handlers.on_data = [self](transport::Stream&, std::span<const uint8_t> data) {
@@ -198,6 +230,10 @@ void ClientSession::OnData(std::span<const uint8_t> data) {
   while (!ended_) {
     auto rest = data.subspan(used);
     if (rest.size() < flx1::kHeaderSize) break;
+    if (PublishWindowFull()) {
+      read_paused_ = true;  // the rest stays unread until answers make room (§9.3)
+      break;
+    }
     uint32_t limit =
         auth_ ? service_.options().max_frame_bytes : service_.options().preauth_max_frame_bytes;
     auto header = flx1::DecodeEnvelope(rest, limit);
@@ -282,6 +318,11 @@ bool ClientSession::HandleMessage(flx1::Message message) {
   }
   if (auto* subscribe = std::get_if<flx1::Subscribe>(&message)) return HandleSubscribe(*subscribe);
   if (auto* shards = std::get_if<flx1::StreamShards>(&message)) return HandleStreamShards(*shards);
+  if (auto* owners = std::get_if<flx1::ShardOwners>(&message)) return HandleShardOwners(*owners);
+  if (auto* init = std::get_if<flx1::ProducerInit>(&message)) return HandleProducerInit(*init);
+  if (std::holds_alternative<flx1::PublishIdempotent>(message)) {
+    return HandlePublishIdempotent(std::make_shared<flx1::Message>(std::move(message)));
+  }
   if (auto handled = HandleCacheRequest(message)) return *handled;
   if (bool keep_reading = true; HandleGroupRequest(message, &keep_reading)) return keep_reading;
 
@@ -290,8 +331,9 @@ bool ClientSession::HandleMessage(flx1::Message message) {
   if (negotiated_unsupported) {
     flx1::Unsupported answer;
     answer.request_type = std::string(type);
-    if (auto* unknown = std::get_if<flx1::UnknownMessage>(&message)) {
-      answer.request_id = unknown->request_id;
+    answer.request_id = RequestIdOf(message);  // §6.1: kept whenever the request had one
+    if (auto* extension = std::get_if<flx1::Extension>(&message)) {
+      answer.extension = extension->name;
     }
     Send(answer);
     return true;
@@ -334,10 +376,12 @@ bool ClientSession::HandleAuth(const flx1::Auth& auth) {
   connection_->any_stream_authenticated = true;
   peer_flags_ = auth.client_flags.value_or(flx1::kOriginalV1Flags);
   peer_features_ = auth.client_features.value_or(0);
+  std::optional<uint32_t> window = NegotiatePublishing(peer_features_);
   if (auth.client_flags) {
     flx1::AuthOk ok;
     ok.server_flags = kServerFlags;
     ok.server_features = ServerFeatures(service_.options());
+    ok.publish_window = window;
     Send(ok);
   } else {
     Send(flx1::Ok{});
@@ -377,7 +421,9 @@ bool ClientSession::HandleBinaryPublish(uint16_t flags, std::span<const uint8_t>
     if (acked && payload.size() >= 8) {
       uint64_t request_id = 0;  // at offset 0 so even a malformed batch can be answered
       for (int i = 0; i < 8; ++i) request_id = (request_id << 8) | payload[i];
-      SendPublishError(true, request_id, Code(ProtocolErrorCode::kInvalidRequest), message);
+      WithTicket(TakeAnswerTicket(true), [&] {
+        SendPublishError(true, request_id, Code(ProtocolErrorCode::kInvalidRequest), message);
+      });
     } else if (acked) {
       SendError(Code(ProtocolErrorCode::kInvalidRequest), message);
     }
@@ -401,7 +447,23 @@ bool ClientSession::HandleBinaryPublish(uint16_t flags, std::span<const uint8_t>
     request.payloads.emplace_back(owner->data() + offset, p.size());
   }
   request.owner = std::move(owner);
-  return Publish(std::move(request));
+  bool keep_reading = true;
+  if (batch->idempotent) {  // 0x0100 (requires 0x0008): answered in JSON after the write
+    IdempotentRequest idempotent{request.tenant,
+                                 request.ns,
+                                 request.stream,
+                                 request.key,
+                                 std::move(request.owner),
+                                 std::move(request.payloads),
+                                 batch->acked->request_id,
+                                 batch->idempotent->producer_id,
+                                 batch->idempotent->sequence};
+    WithTicket(TakeAnswerTicket(true),
+               [&] { keep_reading = PublishIdempotent(std::move(idempotent)); });
+    return keep_reading;
+  }
+  WithTicket(TakeAnswerTicket(acked), [&] { keep_reading = Publish(std::move(request)); });
+  return keep_reading;
 }
 
 bool ClientSession::HandleJsonPublish(std::shared_ptr<flx1::Message> message) {
@@ -442,7 +504,9 @@ bool ClientSession::HandleJsonPublish(std::shared_ptr<flx1::Message> message) {
     return true;
   }
   request.owner = std::move(message);
-  return Publish(std::move(request));
+  bool keep_reading = true;
+  WithTicket(TakeAnswerTicket(request.acked), [&] { keep_reading = Publish(std::move(request)); });
+  return keep_reading;
 }
 
 bool ClientSession::Publish(PublishRequest request) {
@@ -459,111 +523,95 @@ bool ClientSession::Publish(PublishRequest request) {
   if (service_.draining()) {
     return refuse(Code(ProtocolErrorCode::kDraining), "broker is shutting down");  // not written
   }
-  auto resolved =
-      service_.resolver().ResolvePublish(request.tenant, request.ns, request.stream, request.key);
-  if (auto* error = std::get_if<Error>(&resolved)) {
-    return refuse(ProtocolCodeFor(*error), error->message);
+  auto route = RoutePublish(request.tenant, request.ns, request.stream, request.key);
+  if (auto* refusal = std::get_if<std::pair<uint16_t, std::string>>(&route)) {
+    return refuse(refusal->first, std::move(refusal->second));
   }
-  if (auto* remote = std::get_if<RemoteShard>(&resolved)) {
-    // A publish is never redirected (client-protocol.md §6.2): until forwarding serves it, the
-    // client learns who owns the shard from the refusal (class redirect).
-    service_.metrics().redirects.Increment();
-    return refuse(Code(ProtocolErrorCode::kNotLeader), OwnerProse(*remote));
-  }
-  const LocalStreamShard& local = std::get<LocalStreamShard>(resolved);
-  const StreamShardHandle& handle = local.handle;
-  if (local.stream.durable) {
-    // A record no group answer can carry would be stuck forever (issue 12 item 4).
-    size_t max = MaxGroupRecordBytes(service_.options().max_frame_bytes);
-    for (auto p : request.payloads) {
-      if (p.size() > max) {
-        return refuse(Code(ProtocolErrorCode::kInvalidRequest),
-                      "record of " + std::to_string(p.size()) + " bytes exceeds " +
-                          std::to_string(max) +
-                          ", the largest a consumer group can deliver within max_frame_bytes");
-      }
-    }
-  }
-
-  size_t payload_bytes = 0;
-  for (auto p : request.payloads) payload_bytes += p.size();
-  // In-flight cost: payload plus a per-record overhead, against the stream's and the broker's
-  // budgets. A batch that alone exceeds the stream budget can never be admitted: refused.
-  const ClientServiceOptions& options = service_.options();
-  size_t bytes = payload_bytes + request.payloads.size() * options.inflight_record_overhead;
-  if (bytes > options.max_inflight_bytes_per_stream) {
-    return refuse(Code(ProtocolErrorCode::kLimitExceeded),
-                  "batch of " + std::to_string(request.payloads.size()) + " records costs " +
-                      std::to_string(bytes) + " bytes in flight, over the per-stream budget of " +
-                      std::to_string(options.max_inflight_bytes_per_stream) + ": split it");
-  }
-  std::atomic<size_t>& total = service_.inflight_total();
-  size_t total_now = total.load();
-  if ((inflight_bytes_ > 0 && inflight_bytes_ + bytes > options.max_inflight_bytes_per_stream) ||
-      (total_now > 0 && total_now + bytes > options.max_inflight_bytes_total)) {
-    if (!answer_id) {
+  const PublishRoute& target = std::get<PublishRoute>(route);
+  size_t bytes = 0;
+  if (auto refusal = AdmitPublish(target.stream, request.payloads, &bytes)) {
+    if (!answer_id && refusal->first == Code(ProtocolErrorCode::kOverloaded)) {
       service_.metrics().publish_dropped.Increment();  // fire-and-forget is shed
       return true;
     }
-    return refuse(Code(ProtocolErrorCode::kOverloaded), "publish queue full");
+    return refuse(refusal->first, std::move(refusal->second));
   }
 
-  size_t batch_records = request.payloads.size();
   PayloadBatch batch{std::move(request.owner), std::move(request.payloads),
                      NowMicrosRoundedToMillis()};
   bool binary = request.binary;
-  std::atomic<size_t>* inflight_total = &total;  // the service outlives every completion
-  bool posted = RunOnShard(*handle.executor, [cell = handle.cell, batch = std::move(batch),
-                                              answer_id, binary, bytes,
-                                              inflight_total](auto reply) mutable {
-    cell->WhenOpen([batch = std::move(batch), reply, answer_id, binary, bytes,
-                    inflight_total](Result<OpenedStream*> opened) mutable {
-      auto answer = [reply, answer_id, binary, bytes, inflight_total](Result<uint64_t> result) {
-        inflight_total->fetch_sub(bytes);
-        reply([answer_id, binary, bytes, result = std::move(result)](ClientSession* self) {
-          if (self == nullptr) return;
-          self->inflight_bytes_ -= bytes;
-          if (result) {
-            self->service_.metrics().publish_ok.Increment();
-          } else {
-            self->service_.metrics().publish_error.Increment();
-          }
-          if (answer_id) self->AnswerPublish(binary, *answer_id, result);
+  bool durable = target.stream.durable;
+  // Answered after the write only when commit acks were negotiated; otherwise at enqueue
+  // below (semantics.md §2.3).
+  std::optional<uint64_t> commit_answer_id = commit_acks_ ? answer_id : std::nullopt;
+  std::optional<uint64_t> ticket = current_ticket_;
+  std::atomic<size_t>* inflight_total = &service_.inflight_total();  // outlives completions
+  bool queued = RunOnShard(
+      *target.handle.executor,
+      [cell = target.handle.cell, batch = std::move(batch), commit_answer_id, binary, bytes,
+       durable, ticket, inflight_total](auto reply) mutable {
+        cell->WhenOpen([batch = std::move(batch), reply, commit_answer_id, binary, bytes, durable,
+                        ticket, inflight_total](Result<OpenedStream*> opened) mutable {
+          auto answer = [reply, commit_answer_id, binary, bytes, durable, ticket,
+                         inflight_total](Result<uint64_t> result) {
+            inflight_total->fetch_sub(bytes);
+            reply([commit_answer_id, binary, bytes, durable, ticket,
+                   result = std::move(result)](ClientSession* self) {
+              if (self == nullptr) return;
+              self->ReleasePublish(bytes);
+              if (result) {
+                self->service_.metrics().publish_ok.Increment();
+              } else {
+                self->service_.metrics().publish_error.Increment();
+                if (!commit_answer_id) {
+                  // Already acknowledged at enqueue (or never acked): the loss window §2.2 names.
+                  spdlog::warn("publish failed after its enqueue ack: {}",
+                               result.error().ToString());
+                }
+              }
+              if (commit_answer_id) {
+                self->WithTicket(ticket, [&] {
+                  self->AnswerPublish(binary, *commit_answer_id, result, durable);
+                });
+              }
+            });
+          };
+          if (!opened) return answer(tl::unexpected(opened.error()));
+          (*opened)->shard->Publish(std::move(batch), answer);
         });
-      };
-      if (!opened) return answer(tl::unexpected(opened.error()));
-      (*opened)->shard->Publish(std::move(batch), answer);
-    });
-  });
-  if (!posted) return refuse(Code(ProtocolErrorCode::kShardUnavailable), "broker is stopping");
-  inflight_bytes_ += bytes;
-  total += bytes;
-  service_.metrics().publish_messages.Increment(batch_records);
-  service_.metrics().publish_bytes.Increment(payload_bytes);
+      });
+  if (!queued) {  // the shard is shutting down
+    ReleasePublish(bytes);
+    inflight_total->fetch_sub(bytes);
+    return refuse(Code(ProtocolErrorCode::kShardUnavailable), "shard is closing");
+  }
+  if (answer_id && !commit_acks_) AnswerPublishQueued(binary, *answer_id);
   return true;
 }
 
-void ClientSession::AnswerPublish(bool binary, uint64_t request_id,
-                                  const Result<uint64_t>& result) {
+void ClientSession::AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result,
+                                  bool durable) {
   if (!result) {
     SendPublishError(binary, request_id, ProtocolCodeFor(result.error()), result.error().message);
     return;
   }
   service_.metrics().acks.Increment();
-  bool with_offset = (peer_flags_ & flx1::kFlagBinaryPublishAckOffset) != 0;
+  // An offset only for a client that offered 0x1000 and only from a log: an in-memory
+  // stream's position is no offset a client could resume from (semantics.md §2.4).
+  bool with_offset = durable && (peer_flags_ & flx1::kFlagBinaryPublishAckOffset) != 0;
   if (binary) {
     flx1::BinaryPublishAck ack;
     ack.status = flx1::BinaryPublishAck::Status::kOk;
     ack.request_id = request_id;
     if (with_offset) ack.offset = *result;
     std::vector<uint8_t> frame;
-    if (flx1::AppendFrame(flx1::Flx1Frame{ack}, frame)) (void)stream_->Write(frame);
+    if (flx1::AppendFrame(flx1::Flx1Frame{ack}, frame)) WritePublishAnswer(std::move(frame));
     return;
   }
   flx1::PublishOk ok;
   ok.request_id = request_id;
   if (with_offset) ok.offset = *result;
-  Send(ok);
+  if (auto frame = flx1::EncodeMessageFrame(ok)) WritePublishAnswer(std::move(*frame));
 }
 
 void ClientSession::SendPublishError(bool binary, uint64_t request_id, uint16_t code,
@@ -579,7 +627,7 @@ void ClientSession::SendPublishError(bool binary, uint64_t request_id, uint16_t 
           flx1::BinaryPublishAck::Code{code, static_cast<uint8_t>(flx1::DefaultRetryClass(code))};
     }
     std::vector<uint8_t> frame;
-    if (flx1::AppendFrame(flx1::Flx1Frame{ack}, frame)) (void)stream_->Write(frame);
+    if (flx1::AppendFrame(flx1::Flx1Frame{ack}, frame)) WritePublishAnswer(std::move(frame));
     return;
   }
   flx1::PublishError error;
@@ -589,7 +637,7 @@ void ClientSession::SendPublishError(bool binary, uint64_t request_id, uint16_t 
     if (auto name = flx1::ErrorCodeName(code)) error.code = std::string(*name);
     error.retry = std::string(flx1::RetryClassName(flx1::DefaultRetryClass(code)));
   }
-  Send(error);
+  if (auto frame = flx1::EncodeMessageFrame(error)) WritePublishAnswer(std::move(*frame));
 }
 
 bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -22,10 +23,15 @@
 #include "broker/client_service.h"
 #include "broker/event_stream_writer.h"
 #include "broker/shard_resolver.h"
+#include "broker/shard_producers.h"
 #include "transport/endpoint.h"
 #include "wire/flx1/frame.h"
 
 namespace felix::broker {
+
+// Append time for published records: storage keeps milliseconds, so live events and replayed
+// ones carry the same value.
+uint64_t NowMicrosRoundedToMillis();
 
 // The features this broker advertises in auth_ok.
 uint32_t ServerFeatures(const ClientServiceOptions& options);
@@ -60,6 +66,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   }
 
  private:
+  // Installs the stream handlers (again, to be shown unread bytes after a pause).
+  void InstallHandlers();
   void OnData(std::span<const uint8_t> data);
   // Handles one whole frame; false when the stream must stop being read.
   bool HandleFrame(uint16_t flags, std::span<const uint8_t> payload);
@@ -69,6 +77,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   bool HandleJsonPublish(std::shared_ptr<wire::flx1::Message> message);
   bool HandleSubscribe(const wire::flx1::Subscribe& subscribe);
   bool HandleStreamShards(const wire::flx1::StreamShards& request);
+  bool HandleShardOwners(const wire::flx1::ShardOwners& request);  // client_session_discovery.cc
 
   // A publish that passed decoding: authorize, route, append, answer via `answer`.
   struct PublishRequest {
@@ -81,7 +90,29 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
     bool binary = false;
   };
   bool Publish(PublishRequest request);
-  void AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result);
+  // The shard a publish to (tenant, ns, stream) with `key` goes to, or the refusal
+  // (code, message) to answer it with (client_session_publish.cc).
+  struct PublishRoute {
+    catalog::Stream stream;
+    StreamShardHandle handle;
+  };
+  // Admits a publish batch to `stream`: the largest record a group can deliver (durable
+  // streams), the per-stream and broker-wide in-flight budgets (payload plus a per-record
+  // overhead). Admitted: nullopt, the cost counted in `*bytes` (metrics too) — release it with
+  // ReleasePublish on the loop thread and by subtracting it from service_.inflight_total() where
+  // it completes. Otherwise the refusal (code, text); kOverloaded means shed for lack of room.
+  std::optional<std::pair<uint16_t, std::string>> AdmitPublish(
+      const catalog::Stream& stream, const std::vector<std::span<const uint8_t>>& payloads,
+      size_t* bytes);
+  void ReleasePublish(size_t bytes);  // loop thread, on its completion
+  // Through the ShardResolver: a Remote shard is refused `not_leader` naming its owner.
+  std::variant<PublishRoute, std::pair<uint16_t, std::string>> RoutePublish(
+      std::string_view tenant, std::string_view ns, std::string_view stream,
+      std::optional<std::string_view> key);
+  // Answers a publish once written: `durable` says whether its offset may be told (never for
+  // an in-memory stream, semantics.md §2.4).
+  void AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result,
+                     bool durable);
   void OnSubscribed(const StreamShardHandle& handle, std::variant<Subscription, CursorError> result,
                     const std::shared_ptr<void>& writer_slot, uint64_t client_id, bool durable,
                     std::optional<uint32_t> requested_capacity);
@@ -90,6 +121,50 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void Send(const wire::flx1::Message& message);
   void SendError(uint16_t code, std::string message);
   void SendPublishError(bool binary, uint64_t request_id, uint16_t code, std::string message);
+
+  // ---- Publish answers: ack policy, pipelining and window (client_session_publish.cc) -----
+  // Settles what auth negotiated: commit acks (FELIX_ACK_ON_COMMIT or the client's
+  // ACK_ON_COMMIT offer) and pipelining (PUBLISH_PIPELINE offered, window > 0). Returns the
+  // window to grant in auth_ok, if any.
+  std::optional<uint32_t> NegotiatePublishing(uint32_t client_features);
+  // The acknowledgement of a publish that is only queued: ok, no offset (§2.3, §2.4).
+  void AnswerPublishQueued(bool binary, uint64_t request_id);
+  // Pipelined streams answer publishes in the order the stream carried them (§9.3): every
+  // acked publish takes a ticket when it is read, and its answer waits for the earlier ones.
+  // While a publish is being handled its ticket is `current_ticket_`, and every publish
+  // answer (ok or error) written meanwhile is its answer.
+  std::optional<uint64_t> TakeAnswerTicket(bool acked);
+  void WritePublishAnswer(std::vector<uint8_t> frame);
+  // True when the stream holds `publish_window` unanswered publishes: stop reading it (QUIC
+  // flow control then slows the client; nothing is refused).
+  bool PublishWindowFull() const;
+  // Shows the stream's unread bytes again once the window has room.
+  void ResumeReading();
+  // Runs `fn` with `ticket` as the current one (completions arriving later).
+  template <class Fn>
+  void WithTicket(std::optional<uint64_t> ticket, Fn&& fn) {
+    auto saved = current_ticket_;
+    current_ticket_ = ticket;
+    fn();
+    current_ticket_ = saved;
+  }
+  // ---- end of publish answers ----
+  // ---- Idempotent producers (client_session_idempotent.cc) ----
+  bool HandleProducerInit(const wire::flx1::ProducerInit& request);
+  bool HandlePublishIdempotent(std::shared_ptr<wire::flx1::Message> message);
+  struct IdempotentRequest {
+    std::string_view tenant, ns, stream;  // valid while the frame is handled
+    std::optional<std::string_view> key;
+    std::shared_ptr<const void> owner;  // keeps `payloads` alive
+    std::vector<std::span<const uint8_t>> payloads;
+    uint64_t request_id = 0;
+    uint64_t producer_id = 0;
+    uint64_t sequence = 0;
+  };
+  // Authorize, route, hand to the shard's ShardProducers, answer in JSON (§5.1).
+  bool PublishIdempotent(IdempotentRequest request);
+  void AnswerIdempotent(uint64_t request_id, const IdempotentOutcome& outcome, bool durable);
+  // ---- end of idempotent producers ----
   void FinishStream();  // our side done: write FIN, ignore what else arrives
   void DropStream();    // abort without answering (undecodable frame, bad magic)
   // Drops the stream's handlers (which own this session) once nothing is pending and both
@@ -172,6 +247,18 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   uint32_t peer_features_ = 0;
   bool error_codes_ = false;  // FEATURE_ERROR_CODES offered (recorded even before auth)
   size_t inflight_bytes_ = 0;
+  // Publish answers (client_session_publish.cc).
+  bool commit_acks_ = false;  // answer acked publishes after the write, with their offset
+  bool pipelined_ = false;    // answers in stream order; at most window_ unanswered
+  uint32_t window_ = 0;
+  struct AnswerSlot {
+    uint64_t ticket = 0;
+    std::optional<std::vector<uint8_t>> frame;  // the answer, once known
+  };
+  std::deque<AnswerSlot> answer_slots_;  // unanswered tickets, oldest first
+  uint64_t next_ticket_ = 0;
+  std::optional<uint64_t> current_ticket_;
+  bool read_paused_ = false;  // stopped reading at a full window
 };
 
 }  // namespace felix::broker

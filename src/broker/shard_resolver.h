@@ -71,6 +71,9 @@ class ShardResolver {
   Resolution<LocalCacheShard> ResolveCacheKey(std::string_view tenant, std::string_view ns,
                                               std::string_view cache, std::string_view key);
 
+  // Who serves one shard (no shard is opened): shard_owners and topology answers.
+  Route RouteOf(const ShardId& shard) const { return router_.RouteShard(shard); }
+
   // Discovery, read from the catalog alone (no shard is opened).
   std::optional<catalog::Stream> FindStream(std::string_view tenant, std::string_view ns,
                                             std::string_view stream) const {

@@ -398,6 +398,9 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
     return refuse("FELIX_DURABLE_RETENTION_INTERVAL_SECONDS must be greater than 0");
   }
   if (c.group_max_attempts == 0) return refuse("FELIX_GROUP_MAX_ATTEMPTS must be at least 1");
+  if (c.publish_window > UINT32_MAX) {
+    return refuse("FELIX_BROKER_PUBLISH_WINDOW must fit in 32 bits (auth_ok.publish_window)");
+  }
   if (c.tls_cert.empty() != c.tls_key.empty()) {
     return refuse("FELIX_TLS_CERT and FELIX_TLS_KEY must be set together");
   }

@@ -92,6 +92,8 @@ broker::ClientServiceOptions ServiceOptions(const BrokerConfig& config) {
   o.max_subscriptions_per_conn = config.max_subscriptions_per_conn;
   o.max_connections = config.max_client_connections;
   o.max_connections_per_ip = config.max_connections_per_ip;
+  o.ack_on_commit = config.ack_on_commit;
+  o.publish_window = static_cast<uint32_t>(config.publish_window);
   return o;
 }
 

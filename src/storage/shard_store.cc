@@ -16,6 +16,8 @@ const char* LogKindName(LogKind kind) {
       return "dead_letters";
     case LogKind::kCounters:
       return "counters";
+    case LogKind::kProducers:
+      return "producers";
   }
   return "unknown";
 }

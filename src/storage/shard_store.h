@@ -1,10 +1,11 @@
-// ShardStore: the five durable logs of one shard, each in its own subdirectory of the shard
+// ShardStore: the six durable logs of one shard, each in its own subdirectory of the shard
 // directory, opened (and recovered) in one call:
 //   <dir>/stream        stream records
 //   <dir>/cache         cache operations
 //   <dir>/cursors       consumer-group cursors
 //   <dir>/dead_letters  dead letters
 //   <dir>/counters      counters
+//   <dir>/producers     idempotent-producer marks (broker/shard_producers.h)
 // Each log keeps its own DurableLog contract (see durable_log.h); the store only owns them.
 //
 // Beside the logs the store keeps the shard's replica state (storage.md §7.1–§7.3, byte
@@ -16,7 +17,7 @@
 //
 // Threading: the logs are thread-safe as documented; the replica state is read and changed
 // only by the shard's owner (its executor), after Open. Close (or the destructor) closes all
-// five logs.
+// six logs. A shard directory written before a kind existed gets that log created empty.
 #pragma once
 
 #include <array>
@@ -29,8 +30,8 @@
 
 namespace felix::storage {
 
-enum class LogKind { kStream = 0, kCache, kCursors, kDeadLetters, kCounters };
-inline constexpr size_t kLogKindCount = 5;
+enum class LogKind { kStream = 0, kCache, kCursors, kDeadLetters, kCounters, kProducers };
+inline constexpr size_t kLogKindCount = 6;
 const char* LogKindName(LogKind kind);  // the subdirectory name
 std::optional<LogKind> ParseLogKind(std::string_view name);
 

@@ -30,7 +30,7 @@ TEST_F(BrokerE2E, AuthWithClientFlagsNegotiatesFlagsAndFeatures) {
   stream->SendMessage(AuthMessage("default", broker->AllToken()));
   auto ok = stream->Read<flx1::AuthOk>();
   ASSERT_TRUE(ok);
-  EXPECT_EQ(ok->server_flags, kAllClientFlags);
+  EXPECT_EQ(ok->server_flags, flx1::kKnownFlags);  // the whole mask, as the reference (§3)
   ASSERT_TRUE(ok->server_features);
   EXPECT_NE(*ok->server_features & flx1::kFeatureStreamShards, 0u);
   EXPECT_NE(*ok->server_features & flx1::kFeatureErrorCodes, 0u);
@@ -405,6 +405,309 @@ TEST_F(BrokerE2E, StreamShardsReportsTheCatalogShardCount) {
   auto none = stream->Read<flx1::StreamShardsView>();
   ASSERT_TRUE(none);
   EXPECT_EQ(none->shards, 0u);
+}
+
+// ---- Publish acknowledgements on the wire (semantics.md §2.3–2.4, client-protocol §9.3) ----
+
+flx1::PublishBatch JsonPublish(const std::string& stream, uint64_t request_id) {
+  flx1::PublishBatch publish;
+  publish.tenant_id = "default";
+  publish.namespace_ = "default";
+  publish.stream = stream;
+  publish.payloads = {{'j'}};
+  publish.request_id = request_id;
+  return publish;
+}
+
+TEST_F(BrokerE2E, InMemoryPublishAcksCarryNoOffsetEvenWhenWritten) {
+  broker->CreateStream("default", "mem", /*durable=*/false);
+  broker->CreateStream("default", "disk", /*durable=*/true);
+  auto client = broker->Connect();
+  // Commit acks and 0x1000 offered: a log's offset is told, an in-memory position never is.
+  auto stream = Authed(*client, broker->AllToken());
+  stream->Send(BinaryPublish(7, "mem", {"hello"}));
+  auto bytes = stream->ReadFrameBytes();
+  ASSERT_TRUE(bytes);
+  EXPECT_EQ(ToHex(*bytes), "464c5831000100100000000b0000000000000000070000");  // V16
+  stream->SendMessage(JsonPublish("mem", 8));
+  auto ok = stream->Read<flx1::PublishOk>();
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->request_id, 8u);
+  EXPECT_FALSE(ok->offset.has_value());
+  // The same session on a durable stream does get offsets (D5 for request 9 at offset 0).
+  stream->Send(BinaryPublish(9, "disk", {"hello"}));
+  auto with_offset = stream->ReadFrameBytes();
+  ASSERT_TRUE(with_offset);
+  EXPECT_EQ(ToHex(*with_offset), "464c5831000110100000001300000000000000000900000000000000000000");
+}
+
+TEST_F(BrokerE2E, UnsupportedAnswersKeepRequestIdAndExtension) {
+  auto client = broker->Connect();
+  auto stream = Authed(*client, broker->AllToken(), "default",
+                       flx1::kFeatureErrorCodes | flx1::kFeatureUnsupported);
+  flx1::Extension extension;
+  extension.name = "acme.ping";
+  extension.request_id = 41;
+  stream->SendMessage(extension);
+  auto bytes = stream->ReadFrameBytes();
+  ASSERT_TRUE(bytes);
+  std::string json(bytes->begin() + flx1::kHeaderSize, bytes->end());
+  EXPECT_EQ(json, R"({"type":"unsupported","request_type":"extension","extension":"acme.ping",)"
+                  R"("request_id":41})");
+  // A request type this broker decodes but does not serve (RECORD_TIMESTAMPS).
+  flx1::OffsetForTime at_time;
+  at_time.tenant_id = "default";
+  at_time.namespace_ = "default";
+  at_time.stream = "x";
+  at_time.request_id = 42;
+  stream->SendMessage(at_time);
+  auto known = stream->Read<flx1::Unsupported>();
+  ASSERT_TRUE(known);
+  EXPECT_EQ(known->request_type, "offset_for_time");
+  EXPECT_EQ(known->request_id, 42u);
+  EXPECT_FALSE(known->extension.has_value());
+  // A type no one knows, with a numeric request_id.
+  std::string unknown = R"({"type":"frobnicate","request_id":43})";
+  std::vector<uint8_t> frame = FromHex("464c58310001000000000025");
+  frame.insert(frame.end(), unknown.begin(), unknown.end());
+  ASSERT_EQ(frame.size(), flx1::kHeaderSize + 0x25);
+  stream->Send(frame);
+  auto unknown_answer = stream->Read<flx1::Unsupported>();
+  ASSERT_TRUE(unknown_answer);
+  EXPECT_EQ(unknown_answer->request_type, "frobnicate");
+  EXPECT_EQ(unknown_answer->request_id, 43u);
+  // The stream goes on.
+  flx1::StreamShards shards;
+  shards.tenant_id = "default";
+  shards.namespace_ = "default";
+  shards.stream = "x";
+  shards.request_id = 44;
+  stream->SendMessage(shards);
+  auto view = stream->Read<flx1::StreamShardsView>();
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->request_id, 44u);
+}
+
+TEST_F(BrokerE2E, AcksComeAtEnqueueWithoutOffsetUnlessTheClientAsksForCommitAcks) {
+  broker->CreateStream("default", "orders", /*durable=*/true);
+  auto client = broker->Connect();
+  // 0x1000 offered, ACK_ON_COMMIT not: acks at enqueue, never an invented offset.
+  auto queued = Authed(*client, broker->AllToken(), "default", flx1::kFeatureErrorCodes);
+  queued->Send(BinaryPublish(7, "orders", {"a"}));
+  auto bytes = queued->ReadFrameBytes();
+  ASSERT_TRUE(bytes);
+  EXPECT_EQ(ToHex(*bytes), "464c5831000100100000000b0000000000000000070000");  // V16
+  queued->SendMessage(JsonPublish("orders", 8));
+  auto ok = queued->Read<flx1::PublishOk>();
+  ASSERT_TRUE(ok);
+  EXPECT_FALSE(ok->offset.has_value());
+  // Offering ACK_ON_COMMIT: answered after the write, with the first record's offset. The two
+  // queued publishes are written by then (one shard, in order), so this one lands at 2.
+  auto committed = Authed(*client, broker->AllToken());
+  committed->Send(BinaryPublish(9, "orders", {"b", "c"}));
+  auto ack = ReadAck(*committed);
+  EXPECT_EQ(ack.offset, 2u);
+  committed->SendMessage(JsonPublish("orders", 10));
+  auto json_ok = committed->Read<flx1::PublishOk>();
+  ASSERT_TRUE(json_ok);
+  EXPECT_EQ(json_ok->offset, 4u);
+}
+
+TEST_F(BrokerE2E, PipeliningIsGrantedAndAnswersFollowTheStreamOrder) {
+  broker->CreateStream("default", "piped", /*durable=*/true);
+  auto client = broker->Connect();
+  auto plain = client->OpenStream();
+  plain->SendMessage(AuthMessage("default", broker->AllToken()));
+  auto plain_ok = plain->Read<flx1::AuthOk>();
+  ASSERT_TRUE(plain_ok);
+  EXPECT_FALSE(plain_ok->publish_window.has_value());  // not offered: not granted
+  uint32_t wanted = flx1::kFeaturePublishPipeline | flx1::kFeatureStreamPublishWindow;
+  EXPECT_EQ(*plain_ok->server_features & wanted, wanted);
+
+  auto piped = client->OpenStream();
+  piped->SendMessage(AuthMessage("default", broker->AllToken(), kAllClientFlags,
+                                 kDefaultFeatures | flx1::kFeaturePublishPipeline));
+  auto piped_ok = piped->Read<flx1::AuthOk>();
+  ASSERT_TRUE(piped_ok);
+  EXPECT_EQ(piped_ok->publish_window, 256u);  // FELIX_BROKER_PUBLISH_WINDOW default
+  // A publish waiting for its fsync, then one refused at once: the refusal waits its turn.
+  std::vector<uint8_t> both = BinaryPublish(1, "piped", {"x"});
+  std::vector<uint8_t> missing = BinaryPublish(2, "missing", {"y"});
+  both.insert(both.end(), missing.begin(), missing.end());
+  piped->Send(both);
+  auto first = ReadAck(*piped);
+  EXPECT_EQ(first.request_id, 1u);
+  EXPECT_EQ(first.status, flx1::BinaryPublishAck::Status::kOk);
+  EXPECT_EQ(first.offset, 0u);
+  auto second = ReadAck(*piped);
+  EXPECT_EQ(second.request_id, 2u);
+  EXPECT_EQ(second.status, flx1::BinaryPublishAck::Status::kError);
+}
+
+TEST_F(BrokerE2E, ShardOwnersListsEveryShardOfAStandaloneBrokerAtGenerationZero) {
+  broker->CreateStream("default", "owned", /*durable=*/false, 3);
+  auto client = broker->Connect();
+  auto stream = Authed(*client, broker->AllToken());
+  flx1::ShardOwners request;
+  request.tenant_id = "default";
+  request.namespace_ = "default";
+  request.name = "owned";
+  request.kind = flx1::ShardKind::kStream;
+  request.request_id = 5;
+  stream->SendMessage(request);
+  auto bytes = stream->ReadFrameBytes();
+  ASSERT_TRUE(bytes);
+  EXPECT_EQ(std::string(bytes->begin() + flx1::kHeaderSize, bytes->end()),
+            R"({"type":"shard_owners_view","owners":[{"shard":0,"generation":0},)"
+            R"({"shard":1,"generation":0},{"shard":2,"generation":0}],"request_id":5})");
+  request.name = "unknown";
+  request.request_id = 6;
+  stream->SendMessage(request);
+  auto none = stream->Read<flx1::ShardOwnersView>();
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->owners.empty());
+  EXPECT_EQ(none->request_id, 6u);
+  request.tenant_id = "other";
+  stream->SendMessage(request);
+  auto refused = stream->Read<flx1::Error>();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->message, "tenant mismatch");
+  EXPECT_TRUE(stream->WaitEnded());
+}
+
+// ---- Idempotent producers (semantics.md §7) ----
+
+flx1::PublishIdempotent Idempotent(uint64_t request_id, uint64_t producer, uint64_t sequence,
+                                   std::vector<std::string> payloads) {
+  flx1::PublishIdempotent p;
+  p.tenant_id = "default";
+  p.namespace_ = "default";
+  p.stream = "exactly";
+  for (const auto& payload : payloads) p.payloads.emplace_back(payload.begin(), payload.end());
+  p.request_id = request_id;
+  p.producer_id = producer;
+  p.sequence = sequence;
+  return p;
+}
+
+TEST_F(BrokerE2E, IdempotentProducersAnswerResendsWithTheOriginalOffsetsAcrossARestart) {
+  broker->CreateStream("default", "exactly", /*durable=*/true);
+  uint64_t producer = 0;
+  {
+    auto client = broker->Connect();
+    auto stream = Authed(
+        *client, broker->AllToken(), "default",
+        flx1::kFeatureErrorCodes | flx1::kFeatureIdempotentProducer | flx1::kFeatureSequenceReused);
+    flx1::ProducerInit init;
+    init.request_id = 1;
+    stream->SendMessage(init);
+    auto id = stream->Read<flx1::ProducerInitOk>();
+    ASSERT_TRUE(id);
+    EXPECT_EQ(id->request_id, 1u);
+    EXPECT_NE(id->producer_id, 0u);
+    producer = id->producer_id;
+    stream->SendMessage(Idempotent(2, producer, 0, {"a", "b"}));
+    auto first = stream->Read<flx1::PublishOk>();
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first->offset, 0u);  // always after the write, with the offset
+    // The same batch again: the original answer, nothing appended.
+    stream->SendMessage(Idempotent(3, producer, 0, {"a", "b"}));
+    auto resend = stream->Read<flx1::PublishOk>();
+    ASSERT_TRUE(resend);
+    EXPECT_EQ(resend->request_id, 3u);
+    EXPECT_EQ(resend->offset, 0u);
+    // The same sequence for other payloads.
+    stream->SendMessage(Idempotent(4, producer, 0, {"x"}));
+    auto reused = stream->Read<flx1::PublishRefused>();
+    ASSERT_TRUE(reused);
+    EXPECT_EQ(reused->reason.kind, flx1::PublishRefusalReason::Kind::kSequenceReused);
+    // Ahead of the next expected sequence.
+    stream->SendMessage(Idempotent(5, producer, 2, {"c"}));
+    auto gap = stream->Read<flx1::PublishRefused>();
+    ASSERT_TRUE(gap);
+    EXPECT_EQ(gap->reason.kind, flx1::PublishRefusalReason::Kind::kSequenceGap);
+    EXPECT_EQ(gap->reason.expected, 1u);
+    // A producer the shard never saw, not starting at 0.
+    stream->SendMessage(Idempotent(6, producer + 1, 7, {"d"}));
+    auto unknown = stream->Read<flx1::PublishRefused>();
+    ASSERT_TRUE(unknown);
+    EXPECT_EQ(unknown->reason.kind, flx1::PublishRefusalReason::Kind::kUnknownProducer);
+    // The binary form (0x0109, vector D2's layout) is answered in JSON.
+    flx1::BinaryPublishBatch binary;
+    binary.acked = flx1::BinaryPublishBatch::Acked{7, flx1::AckMode::kPerBatch};
+    binary.idempotent = flx1::BinaryPublishBatch::Idempotent{producer, 1};
+    binary.tenant_id = "default";
+    binary.namespace_ = "default";
+    binary.stream = "exactly";
+    binary.payloads = {"c"};
+    std::vector<uint8_t> frame;
+    ASSERT_TRUE(flx1::AppendFrame(flx1::Flx1Frame{binary}, frame));
+    stream->Send(frame);
+    auto second = stream->Read<flx1::PublishOk>();
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second->request_id, 7u);
+    EXPECT_EQ(second->offset, 2u);
+  }
+  broker->Restart();
+  auto client = broker->Connect();
+  // Without SEQUENCE_REUSED offered, a reused sequence is answered ok and not written.
+  auto stream = Authed(*client, broker->AllToken(), "default",
+                       flx1::kFeatureErrorCodes | flx1::kFeatureIdempotentProducer);
+  stream->SendMessage(Idempotent(8, producer, 1, {"c"}));
+  auto after_restart = stream->Read<flx1::PublishOk>();
+  ASSERT_TRUE(after_restart);
+  EXPECT_EQ(after_restart->offset, 2u);  // the marks survived the restart
+  stream->SendMessage(Idempotent(9, producer, 1, {"changed"}));
+  auto silently = stream->Read<flx1::PublishOk>();
+  ASSERT_TRUE(silently);
+  EXPECT_FALSE(silently->offset.has_value());
+  stream->SendMessage(Idempotent(10, producer, 2, {"d"}));
+  auto next = stream->Read<flx1::PublishOk>();
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->offset, 3u);  // "changed" was not written
+}
+
+TEST(BrokerSettingsE2E, AckOnCommitSettingAndASmallWindowHoldForEveryClient) {
+  std::string dir = MakeTempDir("felix-e2e-settings");
+  Broker broker(dir + "/data",
+                {{"FELIX_ACK_ON_COMMIT", "true"}, {"FELIX_BROKER_PUBLISH_WINDOW", "2"}});
+  broker.CreateStream("default", "orders", /*durable=*/true);
+  auto client = broker.Connect();
+  // ACK_ON_COMMIT not offered, yet the setting makes every ack come after the write.
+  auto stream = client->OpenStream();
+  stream->SendMessage(AuthMessage("default", broker.AllToken(), kAllClientFlags,
+                                  flx1::kFeatureErrorCodes | flx1::kFeaturePublishPipeline));
+  auto ok = stream->Read<flx1::AuthOk>();
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->publish_window, 2u);
+  // Ten publishes in one go through a window of two: the broker reads two, waits for their
+  // answers, reads on; every answer arrives, in order, with its offset.
+  std::vector<uint8_t> all;
+  for (uint64_t i = 0; i < 10; ++i) {
+    auto frame = BinaryPublish(100 + i, "orders", {"r" + std::to_string(i)});
+    all.insert(all.end(), frame.begin(), frame.end());
+  }
+  stream->Send(all);
+  for (uint64_t i = 0; i < 10; ++i) {
+    auto ack = ReadAck(*stream);
+    EXPECT_EQ(ack.request_id, 100 + i);
+    EXPECT_EQ(ack.offset, i);
+  }
+  EXPECT_EQ(broker.Stop(), 0);
+}
+
+TEST(BrokerSettingsE2E, WindowZeroAdvertisesNoPipelining) {
+  std::string dir = MakeTempDir("felix-e2e-window0");
+  Broker broker(dir + "/data", {{"FELIX_BROKER_PUBLISH_WINDOW", "0"}});
+  auto client = broker.Connect();
+  auto stream = client->OpenStream();
+  stream->SendMessage(AuthMessage("default", broker.AllToken(), kAllClientFlags,
+                                  kDefaultFeatures | flx1::kFeaturePublishPipeline));
+  auto ok = stream->Read<flx1::AuthOk>();
+  ASSERT_TRUE(ok);
+  EXPECT_FALSE(ok->publish_window.has_value());
+  EXPECT_EQ(*ok->server_features & flx1::kFeaturePublishPipeline, 0u);
+  EXPECT_EQ(broker.Stop(), 0);
 }
 
 }  // namespace

@@ -134,10 +134,12 @@ class Broker {
 };
 
 constexpr uint16_t kAllClientFlags = flx1::kKnownFlags & ~flx1::kFlagBinaryPublishIdempotent;
+// Error codes, and acks after the write (with offsets), as our C++ client offers by default.
+constexpr uint32_t kDefaultFeatures = flx1::kFeatureErrorCodes | flx1::kFeatureAckOnCommit;
 
 inline flx1::Auth AuthMessage(const std::string& tenant, const std::string& token,
                               std::optional<uint16_t> flags = kAllClientFlags,
-                              std::optional<uint32_t> features = flx1::kFeatureErrorCodes) {
+                              std::optional<uint32_t> features = kDefaultFeatures) {
   flx1::Auth auth;
   auth.tenant_id = tenant;
   auth.token = token;
@@ -148,9 +150,10 @@ inline flx1::Auth AuthMessage(const std::string& tenant, const std::string& toke
 
 // An authenticated stream with every flag offered.
 inline std::shared_ptr<TestStream> Authed(Flx1TestClient& client, const std::string& token,
-                                          const std::string& tenant = "default") {
+                                          const std::string& tenant = "default",
+                                          uint32_t features = kDefaultFeatures) {
   auto stream = client.OpenStream();
-  stream->SendMessage(AuthMessage(tenant, token));
+  stream->SendMessage(AuthMessage(tenant, token, kAllClientFlags, features));
   auto ok = stream->Read<flx1::AuthOk>();
   EXPECT_TRUE(ok.has_value());
   return stream;

@@ -37,11 +37,13 @@ TEST(ShardOpenE2E, AHeldOpenStallsOnlyItsOwnShardAndKeepsItsRequestOrder) {
   ASSERT_TRUE(client);
   std::string token = broker.AllToken();
 
-  auto held = broker.Authed(*client, token, flx1::kFeatureErrorCodes);
+  // Acks after the write, with offsets, so the order of the writes shows.
+  constexpr uint32_t kFeatures = flx1::kFeatureErrorCodes | flx1::kFeatureAckOnCommit;
+  auto held = broker.Authed(*client, token, kFeatures);
   for (uint64_t id = 1; id <= 3; ++id) held->SendMessage(JsonPublish("slow", id));
 
   // Another stream, on another QUIC stream of the same connection, is served meanwhile.
-  auto other = broker.Authed(*client, token, flx1::kFeatureErrorCodes);
+  auto other = broker.Authed(*client, token, kFeatures);
   other->SendMessage(JsonPublish("fast", 9));
   auto fast_ok = other->Read<flx1::PublishOk>();
   ASSERT_TRUE(fast_ok) << "a held open of another shard stalled this publish";

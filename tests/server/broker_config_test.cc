@@ -101,6 +101,8 @@ TEST(BrokerConfig, ImpossibleCombinationsAreRefused) {
   ExpectRefusedNaming(
       Load({{"FELIX_INTERNAL_TLS_CERT", "/c.pem"}, {"FELIX_INTERNAL_TLS_KEY", "/k.pem"}}),
       "FELIX_INTERNAL_TLS_CA");
+  ExpectRefusedNaming(Load({{"FELIX_BROKER_PUBLISH_WINDOW", "4294967296"}}),
+                      "FELIX_BROKER_PUBLISH_WINDOW");
   ExpectRefusedNaming(Load({{"FELIX_NODE_ID", "bad_name"}}), "FELIX_NODE_ID");
   ExpectRefusedNaming(Load({{"FELIX_NODE_ID", "broker-1"}}), "FELIX_NODE_ADVERTISE_ADDR");
   ExpectRefusedNaming(Load({{"FELIX_NODE_ID", "broker-1"},
