@@ -48,9 +48,7 @@ Executor& BrokerCore::ExecutorFor(const std::string& key) {
   return *executors_[std::hash<std::string>{}(key) % executors_.size()];
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 Error BrokerCore::ShardRefused(const std::string& key, const std::string& dir,
                                const storage::StorageError& error) {
@@ -121,10 +119,10 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
   entry.executor = &ExecutorFor(key);
   entry.stream_cell = std::make_shared<ShardCell<OpenedStream>>();
   StreamShardHandle handle{entry.stream_cell, entry.executor};
-  StartOpen<OpenedStream>(key, handle, [this, stream, shard_index, executor = handle.executor](
-                                           OpenShard& built) {
-    return OpenStreamLogs(stream, shard_index, *executor, built);
-  });
+  StartOpen<OpenedStream>(
+      key, handle, [this, stream, shard_index, executor = handle.executor](OpenShard& built) {
+        return OpenStreamLogs(stream, shard_index, *executor, built);
+      });
   return handle;
 }
 
@@ -199,8 +197,9 @@ void BrokerCore::CloseBuilt(OpenShard& built) {
 void BrokerCore::ForgetLocked(const std::string& key, const void* cell) {
   auto it = shards_.find(key);
   if (it == shards_.end()) return;
-  const void* entry_cell = it->second.stream_cell ? static_cast<const void*>(it->second.stream_cell.get())
-                                                  : it->second.cache_cell.get();
+  const void* entry_cell = it->second.stream_cell
+                               ? static_cast<const void*>(it->second.stream_cell.get())
+                               : it->second.cache_cell.get();
   if (entry_cell == cell) shards_.erase(it);
 }
 

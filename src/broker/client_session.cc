@@ -546,40 +546,38 @@ bool ClientSession::Publish(PublishRequest request) {
   std::optional<uint64_t> commit_answer_id = commit_acks_ ? answer_id : std::nullopt;
   std::optional<uint64_t> ticket = current_ticket_;
   std::atomic<size_t>* inflight_total = &service_.inflight_total();  // outlives completions
-  bool queued = RunOnShard(
-      *target.handle.executor,
-      [cell = target.handle.cell, batch = std::move(batch), commit_answer_id, binary, bytes,
-       durable, ticket, inflight_total](auto reply) mutable {
-        cell->WhenOpen([batch = std::move(batch), reply, commit_answer_id, binary, bytes, durable,
-                        ticket, inflight_total](Result<OpenedStream*> opened) mutable {
-          auto answer = [reply, commit_answer_id, binary, bytes, durable, ticket,
-                         inflight_total](Result<uint64_t> result) {
-            inflight_total->fetch_sub(bytes);
-            reply([commit_answer_id, binary, bytes, durable, ticket,
-                   result = std::move(result)](ClientSession* self) {
-              if (self == nullptr) return;
-              self->ReleasePublish(bytes);
-              if (result) {
-                self->service_.metrics().publish_ok.Increment();
-              } else {
-                self->service_.metrics().publish_error.Increment();
-                if (!commit_answer_id) {
-                  // Already acknowledged at enqueue (or never acked): the loss window §2.2 names.
-                  spdlog::warn("publish failed after its enqueue ack: {}",
-                               result.error().ToString());
-                }
-              }
-              if (commit_answer_id) {
-                self->WithTicket(ticket, [&] {
-                  self->AnswerPublish(binary, *commit_answer_id, result, durable);
-                });
-              }
-            });
-          };
-          if (!opened) return answer(tl::unexpected(opened.error()));
-          (*opened)->shard->Publish(std::move(batch), answer);
+  bool queued = RunOnShard(*target.handle.executor, [cell = target.handle.cell,
+                                                     batch = std::move(batch), commit_answer_id,
+                                                     binary, bytes, durable, ticket,
+                                                     inflight_total](auto reply) mutable {
+    cell->WhenOpen([batch = std::move(batch), reply, commit_answer_id, binary, bytes, durable,
+                    ticket, inflight_total](Result<OpenedStream*> opened) mutable {
+      auto answer = [reply, commit_answer_id, binary, bytes, durable, ticket,
+                     inflight_total](Result<uint64_t> result) {
+        inflight_total->fetch_sub(bytes);
+        reply([commit_answer_id, binary, bytes, durable, ticket,
+               result = std::move(result)](ClientSession* self) {
+          if (self == nullptr) return;
+          self->ReleasePublish(bytes);
+          if (result) {
+            self->service_.metrics().publish_ok.Increment();
+          } else {
+            self->service_.metrics().publish_error.Increment();
+            if (!commit_answer_id) {
+              // Already acknowledged at enqueue (or never acked): the loss window §2.2 names.
+              spdlog::warn("publish failed after its enqueue ack: {}", result.error().ToString());
+            }
+          }
+          if (commit_answer_id) {
+            self->WithTicket(
+                ticket, [&] { self->AnswerPublish(binary, *commit_answer_id, result, durable); });
+          }
         });
-      });
+      };
+      if (!opened) return answer(tl::unexpected(opened.error()));
+      (*opened)->shard->Publish(std::move(batch), answer);
+    });
+  });
   if (!queued) {  // the shard is shutting down
     ReleasePublish(bytes);
     inflight_total->fetch_sub(bytes);
@@ -687,8 +685,7 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
   auto slot = std::make_shared<WriterSlot>();
   StreamShardHandle shard_handle = local.handle;
   bool posted = RunOnShard(*shard_handle.executor, [shard_handle, start, requested_capacity, slot,
-                                                    client_id, durable,
-                                                    end_on_lag](auto reply) {
+                                                    client_id, durable, end_on_lag](auto reply) {
     shard_handle.cell->WhenOpen([=](Result<OpenedStream*> opened) {
       if (!opened) {
         reply([error = opened.error()](ClientSession* self) {

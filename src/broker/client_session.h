@@ -22,8 +22,8 @@
 #include "auth/token.h"
 #include "broker/client_service.h"
 #include "broker/event_stream_writer.h"
-#include "broker/shard_resolver.h"
 #include "broker/shard_producers.h"
+#include "broker/shard_resolver.h"
 #include "transport/endpoint.h"
 #include "wire/flx1/frame.h"
 

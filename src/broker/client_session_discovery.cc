@@ -4,8 +4,8 @@
 // router: a shard served here as {shard, generation} with no node_id/addr (the client keeps
 // using the broker it dialled; a standalone broker answers generation 0 for all), a shard
 // served elsewhere with the owner's node id, client address (if known) and generation; an
-// unknown name gets an empty list. As for stream_shards, a tenant other than the stream's authenticated one is refused
-// `forbidden` "tenant mismatch" and the stream ends.
+// unknown name gets an empty list. As for stream_shards, a tenant other than the stream's
+// authenticated one is refused `forbidden` "tenant mismatch" and the stream ends.
 #include <algorithm>
 
 #include "broker/client_session.h"
@@ -34,7 +34,8 @@ bool ClientSession::HandleShardOwners(const flx1::ShardOwners& request) {
   flx1::ShardOwnersView view;
   view.request_id = request.request_id;
   view.owners.reserve(shards);
-  ShardKind kind = request.kind == flx1::ShardKind::kStream ? ShardKind::kStream : ShardKind::kCache;
+  ShardKind kind =
+      request.kind == flx1::ShardKind::kStream ? ShardKind::kStream : ShardKind::kCache;
   for (uint32_t shard = 0; shard < shards; ++shard) {
     Route route = service_.resolver().RouteOf(
         ShardId{request.tenant_id, request.namespace_, request.name, kind, shard});

@@ -102,11 +102,11 @@ bool ClientSession::PublishIdempotent(IdempotentRequest request) {
   uint64_t request_id = request.request_id;
   std::optional<uint64_t> ticket = current_ticket_;
   std::atomic<size_t>* inflight_total = &service_.inflight_total();  // outlives completions
-  bool queued = RunOnShard(
-      *target.handle.executor,
-      [cell = target.handle.cell, batch = std::move(batch), producer = request.producer_id,
-       sequence = request.sequence, request_id, durable, bytes, ticket,
-       inflight_total](auto reply) mutable {
+  bool queued =
+      RunOnShard(*target.handle.executor, [cell = target.handle.cell, batch = std::move(batch),
+                                           producer = request.producer_id,
+                                           sequence = request.sequence, request_id, durable, bytes,
+                                           ticket, inflight_total](auto reply) mutable {
         cell->WhenOpen([batch = std::move(batch), producer, sequence, reply, request_id, durable,
                         bytes, ticket, inflight_total](Result<OpenedStream*> opened) mutable {
           auto answer = [reply, request_id, durable, bytes, ticket,

@@ -51,8 +51,8 @@ Result<void> ShardProducers::Recover() {
     from = batch->records.back().offset + 1;
   }
   if (restored > 0) {
-    spdlog::info("idempotent producers recovered log={} marks={} producers={}", log.dir(),
-                 restored, table_.producers());
+    spdlog::info("idempotent producers recovered log={} marks={} producers={}", log.dir(), restored,
+                 table_.producers());
   }
   return Ok();
 }
