@@ -106,7 +106,8 @@ void ClientService::OnConnection(const std::shared_ptr<transport::Connection>& c
   }
   if (options_.max_connections_per_ip != 0 && per_ip_[ip] >= options_.max_connections_per_ip) {
     metrics_->refused_per_ip.Increment();
-    connection->Close(kConnectionRefused, "FELIX_MAX_CONNECTIONS_PER_IP reached for " + ip);
+    // A literal: the transport keeps the reason's pointer until the close is written.
+    connection->Close(kConnectionRefused, "FELIX_MAX_CONNECTIONS_PER_IP reached");
     return;
   }
   ++per_ip_[ip];
