@@ -147,11 +147,12 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
                                 stream.namespace_name / stream.name / std::to_string(shard_index);
     auto store =
         storage::ShardStore::Open(dir.string(), storage::ShardStoreOptions::Uniform(log_options));
-    if (!store) return tl::unexpected(store.error().ToError());
+    if (!store) return tl::unexpected(ShardRefused(key, dir.string(), store.error()));
+    if (options_.health != nullptr) options_.health->Clear(HealthKind::kShardOpen, dir.string());
     open.store = std::move(*store);
     open.fence = std::make_unique<ShardFence>(Generation(open.store->replica_state().generation));
-    log =
-        std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream), *open.fence);
+    log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream),
+                                             *open.fence, Reporting("stream"));
     spdlog::info("shard opened shard={} durable=true next_offset={} generation={}", key,
                  log->next_offset(), open.fence->generation().value());
   } else {
@@ -279,13 +280,14 @@ Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint3
     cache_log_options.retention_age = std::chrono::seconds(0);
     auto store = storage::ShardStore::Open(dir.string(),
                                            storage::ShardStoreOptions::Uniform(cache_log_options));
-    if (!store) return tl::unexpected(store.error().ToError());
+    if (!store) return tl::unexpected(ShardRefused(id.ToString(), dir.string(), store.error()));
+    if (options_.health != nullptr) options_.health->Clear(HealthKind::kShardOpen, dir.string());
     open.store = std::move(*store);
     open.fence = std::make_unique<ShardFence>(Generation(open.store->replica_state().generation));
-    cache_log =
-        std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCache), *open.fence);
+    cache_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCache),
+                                                   *open.fence, Reporting("cache"));
     counter_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCounters),
-                                                     *open.fence);
+                                                     *open.fence, Reporting("counters"));
   }
   CacheShardOptions cache_options = options_.cache;
   cache_options.default_ttl_ms = cache.default_ttl_ms;

@@ -67,7 +67,13 @@ struct PeerServer::Impl : std::enable_shared_from_this<PeerServer::Impl> {
           if (err && !st->closing) {
             // Not our protocol or version: no frame boundary to trust, no answer.
             st->closing = true;
-            if (auto c = wc.lock()) c->Close(kPeerCloseProtocol, err->ToString());
+            // The reason names the defect in words ("bad magic" is what an FLX1 client that
+            // dialled the internal port sees, as with the reference).
+            std::string reason =
+                err->code == wire::DecodeErrorCode::kBadMagic     ? "bad magic: " + err->detail
+                : err->code == wire::DecodeErrorCode::kBadVersion ? "bad version: " + err->detail
+                                                                  : err->ToString();
+            if (auto c = wc.lock()) c->Close(kPeerCloseProtocol, reason);
           }
         },
         [](Stream& str) { str.Finish(); }, nullptr, nullptr});

@@ -74,7 +74,9 @@ void ExpectNotLeader(const std::optional<flx1::NotLeader>& answer, const std::st
 }
 
 TEST_F(RoutingE2E, PublishToARemoteShardNamesTheOwnerAndLocalShardsStillServe) {
-  auto stream = Authed(flx1::kFeatureErrorCodes | flx1::kFeatureRedirect);
+  // Acks after the write, so the local shard's directory exists once it is answered.
+  auto stream =
+      Authed(flx1::kFeatureErrorCodes | flx1::kFeatureRedirect | flx1::kFeatureAckOnCommit);
   std::string remote_key = KeyForShard(1), local_key = KeyForShard(0);
 
   // Binary, keyed to shard 1: refused with code not_leader, class redirect, owner in prose.
