@@ -115,6 +115,21 @@ class Broker {
     return Token(tenant, {"stream.publish:stream:" + tenant + "/*/*",
                           "stream.subscribe:stream:" + tenant + "/*/*"});
   }
+  // Every stream, group and cache permission on `tenant` (stream.subscribe implies
+  // group.consume, stream.manage implies group.manage).
+  std::string FullToken(const std::string& tenant = "default") {
+    std::string streams = "stream:" + tenant + "/*/*";
+    std::string caches = "cache:" + tenant + "/*/*";
+    return Token(tenant,
+                 {"stream.publish:" + streams, "stream.subscribe:" + streams,
+                  "stream.manage:" + streams, "cache.read:" + caches, "cache.write:" + caches});
+  }
+  void CreateCache(const std::string& tenant, const std::string& name, bool durable,
+                   uint32_t shards = 1) {
+    auto [status, body] = Admin("POST", "/v1/tenants/" + tenant + "/namespaces/default/caches",
+                                Json{{"cache", name}, {"shards", shards}, {"durable", durable}});
+    ASSERT_EQ(status, 201) << body.dump();
+  }
   std::unique_ptr<Flx1TestClient> Connect() {
     return Flx1TestClient::Connect(quic_, creds_.ca_file);
   }
@@ -122,6 +137,13 @@ class Broker {
     httplib::Client client(http_.host, http_.port);
     auto r = client.Get("/metrics");
     return r ? r->body : "";
+  }
+  // The value of an unlabelled series in the Prometheus text, or -1.
+  double Metric(const std::string& name) {
+    std::string text = Metrics();
+    size_t at = text.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(text.substr(at + name.size() + 2));
   }
 
  private:

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "broker_process.h"
+#include "e2e_broker.h"
 #include "support/child_process.h"
 #include "wire/flx1/constants.h"
 
@@ -17,7 +17,7 @@ namespace felix::broker {
 namespace {
 
 namespace flx1 = felix::wire::flx1;
-using testing::BrokerProcess;
+using e2e::Broker;
 using testing::TestStream;
 using namespace std::chrono_literals;
 
@@ -59,23 +59,23 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::seconds limit 
 }
 
 TEST(RetentionE2E, SizeBoundDropsOldSegmentsAndOldCursorsAreTooOldWhileCachesKeepEveryKey) {
-  BrokerProcess broker(felix::testing::MakeTempDir("retention-e2e"),
-                       {{"FELIX_DURABLE_SEGMENT_BYTES", "4096"},
-                        {"FELIX_DURABLE_RETENTION_BYTES", "8192"},
-                        {"FELIX_DURABLE_RETENTION_INTERVAL_SECONDS", "1"}});
-  broker.CreateStream("events", /*durable=*/true);
-  broker.CreateCache("profiles", /*durable=*/true);
-  std::string token = broker.AllToken();
+  Broker broker(felix::testing::MakeTempDir("retention-e2e"),
+                {{"FELIX_DURABLE_SEGMENT_BYTES", "4096"},
+                 {"FELIX_DURABLE_RETENTION_BYTES", "8192"},
+                 {"FELIX_DURABLE_RETENTION_INTERVAL_SECONDS", "1"}});
+  broker.CreateStream("default", "events", /*durable=*/true);
+  broker.CreateCache("default", "profiles", /*durable=*/true);
+  std::string token = broker.FullToken();
   auto client = broker.Connect();
   ASSERT_TRUE(client);
 
   // ~240 records of ~140 bytes on disk: several 4 KiB segments, far over the 8 KiB bound.
-  auto publisher = broker.Authed(*client, token, flx1::kFeatureErrorCodes);
-  PublishRecords(*publisher, broker.tenant(), "events", kRecords);
-  auto cache = broker.Authed(*client, token, flx1::kFeatureErrorCodes);
+  auto publisher = e2e::Authed(*client, token, "default", flx1::kFeatureErrorCodes);
+  PublishRecords(*publisher, std::string("default"), "events", kRecords);
+  auto cache = e2e::Authed(*client, token, "default", flx1::kFeatureErrorCodes);
   for (int i = 0; i < kRecords; ++i) {
     std::string key = "p" + std::to_string(i);
-    cache->SendMessage(flx1::CachePut{broker.tenant(), "default", "profiles", key,
+    cache->SendMessage(flx1::CachePut{std::string("default"), "default", "profiles", key,
                                       flx1::Bytes(100, 'v'), static_cast<uint64_t>(i + 1),
                                       std::nullopt});
   }
@@ -86,9 +86,9 @@ TEST(RetentionE2E, SizeBoundDropsOldSegmentsAndOldCursorsAreTooOldWhileCachesKee
   })) << "the retention timer never deleted a segment";
 
   // A cursor at offset 0 is below the new start: too_old, naming the oldest retained offset.
-  auto old_cursor = broker.Authed(*client, token, flx1::kFeatureErrorCodes);
+  auto old_cursor = e2e::Authed(*client, token, "default", flx1::kFeatureErrorCodes);
   flx1::Subscribe subscribe;
-  subscribe.tenant_id = broker.tenant();
+  subscribe.tenant_id = std::string("default");
   subscribe.namespace_ = "default";
   subscribe.stream = "events";
   subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kOffset, 0};
@@ -101,7 +101,7 @@ TEST(RetentionE2E, SizeBoundDropsOldSegmentsAndOldCursorsAreTooOldWhileCachesKee
   EXPECT_LT(too_old->available, static_cast<uint64_t>(kRecords));
 
   // Earliest now starts at that offset.
-  auto earliest = broker.Authed(*client, token, flx1::kFeatureErrorCodes);
+  auto earliest = e2e::Authed(*client, token, "default", flx1::kFeatureErrorCodes);
   subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
   earliest->SendMessage(subscribe);
   auto subscribed = earliest->Read<flx1::Subscribed>();
@@ -111,8 +111,8 @@ TEST(RetentionE2E, SizeBoundDropsOldSegmentsAndOldCursorsAreTooOldWhileCachesKee
   // The cache under the same bound kept every key.
   for (int i = 0; i < kRecords; ++i) {
     std::string key = "p" + std::to_string(i);
-    cache->SendMessage(
-        flx1::CacheGet{broker.tenant(), "default", "profiles", key, static_cast<uint64_t>(i + 1)});
+    cache->SendMessage(flx1::CacheGet{std::string("default"), "default", "profiles", key,
+                                      static_cast<uint64_t>(i + 1)});
     auto value = cache->Read<flx1::CacheValue>();
     ASSERT_TRUE(value);
     ASSERT_TRUE(value->value.has_value()) << key << " was dropped";

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "broker_process.h"
+#include "e2e_broker.h"
 #include "support/child_process.h"
 #include "wire/flx1/constants.h"
 #include "wire/shard_hash.h"
@@ -17,7 +17,7 @@ namespace felix::broker {
 namespace {
 
 namespace flx1 = felix::wire::flx1;
-using testing::BrokerProcess;
+using e2e::Broker;
 using testing::TestStream;
 
 // "orders" has 2 shards: 1 is served by n2. The cache "sessions" (1 shard) and the stream
@@ -38,21 +38,20 @@ std::string KeyForShard(uint32_t shard) {
 class RoutingE2E : public ::testing::Test {
  protected:
   void SetUp() override {
-    broker_ = std::make_unique<BrokerProcess>(
+    broker_ = std::make_unique<Broker>(
         felix::testing::MakeTempDir("routing-e2e"),
         std::map<std::string, std::string>{{"FELIX_TEST_REMOTE_SHARDS", kTable}});
-    ASSERT_EQ(broker_->tenant(), "default");
-    broker_->CreateStream("orders", /*durable=*/true, /*shards=*/2);
-    broker_->CreateStream("jobs", /*durable=*/true);
-    broker_->CreateCache("sessions", /*durable=*/true);
-    token_ = broker_->AllToken();
+    broker_->CreateStream("default", "orders", /*durable=*/true, /*shards=*/2);
+    broker_->CreateStream("default", "jobs", /*durable=*/true);
+    broker_->CreateCache("default", "sessions", /*durable=*/true);
+    token_ = broker_->FullToken();
     client_ = broker_->Connect();
     ASSERT_TRUE(client_);
   }
   void TearDown() override { EXPECT_EQ(broker_->Stop(), 0); }
 
   std::shared_ptr<TestStream> Authed(uint32_t features) {
-    return broker_->Authed(*client_, token_, features);
+    return e2e::Authed(*client_, token_, "default", features);
   }
 
   // No shard directory exists for a shard that is served elsewhere.
@@ -60,7 +59,7 @@ class RoutingE2E : public ::testing::Test {
     return std::filesystem::exists(broker_->data_dir() + "/" + relative);
   }
 
-  std::unique_ptr<BrokerProcess> broker_;
+  std::unique_ptr<Broker> broker_;
   std::string token_;
   std::unique_ptr<testing::Flx1TestClient> client_;
 };

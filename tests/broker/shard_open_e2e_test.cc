@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "broker_process.h"
+#include "e2e_broker.h"
 #include "support/child_process.h"
 #include "wire/flx1/constants.h"
 
@@ -14,7 +14,7 @@ namespace felix::broker {
 namespace {
 
 namespace flx1 = felix::wire::flx1;
-using testing::BrokerProcess;
+using e2e::Broker;
 
 flx1::Publish JsonPublish(const std::string& stream, uint64_t request_id) {
   flx1::Publish publish;
@@ -29,21 +29,21 @@ flx1::Publish JsonPublish(const std::string& stream, uint64_t request_id) {
 TEST(ShardOpenE2E, AHeldOpenStallsOnlyItsOwnShardAndKeepsItsRequestOrder) {
   std::string dir = felix::testing::MakeTempDir("shard-open-e2e");
   std::string release = dir + "/release";
-  BrokerProcess broker(dir + "/data",
-                       {{"FELIX_TEST_HOLD_SHARD_OPEN", "default/default/slow#0@" + release}});
-  broker.CreateStream("slow", /*durable=*/true);
-  broker.CreateStream("fast", /*durable=*/true);
+  Broker broker(dir + "/data",
+                {{"FELIX_TEST_HOLD_SHARD_OPEN", "default/default/slow#0@" + release}});
+  broker.CreateStream("default", "slow", /*durable=*/true);
+  broker.CreateStream("default", "fast", /*durable=*/true);
   auto client = broker.Connect();
   ASSERT_TRUE(client);
-  std::string token = broker.AllToken();
+  std::string token = broker.FullToken();
 
   // Acks after the write, with offsets, so the order of the writes shows.
   constexpr uint32_t kFeatures = flx1::kFeatureErrorCodes | flx1::kFeatureAckOnCommit;
-  auto held = broker.Authed(*client, token, kFeatures);
+  auto held = e2e::Authed(*client, token, "default", kFeatures);
   for (uint64_t id = 1; id <= 3; ++id) held->SendMessage(JsonPublish("slow", id));
 
   // Another stream, on another QUIC stream of the same connection, is served meanwhile.
-  auto other = broker.Authed(*client, token, kFeatures);
+  auto other = e2e::Authed(*client, token, "default", kFeatures);
   other->SendMessage(JsonPublish("fast", 9));
   auto fast_ok = other->Read<flx1::PublishOk>();
   ASSERT_TRUE(fast_ok) << "a held open of another shard stalled this publish";
