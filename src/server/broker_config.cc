@@ -349,6 +349,8 @@ Result<LoadedConfig> LoadBrokerConfig(const EnvironmentMap& env, const std::stri
   inert("FELIX_ACK_WAIT_TIMEOUT_MS", config.ack_wait_timeout_ms != defaults.ack_wait_timeout_ms);
   inert("FELIX_EVENT_BATCH_MAX_DELAY_US",
         config.event_batch_max_delay_us != defaults.event_batch_max_delay_us);
+  inert("FELIX_SUB_QUEUE_POLICY",
+        config.subscriber_queue_policy != defaults.subscriber_queue_policy);
 
   if (auto r = ValidateBrokerConfig(config); !r) return tl::unexpected(r.error());
   return loaded;

@@ -153,9 +153,10 @@ TEST(BrokerConfig, SettingsWithNoEffectYetSaySoWhenSet) {
   EXPECT_TRUE(quiet->warnings.empty());
   auto r = Load({{"FELIX_PUBLISH_QUEUE_WAIT_MS", "10"},
                  {"FELIX_ACK_WAIT_TIMEOUT_MS", "10"},
-                 {"FELIX_EVENT_BATCH_MAX_DELAY_US", "10"}});
+                 {"FELIX_EVENT_BATCH_MAX_DELAY_US", "10"},
+                 {"FELIX_SUB_QUEUE_POLICY", "block"}});
   ASSERT_TRUE(r);
-  ASSERT_EQ(r->warnings.size(), 3u);
+  ASSERT_EQ(r->warnings.size(), 4u);
   for (const char* name : {"FELIX_PUBLISH_QUEUE_WAIT_MS", "FELIX_ACK_WAIT_TIMEOUT_MS",
                            "FELIX_EVENT_BATCH_MAX_DELAY_US"}) {
     bool named = std::any_of(r->warnings.begin(), r->warnings.end(), [&](const std::string& w) {
