@@ -4,10 +4,13 @@
 
 namespace felix::broker {
 
+void NameThread(std::thread& thread, const std::string& name) {
+  pthread_setname_np(thread.native_handle(), name.substr(0, 15).c_str());
+}
+
 Executor::Executor(std::string name) : name_(std::move(name)) {
   thread_ = std::thread([this] { Run(); });
-  // Thread names are at most 15 characters; they show in top/perf.
-  pthread_setname_np(thread_.native_handle(), name_.substr(0, 15).c_str());
+  NameThread(thread_, name_);
 }
 
 Executor::~Executor() {

@@ -25,6 +25,9 @@
 
 namespace felix::broker {
 
+// Names `thread` (at most 15 characters are kept) so it shows in top and perf.
+void NameThread(std::thread& thread, const std::string& name);
+
 class Executor {
  public:
   using Task = std::function<void()>;

@@ -1,15 +1,13 @@
 #include "broker/task_pool.h"
 
-#include <pthread.h>
+#include "broker/executor.h"
 
 namespace felix::broker {
 
 TaskPool::TaskPool(std::string name, size_t threads) {
   for (size_t i = 0; i < threads; ++i) {
     threads_.emplace_back([this] { Run(); });
-    // Thread names are at most 15 characters; they show in top/perf.
-    std::string thread_name = (name + "-" + std::to_string(i)).substr(0, 15);
-    pthread_setname_np(threads_.back().native_handle(), thread_name.c_str());
+    NameThread(threads_.back(), name + "-" + std::to_string(i));
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "catalog/credentials.h"
 #include "common/net_address.h"
+#include "e2e_broker.h"
 #include "flx1_test_client.h"
 #include "support/child_process.h"
 
@@ -20,82 +21,36 @@ namespace felix::broker {
 namespace {
 
 namespace flx1 = felix::wire::flx1;
-using felix::testing::BuiltProgram;
-using felix::testing::ChildProcess;
 using felix::testing::MakeTempDir;
 using testing::Flx1TestClient;
 using testing::TestStream;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
-std::string Field(const std::string& line, const std::string& name) {
-  size_t at = line.find(name + "=");
-  if (at == std::string::npos) return "";
-  at += name.size() + 1;
-  return line.substr(at, line.find(' ', at) - at);
-}
-
 class CacheProtocolE2E : public ::testing::Test {
  protected:
   void SetUp() override {
-    data_dir_ = MakeTempDir("cache-protocol-e2e");
-    process_ = std::make_unique<ChildProcess>(
-        BuiltProgram("src/server/felix-broker"), std::vector<std::string>{},
-        std::map<std::string, std::string>{{"FELIX_DATA_DIR", data_dir_},
-                                           {"FELIX_QUIC_BIND", "127.0.0.1:0"},
-                                           {"FELIX_INTERNAL_BIND", "127.0.0.1:0"},
-                                           {"FELIX_BROKER_METRICS_BIND", "127.0.0.1:0"},
-                                           {"FELIX_DURABLE_FSYNC_MODE", "on_commit"}});
-    auto line = process_->WaitForLine("felix-broker listening");
-    ASSERT_TRUE(line) << process_->stderr_text();
-    quic_ = *ParseHostPort(Field(*line, "quic"));
-    http_ = *ParseHostPort(Field(*line, "http"));
-    auto creds = catalog::LoadAdminCredentials(data_dir_ + "/" + catalog::kCredentialsFile);
-    ASSERT_TRUE(creds.has_value());
-    creds_ = *creds;
-    tenant_ = creds_.tenant_id;
+    broker_ = std::make_unique<e2e::Broker>(MakeTempDir("cache-protocol-e2e"));
+    tenant_ = broker_->creds().tenant_id;
   }
   void TearDown() override {
-    if (process_) {
-      EXPECT_EQ(process_->Stop(SIGTERM), 0);
+    if (broker_) {
+      EXPECT_EQ(broker_->Stop(SIGTERM), 0);
     }
   }
 
-  std::pair<int, Json> Post(const std::string& path, const Json& body) {
-    httplib::Client client(http_.host, http_.port);
-    httplib::Headers headers{{"Authorization", "Bearer " + creds_.admin_token}};
-    auto r = client.Post(path, headers, body.dump(), "application/json");
-    EXPECT_TRUE(r);
-    if (!r) return {0, nullptr};
-    return {r->status, r->body.empty() ? Json() : Json::parse(r->body, nullptr, false)};
-  }
   void CreateCache(const std::string& name, uint32_t shards = 1, bool durable = true) {
-    auto [status, body] = Post("/v1/tenants/" + tenant_ + "/namespaces/default/caches",
-                               Json{{"cache", name}, {"shards", shards}, {"durable", durable}});
-    ASSERT_EQ(status, 201) << body.dump();
+    broker_->CreateCache(tenant_, name, durable, shards);
   }
   std::string Token(std::vector<std::string> permissions) {
-    auto [status, body] = Post("/v1/tenants/" + tenant_ + "/tokens",
-                               Json{{"subject", "tester"}, {"permissions", permissions}});
-    EXPECT_EQ(status, 200) << body.dump();
-    return body.value("felix_token", "");
+    return broker_->Token(tenant_, std::move(permissions));
   }
   std::string AllToken() {
     std::string scope = "cache:" + tenant_ + "/*/*";
     return Token({"cache.read:" + scope, "cache.write:" + scope});
   }
-  std::string Metrics() {
-    httplib::Client client(http_.host, http_.port);
-    auto r = client.Get("/metrics");
-    return r ? r->body : "";
-  }
-  // The value of an unlabelled series in the Prometheus text, or -1.
-  double Metric(const std::string& name) {
-    std::string text = Metrics();
-    size_t at = text.find("\n" + name + " ");
-    if (at == std::string::npos) return -1;
-    return std::stod(text.substr(at + name.size() + 2));
-  }
+  std::string Metrics() { return broker_->Metrics(); }
+  double Metric(const std::string& name) { return broker_->Metric(name); }
 
   std::shared_ptr<TestStream> Authed(Flx1TestClient& client, const std::string& token,
                                      uint32_t* server_features = nullptr) {
@@ -123,10 +78,8 @@ class CacheProtocolE2E : public ::testing::Test {
     return flx1::CacheGet{tenant_, "default", cache, key, request_id};
   }
 
-  std::string data_dir_, tenant_;
-  std::unique_ptr<ChildProcess> process_;
-  HostPort quic_, http_;
-  catalog::AdminCredentials creds_;
+  std::unique_ptr<e2e::Broker> broker_;
+  std::string tenant_;
 };
 
 std::optional<flx1::Message> ReadMessage(TestStream& stream) {
@@ -139,7 +92,7 @@ std::optional<flx1::Message> ReadMessage(TestStream& stream) {
 
 TEST_F(CacheProtocolE2E, AnswersOnOneStreamAreMatchedByRequestId) {
   CreateCache("c");
-  auto client = Flx1TestClient::Connect(quic_, creds_.ca_file);
+  auto client = broker_->Connect();
   ASSERT_TRUE(client);
   uint32_t features = 0;
   auto stream = Authed(*client, AllToken(), &features);
@@ -189,7 +142,7 @@ TEST_F(CacheProtocolE2E, AnswersOnOneStreamAreMatchedByRequestId) {
 
 TEST_F(CacheProtocolE2E, RequestsWithoutRequestIdGetOneAnswerThenTheStreamEnds) {
   CreateCache("c");
-  auto client = Flx1TestClient::Connect(quic_, creds_.ca_file);
+  auto client = broker_->Connect();
   ASSERT_TRUE(client);
   std::string token = AllToken();
   auto put = Authed(*client, token);
@@ -215,7 +168,7 @@ TEST_F(CacheProtocolE2E, RequestsWithoutRequestIdGetOneAnswerThenTheStreamEnds) 
 
 TEST_F(CacheProtocolE2E, NotFoundKeepsTheStreamAndForbiddenEndsIt) {
   CreateCache("c");
-  auto client = Flx1TestClient::Connect(quic_, creds_.ca_file);
+  auto client = broker_->Connect();
   ASSERT_TRUE(client);
   auto stream = Authed(*client, AllToken());
   stream->SendMessage(GetMessage("nope", "k", 1));
@@ -257,7 +210,7 @@ TEST_F(CacheProtocolE2E, NotFoundKeepsTheStreamAndForbiddenEndsIt) {
 
 TEST_F(CacheProtocolE2E, CacheShardsCountsShardsAndZeroMeansUnknown) {
   CreateCache("three", 3);
-  auto client = Flx1TestClient::Connect(quic_, creds_.ca_file);
+  auto client = broker_->Connect();
   ASSERT_TRUE(client);
   auto stream = Authed(*client, AllToken());
   stream->SendMessage(flx1::CacheShards{tenant_, "default", "three", 1});
@@ -273,7 +226,7 @@ TEST_F(CacheProtocolE2E, CacheShardsCountsShardsAndZeroMeansUnknown) {
 
 TEST_F(CacheProtocolE2E, MetricsCountHitsMissesExpiriesAndCounterOps) {
   CreateCache("c");
-  auto client = Flx1TestClient::Connect(quic_, creds_.ca_file);
+  auto client = broker_->Connect();
   ASSERT_TRUE(client);
   auto stream = Authed(*client, AllToken());
   auto put = PutMessage("c", "short", "v", 1);
