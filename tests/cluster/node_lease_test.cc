@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "etcd/fake_etcd.h"
+#include "fake_lease_clock.h"
 
 namespace felix::cluster {
 namespace {
@@ -12,15 +13,7 @@ namespace {
 constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kSec = 1'000 * kMs;
 
-class FakeClock final : public LeaseClock {
- public:
-  int64_t NowNs() const override { return now_.load(); }
-  void Set(int64_t t) { now_ = t; }
-  void Advance(int64_t d) { now_ += d; }
-
- private:
-  std::atomic<int64_t> now_{1000 * kSec};
-};
+using FakeClock = FakeLeaseClock;
 
 TEST(LeaseWindow, UsableUntilAnchorPlusThreeQuartersOfTheTtl) {
   LeaseWindow w(4 * kSec);
