@@ -1,0 +1,208 @@
+#include "cluster/controller_pass.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+
+namespace felix::cluster {
+namespace {
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+struct Wanted {
+  ShardRef ref;
+  uint32_t replication_factor = 1;
+};
+
+// Every shard of every readable catalog entity, and the entities that are present but
+// unreadable (their assignments are left alone).
+std::vector<Wanted> WantedShards(const ClusterView& view) {
+  std::vector<Wanted> wanted;
+  for (const auto& [entity, shape] : view.catalog()) {
+    if (!shape) continue;
+    for (uint32_t i = 0; i < shape->shards; ++i) {
+      wanted.push_back({ShardRef{entity.kind, entity.tenant, entity.ns, entity.name, i},
+                        shape->replication_factor});
+    }
+  }
+  return wanted;
+}
+
+bool Obsolete(const ClusterView& view, const ShardRef& ref) {
+  auto it = view.catalog().find(EntityOf(ref));
+  if (it == view.catalog().end()) return true;  // the stream/cache left the catalog
+  if (!it->second) return false;                // unreadable: leave alone
+  return ref.shard >= it->second->shards;
+}
+
+}  // namespace
+
+std::optional<Assignment> PlanShard(const std::optional<Assignment>& current,
+                                    const ReplicaSet* target, uint32_t replication_factor,
+                                    const std::set<std::string>& registered) {
+  if (!target) return std::nullopt;  // nowhere to place
+  if (!current) {
+    Assignment next;
+    next.leader = target->leader;
+    next.replicas.push_back(target->leader);
+    next.replicas.insert(next.replicas.end(), target->followers.begin(), target->followers.end());
+    return next;
+  }
+  // Moving and unavailable shards belong to the move and failover logic (later issues).
+  if (current->state != AssignmentState::kActive || current->leader.empty()) return std::nullopt;
+
+  // The current leader stays, alive or not: a live leader only ever changes through a move,
+  // and a dead one through failover once DownTracker declares its node down. Both hook in
+  // here; until then the controller never hands a led shard to another leader.
+  const std::string& leader = current->leader;
+  const size_t want = replication_factor > 0 ? replication_factor - 1 : 0;
+  std::vector<std::string> followers;
+  for (const auto& r : current->replicas) {
+    if (r != leader && !registered.contains(r) && !Contains(followers, r)) followers.push_back(r);
+  }
+  std::vector<std::string> candidates;
+  candidates.push_back(target->leader);
+  candidates.insert(candidates.end(), target->followers.begin(), target->followers.end());
+  for (const auto& c : candidates) {
+    if (c != leader && !Contains(followers, c)) followers.push_back(c);
+  }
+  if (followers.size() > want) followers.resize(want);
+
+  std::vector<std::string> before;
+  for (const auto& r : current->replicas) {
+    if (r != leader) before.push_back(r);
+  }
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  if (sorted(before) == sorted(followers) && Contains(current->replicas, leader)) {
+    return std::nullopt;
+  }
+  Assignment next;
+  next.leader = leader;
+  next.replicas.push_back(leader);
+  next.replicas.insert(next.replicas.end(), followers.begin(), followers.end());
+  return next;
+}
+
+PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const ClusterView& view,
+                   const PassOptions& options) {
+  PassResult result;
+  const ClusterKeys& keys = view.keys();
+  const std::set<std::string> registered = view.RegisteredIds();
+  const std::vector<Wanted> wanted = WantedShards(view);
+
+  PlacementInput input;
+  for (const auto& [id, record] : view.nodes()) {
+    if (record) input.nodes.push_back({id, record->zone});
+  }
+  for (const auto& w : wanted) {
+    const std::string path = w.ref.Path();
+    input.shards.push_back({path, w.replication_factor});
+    auto slot = view.assignments().find(w.ref);
+    if (slot == view.assignments().end() || !slot->second.read.value) continue;
+    const Assignment& a = *slot->second.read.value;
+    if (a.leader.empty()) continue;
+    ReplicaSet current{a.leader, {}};
+    for (const auto& r : a.replicas) {
+      if (r != a.leader) current.followers.push_back(r);
+    }
+    input.current.emplace(path, std::move(current));
+  }
+  const PlacementResult target = Place(input);
+  result.unplaced = target.unplaced;
+
+  auto may_write = [&] {
+    if (options.can_write && !options.can_write()) {
+      result.paused = true;
+      return false;
+    }
+    return true;
+  };
+
+  for (const auto& w : wanted) {
+    const std::string key = keys.Assign(w.ref);
+    AssignmentRead read;
+    if (auto slot = view.assignments().find(w.ref); slot != view.assignments().end()) {
+      if (slot->second.corrupt) {
+        ++result.skipped;
+        continue;
+      }
+      read = slot->second.read;
+    }
+    auto t = target.assignment.find(w.ref.Path());
+    const ReplicaSet* shard_target = t == target.assignment.end() ? nullptr : &t->second;
+    for (int attempt = 0;; ++attempt) {
+      auto next = PlanShard(read.value, shard_target, w.replication_factor, registered);
+      if (!next) break;
+      if (attempt >= options.max_attempts) {
+        ++result.errors;
+        spdlog::warn("controller: shard {} still racing after {} attempts", key, attempt);
+        break;
+      }
+      if (!may_write()) return result;
+      auto out = WriteAssignment(etcd, keys, term, key, read, *next);
+      if (!out) {
+        ++result.errors;
+        spdlog::warn("controller: assignment write failed key={}: {}", key, out.error().ToString());
+        break;
+      }
+      if (out->kind == WriteOutcome::Kind::kDeposed) {
+        result.deposed = true;
+        return result;
+      }
+      if (out->kind == WriteOutcome::Kind::kWritten) {
+        ++result.writes;
+        spdlog::info("controller: assigned {} generation={} leader={} replicas={}", w.ref.Path(),
+                     out->current.value->generation, next->leader, Join(next->replicas));
+        break;
+      }
+      ++result.lost_races;  // re-plan from the winner's value
+      read = std::move(out->current);
+    }
+  }
+
+  for (const auto& [ref, slot] : view.assignments()) {
+    if (!Obsolete(view, ref)) continue;
+    const std::string key = keys.Assign(ref);
+    AssignmentRead read = slot.read;
+    for (int attempt = 0; read.mod_revision != 0; ++attempt) {
+      if (attempt >= options.max_attempts) {
+        ++result.errors;
+        break;
+      }
+      if (!may_write()) return result;
+      auto out = DeleteAssignment(etcd, keys, term, key, read);
+      if (!out) {
+        ++result.errors;
+        spdlog::warn("controller: assignment delete failed key={}: {}", key,
+                     out.error().ToString());
+        break;
+      }
+      if (out->kind == WriteOutcome::Kind::kDeposed) {
+        result.deposed = true;
+        return result;
+      }
+      if (out->kind == WriteOutcome::Kind::kWritten) {
+        ++result.deletes;
+        spdlog::info("controller: unassigned {} (left the catalog)", ref.Path());
+        break;
+      }
+      ++result.lost_races;
+      read = std::move(out->current);
+    }
+  }
+  return result;
+}
+
+}  // namespace felix::cluster
