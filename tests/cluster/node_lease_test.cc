@@ -4,23 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include "cluster/fake_lease_clock.h"
 #include "etcd/fake_etcd.h"
 
 namespace felix::cluster {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
-constexpr int64_t kSec = 1'000 * kMs;
-
-class FakeClock final : public LeaseClock {
- public:
-  int64_t NowNs() const override { return now_.load(); }
-  void Set(int64_t t) { now_ = t; }
-  void Advance(int64_t d) { now_ += d; }
-
- private:
-  std::atomic<int64_t> now_{1000 * kSec};
-};
+using testing::kMs;
+using testing::kSec;
+using FakeClock = testing::FakeLeaseClock;
 
 TEST(LeaseWindow, UsableUntilAnchorPlusThreeQuartersOfTheTtl) {
   LeaseWindow w(4 * kSec);
