@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <vector>
+#include <utility>
 
 #include "catalog/model.h"
 
@@ -14,33 +14,18 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
 }
 
 // "streams/<t>/<ns>/<name>" or "caches/<t>/<ns>/<name>" (the part after catalog/); nullopt for
-// every other catalog key (tenants, namespaces, keys) and for malformed names.
+// every other catalog key (tenants, namespaces, keys) and for malformed names. It names the
+// same entity as the shard path "stream/<t>/<ns>/<name>/0", whose parser checks the segments.
 std::optional<EntityRef> ParseCatalogEntity(std::string_view rest) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (true) {
-    size_t slash = rest.find('/', start);
-    parts.push_back(
-        rest.substr(start, slash == std::string_view::npos ? rest.npos : slash - start));
-    if (slash == std::string_view::npos) break;
-    start = slash + 1;
+  for (auto [plural, singular] :
+       {std::pair{"streams/", "stream/"}, std::pair{"caches/", "cache/"}}) {
+    if (!StartsWith(rest, plural)) continue;
+    auto ref =
+        ParseShardPath(singular + std::string(rest.substr(std::string_view(plural).size())) + "/0");
+    if (!ref) return std::nullopt;
+    return EntityOf(*ref);
   }
-  if (parts.size() != 4) return std::nullopt;
-  EntityRef e;
-  if (parts[0] == "streams") {
-    e.kind = ShardKind::kStream;
-  } else if (parts[0] == "caches") {
-    e.kind = ShardKind::kCache;
-  } else {
-    return std::nullopt;
-  }
-  for (size_t i = 1; i < 4; ++i) {
-    if (!catalog::IsValidName(parts[i])) return std::nullopt;
-  }
-  e.tenant = std::string(parts[1]);
-  e.ns = std::string(parts[2]);
-  e.name = std::string(parts[3]);
-  return e;
+  return std::nullopt;
 }
 
 // The shape of a stream/cache from its catalog value; nullopt (logged) when it does not decode

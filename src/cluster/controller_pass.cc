@@ -37,6 +37,46 @@ std::vector<Wanted> WantedShards(const ClusterView& view) {
   return wanted;
 }
 
+// One shard's transactions: `plan(read)` is what to commit (nullopt: nothing to do), `commit`
+// runs it as one controller txn, `done` accounts for a committed one. A lost race re-plans from
+// the value the failed txn returned. False when the pass must end (deposed, or paused because
+// the lease is not usable).
+template <typename PlanFn, typename CommitFn, typename DoneFn>
+bool Converge(const std::string& key, AssignmentRead read, const PassOptions& options,
+              PassResult& result, PlanFn plan, CommitFn commit, DoneFn done) {
+  for (int attempt = 0;; ++attempt) {
+    auto next = plan(read);
+    if (!next) return true;
+    if (attempt >= options.max_attempts) {
+      ++result.errors;
+      spdlog::warn("controller: {} still racing after {} attempts", key, attempt);
+      return true;
+    }
+    if (options.can_write && !options.can_write()) {
+      result.paused = true;
+      return false;
+    }
+    Result<WriteOutcome> out = commit(read, *next);
+    if (!out) {
+      ++result.errors;
+      spdlog::warn("controller: transaction on {} failed: {}", key, out.error().ToString());
+      return true;
+    }
+    switch (out->kind) {
+      case WriteOutcome::Kind::kDeposed:
+        result.deposed = true;
+        return false;
+      case WriteOutcome::Kind::kWritten:
+        done(*next, out->current);
+        return true;
+      case WriteOutcome::Kind::kLostRace:
+        ++result.lost_races;
+        read = std::move(out->current);
+        break;
+    }
+  }
+}
+
 bool Obsolete(const ClusterView& view, const ShardRef& ref) {
   auto it = view.catalog().find(EntityOf(ref));
   if (it == view.catalog().end()) return true;  // the stream/cache left the catalog
@@ -122,14 +162,6 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Clu
   const PlacementResult target = Place(input);
   result.unplaced = target.unplaced;
 
-  auto may_write = [&] {
-    if (options.can_write && !options.can_write()) {
-      result.paused = true;
-      return false;
-    }
-    return true;
-  };
-
   for (const auto& w : wanted) {
     const std::string key = keys.Assign(w.ref);
     AssignmentRead read;
@@ -142,65 +174,34 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Clu
     }
     auto t = target.assignment.find(w.ref.Path());
     const ReplicaSet* shard_target = t == target.assignment.end() ? nullptr : &t->second;
-    for (int attempt = 0;; ++attempt) {
-      auto next = PlanShard(read.value, shard_target, w.replication_factor, registered);
-      if (!next) break;
-      if (attempt >= options.max_attempts) {
-        ++result.errors;
-        spdlog::warn("controller: shard {} still racing after {} attempts", key, attempt);
-        break;
-      }
-      if (!may_write()) return result;
-      auto out = WriteAssignment(etcd, keys, term, key, read, *next);
-      if (!out) {
-        ++result.errors;
-        spdlog::warn("controller: assignment write failed key={}: {}", key, out.error().ToString());
-        break;
-      }
-      if (out->kind == WriteOutcome::Kind::kDeposed) {
-        result.deposed = true;
-        return result;
-      }
-      if (out->kind == WriteOutcome::Kind::kWritten) {
-        ++result.writes;
-        spdlog::info("controller: assigned {} generation={} leader={} replicas={}", w.ref.Path(),
-                     out->current.value->generation, next->leader, Join(next->replicas));
-        break;
-      }
-      ++result.lost_races;  // re-plan from the winner's value
-      read = std::move(out->current);
-    }
+    auto plan = [&](const AssignmentRead& r) {
+      return PlanShard(r.value, shard_target, w.replication_factor, registered);
+    };
+    auto commit = [&](const AssignmentRead& r, const Assignment& next) {
+      return WriteAssignment(etcd, keys, term, key, r, next);
+    };
+    auto done = [&](const Assignment& next, const AssignmentRead& written) {
+      ++result.writes;
+      spdlog::info("controller: assigned {} generation={} leader={} replicas={}", w.ref.Path(),
+                   written.value->generation, next.leader, Join(next.replicas));
+    };
+    if (!Converge(key, std::move(read), options, result, plan, commit, done)) return result;
   }
 
   for (const auto& [ref, slot] : view.assignments()) {
     if (!Obsolete(view, ref)) continue;
     const std::string key = keys.Assign(ref);
-    AssignmentRead read = slot.read;
-    for (int attempt = 0; read.mod_revision != 0; ++attempt) {
-      if (attempt >= options.max_attempts) {
-        ++result.errors;
-        break;
-      }
-      if (!may_write()) return result;
-      auto out = DeleteAssignment(etcd, keys, term, key, read);
-      if (!out) {
-        ++result.errors;
-        spdlog::warn("controller: assignment delete failed key={}: {}", key,
-                     out.error().ToString());
-        break;
-      }
-      if (out->kind == WriteOutcome::Kind::kDeposed) {
-        result.deposed = true;
-        return result;
-      }
-      if (out->kind == WriteOutcome::Kind::kWritten) {
-        ++result.deletes;
-        spdlog::info("controller: unassigned {} (left the catalog)", ref.Path());
-        break;
-      }
-      ++result.lost_races;
-      read = std::move(out->current);
-    }
+    auto plan = [](const AssignmentRead& r) {
+      return r.mod_revision != 0 ? std::optional<bool>(true) : std::nullopt;  // still there
+    };
+    auto commit = [&](const AssignmentRead& r, bool) {
+      return DeleteAssignment(etcd, keys, term, key, r);
+    };
+    auto done = [&](bool, const AssignmentRead&) {
+      ++result.deletes;
+      spdlog::info("controller: unassigned {} (left the catalog)", ref.Path());
+    };
+    if (!Converge(key, slot.read, options, result, plan, commit, done)) return result;
   }
   return result;
 }

@@ -52,6 +52,13 @@ class ControllerTest : public ::testing::Test {
     if (valid) options.lease_valid = [valid] { return valid->load(); };
     return std::make_unique<Controller>(std::move(options));
   }
+  // A started controller for n1 that has completed a pass planned from `revision` or later.
+  std::unique_ptr<Controller> StartedPastRevision(int64_t revision) {
+    auto c = Make("n1", Lease());
+    c->Start();
+    EXPECT_TRUE(c->WaitForPass(revision, Deadline()));
+    return c;
+  }
   // Registers n1..n<count> (own leases); returns their leases.
   std::vector<int64_t> RegisterNodes(int count) {
     std::vector<int64_t> leases;
@@ -223,12 +230,41 @@ TEST_F(ControllerTest, RacingPlannersOneWriteWinsAndTheLoserReplans) {
   EXPECT_TRUE(testing::StreamAssignments(fake_, "late").empty());
 }
 
+TEST_F(ControllerTest, UnreadableMetadataIsLeftAlone) {
+  auto leases = RegisterNodes(2);
+  testing::CreateStream(fake_, "s", 2, 1);
+  auto won = Campaign(fake_, keys_, {"n1", 1}, leases[0]);
+  ASSERT_TRUE(won && won->won);
+  ASSERT_EQ(RunPass(fake_, won->term, testing::ReadView(fake_), {}).writes, 2u);
+  auto placed = testing::StreamAssignments(fake_, "s");
+
+  // A catalog value that does not decode: its shards are neither placed nor deleted.
+  ASSERT_TRUE(fake_.Put(keys_.CatalogStream("t", "ns", "s"), "{not json"));
+  // A stream whose assignment value is corrupt: that shard is skipped, the other placed.
+  testing::CreateStream(fake_, "c", 2, 1);
+  ASSERT_TRUE(fake_.Put(keys_.Assign({ShardKind::kStream, "t", "ns", "c", 0}), "[]"));
+  // Keys of the layout the controller does not read are ignored.
+  ASSERT_TRUE(fake_.Put(keys_.CatalogTenant("t"), "{}"));
+  ASSERT_TRUE(fake_.Put(keys_.prefix() + "catalog/streams/too/few", "{}"));
+
+  ClusterView view = testing::ReadView(fake_);
+  EXPECT_EQ(view.catalog().size(), 2u);
+  PassResult r = RunPass(fake_, won->term, view, {});
+  EXPECT_TRUE(r.complete());
+  EXPECT_EQ(r.deletes, 0u);
+  EXPECT_EQ(r.skipped, 1u);
+  EXPECT_EQ(r.writes, 1u);
+  EXPECT_EQ(testing::StreamAssignments(fake_, "s"), placed);
+  auto c = ReadAssignment(fake_, keys_.Assign({ShardKind::kStream, "t", "ns", "c", 1}));
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->value.has_value());
+}
+
 TEST_F(ControllerTest, ANodeJoiningChangesNoLeader) {
   RegisterNodes(2);
   int64_t rev = testing::CreateStream(fake_, "s", 6, 2);
-  auto c = Make("n1", Lease());
-  c->Start();
-  ASSERT_TRUE(c->WaitForPass(rev, Deadline()));
+  auto c = StartedPastRevision(rev);
+  ASSERT_FALSE(HasFailure());
   auto before = testing::StreamAssignments(fake_, "s");
   ASSERT_EQ(before.size(), 6u);
 
@@ -264,9 +300,8 @@ TEST_F(ControllerTest, AStreamLeavingTheCatalogLosesItsAssignments) {
   testing::CreateStream(fake_, "gone", 3, 1);
   testing::CreateStream(fake_, "stays", 2, 1);
   int64_t rev = testing::CreateCache(fake_, "c", 2, 2);
-  auto c = Make("n1", Lease());
-  c->Start();
-  ASSERT_TRUE(c->WaitForPass(rev, Deadline()));
+  auto c = StartedPastRevision(rev);
+  ASSERT_FALSE(HasFailure());
   ASSERT_EQ(testing::StreamAssignments(fake_, "gone").size(), 3u);
   ASSERT_EQ(testing::AssignmentsOf(fake_, ShardKind::kCache, "c").size(), 2u);
   auto stays = testing::StreamAssignments(fake_, "stays");
@@ -286,9 +321,8 @@ TEST_F(ControllerTest, FollowersSpreadOverZonesWithReplicationFactorThree) {
     testing::RegisterNode(fake_, "n" + std::to_string(i + 1), Lease(), zones[i]);
   }
   int64_t rev = testing::CreateStream(fake_, "s", 6, 3);
-  auto c = Make("n1", Lease());
-  c->Start();
-  ASSERT_TRUE(c->WaitForPass(rev, Deadline()));
+  auto c = StartedPastRevision(rev);
+  ASSERT_FALSE(HasFailure());
   auto assigned = testing::StreamAssignments(fake_, "s");
   ASSERT_EQ(assigned.size(), 6u);
   for (const auto& [shard, a] : assigned) {

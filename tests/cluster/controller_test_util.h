@@ -30,30 +30,29 @@ inline int64_t RegisterNode(etcd::EtcdClient& etcd, const std::string& id, int64
   return put ? put->revision : 0;
 }
 
-inline int64_t CreateStream(etcd::EtcdClient& etcd, const std::string& name, uint32_t shards,
-                            uint32_t rf) {
-  catalog::Stream s;
-  s.tenant_id = "t";
-  s.namespace_name = "ns";
-  s.name = name;
-  s.shards = shards;
-  s.replication_factor = rf;
-  auto put = etcd.Put(TestKeys().CatalogStream("t", "ns", name), catalog::ToJson(s).dump());
+// Puts a stream or cache (catalog::Stream / catalog::Cache of tenant t, namespace ns) at `key`
+// the way the etcd catalog stores it; returns the revision.
+template <typename Entity>
+int64_t PutCatalogEntity(etcd::EtcdClient& etcd, const std::string& key, const std::string& name,
+                         uint32_t shards, uint32_t rf) {
+  Entity e{.tenant_id = "t", .namespace_name = "ns", .name = name};
+  e.shards = shards;
+  e.replication_factor = rf;
+  auto put = etcd.Put(key, catalog::ToJson(e).dump());
   EXPECT_TRUE(put) << put.error().ToError().ToString();
   return put ? put->revision : 0;
 }
 
+inline int64_t CreateStream(etcd::EtcdClient& etcd, const std::string& name, uint32_t shards,
+                            uint32_t rf) {
+  return PutCatalogEntity<catalog::Stream>(etcd, TestKeys().CatalogStream("t", "ns", name), name,
+                                           shards, rf);
+}
+
 inline int64_t CreateCache(etcd::EtcdClient& etcd, const std::string& name, uint32_t shards,
                            uint32_t rf) {
-  catalog::Cache c;
-  c.tenant_id = "t";
-  c.namespace_name = "ns";
-  c.name = name;
-  c.shards = shards;
-  c.replication_factor = rf;
-  auto put = etcd.Put(TestKeys().CatalogCache("t", "ns", name), catalog::ToJson(c).dump());
-  EXPECT_TRUE(put) << put.error().ToError().ToString();
-  return put ? put->revision : 0;
+  return PutCatalogEntity<catalog::Cache>(etcd, TestKeys().CatalogCache("t", "ns", name), name,
+                                          shards, rf);
 }
 
 // Every assignment of one stream/cache by shard number.
