@@ -188,7 +188,8 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Clu
     if (!Converge(key, std::move(read), options, result, plan, commit, done)) return result;
   }
 
-  for (const auto& [ref, slot] : view.assignments()) {
+  for (const auto& entry : view.assignments()) {
+    const ShardRef& ref = entry.first;  // a named reference: lambdas below capture it
     if (!Obsolete(view, ref)) continue;
     const std::string key = keys.Assign(ref);
     auto plan = [](const AssignmentRead& r) {
@@ -201,7 +202,7 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Clu
       ++result.deletes;
       spdlog::info("controller: unassigned {} (left the catalog)", ref.Path());
     };
-    if (!Converge(key, slot.read, options, result, plan, commit, done)) return result;
+    if (!Converge(key, entry.second.read, options, result, plan, commit, done)) return result;
   }
   return result;
 }
