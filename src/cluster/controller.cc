@@ -222,6 +222,7 @@ void Controller::Lead(const ControllerTerm& term) {
   bool stopping = false;
   while (true) {
     std::optional<ClusterView> view;
+    const bool usable = LeaseValid();  // the caller's callback, not under mu_
     {
       MutexLock lock(mu_);
       cv_.wait_until(lock.native(), next_periodic, [&]() NO_THREAD_SAFETY_ANALYSIS {
@@ -234,7 +235,7 @@ void Controller::Lead(const ControllerTerm& term) {
         if (view_.revision() > 0) dirty_ = true;  // the safety-net pass
       }
       if (!dirty_) continue;
-      if (LeaseValid()) {
+      if (usable) {
         dirty_ = false;  // changes from here on call for another pass
         view.emplace(view_);
       }
