@@ -151,6 +151,7 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
     if (options_.health != nullptr) options_.health->Clear(HealthKind::kShardOpen, dir.string());
     open.store = std::move(*store);
     open.fence = std::make_unique<ShardFence>(Generation(open.store->replica_state().generation));
+    if (options_.lease_valid) open.fence->SetLeaseCheck(options_.lease_valid);
     log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream),
                                              *open.fence, Reporting("stream"));
     spdlog::info("shard opened shard={} durable=true next_offset={} generation={}", key,
@@ -284,6 +285,7 @@ Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint3
     if (options_.health != nullptr) options_.health->Clear(HealthKind::kShardOpen, dir.string());
     open.store = std::move(*store);
     open.fence = std::make_unique<ShardFence>(Generation(open.store->replica_state().generation));
+    if (options_.lease_valid) open.fence->SetLeaseCheck(options_.lease_valid);
     cache_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCache),
                                                    *open.fence, Reporting("cache"));
     counter_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCounters),

@@ -60,6 +60,9 @@ struct BrokerCoreOptions {
   // Optional; must outlive the core. Shards refused at open and logs whose writes fail are
   // listed there (/health).
   HealthRegistry* health = nullptr;
+  // Cluster mode: whether this node's etcd lease is usable at this instant (NodeLease::ValidNow);
+  // every shard's fence asks it just before an append takes its offset. Empty: always.
+  std::function<bool()> lease_valid;
 };
 
 // What a stream shard is once open: the shard, and (durable shards only) its consumer groups,

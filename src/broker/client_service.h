@@ -50,6 +50,8 @@ struct ClientServiceOptions {
   // million empty records would cost nothing (issue 12 item 11).
   size_t inflight_record_overhead = 64;
   bool durable_storage = true;  // advertises the features that need it
+  // A cluster broker answers `topology` and advertises TOPOLOGY | REDIRECT.
+  bool cluster = false;
   // FELIX_ACK_ON_COMMIT: answer every acked publish after the write (with its offset). Off, a
   // publish is answered once queued to its shard unless the client offered ACK_ON_COMMIT
   // (semantics.md §2.3).

@@ -141,6 +141,7 @@ uint32_t ServerFeatures(const ClientServiceOptions& options) {
   if (options.publish_window > 0) {
     features |= flx1::kFeaturePublishPipeline | flx1::kFeatureStreamPublishWindow;
   }
+  if (options.cluster) features |= flx1::kFeatureTopology | flx1::kFeatureRedirect;
   if (options.durable_storage) {
     features |= flx1::kFeatureConsumerGroup | flx1::kFeatureGroupDeadLetters |
                 flx1::kFeatureGroupAdmin | flx1::kFeatureGroupClaimControl |
@@ -319,6 +320,9 @@ bool ClientSession::HandleMessage(flx1::Message message) {
   if (auto* subscribe = std::get_if<flx1::Subscribe>(&message)) return HandleSubscribe(*subscribe);
   if (auto* shards = std::get_if<flx1::StreamShards>(&message)) return HandleStreamShards(*shards);
   if (auto* owners = std::get_if<flx1::ShardOwners>(&message)) return HandleShardOwners(*owners);
+  if (service_.options().cluster && std::holds_alternative<flx1::Topology>(message)) {
+    return HandleTopology();
+  }
   if (auto* init = std::get_if<flx1::ProducerInit>(&message)) return HandleProducerInit(*init);
   if (std::holds_alternative<flx1::PublishIdempotent>(message)) {
     return HandlePublishIdempotent(std::make_shared<flx1::Message>(std::move(message)));

@@ -78,6 +78,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   bool HandleSubscribe(const wire::flx1::Subscribe& subscribe);
   bool HandleStreamShards(const wire::flx1::StreamShards& request);
   bool HandleShardOwners(const wire::flx1::ShardOwners& request);  // client_session_discovery.cc
+  bool HandleTopology();                                           // client_session_discovery.cc
 
   // A publish that passed decoding: authorize, route, append, answer via `answer`.
   struct PublishRequest {

@@ -1,4 +1,5 @@
-// ClientSession: `shard_owners` (client-protocol.md §6.2, FEATURE_SHARD_OWNERS).
+// ClientSession: `shard_owners` (client-protocol.md §6.2, FEATURE_SHARD_OWNERS) and `topology`
+// (FEATURE_TOPOLOGY, cluster brokers: the routers' brokers with a client address).
 //
 // Each shard of a known stream or cache is listed with who serves it, from the ShardResolver's
 // router: a shard served here as {shard, generation} with no node_id/addr (the client keeps
@@ -42,11 +43,23 @@ bool ClientSession::HandleShardOwners(const flx1::ShardOwners& request) {
     flx1::ShardOwner owner;
     owner.shard = shard;
     owner.generation = route.generation.value();
-    if (!route.is_local()) {
+    if (route.is_remote()) {
       owner.node_id = route.owner_node_id;
       if (!route.owner_client_addr.empty()) owner.addr = route.owner_client_addr;
+    } else if (!route.is_local()) {
+      owner.unavailable = route.unavailable_reason;
     }
     view.owners.push_back(std::move(owner));
+  }
+  Send(view);
+  return true;
+}
+
+bool ClientSession::HandleTopology() {
+  flx1::TopologyView view;
+  for (auto& broker : service_.resolver().router().Brokers()) {
+    view.brokers.push_back(
+        flx1::BrokerAddr{std::move(broker.node_id), std::move(broker.client_addr)});
   }
   Send(view);
   return true;

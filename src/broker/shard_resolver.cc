@@ -25,13 +25,19 @@ RemoteShard ToRemote(const Route& route, uint32_t shard) {
   return RemoteShard{shard, route.generation, route.owner_node_id, route.owner_client_addr};
 }
 
+Error Unavailable(const Route& route, const ShardId& id) {
+  return Error{ErrorCode::kUnavailable,
+               "shard " + id.ToString() + " unavailable: " + route.unavailable_reason};
+}
+
 }  // namespace
 
 Resolution<LocalStreamShard> ShardResolver::RouteStream(catalog::Stream stream, uint32_t shard) {
   if (shard >= stream.shards) return OutOfRange("stream", shard, stream.shards);
-  Route route = router_.RouteShard(
-      ShardId{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream, shard});
-  if (!route.is_local()) return ToRemote(route, shard);
+  ShardId id{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream, shard};
+  Route route = router_.RouteShard(id);
+  if (route.is_remote()) return ToRemote(route, shard);
+  if (!route.is_local()) return Unavailable(route, id);
   auto handle = core_.OpenStreamShard(stream, shard);
   if (!handle) return handle.error();
   return LocalStreamShard{std::move(*handle), std::move(stream), shard, route.generation};
@@ -66,9 +72,10 @@ Resolution<LocalCacheShard> ShardResolver::ResolveCacheKey(std::string_view tena
                                            std::string(ns) + "/" + std::string(cache)};
   }
   uint32_t shard = CacheShardForKey(*found, key);
-  Route route = router_.RouteShard(
-      ShardId{found->tenant_id, found->namespace_name, found->name, ShardKind::kCache, shard});
-  if (!route.is_local()) return ToRemote(route, shard);
+  ShardId id{found->tenant_id, found->namespace_name, found->name, ShardKind::kCache, shard};
+  Route route = router_.RouteShard(id);
+  if (route.is_remote()) return ToRemote(route, shard);
+  if (!route.is_local()) return Unavailable(route, id);
   auto handle = core_.OpenCacheShard(*found, shard);
   if (!handle) return handle.error();
   return LocalCacheShard{std::move(*handle), std::move(*found), shard, route.generation};

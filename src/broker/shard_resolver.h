@@ -73,6 +73,7 @@ class ShardResolver {
 
   // Who serves one shard (no shard is opened): shard_owners and topology answers.
   Route RouteOf(const ShardId& shard) const { return router_.RouteShard(shard); }
+  const ShardRouter& router() const { return router_; }
 
   // Discovery, read from the catalog alone (no shard is opened).
   std::optional<catalog::Stream> FindStream(std::string_view tenant, std::string_view ns,

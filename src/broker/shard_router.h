@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/strong_types.h"
 
@@ -29,19 +30,31 @@ struct ShardId {
 };
 
 struct Route {
-  enum class Where : uint8_t { kLocal, kRemote };
+  // kUnavailable: nobody may serve the shard now (not assigned yet, held unplaced, or this
+  // broker leads it but its node lease is not usable); `unavailable_reason` says which.
+  enum class Where : uint8_t { kLocal, kRemote, kUnavailable };
   Where where = Where::kLocal;
   Generation generation;
   std::string owner_node_id;      // kRemote: the owner's node id
   std::string owner_client_addr;  // kRemote: its client-facing host:port, empty if unknown
+  std::string unavailable_reason;
 
   bool is_local() const { return where == Where::kLocal; }
+  bool is_remote() const { return where == Where::kRemote; }
+};
+
+// One broker a client may dial (FLX1 `topology_view`).
+struct BrokerEndpoint {
+  std::string node_id;
+  std::string client_addr;
 };
 
 class ShardRouter {
  public:
   virtual ~ShardRouter() = default;
   virtual Route RouteShard(const ShardId& shard) const = 0;
+  // Brokers able to serve with a client-facing address (cluster routers; empty on one node).
+  virtual std::vector<BrokerEndpoint> Brokers() const { return {}; }
 };
 
 // The single-node router: this broker owns every shard at generation 0.

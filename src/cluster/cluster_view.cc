@@ -2,142 +2,117 @@
 
 #include <spdlog/spdlog.h>
 
-#include <utility>
-
-#include "catalog/model.h"
-
 namespace felix::cluster {
-namespace {
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
+ClusterView::ClusterView(ClusterKeys keys, MetricsRegistry* metrics)
+    : keys_(std::move(keys)), metrics_(metrics) {
+  if (metrics_ != nullptr) {
+    nodes_gauge_ = &metrics_->AddGauge("felix_cluster_nodes",
+                                       "brokers registered in etcd, as this broker last saw");
+  }
 }
 
-// "streams/<t>/<ns>/<name>" or "caches/<t>/<ns>/<name>" (the part after catalog/); nullopt for
-// every other catalog key (tenants, namespaces, keys) and for malformed names. It names the
-// same entity as the shard path "stream/<t>/<ns>/<name>/0", whose parser checks the segments.
-std::optional<EntityRef> ParseCatalogEntity(std::string_view rest) {
-  for (auto [plural, singular] :
-       {std::pair{"streams/", "stream/"}, std::pair{"caches/", "cache/"}}) {
-    if (!StartsWith(rest, plural)) continue;
-    auto ref =
-        ParseShardPath(singular + std::string(rest.substr(std::string_view(plural).size())) + "/0");
-    if (!ref) return std::nullopt;
-    return EntityOf(*ref);
-  }
-  return std::nullopt;
+void ClusterView::NoteGenerationLocked(const ShardRef& shard, uint64_t generation) {
+  if (metrics_ == nullptr) return;
+  metrics_
+      ->AddGauge("felix_cluster_assignment_generation",
+                 "the assignment generation this broker holds per shard (0: unassigned)",
+                 "shard=\"" + shard.Path() + "\"")
+      .Set(static_cast<int64_t>(generation));
 }
 
-// The shape of a stream/cache from its catalog value; nullopt (logged) when it does not decode
-// or names another entity than its key.
-std::optional<CatalogShape> DecodeShape(const EntityRef& e, const std::string& key,
-                                        const std::string& value) {
-  if (value.size() > kMaxRecordBytes) {
-    spdlog::warn("catalog value too large key={} bytes={}", key, value.size());
-    return std::nullopt;
+void ClusterView::PutNodeLocked(const etcd::KeyValue& kv) {
+  auto id = keys_.ParseNode(kv.key);
+  auto record = DecodeNodeRecord(kv.value);
+  if (!id || !record) {
+    spdlog::error("cluster: ignoring undecodable node record key={} error={}", kv.key,
+                  id ? record.error().message : id.error().message);
+    return;
   }
-  auto json = catalog::Json::parse(value, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) {
-    spdlog::warn("catalog value is not JSON key={}", key);
-    return std::nullopt;
-  }
-  if (e.kind == ShardKind::kStream) {
-    auto s = catalog::StreamFromJson(e.tenant, e.ns, json);
-    if (s && s->name == e.name) return CatalogShape{s->shards, s->replication_factor};
-    spdlog::warn("catalog stream does not decode key={}: {}", key,
-                 s ? "name differs from the key" : s.error().ToString());
-    return std::nullopt;
-  }
-  auto c = catalog::CacheFromJson(e.tenant, e.ns, json);
-  if (c && c->name == e.name) return CatalogShape{c->shards, c->replication_factor};
-  spdlog::warn("catalog cache does not decode key={}: {}", key,
-               c ? "name differs from the key" : c.error().ToString());
-  return std::nullopt;
+  nodes_[*id] = std::move(*record);
 }
 
-}  // namespace
-
-EntityRef EntityOf(const ShardRef& shard) {
-  return EntityRef{shard.kind, shard.tenant, shard.ns, shard.name};
+void ClusterView::PutAssignmentLocked(const etcd::KeyValue& kv, bool only_newer) {
+  auto shard = keys_.ParseAssign(kv.key);
+  auto value = DecodeAssignment(kv.value);
+  if (!shard || !value) {
+    spdlog::error("cluster: ignoring undecodable assignment key={} error={}", kv.key,
+                  shard ? value.error().message : shard.error().message);
+    return;
+  }
+  auto it = assignments_.find(*shard);
+  if (only_newer && it != assignments_.end() && value->generation <= it->second.generation) {
+    spdlog::warn("cluster: ignoring assignment shard={} generation={} (holding {})", shard->Path(),
+                 value->generation, it->second.generation);
+    return;
+  }
+  NoteGenerationLocked(*shard, value->generation);
+  assignments_[*shard] = std::move(*value);
 }
 
-void ClusterView::Clear() {
-  revision_ = 0;
+void ClusterView::ReplaceNodes(const std::vector<etcd::KeyValue>& kvs) {
+  MutexLock lock(mu_);
   nodes_.clear();
-  catalog_.clear();
-  assignments_.clear();
-  controller_.reset();
+  for (const auto& kv : kvs) PutNodeLocked(kv);
+  if (nodes_gauge_ != nullptr) nodes_gauge_->Set(static_cast<int64_t>(nodes_.size()));
 }
 
-std::set<std::string> ClusterView::RegisteredIds() const {
-  std::set<std::string> ids;
-  for (const auto& [id, record] : nodes_) ids.insert(id);
-  return ids;
-}
-
-ClusterView::Area ClusterView::Put(const etcd::KeyValue& kv) {
-  const std::string& key = kv.key;
-  if (key == keys_.Controller()) {
-    controller_ = kv;
-    return Area::kController;
-  }
-  if (StartsWith(key, keys_.NodesPrefix())) {
-    auto id = keys_.ParseNode(key);
-    if (!id) return Area::kOther;
-    auto record = DecodeNodeRecord(kv.value);
-    if (!record)
-      spdlog::warn("node record does not decode key={}: {}", key, record.error().ToString());
-    nodes_[*id] = record ? std::optional<NodeRecord>(*record) : std::nullopt;
-    return Area::kNodes;
-  }
-  if (StartsWith(key, keys_.CatalogPrefix())) {
-    auto entity = ParseCatalogEntity(std::string_view(key).substr(keys_.CatalogPrefix().size()));
-    if (!entity) return Area::kOther;
-    catalog_[*entity] = DecodeShape(*entity, key, kv.value);
-    return Area::kCatalog;
-  }
-  if (StartsWith(key, keys_.AssignPrefix())) {
-    auto shard = keys_.ParseAssign(key);
-    if (!shard) return Area::kOther;
-    AssignmentSlot slot;
-    slot.read.mod_revision = kv.mod_revision;
-    auto value = DecodeAssignment(kv.value);
-    if (value) {
-      slot.read.value = std::move(*value);
-    } else {
-      slot.corrupt = true;
-      spdlog::warn("assignment does not decode key={}: {}", key, value.error().ToString());
+void ClusterView::ApplyNodeEvents(const std::vector<etcd::Event>& events) {
+  MutexLock lock(mu_);
+  for (const auto& event : events) {
+    if (event.type == etcd::Event::Type::kPut) {
+      PutNodeLocked(event.kv);
+    } else if (auto id = keys_.ParseNode(event.kv.key)) {
+      nodes_.erase(*id);
     }
-    assignments_[*shard] = std::move(slot);
-    return Area::kAssign;
   }
-  return Area::kOther;
+  if (nodes_gauge_ != nullptr) nodes_gauge_->Set(static_cast<int64_t>(nodes_.size()));
 }
 
-ClusterView::Area ClusterView::Delete(std::string_view key) {
-  if (key == keys_.Controller()) {
-    controller_.reset();
-    return Area::kController;
+void ClusterView::ReplaceAssignments(const std::vector<etcd::KeyValue>& kvs) {
+  MutexLock lock(mu_);
+  for (const auto& [shard, _] : assignments_) NoteGenerationLocked(shard, 0);
+  assignments_.clear();
+  for (const auto& kv : kvs) PutAssignmentLocked(kv, /*only_newer=*/false);
+}
+
+void ClusterView::ApplyAssignmentEvents(const std::vector<etcd::Event>& events) {
+  MutexLock lock(mu_);
+  for (const auto& event : events) {
+    if (event.type == etcd::Event::Type::kPut) {
+      PutAssignmentLocked(event.kv, /*only_newer=*/true);
+    } else if (auto shard = keys_.ParseAssign(event.kv.key)) {
+      NoteGenerationLocked(*shard, 0);
+      assignments_.erase(*shard);
+    }
   }
-  if (StartsWith(key, keys_.NodesPrefix())) {
-    auto id = keys_.ParseNode(key);
-    if (!id) return Area::kOther;
-    nodes_.erase(*id);
-    return Area::kNodes;
-  }
-  if (StartsWith(key, keys_.CatalogPrefix())) {
-    auto entity = ParseCatalogEntity(key.substr(keys_.CatalogPrefix().size()));
-    if (!entity) return Area::kOther;
-    catalog_.erase(*entity);
-    return Area::kCatalog;
-  }
-  if (StartsWith(key, keys_.AssignPrefix())) {
-    auto shard = keys_.ParseAssign(key);
-    if (!shard) return Area::kOther;
-    assignments_.erase(*shard);
-    return Area::kAssign;
-  }
-  return Area::kOther;
+}
+
+std::optional<Assignment> ClusterView::FindAssignment(const ShardRef& shard) const {
+  MutexLock lock(mu_);
+  auto it = assignments_.find(shard);
+  if (it == assignments_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<NodeRecord> ClusterView::FindNode(std::string_view node_id) const {
+  MutexLock lock(mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<NodeRecord> ClusterView::Nodes() const {
+  MutexLock lock(mu_);
+  std::vector<NodeRecord> out;
+  out.reserve(nodes_.size());
+  for (const auto& [_, node] : nodes_) out.push_back(node);
+  return out;
+}
+
+std::map<ShardRef, Assignment> ClusterView::Assignments() const {
+  MutexLock lock(mu_);
+  return assignments_;
 }
 
 }  // namespace felix::cluster

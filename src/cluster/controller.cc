@@ -221,7 +221,7 @@ void Controller::Lead(const ControllerTerm& term) {
   auto next_periodic = std::chrono::steady_clock::now() + pass_interval_;
   bool stopping = false;
   while (true) {
-    std::optional<ClusterView> view;
+    std::optional<ControllerView> view;
     const bool usable = LeaseValid();  // the caller's callback, not under mu_
     {
       MutexLock lock(mu_);
@@ -319,15 +319,15 @@ void Controller::OnSnapshot(const std::vector<etcd::KeyValue>& kvs, int64_t revi
 
 bool Controller::ApplyLocked(const etcd::Event& event, int64_t now_ns) {
   const bool deleted = event.type == etcd::Event::Type::kDelete;
-  ClusterView::Area area = deleted ? view_.Delete(event.kv.key) : view_.Put(event.kv);
+  ControllerView::Area area = deleted ? view_.Delete(event.kv.key) : view_.Put(event.kv);
   switch (area) {
-    case ClusterView::Area::kNodes: {
+    case ControllerView::Area::kNodes: {
       auto id = options_.keys.ParseNode(event.kv.key);
       if (id && deleted) down_.Absent(*id, now_ns);
       if (id && !deleted) down_.Present(*id);
       return true;
     }
-    case ClusterView::Area::kAssign: {
+    case ControllerView::Area::kAssign: {
       if (!deleted) {
         auto shard = options_.keys.ParseAssign(event.kv.key);
         auto it = shard ? view_.assignments().find(*shard) : view_.assignments().end();
@@ -337,12 +337,12 @@ bool Controller::ApplyLocked(const etcd::Event& event, int64_t now_ns) {
       }
       return true;
     }
-    case ClusterView::Area::kCatalog:
+    case ControllerView::Area::kCatalog:
       return true;
-    case ClusterView::Area::kController:
+    case ControllerView::Area::kController:
       CheckTermLocked();
       return false;
-    case ClusterView::Area::kOther:
+    case ControllerView::Area::kOther:
       return false;
   }
   return false;

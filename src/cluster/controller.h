@@ -7,7 +7,7 @@
 // key's create_revision; every write compares it, so a deposed controller cannot write.
 //
 // As controller it mirrors the whole cluster prefix (one PrefixMirror: nodes/, catalog/,
-// assign/ and the controller key at one revision) into a ClusterView and runs a placement pass
+// assign/ and the controller key at one revision) into a ControllerView and runs a placement pass
 // (controller_pass.h) whenever nodes, catalog streams/caches or assignments change — bursts
 // coalesce into one pass, one pass at a time — and every `pass_interval` anyway. Seeing its
 // controller key deleted or replaced, or a write answered kDeposed, ends the term; the thread
@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "cluster/assignment_txn.h"
-#include "cluster/cluster_view.h"
+#include "cluster/controller_view.h"
 #include "cluster/down_tracker.h"
 #include "cluster/etcd_keys.h"
 #include "cluster/etcd_records.h"
@@ -121,7 +121,7 @@ class Controller {
   bool deposed_ GUARDED_BY(mu_) = false;
   bool vacancy_ GUARDED_BY(mu_) = false;  // the watched controller key changed
   bool dirty_ GUARDED_BY(mu_) = false;    // the view changed since the last pass began
-  ClusterView view_ GUARDED_BY(mu_);
+  ControllerView view_ GUARDED_BY(mu_);
   DownTracker down_ GUARDED_BY(mu_);
   uint64_t passes_ GUARDED_BY(mu_) = 0;
   int64_t passed_revision_ GUARDED_BY(mu_) = 0;

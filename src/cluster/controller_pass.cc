@@ -25,7 +25,7 @@ struct Wanted {
 
 // Every shard of every readable catalog entity, and the entities that are present but
 // unreadable (their assignments are left alone).
-std::vector<Wanted> WantedShards(const ClusterView& view) {
+std::vector<Wanted> WantedShards(const ControllerView& view) {
   std::vector<Wanted> wanted;
   for (const auto& [entity, shape] : view.catalog()) {
     if (!shape) continue;
@@ -77,7 +77,7 @@ bool Converge(const std::string& key, AssignmentRead read, const PassOptions& op
   }
 }
 
-bool Obsolete(const ClusterView& view, const ShardRef& ref) {
+bool Obsolete(const ControllerView& view, const ShardRef& ref) {
   auto it = view.catalog().find(EntityOf(ref));
   if (it == view.catalog().end()) return true;  // the stream/cache left the catalog
   if (!it->second) return false;                // unreadable: leave alone
@@ -135,7 +135,7 @@ std::optional<Assignment> PlanShard(const std::optional<Assignment>& current,
   return next;
 }
 
-PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const ClusterView& view,
+PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const ControllerView& view,
                    const PassOptions& options) {
   PassResult result;
   const ClusterKeys& keys = view.keys();

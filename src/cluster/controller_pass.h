@@ -1,4 +1,4 @@
-// One placement pass of the controller (cluster-etcd.md §2, §5): from a ClusterView, compute the
+// One placement pass of the controller (cluster-etcd.md §2, §5): from a ControllerView, compute the
 // target with Place() and write the difference to etcd, one WriteAssignment / DeleteAssignment
 // transaction per shard (each compares the controller key's create_revision and the
 // assignment's mod_revision, and raises the shard's generation by exactly one).
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "cluster/assignment_txn.h"
-#include "cluster/cluster_view.h"
+#include "cluster/controller_view.h"
 #include "cluster/placement.h"
 #include "etcd/etcd_client.h"
 
@@ -62,7 +62,7 @@ struct PassResult {
   bool complete() const { return !deposed && !paused && errors == 0; }
 };
 
-PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const ClusterView& view,
+PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const ControllerView& view,
                    const PassOptions& options);
 
 }  // namespace felix::cluster

@@ -87,11 +87,17 @@ std::string LocalUrl(const HostPort& addr) {
 }
 
 Result<std::unique_ptr<AdminApi>> AdminApi::Open(const BrokerConfig& config,
-                                                 MetricsRegistry& metrics) {
-  auto opened = catalog::EmbeddedCatalog::Open(config.data_dir);
-  if (!opened) {
-    return Fail(opened.error().code, "FELIX_DATA_DIR: catalog: " + opened.error().message);
+                                                 MetricsRegistry& metrics,
+                                                 catalog::Catalog* cluster_catalog) {
+  std::unique_ptr<catalog::Catalog> owned;
+  if (cluster_catalog == nullptr) {
+    auto opened = catalog::EmbeddedCatalog::Open(config.data_dir);
+    if (!opened) {
+      return Fail(opened.error().code, "FELIX_DATA_DIR: catalog: " + opened.error().message);
+    }
+    owned = std::move(*opened);
   }
+  catalog::Catalog& catalog = cluster_catalog != nullptr ? *cluster_catalog : *owned;
   std::string path = config.data_dir + "/" + catalog::kCredentialsFile;
   std::string token = config.admin_token;
   if (token.empty()) {
@@ -99,13 +105,15 @@ Result<std::unique_ptr<AdminApi>> AdminApi::Open(const BrokerConfig& config,
     token = existing ? existing->admin_token : catalog::NewAdminToken();
   }
   return std::unique_ptr<AdminApi>(
-      new AdminApi(config, metrics, std::move(*opened), std::move(token)));
+      new AdminApi(config, metrics, std::move(owned), catalog, std::move(token)));
 }
 
 AdminApi::AdminApi(const BrokerConfig& config, MetricsRegistry& metrics,
-                   std::unique_ptr<catalog::EmbeddedCatalog> catalog, std::string admin_token)
+                   std::unique_ptr<catalog::Catalog> owned, catalog::Catalog& catalog,
+                   std::string admin_token)
     : config_(config),
-      catalog_(std::move(catalog)),
+      owned_catalog_(std::move(owned)),
+      catalog_(&catalog),
       admin_token_(std::move(admin_token)),
       credentials_path_(config.data_dir + "/" + catalog::kCredentialsFile),
       missing_token_(metrics.AddCounter("felix_admin_auth_rejected_total",
@@ -136,24 +144,32 @@ Result<void> AdminApi::WriteCredentials(const HostPort& http_addr, const HostPor
   return Ok();
 }
 
-void AdminApi::Register(HttpEndpoint& http) {
-  // Wraps a handler with the admin-token check.
-  auto guarded = [this](auto handler) {
-    return [this, handler](const Req& req, Res& res) {
-      std::string header = req.get_header_value("Authorization");
-      constexpr std::string_view kBearer = "Bearer ";
-      if (header.size() <= kBearer.size() || header.compare(0, kBearer.size(), kBearer) != 0) {
-        missing_token_.Increment();
-        res.set_header("WWW-Authenticate", "Bearer");
-        return SendError(res, 401, "unauthorized", "missing bearer token");
-      }
-      if (!TokenEquals(std::string_view(header).substr(kBearer.size()), admin_token_)) {
-        invalid_token_.Increment();
-        return SendError(res, 403, "forbidden", "invalid admin token");
-      }
-      handler(req, res);
-    };
+HttpEndpoint::Handler AdminApi::Guarded(HttpEndpoint::Handler handler) {
+  return [this, handler = std::move(handler)](const Req& req, Res& res) {
+    std::string header = req.get_header_value("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (header.size() <= kBearer.size() || header.compare(0, kBearer.size(), kBearer) != 0) {
+      missing_token_.Increment();
+      res.set_header("WWW-Authenticate", "Bearer");
+      return SendError(res, 401, "unauthorized", "missing bearer token");
+    }
+    if (!TokenEquals(std::string_view(header).substr(kBearer.size()), admin_token_)) {
+      invalid_token_.Increment();
+      return SendError(res, 403, "forbidden", "invalid admin token");
+    }
+    handler(req, res);
   };
+}
+
+void AdminApi::RegisterGuardedGet(HttpEndpoint& http, const std::string& pattern,
+                                  JsonGet handler) {
+  http.Get(pattern, Guarded([handler = std::move(handler)](const Req&, Res& res) {
+             SendJson(res, 200, handler());
+           }));
+}
+
+void AdminApi::Register(HttpEndpoint& http) {
+  auto guarded = [this](auto handler) { return Guarded(std::move(handler)); };
   catalog::Catalog& cat = *catalog_;
 
   // Tenants.

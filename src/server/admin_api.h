@@ -7,8 +7,9 @@
 // Every route except the JWKS needs `Authorization: Bearer <admin token>`: 401 without a
 // bearer token, 403 with a wrong one (checked before anything else, in constant time).
 //
-// It owns the embedded catalog (opened from the data directory) and writes the admin
-// credential file once the HTTP address is known. Register() must run before
+// On a single node it owns the embedded catalog (opened from the data directory); in cluster
+// mode it writes through the cluster's catalog on etcd (the caller's, which must outlive it).
+// It writes the admin credential file once the HTTP address is known. Register() must run before
 // HttpEndpoint::Start(); the AdminApi must outlive the endpoint's serving. Handlers run on
 // httplib's worker threads; the catalog is thread-safe.
 #pragma once
@@ -16,6 +17,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "catalog/embedded_catalog.h"
 #include "common/metrics.h"
@@ -31,10 +34,17 @@ class AdminApi {
   // Opens the catalog in config.data_dir (first start: default tenant, namespace and key) and
   // settles the admin token: FELIX_ADMIN_TOKEN if set, else the one in an existing credential
   // file, else a fresh random one.
+  // `cluster_catalog`: the catalog on etcd (cluster mode); null opens the embedded one.
   static Result<std::unique_ptr<AdminApi>> Open(const BrokerConfig& config,
-                                                MetricsRegistry& metrics);
+                                                MetricsRegistry& metrics,
+                                                catalog::Catalog* cluster_catalog = nullptr);
 
   void Register(HttpEndpoint& http);
+
+  // Serves GET `pattern` behind the admin-token check (other subsystems' admin routes, e.g.
+  // /v1/cluster). `handler` returns the JSON answered with 200.
+  using JsonGet = std::function<nlohmann::ordered_json()>;
+  void RegisterGuardedGet(HttpEndpoint& http, const std::string& pattern, JsonGet handler);
 
   // What the broker does with a stream's (cache's) data when it is deleted, and before one is
   // created under a name that is free (BrokerCore::DropStream/DropCache). Runs on an HTTP
@@ -57,10 +67,14 @@ class AdminApi {
 
  private:
   AdminApi(const BrokerConfig& config, MetricsRegistry& metrics,
-           std::unique_ptr<catalog::EmbeddedCatalog> catalog, std::string admin_token);
+           std::unique_ptr<catalog::Catalog> owned, catalog::Catalog& catalog,
+           std::string admin_token);
+  // Wraps a handler with the admin-token check.
+  HttpEndpoint::Handler Guarded(HttpEndpoint::Handler handler);
 
   const BrokerConfig config_;
-  std::unique_ptr<catalog::EmbeddedCatalog> catalog_;
+  std::unique_ptr<catalog::Catalog> owned_catalog_;  // single node only
+  catalog::Catalog* catalog_;
   const std::string admin_token_;
   const std::string credentials_path_;
   DataHooks hooks_;

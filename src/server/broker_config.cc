@@ -10,6 +10,9 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include "cluster/etcd_keys.h"
+#include "etcd/grpc_etcd_client.h"
+
 namespace felix::server {
 namespace {
 
@@ -111,6 +114,10 @@ const std::vector<Setting>& Settings() {
         Bool("FELIX_INTERNAL_ALLOW_UNAUTHENTICATED", nullptr, &C::internal_allow_unauthenticated),
         Str("FELIX_NODE_ID", nullptr, &C::node_id),
         Str("FELIX_NODE_ADVERTISE_ADDR", nullptr, &C::node_advertise_addr),
+        Str("FELIX_CLUSTER_NAME", "cluster_name", &C::cluster_name),
+        Str("FELIX_CLIENT_ADVERTISE_ADDR", nullptr, &C::client_advertise_addr),
+        Str("FELIX_NODE_ZONE", "node_zone", &C::node_zone),
+        U64("FELIX_NODE_LEASE_MS", "node_lease_ms", &C::node_lease_ms),
         {"FELIX_ETCD_ENDPOINTS", "etcd_endpoints", false,
          [](C& c, const std::string& v) -> Result<void> {
            c.etcd_endpoints.clear();
@@ -118,8 +125,9 @@ const std::vector<Setting>& Settings() {
            std::string item;
            while (std::getline(ss, item, ',')) {
              if (item.empty()) continue;
-             auto a = ParseHostPort(item);
-             if (!a) return tl::unexpected(a.error());
+             // http://HOST:PORT (or HOST:PORT); https is refused (no TLS to etcd yet).
+             auto parsed = etcd::ParseEtcdEndpoints(item);
+             if (!parsed) return Fail(ErrorCode::kInvalidArgument, parsed.error().message);
              c.etcd_endpoints.push_back(item);
            }
            return Ok();
@@ -435,10 +443,45 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
           "FELIX_NODE_ID is set but FELIX_ETCD_ENDPOINTS is not: a cluster member "
           "needs the etcd catalog");
     }
+    if (!c.client_advertise_addr.empty()) {
+      if (auto a = ParseHostPort(c.client_advertise_addr); !a || a->port == 0) {
+        return refuse("FELIX_CLIENT_ADVERTISE_ADDR '" + c.client_advertise_addr +
+                      "' is not a host:port clients can dial");
+      }
+    }
+    if (auto a = ParseHostPort(c.node_advertise_addr); a && a->port == 0) {
+      return refuse("FELIX_NODE_ADVERTISE_ADDR '" + c.node_advertise_addr +
+                    "' has port 0: peers need the port they dial");
+    }
+    if (auto r = cluster::ValidateClusterName(c.cluster_name); !r) {
+      return refuse("FELIX_CLUSTER_NAME: " + r.error().message);
+    }
+    if (!c.node_zone.empty() && !IsValidDnsName(c.node_zone)) {
+      return refuse("FELIX_NODE_ZONE '" + c.node_zone +
+                    "' is not a valid zone name (letters, digits, hyphens and dots)");
+    }
+    if (c.node_lease_ms < 1000 || c.node_lease_ms > 60000) {
+      return refuse(
+          "FELIX_NODE_LEASE_MS must be between 1000 and 60000 (etcd leases are whole "
+          "seconds)");
+    }
     if (internal_tls == 0 && !c.internal_allow_unauthenticated) {
       return refuse(
           "FELIX_NODE_ID is set without peer mTLS (FELIX_INTERNAL_TLS_CERT/_KEY/_CA); "
           "set FELIX_INTERNAL_ALLOW_UNAUTHENTICATED=true to run unauthenticated");
+    }
+  }
+  if (c.node_id.empty()) {
+    if (!c.etcd_endpoints.empty()) {
+      return refuse(
+          "FELIX_ETCD_ENDPOINTS is set but FELIX_NODE_ID is not: a cluster member needs a "
+          "node id (unset both for a single node)");
+    }
+    if (!c.client_advertise_addr.empty()) {
+      return refuse("FELIX_CLIENT_ADVERTISE_ADDR is set but FELIX_NODE_ID is not (cluster only)");
+    }
+    if (!c.node_zone.empty()) {
+      return refuse("FELIX_NODE_ZONE is set but FELIX_NODE_ID is not (cluster only)");
     }
   }
   if (c.data_dir.empty()) return refuse("FELIX_DATA_DIR must not be empty");

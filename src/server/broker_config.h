@@ -39,6 +39,13 @@ struct BrokerConfig {
   std::string node_id;
   std::string node_advertise_addr;
   std::vector<std::string> etcd_endpoints;
+  // Cluster mode (FELIX_NODE_ID + FELIX_ETCD_ENDPOINTS; docs/cluster.md).
+  std::string cluster_name = "felix";
+  std::string client_advertise_addr;  // empty: the bound client address (loopback for a wildcard)
+  std::string node_zone;
+  uint64_t node_lease_ms = 2000;
+
+  bool cluster_mode() const { return !node_id.empty(); }
 
   // Data directory: catalog, credentials, and (unless overridden) durable shard logs.
   std::string data_dir = "./felix-data";

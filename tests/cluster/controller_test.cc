@@ -19,8 +19,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::Deadline;
-using testing::kMs;
-using testing::kSec;
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000 * kMs;
 
 constexpr auto kLeaseTtl = 2000ms;  // L in these tests: margin L/4 = 500 ms
 
@@ -70,7 +70,7 @@ class ControllerTest : public ::testing::Test {
   }
 
   etcd::FakeEtcd fake_;
-  testing::FakeLeaseClock clock_;
+  FakeLeaseClock clock_;
   ClusterKeys keys_ = testing::TestKeys();
 };
 
@@ -171,7 +171,7 @@ TEST_F(ControllerTest, RacingPlannersOneWriteWinsAndTheLoserReplans) {
   ASSERT_TRUE(won && won->won);
   const ControllerTerm term = won->term;
 
-  ClusterView stale = testing::ReadView(fake_);  // before anything was assigned
+  ControllerView stale = testing::ReadView(fake_);  // before anything was assigned
   PassResult first = RunPass(fake_, term, stale, {});
   ASSERT_TRUE(first.complete());
   EXPECT_EQ(first.writes, 2u);
@@ -206,7 +206,7 @@ TEST_F(ControllerTest, RacingPlannersOneWriteWinsAndTheLoserReplans) {
 
   // Two passes of one term over the same view at once: every shard is written exactly once.
   testing::CreateStream(fake_, "race", 4, 1);
-  ClusterView view = testing::ReadView(fake_);
+  ControllerView view = testing::ReadView(fake_);
   PassResult r1, r2;
   std::thread t1([&] { r1 = RunPass(fake_, term, view, {}); });
   std::thread t2([&] { r2 = RunPass(fake_, term, view, {}); });
@@ -247,7 +247,7 @@ TEST_F(ControllerTest, UnreadableMetadataIsLeftAlone) {
   ASSERT_TRUE(fake_.Put(keys_.CatalogTenant("t"), "{}"));
   ASSERT_TRUE(fake_.Put(keys_.prefix() + "catalog/streams/too/few", "{}"));
 
-  ClusterView view = testing::ReadView(fake_);
+  ControllerView view = testing::ReadView(fake_);
   EXPECT_EQ(view.catalog().size(), 2u);
   PassResult r = RunPass(fake_, won->term, view, {});
   EXPECT_TRUE(r.complete());
@@ -271,7 +271,7 @@ TEST_F(ControllerTest, ANodeJoiningChangesNoLeader) {
   int64_t joined = testing::RegisterNode(fake_, "n3", Lease());
   // The target after the join would move leaders to n3 (so keeping them is the controller's
   // decision, not an accident of placement).
-  ClusterView view = testing::ReadView(fake_);
+  ControllerView view = testing::ReadView(fake_);
   PlacementInput input;
   for (const auto& [id, record] : view.nodes()) input.nodes.push_back({id, record->zone});
   for (const auto& [shard, a] : before) {

@@ -1,6 +1,6 @@
 // Helpers for the controller tests on FakeEtcd and on a real etcd: registering nodes, writing
 // catalog streams/caches the way the etcd catalog does (catalog::ToJson(...).dump()), reading
-// assignments back, and building a ClusterView from one range read.
+// assignments back, and building a ControllerView from one range read.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 
 #include "catalog/model.h"
 #include "cluster/assignment_txn_contract.h"
-#include "cluster/cluster_view.h"
 #include "cluster/controller.h"
+#include "cluster/controller_view.h"
 
 namespace felix::cluster::testing {
 
@@ -79,8 +79,8 @@ inline std::map<uint32_t, Assignment> StreamAssignments(etcd::EtcdClient& etcd,
 }
 
 // The view a controller's mirror would hold now.
-inline ClusterView ReadView(etcd::EtcdClient& etcd) {
-  ClusterView view(TestKeys());
+inline ControllerView ReadView(etcd::EtcdClient& etcd) {
+  ControllerView view(TestKeys());
   auto range = etcd.GetPrefix(TestKeys().prefix());
   EXPECT_TRUE(range) << range.error().ToError().ToString();
   if (!range) return view;

@@ -1,5 +1,4 @@
-// FakeLeaseClock: a LeaseClock whose time only moves when a test moves it (any thread may read
-// it while the test thread sets it).
+// A LeaseClock for tests: time moves only when the test moves it (starts at 1000 s).
 #pragma once
 
 #include <atomic>
@@ -7,10 +6,7 @@
 
 #include "cluster/node_lease.h"
 
-namespace felix::cluster::testing {
-
-inline constexpr int64_t kMs = 1'000'000;
-inline constexpr int64_t kSec = 1'000 * kMs;
+namespace felix::cluster {
 
 class FakeLeaseClock final : public LeaseClock {
  public:
@@ -19,7 +15,7 @@ class FakeLeaseClock final : public LeaseClock {
   void Advance(int64_t d) { now_ += d; }
 
  private:
-  std::atomic<int64_t> now_{1000 * kSec};
+  std::atomic<int64_t> now_{1000 * int64_t{1'000'000'000}};
 };
 
-}  // namespace felix::cluster::testing
+}  // namespace felix::cluster

@@ -4,15 +4,16 @@
 
 #include <gtest/gtest.h>
 
-#include "cluster/fake_lease_clock.h"
 #include "etcd/fake_etcd.h"
+#include "fake_lease_clock.h"
 
 namespace felix::cluster {
 namespace {
 
-using testing::kMs;
-using testing::kSec;
-using FakeClock = testing::FakeLeaseClock;
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000 * kMs;
+
+using FakeClock = FakeLeaseClock;
 
 TEST(LeaseWindow, UsableUntilAnchorPlusThreeQuartersOfTheTtl) {
   LeaseWindow w(4 * kSec);

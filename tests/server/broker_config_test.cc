@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "support/child_process.h"
 
 namespace felix::server {
@@ -145,6 +147,47 @@ TEST(BrokerConfig, ClusterMemberWithWaiverLoads) {
                  {"FELIX_INTERNAL_ALLOW_UNAUTHENTICATED", "true"}});
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->config.etcd_endpoints.size(), 2u);
+}
+
+// Issue 14: every partial or contradictory cluster combination is refused naming the setting.
+TEST(BrokerConfig, ClusterSettingsAreCheckedTogether) {
+  const std::map<std::string, std::string> member = {
+      {"FELIX_NODE_ID", "n1"},
+      {"FELIX_NODE_ADVERTISE_ADDR", "127.0.0.1:5001"},
+      {"FELIX_ETCD_ENDPOINTS", "http://127.0.0.1:2379"},
+      {"FELIX_INTERNAL_ALLOW_UNAUTHENTICATED", "true"}};
+  auto with = [&member](std::map<std::string, std::string> extra) {
+    auto env = member;
+    for (auto& [k, v] : extra) env[k] = v;
+    return Load(env);
+  };
+  auto ok = with({{"FELIX_NODE_ZONE", "zone-a"},
+                  {"FELIX_CLIENT_ADVERTISE_ADDR", "10.0.0.1:5000"},
+                  {"FELIX_CLUSTER_NAME", "prod"},
+                  {"FELIX_NODE_LEASE_MS", "3000"}});
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_TRUE(ok->config.cluster_mode());
+  EXPECT_EQ(ok->config.cluster_name, "prod");
+  EXPECT_EQ(ok->config.node_lease_ms, 3000u);
+  auto defaults = with({});
+  ASSERT_TRUE(defaults) << defaults.error().message;
+  EXPECT_EQ(defaults->config.cluster_name, "felix");
+  EXPECT_EQ(defaults->config.node_lease_ms, 2000u);
+  EXPECT_FALSE(Load({})->config.cluster_mode());
+
+  ExpectRefusedNaming(with({{"FELIX_ETCD_ENDPOINTS", "https://127.0.0.1:2379"}}),
+                      "FELIX_ETCD_ENDPOINTS");
+  ExpectRefusedNaming(with({{"FELIX_CLUSTER_NAME", "Bad_Name"}}), "FELIX_CLUSTER_NAME");
+  ExpectRefusedNaming(with({{"FELIX_NODE_ZONE", "zone a"}}), "FELIX_NODE_ZONE");
+  ExpectRefusedNaming(with({{"FELIX_NODE_LEASE_MS", "500"}}), "FELIX_NODE_LEASE_MS");
+  ExpectRefusedNaming(with({{"FELIX_CLIENT_ADVERTISE_ADDR", "nohost"}}),
+                      "FELIX_CLIENT_ADVERTISE_ADDR");
+  ExpectRefusedNaming(with({{"FELIX_NODE_ADVERTISE_ADDR", "127.0.0.1:0"}}),
+                      "FELIX_NODE_ADVERTISE_ADDR");
+  ExpectRefusedNaming(Load({{"FELIX_ETCD_ENDPOINTS", "http://127.0.0.1:2379"}}), "FELIX_NODE_ID");
+  ExpectRefusedNaming(Load({{"FELIX_NODE_ZONE", "a"}}), "FELIX_NODE_ZONE");
+  ExpectRefusedNaming(Load({{"FELIX_CLIENT_ADVERTISE_ADDR", "127.0.0.1:5000"}}),
+                      "FELIX_CLIENT_ADVERTISE_ADDR");
 }
 
 TEST(BrokerConfig, SettingsWithNoEffectYetSaySoWhenSet) {
