@@ -67,13 +67,14 @@ std::string EncodeKey(std::string_view tenant, const auth::SigningKey& key, bool
       .dump();
 }
 
+// A decoded entity whose own name (`field`) must be the last part of its key.
 template <typename T>
-Result<EtcdCatalog::Entity> Checked(Result<T> r, std::string_view name, std::string_view want,
+Result<EtcdCatalog::Entity> Checked(Result<T> r, std::string T::*field, std::string_view want,
                                     const std::string& key) {
   if (!r) return Fail(ErrorCode::kCorruption, key + ": " + r.error().message);
-  if (name != want) {
+  if ((*r).*field != want) {
     return Fail(ErrorCode::kCorruption,
-                key + ": value names '" + std::string(name) + "', not the key's name");
+                key + ": value names '" + (*r).*field + "', not the key's name");
   }
   return EtcdCatalog::Entity(std::move(*r));
 }
@@ -142,20 +143,19 @@ Result<EtcdCatalog::Entity> DecodeCatalogEntry(const ClusterKeys& keys, const et
   }
   const std::string_view kind = parts[0];
   if (kind == "tenants" && parts.size() == 2) {
-    auto t = catalog::TenantFromJson(j);
-    return Checked(std::move(t), t ? std::string_view(t->tenant_id) : "", parts[1], kv.key);
+    return Checked(catalog::TenantFromJson(j), &catalog::Tenant::tenant_id, parts[1], kv.key);
   }
   if (kind == "namespaces" && parts.size() == 3) {
-    auto ns = catalog::NamespaceFromJson(std::string(parts[1]), j);
-    return Checked(std::move(ns), ns ? std::string_view(ns->name) : "", parts[2], kv.key);
+    return Checked(catalog::NamespaceFromJson(std::string(parts[1]), j), &catalog::Namespace::name,
+                   parts[2], kv.key);
   }
   if (kind == "streams" && parts.size() == 4) {
-    auto s = catalog::StreamFromJson(std::string(parts[1]), std::string(parts[2]), j);
-    return Checked(std::move(s), s ? std::string_view(s->name) : "", parts[3], kv.key);
+    return Checked(catalog::StreamFromJson(std::string(parts[1]), std::string(parts[2]), j),
+                   &catalog::Stream::name, parts[3], kv.key);
   }
   if (kind == "caches" && parts.size() == 4) {
-    auto c = catalog::CacheFromJson(std::string(parts[1]), std::string(parts[2]), j);
-    return Checked(std::move(c), c ? std::string_view(c->name) : "", parts[3], kv.key);
+    return Checked(catalog::CacheFromJson(std::string(parts[1]), std::string(parts[2]), j),
+                   &catalog::Cache::name, parts[3], kv.key);
   }
   if (kind == "keys" && parts.size() == 3) {
     std::string kid(parts[2]);
@@ -260,19 +260,28 @@ Result<void> EtcdCatalog::CreateTxn(const char* what, const std::string& display
     txn.else_ops.push_back(etcd::TxnOp::Get(parent));
   }
   txn.compares.push_back(etcd::Compare::Absent(key));
+  txn.else_ops.push_back(etcd::TxnOp::Get(key));
   txn.then_ops = std::move(puts);
   auto r = client_.Transact(txn);
   if (!r) return EtcdWriteFailed(r.error());
-  if (!r->succeeded) {
-    // The else branch read the parent (when there is one): missing parent first, as the
-    // embedded catalog checks it first.
-    if (!parent.empty() && (r->results.empty() || r->results[0].kvs.empty())) {
-      return Missing(parent_what, parent_display);
-    }
-    return Fail(ErrorCode::kAlreadyExists, std::string(what) + " '" + display + "' already exists");
+  if (r->succeeded) {
+    WaitApplied(r->revision);  // the put's revision: a catalog event this mirror will apply
+    return Ok();
   }
-  WaitApplied(r->revision);
-  return Ok();
+  // The else branch read the parent (when there is one) and the key. Wait for the newest of
+  // them, so that what the answer rests on is visible to reads here too (a 409 is followed by
+  // a GET that finds the entity). Not r->revision: that may belong to a write outside
+  // catalog/, which the mirror never sees.
+  int64_t seen = 0;
+  for (const auto& result : r->results) {
+    for (const auto& kv : result.kvs) seen = std::max(seen, kv.mod_revision);
+  }
+  WaitApplied(seen);
+  // A missing parent is answered first, as the embedded catalog checks it first.
+  if (!parent.empty() && (r->results.empty() || r->results[0].kvs.empty())) {
+    return Missing(parent_what, parent_display);
+  }
+  return Fail(ErrorCode::kAlreadyExists, std::string(what) + " '" + display + "' already exists");
 }
 
 Result<void> EtcdCatalog::DeleteTxn(const char* what, const std::string& display,
@@ -283,23 +292,31 @@ Result<void> EtcdCatalog::DeleteTxn(const char* what, const std::string& display
   auto r = client_.Transact(txn);
   if (!r) return EtcdWriteFailed(r.error());
   if (!r->succeeded) return Missing(what, display);
-  WaitApplied(r->revision);
+  WaitApplied(r->revision);  // the deletion's revision: a catalog event this mirror will apply
   return Ok();
 }
 
 void EtcdCatalog::WaitApplied(int64_t revision) {
-  auto deadline = std::chrono::steady_clock::now() + kReadYourWritesWait;
+  if (WaitForRevision(revision, kReadYourWritesWait)) return;
+  spdlog::warn(
+      "catalog: write at revision {} not yet seen by this broker's mirror after {} ms (applied "
+      "{}); it is written, reads here may lag",
+      revision, kReadYourWritesWait.count(), this->revision());
+}
+
+bool EtcdCatalog::WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) const {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   MutexLock lock(mu_);
-  while (applied_revision_ < revision) {
-    if (applied_cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout &&
-        applied_revision_ < revision) {
-      spdlog::warn(
-          "catalog: write at revision {} not yet seen by this broker's mirror after {} ms "
-          "(applied {}); it is written, reads here may lag",
-          revision, kReadYourWritesWait.count(), applied_revision_);
-      return;
+  while (!synced_ || applied_revision_ < revision) {
+    if (applied_cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout) {
+      return synced_ && applied_revision_ >= revision;
     }
   }
+  return true;
+}
+
+bool EtcdCatalog::WaitUntilSynced(std::chrono::milliseconds timeout) const {
+  return WaitForRevision(0, timeout);
 }
 
 Result<catalog::Tenant> EtcdCatalog::CreateTenant(const catalog::Tenant& tenant) {

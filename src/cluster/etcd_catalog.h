@@ -73,6 +73,10 @@ class EtcdCatalog final : public catalog::Catalog {
   bool synced() const;
   // The newest etcd revision applied to Snapshot() (0 before the first snapshot).
   int64_t revision() const;
+  // Block until synced() / until revision() >= `revision` (its listeners have run); false
+  // when `timeout` passed first. For readiness checks and tests.
+  bool WaitUntilSynced(std::chrono::milliseconds timeout) const;
+  bool WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) const;
   // Creates tenant `default` (with its signing key) and namespace `default/default` when absent.
   // Safe when every broker calls it at once: "already exists" counts as success.
   Result<void> EnsureDefaults();
@@ -113,7 +117,7 @@ class EtcdCatalog final : public catalog::Catalog {
   // A delete txn: `key` must exist; `ops` delete it and its children.
   Result<void> DeleteTxn(const char* what, const std::string& display, const std::string& key,
                          std::vector<etcd::TxnOp> ops);
-  // Waits (bounded) until the mirror applied `revision`.
+  // Waits (bounded by kReadYourWritesWait) until the mirror applied `revision`; logs a miss.
   void WaitApplied(int64_t revision);
 
   // Mirror thread.
@@ -129,7 +133,7 @@ class EtcdCatalog final : public catalog::Catalog {
   std::map<std::string, Entity> entities_;
 
   mutable Mutex mu_;
-  std::condition_variable applied_cv_;  // waits on mu_
+  mutable std::condition_variable applied_cv_;  // waits on mu_
   std::shared_ptr<const catalog::CatalogSnapshot> snapshot_ GUARDED_BY(mu_);
   std::shared_ptr<const Secrets> secrets_ GUARDED_BY(mu_);
   int64_t applied_revision_ GUARDED_BY(mu_) = 0;
