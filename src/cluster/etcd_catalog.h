@@ -71,7 +71,8 @@ class EtcdCatalog final : public catalog::Catalog {
   void Start();
   // True once the first full read of catalog/ was applied.
   bool synced() const;
-  // The newest etcd revision applied to Snapshot() (0 before the first snapshot).
+  // The newest etcd revision applied, raised after Snapshot() shows it and its listeners ran
+  // (0 before the first snapshot).
   int64_t revision() const;
   // Block until synced() / until revision() >= `revision` (its listeners have run); false
   // when `timeout` passed first. For readiness checks and tests.
