@@ -7,11 +7,11 @@
 #include <memory>
 #include <sstream>
 
-#include <httplib.h>
-
 #include "auth/token.h"
 #include "catalog/credentials.h"
 #include "catalog/model.h"
+#include "cli/admin_http.h"
+#include "cli/client_connection.h"
 #include "cli/command.h"
 #include "cli/credentials.h"
 
@@ -21,88 +21,18 @@ namespace {
 
 using catalog::Json;
 
-// Options shared by every admin subcommand.
-struct Connection {
-  std::string credentials;
-  std::string url;
-  std::string admin_token;
-  bool json = false;
-};
-
-[[noreturn]] void Die(const std::string& message, int code = 1) {
-  std::cerr << "felix: " << message << "\n";
-  throw CLI::RuntimeError(code);
-}
-
-catalog::AdminCredentials Credentials(const Connection& conn, bool need_file = false) {
-  auto loaded = LoadCliCredentials(conn.credentials);
-  catalog::AdminCredentials creds;
-  if (loaded) {
-    creds = *loaded;
-  } else if (need_file || conn.url.empty() || conn.admin_token.empty()) {
-    Die("cannot read the admin credential file: " + loaded.error().message +
-        " (start felix-broker, or pass --credentials PATH, or --url and --admin-token)");
-  }
-  if (!conn.url.empty()) creds.admin_url = conn.url;
-  if (!conn.admin_token.empty()) creds.admin_token = conn.admin_token;
-  return creds;
-}
-
-void AddConnectionOptions(CLI::App* cmd, Connection& conn) {
-  cmd->add_option("--credentials", conn.credentials,
-                  "admin credential file (default: $FELIX_DATA_DIR or ./felix-data)");
-  cmd->add_option("--url", conn.url, "admin API base URL (overrides the credential file)");
-  cmd->add_option("--admin-token", conn.admin_token, "admin token (overrides the credential file)");
-  cmd->add_flag("--json", conn.json, "print raw JSON");
-}
-
-// Sends one request; returns the JSON body of a 2xx answer, dies with the server's message
-// otherwise.
-Json Call(const Connection& conn, const std::string& method, const std::string& path,
-          const Json* body = nullptr) {
-  catalog::AdminCredentials creds = Credentials(conn);
-  httplib::Client client(creds.admin_url);
-  client.set_connection_timeout(5);
-  client.set_read_timeout(30);
-  httplib::Headers headers = {{"Authorization", "Bearer " + creds.admin_token}};
-  std::string payload = body ? body->dump() : std::string();
-  httplib::Result res = method == "GET" ? client.Get(path.c_str(), headers)
-                        : method == "POST"
-                            ? client.Post(path.c_str(), headers, payload, "application/json")
-                            : client.Delete(path.c_str(), headers);
-  if (!res)
-    Die("cannot reach the broker at " + creds.admin_url + ": " + httplib::to_string(res.error()));
-  Json answer = res->body.empty() ? Json::object()
-                                  : Json::parse(res->body, nullptr, /*allow_exceptions=*/false);
-  if (res->status < 200 || res->status >= 300) {
-    std::string message =
-        answer.is_object() && answer.contains("message") && answer["message"].is_string()
-            ? answer["message"].get<std::string>()
-            : res->body;
-    Die(method + " " + path + ": HTTP " + std::to_string(res->status) + ": " + message);
-  }
-  if (answer.is_discarded()) Die("the broker answered something that is not JSON");
-  return answer;
-}
-
-void Print(const Connection& conn, const Json& j) {
+void Print(const AdminConnection& conn, const Json& j) {
   std::cout << (conn.json ? j.dump() : j.dump(2)) << "\n";
 }
 
-std::string Str(const Json& j, const char* name) {
-  auto it = j.find(name);
-  if (it == j.end() || it->is_null()) return "-";
-  return it->is_string() ? it->get<std::string>() : it->dump();
-}
-
 // Lists: one line per item (or the raw JSON with --json).
-void PrintList(const Connection& conn, const Json& answer, const char* name_field,
+void PrintList(const AdminConnection& conn, const Json& answer, const char* name_field,
                const std::vector<const char*>& extra) {
   if (conn.json) return Print(conn, answer);
   if (!answer.contains("items") || !answer["items"].is_array()) return Print(conn, answer);
   for (const auto& item : answer["items"]) {
-    std::cout << Str(item, name_field);
-    for (const char* field : extra) std::cout << " " << field << "=" << Str(item, field);
+    std::cout << JsonText(item, name_field);
+    for (const char* field : extra) std::cout << " " << field << "=" << JsonText(item, field);
     std::cout << "\n";
   }
 }
@@ -114,20 +44,20 @@ std::string NsPath(const std::string& tenant, const std::string& ns) {
 void RegisterTenant(CLI::App& app) {
   CLI::App* group = app.add_subcommand("tenant", "list and create tenants");
   group->require_subcommand(1);
-  auto conn = std::make_shared<Connection>();
+  auto conn = std::make_shared<AdminConnection>();
   CLI::App* list = group->add_subcommand("list", "list tenants");
-  AddConnectionOptions(list, *conn);
+  AddAdminConnectionOptions(list, *conn);
   list->callback([conn] {
-    PrintList(*conn, Call(*conn, "GET", "/v1/tenants"), "tenant_id", {"display_name"});
+    PrintList(*conn, AdminCall(*conn, "GET", "/v1/tenants"), "tenant_id", {"display_name"});
   });
   auto create_opts = std::make_shared<std::pair<std::string, std::string>>();
   CLI::App* create = group->add_subcommand("create", "create a tenant (with its signing key)");
-  AddConnectionOptions(create, *conn);
+  AddAdminConnectionOptions(create, *conn);
   create->add_option("tenant_id", create_opts->first, "tenant id")->required();
   create->add_option("--display-name", create_opts->second, "display name");
   create->callback([conn, create_opts] {
     Json body{{"tenant_id", create_opts->first}, {"display_name", create_opts->second}};
-    Print(*conn, Call(*conn, "POST", "/v1/tenants", &body));
+    Print(*conn, AdminCall(*conn, "POST", "/v1/tenants", &body));
   });
 }
 
@@ -144,24 +74,24 @@ void AddScope(CLI::App* cmd, Scope& scope, bool with_namespace = true) {
 void RegisterNamespace(CLI::App& app) {
   CLI::App* group = app.add_subcommand("namespace", "list and create namespaces");
   group->require_subcommand(1);
-  auto conn = std::make_shared<Connection>();
+  auto conn = std::make_shared<AdminConnection>();
   auto scope = std::make_shared<Scope>();
   CLI::App* list = group->add_subcommand("list", "list a tenant's namespaces");
-  AddConnectionOptions(list, *conn);
+  AddAdminConnectionOptions(list, *conn);
   AddScope(list, *scope, false);
   list->callback([conn, scope] {
-    PrintList(*conn, Call(*conn, "GET", "/v1/tenants/" + scope->tenant + "/namespaces"),
+    PrintList(*conn, AdminCall(*conn, "GET", "/v1/tenants/" + scope->tenant + "/namespaces"),
               "namespace", {"display_name"});
   });
   auto opts = std::make_shared<std::pair<std::string, std::string>>();
   CLI::App* create = group->add_subcommand("create", "create a namespace");
-  AddConnectionOptions(create, *conn);
+  AddAdminConnectionOptions(create, *conn);
   AddScope(create, *scope, false);
   create->add_option("namespace", opts->first, "namespace name")->required();
   create->add_option("--display-name", opts->second, "display name");
   create->callback([conn, scope, opts] {
     Json body{{"namespace", opts->first}, {"display_name", opts->second}};
-    Print(*conn, Call(*conn, "POST", "/v1/tenants/" + scope->tenant + "/namespaces", &body));
+    Print(*conn, AdminCall(*conn, "POST", "/v1/tenants/" + scope->tenant + "/namespaces", &body));
   });
 }
 
@@ -181,12 +111,12 @@ struct StreamOptions {
 void RegisterStream(CLI::App& app) {
   CLI::App* group = app.add_subcommand("stream", "create, list, inspect and delete streams");
   group->require_subcommand(1);
-  auto conn = std::make_shared<Connection>();
+  auto conn = std::make_shared<AdminConnection>();
   auto scope = std::make_shared<Scope>();
   auto opts = std::make_shared<StreamOptions>();
 
   CLI::App* create = group->add_subcommand("create", "create a stream");
-  AddConnectionOptions(create, *conn);
+  AddAdminConnectionOptions(create, *conn);
   AddScope(create, *scope);
   create->add_option("stream", opts->name, "stream name")->required();
   create->add_option("--shards", opts->shards, "shard count (fixed at creation)");
@@ -212,32 +142,32 @@ void RegisterStream(CLI::App& app) {
     body["durable"] = opts->durable;
     if (!opts->fsync_mode.empty()) body["fsync_mode"] = opts->fsync_mode;
     if (!opts->routing.empty()) body["routing"] = opts->routing;
-    Print(*conn, Call(*conn, "POST", NsPath(scope->tenant, scope->ns) + "/streams", &body));
+    Print(*conn, AdminCall(*conn, "POST", NsPath(scope->tenant, scope->ns) + "/streams", &body));
   });
 
   CLI::App* list = group->add_subcommand("list", "list the streams of a namespace");
-  AddConnectionOptions(list, *conn);
+  AddAdminConnectionOptions(list, *conn);
   AddScope(list, *scope);
   list->callback([conn, scope] {
-    PrintList(*conn, Call(*conn, "GET", NsPath(scope->tenant, scope->ns) + "/streams"), "stream",
-              {"shards", "durable", "kind"});
+    PrintList(*conn, AdminCall(*conn, "GET", NsPath(scope->tenant, scope->ns) + "/streams"),
+              "stream", {"shards", "durable", "kind"});
   });
 
   auto name = std::make_shared<std::string>();
   CLI::App* get = group->add_subcommand("get", "show one stream");
-  AddConnectionOptions(get, *conn);
+  AddAdminConnectionOptions(get, *conn);
   AddScope(get, *scope);
   get->add_option("stream", *name, "stream name")->required();
   get->callback([conn, scope, name] {
-    Print(*conn, Call(*conn, "GET", NsPath(scope->tenant, scope->ns) + "/streams/" + *name));
+    Print(*conn, AdminCall(*conn, "GET", NsPath(scope->tenant, scope->ns) + "/streams/" + *name));
   });
 
   CLI::App* del = group->add_subcommand("delete", "delete a stream");
-  AddConnectionOptions(del, *conn);
+  AddAdminConnectionOptions(del, *conn);
   AddScope(del, *scope);
   del->add_option("stream", *name, "stream name")->required();
   del->callback([conn, scope, name] {
-    Call(*conn, "DELETE", NsPath(scope->tenant, scope->ns) + "/streams/" + *name);
+    AdminCall(*conn, "DELETE", NsPath(scope->tenant, scope->ns) + "/streams/" + *name);
     std::cout << "deleted stream " << scope->tenant << "/" << scope->ns << "/" << *name << "\n";
   });
 }
@@ -253,12 +183,12 @@ struct CacheOptions {
 void RegisterCache(CLI::App& app) {
   CLI::App* group = app.add_subcommand("cache", "create, list and delete caches");
   group->require_subcommand(1);
-  auto conn = std::make_shared<Connection>();
+  auto conn = std::make_shared<AdminConnection>();
   auto scope = std::make_shared<Scope>();
   auto opts = std::make_shared<CacheOptions>();
 
   CLI::App* create = group->add_subcommand("create", "create a cache");
-  AddConnectionOptions(create, *conn);
+  AddAdminConnectionOptions(create, *conn);
   AddScope(create, *scope);
   create->add_option("cache", opts->name, "cache name")->required();
   create->add_option("--display-name", opts->display_name, "display name");
@@ -271,24 +201,24 @@ void RegisterCache(CLI::App& app) {
               {"shards", opts->shards},
               {"durable", opts->durable}};
     if (opts->default_ttl_ms) body["default_ttl_ms"] = opts->default_ttl_ms;
-    Print(*conn, Call(*conn, "POST", NsPath(scope->tenant, scope->ns) + "/caches", &body));
+    Print(*conn, AdminCall(*conn, "POST", NsPath(scope->tenant, scope->ns) + "/caches", &body));
   });
 
   CLI::App* list = group->add_subcommand("list", "list the caches of a namespace");
-  AddConnectionOptions(list, *conn);
+  AddAdminConnectionOptions(list, *conn);
   AddScope(list, *scope);
   list->callback([conn, scope] {
-    PrintList(*conn, Call(*conn, "GET", NsPath(scope->tenant, scope->ns) + "/caches"), "cache",
+    PrintList(*conn, AdminCall(*conn, "GET", NsPath(scope->tenant, scope->ns) + "/caches"), "cache",
               {"shards", "durable", "default_ttl_ms"});
   });
 
   auto name = std::make_shared<std::string>();
   CLI::App* del = group->add_subcommand("delete", "delete a cache");
-  AddConnectionOptions(del, *conn);
+  AddAdminConnectionOptions(del, *conn);
   AddScope(del, *scope);
   del->add_option("cache", *name, "cache name")->required();
   del->callback([conn, scope, name] {
-    Call(*conn, "DELETE", NsPath(scope->tenant, scope->ns) + "/caches/" + *name);
+    AdminCall(*conn, "DELETE", NsPath(scope->tenant, scope->ns) + "/caches/" + *name);
     std::cout << "deleted cache " << scope->tenant << "/" << scope->ns << "/" << *name << "\n";
   });
 }
@@ -305,11 +235,11 @@ struct TokenOptions {
 void RegisterToken(CLI::App& app) {
   CLI::App* group = app.add_subcommand("token", "issue Felix tokens");
   group->require_subcommand(1);
-  auto conn = std::make_shared<Connection>();
+  auto conn = std::make_shared<AdminConnection>();
   auto opts = std::make_shared<TokenOptions>();
   CLI::App* issue =
       group->add_subcommand("issue", "mint a scoped Felix token (prints only the token)");
-  AddConnectionOptions(issue, *conn);
+  AddAdminConnectionOptions(issue, *conn);
   issue->add_option("--tenant,-t", opts->tenant, "tenant (default: the credential file's tenant)");
   issue->add_option("--subject,-s", opts->subject, "principal (sub claim)")->required();
   issue
@@ -324,7 +254,7 @@ void RegisterToken(CLI::App& app) {
                   "sign locally with the credential file's key instead of asking the broker");
   issue->callback([conn, opts] {
     if (opts->offline) {
-      catalog::AdminCredentials creds = Credentials(*conn, /*need_file=*/true);
+      catalog::AdminCredentials creds = AdminCredentialsOrDie(*conn, /*need_file=*/true);
       std::string tenant = opts->tenant.empty() ? creds.tenant_id : opts->tenant;
       auto token = MintLocalToken(creds, tenant, opts->subject, opts->permissions, opts->ttl,
                                   opts->audience);
@@ -333,14 +263,14 @@ void RegisterToken(CLI::App& app) {
       return;
     }
     std::string tenant = opts->tenant;
-    if (tenant.empty()) tenant = Credentials(*conn).tenant_id;
+    if (tenant.empty()) tenant = AdminCredentialsOrDie(*conn).tenant_id;
     Json body{{"subject", opts->subject},
               {"permissions", opts->permissions},
               {"ttl_seconds", opts->ttl},
               {"audience", opts->audience}};
-    Json answer = Call(*conn, "POST", "/v1/tenants/" + tenant + "/tokens", &body);
+    Json answer = AdminCall(*conn, "POST", "/v1/tenants/" + tenant + "/tokens", &body);
     if (conn->json) return Print(*conn, answer);
-    std::cout << Str(answer, "felix_token") << "\n";
+    std::cout << JsonText(answer, "felix_token") << "\n";
   });
 }
 

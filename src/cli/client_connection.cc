@@ -25,7 +25,9 @@ void Die(const std::string& message, int code) {
 void AddClientConnectionOptions(CLI::App* cmd, ClientConnection& c) {
   cmd->add_option("--credentials", c.credentials,
                   "credential file (default: $FELIX_DATA_DIR or ./felix-data)");
-  cmd->add_option("--broker", c.broker, "broker QUIC address host:port (default: credential file)");
+  cmd->add_option("--broker", c.broker,
+                  "broker QUIC address host:port, or a comma list tried in order (default: "
+                  "$FELIX_BROKERS, else the credential file)");
   cmd->add_option("--tenant", c.tenant, "tenant (default: the credential file's tenant)");
   cmd->add_option("--token", c.token,
                   "Felix token (default: $FELIX_AUTH_TOKEN, else minted from the credential file)");
@@ -42,9 +44,11 @@ ClientOptions ResolveClientOptions(const ClientConnection& c, const std::string&
   std::string path;
   auto creds = LoadCliCredentials(c.credentials, &path);
   ClientOptions o;
-  o.broker = !c.broker.empty()                    ? c.broker
-             : creds && !creds->quic_addr.empty() ? creds->quic_addr
-                                                  : std::string("127.0.0.1:5000");
+  // A comma list (from --broker or $FELIX_BROKERS) is tried in order by ConnectOrDie.
+  o.broker = !c.broker.empty()                     ? c.broker
+             : !EnvOr("FELIX_BROKERS", "").empty() ? EnvOr("FELIX_BROKERS", "")
+             : creds && !creds->quic_addr.empty()  ? creds->quic_addr
+                                                   : std::string("127.0.0.1:5000");
   o.tenant_id = !c.tenant.empty() ? c.tenant : creds ? creds->tenant_id : std::string("default");
   o.server_name = c.server_name;
   o.ca_file = c.ca;
@@ -80,10 +84,33 @@ ClientOptions ResolveClientOptions(const ClientConnection& c, const std::string&
   return o;
 }
 
+std::vector<std::string> BrokerList(const std::string& brokers) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= brokers.size()) {
+    size_t comma = brokers.find(',', start);
+    if (comma == std::string::npos) comma = brokers.size();
+    std::string entry = brokers.substr(start, comma - start);
+    while (!entry.empty() && entry.front() == ' ') entry.erase(entry.begin());
+    while (!entry.empty() && entry.back() == ' ') entry.pop_back();
+    if (!entry.empty()) out.push_back(entry);
+    start = comma + 1;
+  }
+  return out;
+}
+
 std::unique_ptr<Client> ConnectOrDie(const ClientOptions& options) {
-  auto client = Client::Connect(options);
-  if (!client) Die("cannot connect to " + options.broker + ": " + client.error().ToString());
-  return std::move(*client);
+  std::vector<std::string> brokers = BrokerList(options.broker);
+  if (brokers.empty()) Die("no broker address (--broker or $FELIX_BROKERS is empty)");
+  std::string failures;
+  for (const auto& broker : brokers) {
+    ClientOptions one = options;
+    one.broker = broker;
+    auto client = Client::Connect(one);
+    if (client) return std::move(*client);
+    failures += (failures.empty() ? "" : "; ") + broker + ": " + client.error().ToString();
+  }
+  Die("cannot connect to " + failures);
 }
 
 }  // namespace felix::cli

@@ -2,7 +2,8 @@
 // share and their resolution from the credential file the broker writes in its data directory
 // (QUIC address, tenant, the CA file that verifies the broker, and a token minted locally from
 // its signing key, scoped to what the command touches). --broker, --tenant, --token, --ca
-// override each.
+// override each. Without --broker, $FELIX_BROKERS (comma list, as `scripts/cluster` writes it)
+// comes before the credential file's quic_addr.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,11 @@ ClientOptions ResolveClientOptions(const ClientConnection& c, const std::string&
                                    const std::string& name,
                                    const std::vector<std::string>& permissions);
 
+// Splits a comma list of host:port entries (blanks around entries and empty entries dropped).
+std::vector<std::string> BrokerList(const std::string& brokers);
+
+// Connects to options.broker; a comma list (--broker a,b or $FELIX_BROKERS) is tried in order
+// and the first broker that connects is used. Dies naming every failure otherwise.
 std::unique_ptr<Client> ConnectOrDie(const ClientOptions& options);
 
 }  // namespace felix::cli

@@ -21,6 +21,10 @@ void RegisterLogCommand(CLI::App& app);
 void RegisterClientCommands(CLI::App& app);
 // cache put/get/del/incr/counter (the client library); joins the admin `cache` group.
 void RegisterCacheCommands(CLI::App& app);
+// cert ca / cert node: a cluster CA and node certificates for peer mTLS.
+void RegisterCertCommands(CLI::App& app);
+// cluster status: nodes, controller and shard placement (GET /v1/cluster).
+void RegisterClusterCommands(CLI::App& app);
 // group consume / describe / dead-letters (consumer groups through the client library).
 void RegisterGroupCommands(CLI::App& app);
 

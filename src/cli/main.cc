@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   felix::cli::RegisterClientCommands(app);
   felix::cli::RegisterCacheCommands(app);
   felix::cli::RegisterGroupCommands(app);
+  felix::cli::RegisterCertCommands(app);
+  felix::cli::RegisterClusterCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

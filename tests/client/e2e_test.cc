@@ -16,6 +16,7 @@
 #include "catalog/credentials.h"
 #include "felix/client.h"
 #include "support/child_process.h"
+#include "support/etcd_process.h"
 
 namespace felix {
 namespace {
@@ -148,6 +149,31 @@ TEST_F(ClientE2E, CliPubAndSub) {
   ASSERT_EQ(sub.first, 0) << sub.second;
   EXPECT_NE(sub.second.find("\talpha\n"), std::string::npos) << sub.second;
   EXPECT_NE(sub.second.find("\tbeta\n"), std::string::npos) << sub.second;
+}
+
+// $FELIX_BROKERS (as `scripts/cluster` writes it) is tried in order when --broker is absent: an
+// address nobody answers is passed over for the next; --broker wins over it; when none
+// connects the error names every address.
+TEST_F(ClientE2E, CliTriesFelixBrokersInOrder) {
+  ASSERT_EQ(Felix({"stream", "create", "list"}).first, 0);
+  std::string dead = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  auto run = [&](const std::string& brokers, std::vector<std::string> args) {
+    args.insert(args.end(), {"--timeout-ms", "1000"});
+    return RunProgram(BuiltProgram("src/cli/felix"), args,
+                      {{"FELIX_DATA_DIR", data_dir_}, {"FELIX_BROKERS", brokers}});
+  };
+  auto ok = run(dead + "," + quic_, {"pub", "list", "via-second"});
+  EXPECT_EQ(ok.first, 0) << ok.second;
+  auto overridden = run(quic_, {"pub", "list", "x", "--broker", dead});
+  EXPECT_NE(overridden.first, 0);
+  EXPECT_NE(overridden.second.find(dead), std::string::npos) << overridden.second;
+  auto none = run(dead + ", " + dead, {"pub", "list", "x"});
+  EXPECT_NE(none.first, 0);
+  EXPECT_NE(none.second.find(dead + ": "), std::string::npos) << none.second;
+  EXPECT_NE(none.second.find("; " + dead + ": "), std::string::npos) << none.second;
+  auto sub = run(quic_, {"sub", "list", "--from", "earliest", "--count", "1"});
+  ASSERT_EQ(sub.first, 0) << sub.second;
+  EXPECT_NE(sub.second.find("\tvia-second\n"), std::string::npos) << sub.second;
 }
 
 }  // namespace

@@ -1,0 +1,112 @@
+// `felix cluster status`: the cluster as one broker sees it, from GET /v1/cluster on its admin
+// HTTP API (the admin token and URL from the credential file, admin_http.h): the nodes, the
+// controller and a table of shards with leader, replicas, generation and state. --json prints
+// the broker's answer unchanged.
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/admin_http.h"
+#include "cli/command.h"
+
+namespace felix::cli {
+
+namespace {
+
+using catalog::Json;
+using Row = std::vector<std::string>;
+
+// Left-aligned columns two spaces apart, sized to the widest cell.
+void PrintTable(const Row& header, const std::vector<Row>& rows) {
+  std::vector<size_t> width(header.size(), 0);
+  auto measure = [&](const Row& r) {
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], r[i].size());
+  };
+  measure(header);
+  for (const auto& r : rows) measure(r);
+  auto print = [&](const Row& r) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  };
+  print(header);
+  for (const auto& r : rows) print(r);
+}
+
+const Json& ArrayField(const Json& j, const char* name) {
+  static const Json kEmpty = Json::array();
+  auto it = j.find(name);
+  return it != j.end() && it->is_array() ? *it : kEmpty;
+}
+
+std::string Joined(const Json& list) {
+  if (!list.is_array() || list.empty()) return "-";
+  std::string out;
+  for (const auto& item : list) {
+    if (!out.empty()) out += ",";
+    out += item.is_string() ? item.get<std::string>() : item.dump();
+  }
+  return out;
+}
+
+void PrintStatus(const Json& answer) {
+  std::cout << "cluster " << JsonText(answer, "cluster") << "\n";
+  auto controller = answer.find("controller");
+  if (controller != answer.end() && controller->is_object()) {
+    std::cout << "controller " << JsonText(*controller, "node_id") << " (incarnation "
+              << JsonText(*controller, "incarnation") << ")\n";
+  } else {
+    std::cout << "controller none\n";
+  }
+
+  const Json& nodes = ArrayField(answer, "nodes");
+  std::cout << "\nnodes (" << nodes.size() << ")\n";
+  std::vector<Row> node_rows;
+  for (const auto& n : nodes) {
+    node_rows.push_back({JsonText(n, "node_id"), JsonText(n, "incarnation"),
+                         JsonText(n, "client_addr"), JsonText(n, "internal_addr"),
+                         JsonText(n, "zone"), JsonText(n, "version")});
+  }
+  PrintTable({"NODE", "INCARNATION", "CLIENT", "INTERNAL", "ZONE", "VERSION"}, node_rows);
+
+  const Json& shards = ArrayField(answer, "shards");
+  std::cout << "\nshards (" << shards.size() << ")\n";
+  std::vector<Row> shard_rows;
+  for (const auto& s : shards) {
+    std::string name = JsonText(s, "kind") + " " + JsonText(s, "tenant") + "/" +
+                       JsonText(s, "namespace") + "/" + JsonText(s, "name") + "#" +
+                       JsonText(s, "shard");
+    auto replicas = s.find("replicas");
+    shard_rows.push_back({name, JsonText(s, "leader"),
+                          replicas != s.end() ? Joined(*replicas) : std::string("-"),
+                          JsonText(s, "generation"), JsonText(s, "state")});
+  }
+  PrintTable({"SHARD", "LEADER", "REPLICAS", "GENERATION", "STATE"}, shard_rows);
+}
+
+}  // namespace
+
+void RegisterClusterCommands(CLI::App& app) {
+  CLI::App* group = app.add_subcommand("cluster", "inspect a Felix cluster");
+  group->require_subcommand(1);
+  auto conn = std::make_shared<AdminConnection>();
+  CLI::App* status = group->add_subcommand(
+      "status", "nodes, controller and per-shard leader/replicas/generation (GET /v1/cluster)");
+  AddAdminConnectionOptions(status, *conn);
+  status->callback([conn] {
+    Json answer = AdminCall(*conn, "GET", "/v1/cluster");
+    if (conn->json) {
+      std::cout << answer.dump() << "\n";
+      return;
+    }
+    PrintStatus(answer);
+  });
+}
+
+}  // namespace felix::cli
