@@ -16,7 +16,8 @@ ClientService::ClientService(ClientServiceOptions options, BrokerCore& core,
       core_(core),
       resolver_(core, router),
       catalog_(catalog),
-      metrics_(std::make_unique<ClientMetrics>(metrics)) {}
+      metrics_(std::make_unique<ClientMetrics>(metrics)),
+      memory_trimmer_(inflight_total_, metrics, options_.max_inflight_bytes_total / 16) {}
 
 ClientService::~ClientService() = default;
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "broker/broker_core.h"
+#include "broker/memory_trimmer.h"
 #include "broker/shard_resolver.h"
 #include "broker/shard_router.h"
 #include "catalog/catalog.h"
@@ -113,8 +114,12 @@ class ClientService {
   // Broker-wide in-flight publish cost (atomic: a completion may run after the loop stopped).
   std::atomic<size_t>& inflight_total() { return inflight_total_; }
 
+  MemoryTrimmer& memory_trimmer() { return memory_trimmer_; }
+
  private:
   std::atomic<size_t> inflight_total_{0};
+  // Returns memory after bursts: once in flight drops to zero after 1/16 of the broker budget.
+  MemoryTrimmer memory_trimmer_;
 
   std::atomic<bool> draining_{false};
   Mutex mu_;

@@ -73,7 +73,7 @@ std::optional<std::pair<uint16_t, std::string>> ClientSession::AdmitPublish(
     return Refusal(Code(flx1::ProtocolErrorCode::kOverloaded), "publish queue full");
   }
   inflight_bytes_ += cost;
-  total += cost;
+  service_.memory_trimmer().NotePeak((total += cost));
   *bytes = cost;
   service_.metrics().publish_messages.Increment(payloads.size());
   service_.metrics().publish_bytes.Increment(payload_bytes);

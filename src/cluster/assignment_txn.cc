@@ -104,35 +104,66 @@ Result<AssignmentRead> ReadAssignment(etcd::EtcdClient& etcd, const std::string&
   return ReadFrom(r->kvs);
 }
 
+namespace {
+
+// The else branch of a controller txn read the controller key and the assignment in one
+// revision: which of the two compares failed.
+Result<WriteOutcome> FailedOutcome(const etcd::TxnResult& r, const ControllerTerm& term) {
+  const auto& controller = r.results.at(0).kvs;
+  bool ours = !controller.empty() && controller.front().create_revision == term.create_revision;
+  auto current = ReadFrom(r.results.at(1).kvs);
+  if (!current) return tl::unexpected(current.error());
+  WriteOutcome out;
+  out.kind = ours ? WriteOutcome::Kind::kLostRace : WriteOutcome::Kind::kDeposed;
+  out.current = std::move(*current);
+  return out;
+}
+
+// A controller txn: compares the term and the planned-from revision, runs `op` when both hold.
+Txn ControllerTxn(const ClusterKeys& keys, const ControllerTerm& term, const std::string& key,
+                  const AssignmentRead& planned_from, TxnOp op) {
+  Txn txn;
+  txn.compares.push_back(Compare::CreateRevisionIs(keys.Controller(), term.create_revision));
+  txn.compares.push_back(planned_from.mod_revision == 0
+                             ? Compare::Absent(key)
+                             : Compare::ModRevisionIs(key, planned_from.mod_revision));
+  txn.then_ops.push_back(std::move(op));
+  txn.else_ops.push_back(TxnOp::Get(keys.Controller()));
+  txn.else_ops.push_back(TxnOp::Get(key));
+  return txn;
+}
+
+}  // namespace
+
 Result<WriteOutcome> WriteAssignment(etcd::EtcdClient& etcd, const ClusterKeys& keys,
                                      const ControllerTerm& term, const std::string& key,
                                      const AssignmentRead& planned_from, Assignment next) {
   uint64_t base = planned_from.value ? planned_from.value->generation : 0;
   next.generation = base + 1;
   if (auto ok = ValidateAssignment(next); !ok) return tl::unexpected(ok.error());
-  Txn txn;
-  txn.compares.push_back(Compare::CreateRevisionIs(keys.Controller(), term.create_revision));
-  txn.compares.push_back(planned_from.mod_revision == 0
-                             ? Compare::Absent(key)
-                             : Compare::ModRevisionIs(key, planned_from.mod_revision));
-  txn.then_ops.push_back(TxnOp::Put(key, EncodeAssignment(next)));
-  txn.else_ops.push_back(TxnOp::Get(keys.Controller()));
-  txn.else_ops.push_back(TxnOp::Get(key));
-  auto r = etcd.Transact(txn);
+  auto r = etcd.Transact(
+      ControllerTxn(keys, term, key, planned_from, TxnOp::Put(key, EncodeAssignment(next))));
   if (!r) return tl::unexpected(FromEtcd(r.error()));
+  if (!r->succeeded) return FailedOutcome(*r, term);
   WriteOutcome out;
-  if (r->succeeded) {
-    out.kind = WriteOutcome::Kind::kWritten;
-    out.current.value = std::move(next);
-    out.current.mod_revision = r->revision;
-    return out;
+  out.kind = WriteOutcome::Kind::kWritten;
+  out.current.value = std::move(next);
+  out.current.mod_revision = r->revision;
+  return out;
+}
+
+Result<WriteOutcome> DeleteAssignment(etcd::EtcdClient& etcd, const ClusterKeys& keys,
+                                      const ControllerTerm& term, const std::string& key,
+                                      const AssignmentRead& planned_from) {
+  if (planned_from.mod_revision == 0) {
+    return Fail(ErrorCode::kInvalidArgument, key + ": deleting an assignment not read");
   }
-  const auto& controller = r->results.at(0).kvs;
-  bool ours = !controller.empty() && controller.front().create_revision == term.create_revision;
-  auto current = ReadFrom(r->results.at(1).kvs);
-  if (!current) return tl::unexpected(current.error());
-  out.kind = ours ? WriteOutcome::Kind::kLostRace : WriteOutcome::Kind::kDeposed;
-  out.current = std::move(*current);
+  auto r = etcd.Transact(ControllerTxn(keys, term, key, planned_from, TxnOp::Delete(key)));
+  if (!r) return tl::unexpected(FromEtcd(r.error()));
+  if (!r->succeeded) return FailedOutcome(*r, term);
+  WriteOutcome out;
+  out.kind = WriteOutcome::Kind::kWritten;
+  out.current.mod_revision = r->revision;
   return out;
 }
 

@@ -9,6 +9,8 @@
 //   key). A failed compare writes nothing and returns, from the same txn's else branch, the
 //   current controller and assignment: a deposed controller learns it is deposed; a lost race
 //   returns the winner's value so the caller re-plans from it.
+// - DeleteAssignment: the same two compares, then deletes the key (a shard whose stream or cache
+//   left the catalog); the same outcomes.
 //
 // Errors: etcd failures pass through as kUnavailable/kTimeout (a write that timed out is
 // indeterminate: re-read before retrying); a stored value that does not decode is kCorruption.
@@ -75,5 +77,13 @@ struct WriteOutcome {
 Result<WriteOutcome> WriteAssignment(etcd::EtcdClient& etcd, const ClusterKeys& keys,
                                      const ControllerTerm& term, const std::string& key,
                                      const AssignmentRead& planned_from, Assignment next);
+
+// Deletes `key` if the controller key is still `term`'s and the assignment's mod_revision is
+// still `planned_from`'s. kWritten: deleted (`current` is empty, its mod_revision the deletion's
+// revision); kLostRace / kDeposed as for WriteAssignment. `planned_from` must name a present
+// key (mod_revision != 0; kInvalidArgument otherwise).
+Result<WriteOutcome> DeleteAssignment(etcd::EtcdClient& etcd, const ClusterKeys& keys,
+                                      const ControllerTerm& term, const std::string& key,
+                                      const AssignmentRead& planned_from);
 
 }  // namespace felix::cluster

@@ -158,7 +158,8 @@ bool ClusterNode::Register() {
     if (registrations_ != nullptr) registrations_->Increment();
     spdlog::info("cluster: registered node={} incarnation={} lease={} ttl_ms={}", record.node_id,
                  record.incarnation, lease->id(), lease->ttl_ms());
-    if (options_.on_registered) options_.on_registered(lease->id(), record.incarnation);
+    if (options_.on_registered)
+      options_.on_registered(lease->id(), lease->ttl_ms(), record.incarnation);
   }
   return true;
 }

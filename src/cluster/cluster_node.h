@@ -13,7 +13,7 @@
 // The nodes/ and assign/ PrefixMirrors feed a ClusterView, which the EtcdRouter reads.
 //
 // Roles tied to the lease (the controller campaigns with it) are started through
-// on_registered(lease id, incarnation) and stopped through on_unregistered() before a
+// on_registered(lease id, granted TTL, incarnation) and stopped through on_unregistered() before a
 // re-registration and at Stop().
 //
 // Threading: router(), view(), lease_valid(), LeaseValidNow(), ready() and registered_*() from
@@ -53,7 +53,8 @@ struct ClusterNodeOptions {
   std::function<void(bool ready)> on_ready_change;
   // etcd is too old to run on (or another condition the broker cannot run under).
   std::function<void(const std::string& why)> on_fatal;
-  std::function<void(int64_t lease_id, uint64_t incarnation)> on_registered;
+  // The lease etcd granted: its id and TTL (what the controller's arithmetic must use).
+  std::function<void(int64_t lease_id, int64_t ttl_ms, uint64_t incarnation)> on_registered;
   std::function<void()> on_unregistered;
   // Test seam: the lease clock (CLOCK_BOOTTIME when null; must outlive the node).
   const LeaseClock* clock = nullptr;

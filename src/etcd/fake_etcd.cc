@@ -368,8 +368,10 @@ void FakeEtcd::HoldKeepAlives(bool hold) {
 EtcdResult<std::unique_ptr<WatchHandle>> FakeEtcd::Watch(const WatchOptions& options,
                                                          WatchCallbacks callbacks) {
   if (!callbacks.on_events) return EtcdFail(EtcdErrc::kInvalidArgument, "watch without on_events");
-  std::lock_guard deliver(deliver_mu_);
+  // Made before the locks are taken: an early return destroys it after releasing them (its
+  // destructor takes both).
   auto watcher = std::make_unique<Watcher>(*this, options, std::move(callbacks));
+  std::lock_guard deliver(deliver_mu_);
   std::vector<Event> replay;
   bool compacted = false;
   int64_t compact_revision = 0;

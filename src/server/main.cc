@@ -1,6 +1,10 @@
 // felix-broker: the Felix daemon. With no configuration it runs a single-node broker on the
 // embedded catalog in ./felix-data (README, command 1).
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -8,7 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <tuple>
+#include <variant>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -23,6 +31,7 @@
 #include "felix/version.h"
 #include "server/admin_api.h"
 #include "server/broker_config.h"
+#include "server/cluster_services.h"
 #include "server/data_dir_lock.h"
 #include "server/fault_file.h"
 #include "server/http_endpoint.h"
@@ -94,6 +103,7 @@ broker::ClientServiceOptions ServiceOptions(const BrokerConfig& config) {
   o.max_connections_per_ip = config.max_connections_per_ip;
   o.ack_on_commit = config.ack_on_commit;
   o.publish_window = static_cast<uint32_t>(config.publish_window);
+  o.cluster = config.cluster_mode();
   return o;
 }
 
@@ -128,6 +138,31 @@ felix::Result<std::unique_ptr<broker::ShardRouter>> MakeRouter() {
 #endif
   return std::make_unique<broker::SingleNodeRouter>();
 }
+
+// Where the cluster's readiness goes: held until the listeners are up (Attach), dropped once
+// the drain began (Detach). Set runs on the cluster node's thread.
+class ReadyHook {
+ public:
+  void Set(bool ready) {
+    std::lock_guard lock(mu_);
+    last_ = ready;
+    if (sink_) sink_(ready);
+  }
+  void Attach(std::function<void(bool)> sink) {
+    std::lock_guard lock(mu_);
+    sink_ = std::move(sink);
+    if (last_) sink_(*last_);
+  }
+  void Detach() {
+    std::lock_guard lock(mu_);
+    sink_ = nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  std::function<void(bool)> sink_;
+  std::optional<bool> last_;
+};
 
 // Blocks SIGINT/SIGTERM in every thread (call before starting any) and waits for one.
 sigset_t ShutdownSignals() {
@@ -208,8 +243,34 @@ int Run(int argc, char** argv) {
     fault_file = std::make_unique<felix::server::FaultFile>(file, core_options.log_defaults.faults);
   }
 #endif
-  // Embedded catalog + admin API, declared before (so destroyed after) everything that uses it.
-  auto admin = felix::server::AdminApi::Open(config, metrics);
+  // /ready follows the cluster's readiness once the listeners are up (ReadyHook), never after
+  // the drain began.
+  felix::server::HttpEndpoint http(metrics, &health);
+  ReadyHook ready_hook;
+  std::atomic<bool> fatal{false};
+  // Cluster mode: the catalog on etcd, membership, routing and the controller
+  // (server/cluster_services.h). Declared before everything that uses them.
+  std::unique_ptr<felix::server::ClusterServices> cluster;
+  if (config.cluster_mode()) {
+    felix::server::ClusterServices::Callbacks callbacks;
+    callbacks.on_ready_change = [&ready_hook](bool ready) { ready_hook.Set(ready); };
+    callbacks.on_fatal = [&fatal](const std::string& why) {
+      std::cerr << "felix-broker: cluster: " << why << "\n";
+      fatal = true;
+      kill(getpid(), SIGTERM);
+    };
+    auto created = felix::server::ClusterServices::Create(config, metrics, std::move(callbacks));
+    if (!created) {
+      std::cerr << "felix-broker: " << created.error().message << "\n";
+      return 2;
+    }
+    cluster = std::move(*created);
+    core_options.lease_valid = cluster->LeaseCheck();
+  }
+  // Catalog (embedded, or the cluster's) + admin API, declared before (so destroyed after)
+  // everything that uses it.
+  auto admin =
+      felix::server::AdminApi::Open(config, metrics, cluster ? &cluster->catalog() : nullptr);
   if (!admin) {
     std::cerr << "felix-broker: " << admin.error().message << "\n";
     return 1;
@@ -222,8 +283,21 @@ int Run(int argc, char** argv) {
     return 2;
   }
   broker::BrokerCore core(std::move(core_options), (*admin)->catalog(), metrics);
-  broker::ClientService service(ServiceOptions(config), core, **router, (*admin)->catalog(),
+  const broker::ShardRouter& shard_router = cluster ? cluster->router() : **router;
+  broker::ClientService service(ServiceOptions(config), core, shard_router, (*admin)->catalog(),
                                 metrics);
+  // Delete means delete on every broker: a stream or cache deleted through any broker is
+  // dropped here when the deletion arrives from etcd (single node: the admin API's hooks).
+  if (cluster) {
+    (*admin)->catalog().AddListener([&core](const felix::catalog::CatalogChange& change) {
+      if (change.op != felix::catalog::CatalogChange::Op::kDeleted) return;
+      if (auto* s = std::get_if<felix::catalog::Stream>(&change.entity)) {
+        core.DropStream(s->tenant_id, s->namespace_name, s->name);
+      } else if (auto* c = std::get_if<felix::catalog::Cache>(&change.entity)) {
+        core.DropCache(c->tenant_id, c->namespace_name, c->name);
+      }
+    });
+  }
   // The internal listener's FLXI service: handshake plus the registered internal handlers.
   auto internal_service = felix::server::MakeInternalService(config, metrics);
 
@@ -252,13 +326,17 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
-  felix::server::HttpEndpoint http(metrics, &health);
-  (*admin)->SetDataHooks(
-      {.drop_stream = [&core](const std::string& t, const std::string& ns,
-                              const std::string& name) { core.DropStream(t, ns, name); },
-       .drop_cache = [&core](const std::string& t, const std::string& ns,
-                             const std::string& name) { core.DropCache(t, ns, name); }});
+  if (!cluster) {
+    (*admin)->SetDataHooks(
+        {.drop_stream = [&core](const std::string& t, const std::string& ns,
+                                const std::string& name) { core.DropStream(t, ns, name); },
+         .drop_cache = [&core](const std::string& t, const std::string& ns,
+                               const std::string& name) { core.DropCache(t, ns, name); }});
+  }
   (*admin)->Register(http);
+  if (cluster) {
+    (*admin)->RegisterGuardedGet(http, "/v1/cluster", [&cluster] { return cluster->Status(); });
+  }
   auto http_addr = http.Start(config.metrics_bind);
   if (!http_addr) {
     std::cerr << "felix-broker: " << http_addr.error().message << "\n";
@@ -270,7 +348,23 @@ int Run(int argc, char** argv) {
     std::cerr << "felix-broker: " << written.error().message << "\n";
     return 1;
   }
-  http.SetReady(true);
+  if (cluster) {
+    // Ready once registered and synced; the credential file is written again then, with the
+    // default tenant's signing key from the shared catalog.
+    ready_hook.Attach(
+        [&http, &admin, addrs = std::make_tuple(*http_addr, quic_addr, *ca_file)](bool ready) {
+          if (ready) {
+            auto [h, q, ca] = addrs;
+            if (auto w = (*admin)->WriteCredentials(h, q, ca); !w) {
+              spdlog::error("{}", w.error().message);
+            }
+          }
+          http.SetReady(ready);
+        });
+    cluster->Start(quic_addr);
+  } else {
+    http.SetReady(true);
+  }
   spdlog::info("broker started version={} data_dir={} quic={} internal={} http={}", felix::kVersion,
                std::filesystem::absolute(config.data_dir).string(), quic_addr.ToString(),
                internal_addr.ToString(), http_addr->ToString());
@@ -289,6 +383,7 @@ int Run(int argc, char** argv) {
   // flips, so a 503 from /ready means "nothing new is admitted".
   auto drain_start = std::chrono::steady_clock::now();
   service.BeginDrain();
+  ready_hook.Detach();
   http.SetReady(false);
   size_t unfinished = 0;
   if (service.WaitDrained((*quic)->client_endpoint(),
@@ -304,10 +399,11 @@ int Run(int argc, char** argv) {
   }
   (*quic)->Stop();
   service.ReleaseAll();
+  if (cluster) cluster->Stop();  // leaves the cluster: the lease is revoked, nodes/<id> goes
   core.Stop();
   http.Stop();
   spdlog::info("drain complete");
-  return 0;
+  return fatal ? 1 : 0;
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ class ClusterNodeTest : public ::testing::Test {
       o.ready = ready;
       o.cv.notify_all();
     };
-    opts.on_registered = [&o](int64_t lease, uint64_t incarnation) {
+    opts.on_registered = [&o](int64_t lease, int64_t, uint64_t incarnation) {
       std::lock_guard lock(o.mu);
       ++o.registrations;
       o.lease = lease;

@@ -60,6 +60,11 @@ TEST(FakeEtcd, UnavailableFailsEveryCall) {
   EXPECT_EQ(fake.GetPrefix("/").error().code, EtcdErrc::kUnavailable);
   EXPECT_EQ(fake.LeaseGrant(1).error().code, EtcdErrc::kUnavailable);
   EXPECT_EQ(fake.Transact(Txn{}).error().code, EtcdErrc::kUnavailable);
+  // A refused watch returns (it once deadlocked destroying its watcher under the fake's locks).
+  WatchCallbacks cb;
+  cb.on_events = [](const std::vector<Event>&) {};
+  EXPECT_EQ(fake.Watch({"/", PrefixEnd("/"), 0, false, false}, cb).error().code,
+            EtcdErrc::kUnavailable);
   fake.SetAvailable(true);
   EXPECT_TRUE(fake.Put("/a", "b"));
 }

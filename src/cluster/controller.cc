@@ -1,0 +1,363 @@
+#include "cluster/controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "cluster/controller_pass.h"
+#include "etcd/backoff.h"
+
+namespace felix::cluster {
+namespace {
+
+using std::chrono::milliseconds;
+
+int64_t ToNs(milliseconds ms) {
+  return static_cast<int64_t>(ms.count()) * 1'000'000;
+}
+
+}  // namespace
+
+Controller::Controller(ControllerOptions options)
+    : options_(std::move(options)),
+      pass_interval_(options_.pass_interval.count() > 0 ? options_.pass_interval
+                                                        : options_.lease_ttl),
+      retry_interval_(options_.retry_interval.count() > 0
+                          ? options_.retry_interval
+                          : std::max(milliseconds(10), options_.lease_ttl / 8)),
+      view_(options_.keys),
+      down_(ToNs(options_.lease_ttl), ToNs(options_.margin)) {
+  if (options_.metrics) {
+    controller_gauge_ = &options_.metrics->AddGauge(
+        "felix_cluster_controller", "1 while this broker is the cluster's controller");
+    passes_counter_ = &options_.metrics->AddCounter(
+        "felix_cluster_placement_passes_total", "placement passes this broker ran as controller");
+    writes_counter_ = &options_.metrics->AddCounter(
+        "felix_cluster_assignment_writes_total",
+        "assignment transactions (puts and deletes) this broker committed as controller");
+    controller_gauge_->Set(0);
+  }
+}
+
+Controller::~Controller() {
+  Stop();
+}
+
+void Controller::Start() {
+  {
+    MutexLock lock(mu_);
+    if (started_) return;
+    started_ = true;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Controller::Stop() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Controller::is_controller() const {
+  MutexLock lock(mu_);
+  return term_.has_value();
+}
+
+std::optional<ControllerTerm> Controller::term() const {
+  MutexLock lock(mu_);
+  return term_;
+}
+
+uint64_t Controller::passes() const {
+  MutexLock lock(mu_);
+  return passes_;
+}
+
+bool Controller::WaitForPass(int64_t min_revision,
+                             std::chrono::steady_clock::time_point deadline) const {
+  MutexLock lock(mu_);
+  return cv_.wait_until(lock.native(), deadline, [&]() NO_THREAD_SAFETY_ANALYSIS {
+    return passed_revision_ >= min_revision;
+  });
+}
+
+bool Controller::WaitForRole(bool controller,
+                             std::chrono::steady_clock::time_point deadline) const {
+  MutexLock lock(mu_);
+  return cv_.wait_until(lock.native(), deadline, [&]() NO_THREAD_SAFETY_ANALYSIS {
+    return term_.has_value() == controller;
+  });
+}
+
+std::vector<std::string> Controller::DownNodes() const {
+  MutexLock lock(mu_);
+  if (!term_) return {};
+  return down_.Down(options_.clock.NowNs());
+}
+
+bool Controller::LeaseValid() const {
+  return !options_.lease_valid || options_.lease_valid();
+}
+
+bool Controller::Pause(milliseconds d) {
+  MutexLock lock(mu_);
+  return !cv_.wait_for(lock.native(), d, [&]() NO_THREAD_SAFETY_ANALYSIS { return stopping_; });
+}
+
+void Controller::SetRole(std::optional<ControllerTerm> term) {
+  {
+    MutexLock lock(mu_);
+    term_ = std::move(term);
+    if (controller_gauge_) controller_gauge_->Set(term_ ? 1 : 0);
+  }
+  cv_.notify_all();
+}
+
+void Controller::Run() {
+  etcd::Backoff backoff(retry_interval_, pass_interval_);
+  while (true) {
+    {
+      MutexLock lock(mu_);
+      if (stopping_) return;
+    }
+    if (!LeaseValid()) {
+      if (!Pause(retry_interval_)) return;
+      continue;
+    }
+    auto campaign = Campaign(options_.etcd, options_.keys, options_.me, options_.lease_id);
+    if (!campaign) {
+      spdlog::warn("controller: campaign failed: {}", campaign.error().ToString());
+      if (!Pause(backoff.Next())) return;
+      continue;
+    }
+    backoff.Reset();
+    const ControllerTerm& holder = campaign->term;
+    // Our own key from before (the thread lost track of its term, the lease is the same): the
+    // same term, resumed.
+    bool ours = !campaign->won && holder.record == options_.me &&
+                holder.lease == options_.lease_id && holder.lease != 0;
+    if (campaign->won || ours) {
+      Lead(holder);
+      continue;
+    }
+    AwaitVacancy();
+  }
+}
+
+void Controller::AwaitVacancy() {
+  auto current = options_.etcd.Get(options_.keys.Controller());
+  if (!current) {
+    spdlog::warn("controller: reading the controller key failed: {}",
+                 current.error().ToError().ToString());
+    Pause(retry_interval_);
+    return;
+  }
+  if (!current->first) return;  // already gone: campaign again
+  {
+    MutexLock lock(mu_);
+    vacancy_ = false;
+  }
+  auto mark = [this] {
+    {
+      MutexLock lock(mu_);
+      vacancy_ = true;
+    }
+    cv_.notify_all();
+  };
+  etcd::WatchOptions watch;
+  watch.key = options_.keys.Controller();
+  watch.start_revision = current->second + 1;  // nothing between the read and the watch is lost
+  etcd::WatchCallbacks cb;
+  cb.on_events = [mark](const std::vector<etcd::Event>& events) {
+    for (const auto& e : events) {
+      if (e.type == etcd::Event::Type::kDelete) mark();
+    }
+  };
+  cb.on_compacted = [mark](int64_t) { mark(); };  // re-read by campaigning again
+  auto handle = options_.etcd.Watch(watch, std::move(cb));
+  if (!handle) {
+    spdlog::warn("controller: watching the controller key failed: {}",
+                 handle.error().ToError().ToString());
+    Pause(retry_interval_);
+    return;
+  }
+  {
+    MutexLock lock(mu_);
+    cv_.wait_for(lock.native(), pass_interval_,
+                 [&]() NO_THREAD_SAFETY_ANALYSIS { return stopping_ || vacancy_; });
+  }
+  handle->reset();  // not under mu_: its callbacks take it
+}
+
+void Controller::Lead(const ControllerTerm& term) {
+  spdlog::info("controller: elected node={} incarnation={} term={}", term.record.node_id,
+               term.record.incarnation, term.create_revision);
+  {
+    MutexLock lock(mu_);
+    deposed_ = false;
+    dirty_ = false;
+    view_.Clear();
+    down_.Elected(options_.clock.NowNs());
+  }
+  SetRole(term);
+
+  etcd::MirrorCallbacks callbacks;
+  callbacks.on_snapshot = [this](const std::vector<etcd::KeyValue>& kvs, int64_t revision) {
+    OnSnapshot(kvs, revision);
+  };
+  callbacks.on_events = [this](const std::vector<etcd::Event>& events) { OnEvents(events); };
+  callbacks.on_error = [](const etcd::EtcdError& error) {
+    spdlog::warn("controller: cluster mirror: {}", error.ToError().ToString());
+  };
+  auto mirror = std::make_unique<etcd::PrefixMirror>(
+      options_.etcd, options_.keys.prefix(), std::move(callbacks),
+      etcd::Backoff(retry_interval_, pass_interval_));
+  mirror->Start();
+
+  etcd::Backoff error_backoff(retry_interval_, pass_interval_);
+  auto next_periodic = std::chrono::steady_clock::now() + pass_interval_;
+  bool stopping = false;
+  while (true) {
+    std::optional<ControllerView> view;
+    const bool usable = LeaseValid();  // the caller's callback, not under mu_
+    {
+      MutexLock lock(mu_);
+      cv_.wait_until(lock.native(), next_periodic, [&]() NO_THREAD_SAFETY_ANALYSIS {
+        return stopping_ || deposed_ || (dirty_ && view_.revision() > 0);
+      });
+      stopping = stopping_;
+      if (stopping_ || deposed_) break;
+      if (std::chrono::steady_clock::now() >= next_periodic) {
+        next_periodic = std::chrono::steady_clock::now() + pass_interval_;
+        if (view_.revision() > 0) dirty_ = true;  // the safety-net pass
+      }
+      if (!dirty_) continue;
+      if (usable) {
+        dirty_ = false;  // changes from here on call for another pass
+        view.emplace(view_);
+      }
+    }
+    if (!view) {  // lease not usable: no writes until it is
+      if (!Pause(retry_interval_)) {
+        stopping = true;
+        break;
+      }
+      continue;
+    }
+    PassOptions pass_options;
+    pass_options.can_write = [this] { return LeaseValid(); };
+    PassResult result = RunPass(options_.etcd, term, *view, pass_options);
+    if (writes_counter_) writes_counter_->Increment(result.writes + result.deletes);
+    if (result.deposed) {
+      spdlog::warn("controller: deposed (a write found another term)");
+      break;
+    }
+    if (!result.complete()) {
+      MutexLock lock(mu_);
+      dirty_ = true;  // try again
+    }
+    if (result.errors > 0) {
+      if (!Pause(error_backoff.Next())) {
+        stopping = true;
+        break;
+      }
+      continue;
+    }
+    if (!result.complete()) continue;
+    error_backoff.Reset();
+    if (passes_counter_) passes_counter_->Increment();
+    {
+      MutexLock lock(mu_);
+      ++passes_;
+      passed_revision_ = std::max(passed_revision_, view->revision());
+    }
+    cv_.notify_all();
+  }
+
+  mirror.reset();  // not under mu_: its callbacks take it
+  SetRole(std::nullopt);
+  if (stopping) {
+    auto resigned = Resign(options_.etcd, options_.keys, term);
+    if (!resigned) {
+      spdlog::warn("controller: resigning failed (the key goes with the lease): {}",
+                   resigned.error().ToString());
+    }
+  }
+  spdlog::info("controller: term {} ended ({})", term.create_revision,
+               stopping ? "stopping" : "deposed");
+}
+
+void Controller::CheckTermLocked() {
+  const auto& key = view_.controller();
+  if (!term_) return;
+  if (!key || key->create_revision != term_->create_revision) {
+    if (!deposed_) spdlog::warn("controller: the controller key is no longer this term's");
+    deposed_ = true;
+  }
+}
+
+void Controller::OnSnapshot(const std::vector<etcd::KeyValue>& kvs, int64_t revision) {
+  {
+    MutexLock lock(mu_);
+    const int64_t now = options_.clock.NowNs();
+    view_.Clear();
+    for (const auto& kv : kvs) view_.Put(kv);
+    view_.set_revision(revision);
+    down_.Snapshot(view_.RegisteredIds(), now);
+    for (const auto& [ref, slot] : view_.assignments()) {
+      if (!slot.read.value) continue;
+      for (const auto& node : slot.read.value->replicas) down_.Mentioned(node, now);
+    }
+    CheckTermLocked();
+    dirty_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Controller::ApplyLocked(const etcd::Event& event, int64_t now_ns) {
+  const bool deleted = event.type == etcd::Event::Type::kDelete;
+  ControllerView::Area area = deleted ? view_.Delete(event.kv.key) : view_.Put(event.kv);
+  switch (area) {
+    case ControllerView::Area::kNodes: {
+      auto id = options_.keys.ParseNode(event.kv.key);
+      if (id && deleted) down_.Absent(*id, now_ns);
+      if (id && !deleted) down_.Present(*id);
+      return true;
+    }
+    case ControllerView::Area::kAssign: {
+      if (!deleted) {
+        auto shard = options_.keys.ParseAssign(event.kv.key);
+        auto it = shard ? view_.assignments().find(*shard) : view_.assignments().end();
+        if (it != view_.assignments().end() && it->second.read.value) {
+          for (const auto& node : it->second.read.value->replicas) down_.Mentioned(node, now_ns);
+        }
+      }
+      return true;
+    }
+    case ControllerView::Area::kCatalog:
+      return true;
+    case ControllerView::Area::kController:
+      CheckTermLocked();
+      return false;
+    case ControllerView::Area::kOther:
+      return false;
+  }
+  return false;
+}
+
+void Controller::OnEvents(const std::vector<etcd::Event>& events) {
+  {
+    MutexLock lock(mu_);
+    const int64_t now = options_.clock.NowNs();
+    for (const auto& event : events) {
+      if (ApplyLocked(event, now)) dirty_ = true;
+      view_.set_revision(std::max(view_.revision(), event.kv.mod_revision));
+    }
+  }
+  cv_.notify_all();
+}
+
+}  // namespace felix::cluster

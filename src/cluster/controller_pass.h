@@ -1,0 +1,68 @@
+// One placement pass of the controller (cluster-etcd.md §2, §5): from a ControllerView, compute the
+// target with Place() and write the difference to etcd, one WriteAssignment / DeleteAssignment
+// transaction per shard (each compares the controller key's create_revision and the
+// assignment's mod_revision, and raises the shard's generation by exactly one).
+//
+// What a pass writes (PlanShard):
+// - a shard with no assignment gets the target leader, replicas = leader + target followers;
+// - a shard whose assignment is active keeps its current leader — changing a live leader is a
+//   move (stage → fence → cut over) and replacing a dead one is failover (after DownTracker says
+//   "down"), both later work that hooks in here — and takes the target's followers when they
+//   differ. A target leader other than the current one becomes a follower first (it is where a
+//   later move goes). Current followers whose node is not registered keep their slot: replacing
+//   a replica is for after its grace period (restore-RF, cluster-etcd.md §5), not for every
+//   lapse of a lease. Nothing is written when the set is unchanged.
+// - a shard in state moving or unavailable, or with an undecodable value, is left alone;
+// - an assignment whose stream/cache left the catalog (or whose shard number is beyond the
+//   catalog's shard count) is deleted; one whose catalog value does not decode is left alone.
+// A lost race (kLostRace) re-plans that shard from the value the failed txn returned; kDeposed
+// ends the pass at once. Nodes absent from nodes/ are never given a new role.
+//
+// Blocking (etcd round trips); any thread; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cluster/assignment_txn.h"
+#include "cluster/controller_view.h"
+#include "cluster/placement.h"
+#include "etcd/etcd_client.h"
+
+namespace felix::cluster {
+
+// The assignment to write for one shard, or nullopt when nothing changes. `target` is Place()'s
+// choice (null: no node to place on); `registered` the node ids present under nodes/. The
+// result's generation is left 0 (WriteAssignment sets it).
+std::optional<Assignment> PlanShard(const std::optional<Assignment>& current,
+                                    const ReplicaSet* target, uint32_t replication_factor,
+                                    const std::set<std::string>& registered);
+
+struct PassOptions {
+  // Checked before every write; false ends the pass early (paused) without writing.
+  std::function<bool()> can_write;
+  // Re-plans of one shard after lost races before the pass gives up on it (counted as error).
+  int max_attempts = 8;
+};
+
+struct PassResult {
+  uint64_t writes = 0;                // assignments put
+  uint64_t deletes = 0;               // assignments deleted
+  uint64_t lost_races = 0;            // failed compares on the assignment (each re-planned)
+  uint64_t errors = 0;                // etcd errors, or a shard still racing after max_attempts
+  uint64_t skipped = 0;               // shards left alone because their stored metadata is corrupt
+  std::vector<std::string> unplaced;  // shards with no node to go to
+  bool deposed = false;               // the controller key is not this term's any more
+  bool paused = false;                // can_write said no
+  // Every shard reached its target (or was deliberately left alone).
+  bool complete() const { return !deposed && !paused && errors == 0; }
+};
+
+PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const ControllerView& view,
+                   const PassOptions& options);
+
+}  // namespace felix::cluster

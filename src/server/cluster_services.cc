@@ -1,0 +1,197 @@
+#include "server/cluster_services.h"
+
+#include <spdlog/spdlog.h>
+
+#include "cluster/assignment_txn.h"
+#include "etcd/grpc_etcd_client.h"
+#include "felix/version.h"
+
+namespace felix::server {
+
+namespace {
+
+std::string JoinEndpoints(const std::vector<std::string>& endpoints) {
+  std::string out;
+  for (const auto& e : endpoints) out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+const char* StateName(cluster::AssignmentState state) {
+  switch (state) {
+    case cluster::AssignmentState::kActive:
+      return "active";
+    case cluster::AssignmentState::kMoving:
+      return "moving";
+    case cluster::AssignmentState::kUnavailable:
+      return "unavailable";
+  }
+  return "?";
+}
+
+// A wildcard bind is not an address anyone can dial: advertise loopback instead (a warning
+// tells the operator to set FELIX_CLIENT_ADVERTISE_ADDR for other machines).
+std::string DialableClientAddr(const BrokerConfig& config, const HostPort& bound) {
+  if (!config.client_advertise_addr.empty()) return config.client_advertise_addr;
+  HostPort addr = bound;
+  if (addr.host == "0.0.0.0" || addr.host.empty()) addr.host = "127.0.0.1";
+  if (addr.host == "::") addr.host = "::1";
+  spdlog::warn(
+      "cluster: FELIX_CLIENT_ADVERTISE_ADDR is not set: advertising {} to clients (set it when "
+      "clients run on other machines)",
+      addr.ToString());
+  return addr.ToString();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ClusterServices>> ClusterServices::Create(const BrokerConfig& config,
+                                                                 MetricsRegistry& metrics,
+                                                                 Callbacks callbacks) {
+  auto keys = cluster::ClusterKeys::Create(config.cluster_name);
+  if (!keys)
+    return Fail(ErrorCode::kInvalidArgument, "FELIX_CLUSTER_NAME: " + keys.error().message);
+  auto client = etcd::GrpcEtcdClient::Create(JoinEndpoints(config.etcd_endpoints));
+  if (!client) {
+    return Fail(ErrorCode::kInvalidArgument, "FELIX_ETCD_ENDPOINTS: " + client.error().message);
+  }
+  auto catalog = cluster::EtcdCatalog::Create(**client, *keys);
+  if (!catalog) return tl::unexpected(catalog.error());
+  return std::unique_ptr<ClusterServices>(new ClusterServices(config, metrics, std::move(callbacks),
+                                                              std::move(*client), std::move(*keys),
+                                                              std::move(*catalog)));
+}
+
+ClusterServices::ClusterServices(const BrokerConfig& config, MetricsRegistry& metrics,
+                                 Callbacks callbacks, std::unique_ptr<etcd::EtcdClient> etcd,
+                                 cluster::ClusterKeys keys,
+                                 std::unique_ptr<cluster::EtcdCatalog> catalog)
+    : config_(config),
+      metrics_(metrics),
+      callbacks_(std::move(callbacks)),
+      etcd_(std::move(etcd)),
+      keys_(std::move(keys)),
+      catalog_(std::move(catalog)) {
+  cluster::ClusterNodeOptions o{.keys = keys_};
+  o.self.node_id = config_.node_id;
+  o.self.internal_addr = config_.node_advertise_addr;
+  o.self.zone = config_.node_zone;
+  o.self.version = kVersion;
+  o.lease = std::chrono::milliseconds(config_.node_lease_ms);
+  o.metrics = &metrics_;
+  o.extra_synced = [this] { return catalog_->synced(); };
+  o.on_ready_change = callbacks_.on_ready_change;
+  o.on_fatal = callbacks_.on_fatal;
+  o.on_registered = [this](int64_t lease, int64_t ttl_ms, uint64_t incarnation) {
+    // Every broker makes sure the default tenant exists (create-if-absent: one wins).
+    if (auto r = catalog_->EnsureDefaults(); !r) {
+      spdlog::warn("cluster: default tenant/namespace: {} (retried at the next registration)",
+                   r.error().message);
+    }
+    StartController(lease, ttl_ms, incarnation);
+  };
+  o.on_unregistered = [this] { StopController(); };
+  node_ = std::make_unique<cluster::ClusterNode>(*etcd_, std::move(o));
+}
+
+ClusterServices::~ClusterServices() {
+  Stop();
+}
+
+catalog::Catalog& ClusterServices::catalog() {
+  return *catalog_;
+}
+
+const broker::ShardRouter& ClusterServices::router() const {
+  return node_->router();
+}
+
+std::function<bool()> ClusterServices::LeaseCheck() const {
+  return [this] { return node_->LeaseValidNow(); };
+}
+
+void ClusterServices::Start(const HostPort& client_addr) {
+  node_->set_client_addr(DialableClientAddr(config_, client_addr));
+  catalog_->Start();
+  node_->Start();
+}
+
+void ClusterServices::Stop() {
+  node_->Stop();  // stops the controller (on_unregistered) and leaves nodes/
+  StopController();
+}
+
+bool ClusterServices::ready() const {
+  return node_->ready();
+}
+
+void ClusterServices::StartController(int64_t lease, int64_t ttl_ms, uint64_t incarnation) {
+  StopController();
+  auto controller = std::make_unique<cluster::Controller>(cluster::ControllerOptions{
+      .etcd = *etcd_,
+      .keys = keys_,
+      .me = cluster::ControllerRecord{config_.node_id, incarnation},
+      .lease_id = lease,
+      .lease_ttl = std::chrono::milliseconds(ttl_ms),
+      .clock = clock_,
+      .metrics = &metrics_,
+      .lease_valid = [this] { return node_->lease_valid(); },
+  });
+  controller->Start();
+  std::lock_guard lock(controller_mu_);
+  controller_ = std::move(controller);
+}
+
+void ClusterServices::StopController() {
+  std::unique_ptr<cluster::Controller> controller;
+  {
+    std::lock_guard lock(controller_mu_);
+    controller = std::move(controller_);
+  }
+  if (controller != nullptr) controller->Stop();
+}
+
+nlohmann::ordered_json ClusterServices::Status() const {
+  using Json = nlohmann::ordered_json;
+  Json out;
+  out["cluster"] = config_.cluster_name;
+  out["node_id"] = config_.node_id;
+  out["ready"] = ready();
+  auto controller = cluster::ReadController(*etcd_, keys_);
+  if (!controller) {
+    out["controller"] = nullptr;
+    out["controller_error"] = controller.error().message;
+  } else if (!controller->has_value()) {
+    out["controller"] = nullptr;
+  } else {
+    out["controller"] = Json{{"node_id", (*controller)->record.node_id},
+                             {"incarnation", (*controller)->record.incarnation}};
+  }
+  Json nodes = Json::array();
+  Json shards = Json::array();
+  {
+    for (const auto& n : node_->view().Nodes()) {
+      nodes.push_back(Json{{"node_id", n.node_id},
+                           {"incarnation", n.incarnation},
+                           {"internal_addr", n.internal_addr},
+                           {"client_addr", n.client_addr},
+                           {"zone", n.zone},
+                           {"version", n.version}});
+    }
+    for (const auto& [shard, a] : node_->view().Assignments()) {
+      shards.push_back(Json{{"kind", cluster::ShardKindName(shard.kind)},
+                            {"tenant", shard.tenant},
+                            {"namespace", shard.ns},
+                            {"name", shard.name},
+                            {"shard", shard.shard},
+                            {"leader", a.leader},
+                            {"replicas", a.replicas},
+                            {"generation", a.generation},
+                            {"state", StateName(a.state)}});
+    }
+  }
+  out["nodes"] = std::move(nodes);
+  out["shards"] = std::move(shards);
+  return out;
+}
+
+}  // namespace felix::server

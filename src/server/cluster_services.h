@@ -1,0 +1,81 @@
+// ClusterServices: what cluster mode (FELIX_NODE_ID + FELIX_ETCD_ENDPOINTS) adds to the
+// daemon, composed in one place (docs/cluster.md): the etcd client, the catalog on etcd
+// (EtcdCatalog: the admin API writes through it, every broker watches it), this node's
+// membership (ClusterNode: lease, registration, the nodes/ and assign/ watches, readiness), the
+// router the ShardResolver asks (EtcdRouter), and the controller (campaigns with the node's
+// lease; one broker at a time places shards).
+//
+// Lifecycle: Create() before the catalog's users (it does no I/O: an unreachable etcd only
+// keeps the broker not ready); Start() once the client port is bound (the advertised client
+// address may default to it); Stop() after the client listener drained (it resigns the
+// controller and revokes the lease, so this node leaves nodes/ at once).
+//
+// Threading: accessors from any thread; on_ready_change and on_fatal run on the node's thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "broker/shard_router.h"
+#include "catalog/catalog.h"
+#include "cluster/cluster_node.h"
+#include "cluster/controller.h"
+#include "cluster/etcd_catalog.h"
+#include "common/metrics.h"
+#include "common/net_address.h"
+#include "common/result.h"
+#include "etcd/etcd_client.h"
+#include "server/broker_config.h"
+
+namespace felix::server {
+
+class ClusterServices {
+ public:
+  struct Callbacks {
+    std::function<void(bool ready)> on_ready_change;
+    std::function<void(const std::string& why)> on_fatal;
+  };
+
+  // kInvalidArgument for endpoints or names the config check let through (it should not).
+  static Result<std::unique_ptr<ClusterServices>> Create(const BrokerConfig& config,
+                                                         MetricsRegistry& metrics,
+                                                         Callbacks callbacks);
+  ~ClusterServices();
+
+  catalog::Catalog& catalog();
+  const broker::ShardRouter& router() const;
+  // For BrokerCoreOptions::lease_valid: the exact check just before an append.
+  std::function<bool()> LeaseCheck() const;
+
+  // `client_addr`: the bound client address, advertised unless FELIX_CLIENT_ADVERTISE_ADDR.
+  void Start(const HostPort& client_addr);
+  void Stop();
+
+  bool ready() const;
+  // GET /v1/cluster: nodes, controller, per-shard leader/replicas/generation/state.
+  nlohmann::ordered_json Status() const;
+
+ private:
+  ClusterServices(const BrokerConfig& config, MetricsRegistry& metrics, Callbacks callbacks,
+                  std::unique_ptr<etcd::EtcdClient> etcd, cluster::ClusterKeys keys,
+                  std::unique_ptr<cluster::EtcdCatalog> catalog);
+  void StartController(int64_t lease_id, int64_t ttl_ms, uint64_t incarnation);
+  void StopController();
+
+  const BrokerConfig config_;
+  MetricsRegistry& metrics_;
+  Callbacks callbacks_;
+  std::unique_ptr<etcd::EtcdClient> etcd_;
+  cluster::BoottimeClock clock_;
+  const cluster::ClusterKeys keys_;
+  std::unique_ptr<cluster::EtcdCatalog> catalog_;
+  std::unique_ptr<cluster::ClusterNode> node_;
+  std::mutex controller_mu_;  // the node's thread starts/stops it; Stop() too
+  std::unique_ptr<cluster::Controller> controller_;
+};
+
+}  // namespace felix::server

@@ -1,0 +1,490 @@
+// The controller on FakeEtcd with a fake lease clock: election and takeover, placement passes
+// (new shards, joins, deletions, zone spread), racing planners, and the down rule. The same
+// controller runs against a real etcd in controller_e2e_test.cc.
+#include "cluster/controller.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "cluster/controller_pass.h"
+#include "cluster/controller_test_util.h"
+#include "cluster/down_tracker.h"
+#include "cluster/fake_lease_clock.h"
+#include "etcd/fake_etcd.h"
+
+namespace felix::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Deadline;
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000 * kMs;
+
+constexpr auto kLeaseTtl = 2000ms;  // L in these tests: margin L/4 = 500 ms
+
+std::set<std::string> Leaders(const std::map<uint32_t, Assignment>& assignments) {
+  std::set<std::string> leaders;
+  for (const auto& [shard, a] : assignments) leaders.insert(a.leader);
+  return leaders;
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  int64_t Lease() {
+    auto lease = fake_.LeaseGrant(30);
+    EXPECT_TRUE(lease);
+    return lease ? lease->id : 0;
+  }
+  std::unique_ptr<Controller> Make(const std::string& id, int64_t lease,
+                                   std::atomic<bool>* valid = nullptr,
+                                   MetricsRegistry* metrics = nullptr) {
+    ControllerOptions options{.etcd = fake_,
+                              .keys = keys_,
+                              .me = {id, 1},
+                              .lease_id = lease,
+                              .lease_ttl = kLeaseTtl,
+                              .clock = clock_,
+                              .metrics = metrics,
+                              .lease_valid = nullptr,
+                              .retry_interval = 20ms};
+    if (valid) options.lease_valid = [valid] { return valid->load(); };
+    return std::make_unique<Controller>(std::move(options));
+  }
+  // A started controller for n1 that has completed a pass planned from `revision` or later.
+  std::unique_ptr<Controller> StartedPastRevision(int64_t revision) {
+    auto c = Make("n1", Lease());
+    c->Start();
+    EXPECT_TRUE(c->WaitForPass(revision, Deadline()));
+    return c;
+  }
+  // Registers n1..n<count> (own leases); returns their leases.
+  std::vector<int64_t> RegisterNodes(int count) {
+    std::vector<int64_t> leases;
+    for (int i = 1; i <= count; ++i) {
+      leases.push_back(Lease());
+      testing::RegisterNode(fake_, "n" + std::to_string(i), leases.back());
+    }
+    return leases;
+  }
+
+  etcd::FakeEtcd fake_;
+  FakeLeaseClock clock_;
+  ClusterKeys keys_ = testing::TestKeys();
+};
+
+TEST_F(ControllerTest, SingleControllerPlacesSixShardsWithLeadersSpread) {
+  auto leases = RegisterNodes(3);
+  int64_t rev = testing::CreateStream(fake_, "s", 6, 1);
+  MetricsRegistry metrics;
+  auto c = Make("n1", leases[0], nullptr, &metrics);
+  c->Start();
+  ASSERT_TRUE(c->WaitForPass(rev, Deadline()));
+  EXPECT_TRUE(c->is_controller());
+
+  auto assigned = testing::StreamAssignments(fake_, "s");
+  ASSERT_EQ(assigned.size(), 6u);
+  std::map<std::string, int> led;
+  for (const auto& [shard, a] : assigned) {
+    EXPECT_EQ(a.generation, 1u) << shard;
+    EXPECT_EQ(a.replicas, std::vector<std::string>{a.leader}) << shard;
+    EXPECT_EQ(a.state, AssignmentState::kActive);
+    ++led[a.leader];
+  }
+  EXPECT_EQ(led, (std::map<std::string, int>{{"n1", 2}, {"n2", 2}, {"n3", 2}}));
+
+  // A later pass (triggered by the controller's own writes) changes nothing.
+  ASSERT_TRUE(c->WaitForPass(fake_.revision(), Deadline()));
+  EXPECT_EQ(testing::StreamAssignments(fake_, "s"), assigned);
+  std::string text = metrics.RenderPrometheus();
+  EXPECT_NE(text.find("felix_cluster_controller 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("felix_cluster_assignment_writes_total 6"), std::string::npos) << text;
+  EXPECT_EQ(text.find("felix_cluster_placement_passes_total 0"), std::string::npos) << text;
+
+  c->Stop();
+  EXPECT_FALSE(c->is_controller());
+  auto holder = ReadController(fake_, keys_);
+  ASSERT_TRUE(holder);
+  EXPECT_FALSE(holder->has_value()) << "Stop() resigns";
+  EXPECT_NE(metrics.RenderPrometheus().find("felix_cluster_controller 0"), std::string::npos);
+}
+
+TEST_F(ControllerTest, ExactlyOneControllerAndRevokingItsLeaseHandsOver) {
+  auto leases = RegisterNodes(3);
+  std::atomic<bool> valid_a{true}, valid_b{true};
+  auto a = Make("n1", leases[0], &valid_a);
+  auto b = Make("n2", leases[1], &valid_b);
+  int64_t rev = testing::CreateStream(fake_, "s", 6, 1);
+  a->Start();
+  b->Start();
+  Controller* winner = testing::WaitForEither(*a, *b, Deadline());
+  ASSERT_NE(winner, nullptr);
+  Controller* other = winner == a.get() ? b.get() : a.get();
+  ASSERT_TRUE(winner->WaitForPass(rev, Deadline()));
+  EXPECT_FALSE(other->is_controller());
+  EXPECT_EQ(other->passes(), 0u);
+  auto holder = ReadController(fake_, keys_);
+  ASSERT_TRUE(holder && holder->has_value());
+  EXPECT_EQ((*holder)->record.node_id, winner == a.get() ? "n1" : "n2");
+  auto before = testing::StreamAssignments(fake_, "s");
+  ASSERT_EQ(before.size(), 6u);
+
+  // The winner's node lease goes (its node key and the controller key with it).
+  (winner == a.get() ? valid_a : valid_b) = false;
+  ASSERT_TRUE(fake_.LeaseRevoke(winner == a.get() ? leases[0] : leases[1]));
+  ASSERT_TRUE(other->WaitForRole(true, Deadline()));
+  ASSERT_TRUE(winner->WaitForRole(false, Deadline()));
+
+  // The new controller keeps working: a new stream is placed on the registered nodes only,
+  // and the old stream's leaders are untouched (replacing a leader is failover's job).
+  int64_t rev2 = testing::CreateStream(fake_, "s2", 4, 1);
+  ASSERT_TRUE(other->WaitForPass(rev2, Deadline()));
+  auto placed = testing::StreamAssignments(fake_, "s2");
+  ASSERT_EQ(placed.size(), 4u);
+  std::string gone = winner == a.get() ? "n1" : "n2";
+  for (const auto& [shard, asg] : placed) EXPECT_NE(asg.leader, gone);
+  EXPECT_EQ(testing::StreamAssignments(fake_, "s"), before);
+  EXPECT_FALSE(winner->is_controller());
+}
+
+TEST_F(ControllerTest, NoCampaignWhileTheLeaseIsNotUsable) {
+  auto leases = RegisterNodes(2);
+  std::atomic<bool> valid_a{false}, valid_b{true};
+  auto a = Make("n1", leases[0], &valid_a);
+  auto b = Make("n2", leases[1], &valid_b);
+  a->Start();  // first, but its lease is not usable
+  b->Start();
+  ASSERT_TRUE(b->WaitForRole(true, Deadline()));
+  EXPECT_FALSE(a->is_controller());
+  valid_a = true;
+  valid_b = false;
+  ASSERT_TRUE(fake_.LeaseRevoke(leases[1]));
+  ASSERT_TRUE(a->WaitForRole(true, Deadline()));
+  ASSERT_TRUE(b->WaitForRole(false, Deadline()));
+}
+
+TEST_F(ControllerTest, RacingPlannersOneWriteWinsAndTheLoserReplans) {
+  auto leases = RegisterNodes(3);
+  testing::CreateStream(fake_, "s", 2, 2);
+  auto won = Campaign(fake_, keys_, {"n1", 1}, leases[0]);
+  ASSERT_TRUE(won && won->won);
+  const ControllerTerm term = won->term;
+
+  ControllerView stale = testing::ReadView(fake_);  // before anything was assigned
+  PassResult first = RunPass(fake_, term, stale, {});
+  ASSERT_TRUE(first.complete());
+  EXPECT_EQ(first.writes, 2u);
+  auto target = testing::StreamAssignments(fake_, "s");
+
+  // Another planner of the same term writes shard 0 first (a different follower).
+  const std::string key0 = keys_.Assign({ShardKind::kStream, "t", "ns", "s", 0});
+  auto read = ReadAssignment(fake_, key0);
+  ASSERT_TRUE(read && read->value);
+  std::string leader = read->value->leader;
+  std::string stranger;
+  for (std::string n : {"n1", "n2", "n3"}) {
+    if (std::find(read->value->replicas.begin(), read->value->replicas.end(), n) ==
+        read->value->replicas.end()) {
+      stranger = n;
+    }
+  }
+  auto racing =
+      WriteAssignment(fake_, keys_, term, key0, *read, testing::Led(leader, {leader, stranger}));
+  ASSERT_TRUE(racing && racing->kind == WriteOutcome::Kind::kWritten);
+  // Now a pass from the older view: both its writes lose. Shard 0 re-plans from the winner's
+  // value (generation 2) to the target again (generation 3); shard 1 then needs nothing.
+  PassResult second = RunPass(fake_, term, stale, {});
+  EXPECT_TRUE(second.complete());
+  EXPECT_EQ(second.lost_races, 2u);
+  EXPECT_EQ(second.writes, 1u);
+  auto after = testing::StreamAssignments(fake_, "s");
+  EXPECT_EQ(after[0].generation, 3u);
+  EXPECT_EQ(after[0].leader, leader);
+  EXPECT_EQ(after[0].replicas, target[0].replicas);
+  EXPECT_EQ(after[1], target[1]);
+
+  // Two passes of one term over the same view at once: every shard is written exactly once.
+  testing::CreateStream(fake_, "race", 4, 1);
+  ControllerView view = testing::ReadView(fake_);
+  PassResult r1, r2;
+  std::thread t1([&] { r1 = RunPass(fake_, term, view, {}); });
+  std::thread t2([&] { r2 = RunPass(fake_, term, view, {}); });
+  t1.join();
+  t2.join();
+  EXPECT_TRUE(r1.complete() && r2.complete());
+  EXPECT_EQ(r1.writes + r2.writes, 4u);
+  EXPECT_EQ(r1.lost_races + r2.lost_races, 4u);
+  for (const auto& [shard, a] : testing::StreamAssignments(fake_, "race")) {
+    EXPECT_EQ(a.generation, 1u) << shard;
+  }
+
+  // A deposed term writes nothing: its pass ends at the first write.
+  ASSERT_TRUE(fake_.LeaseRevoke(leases[0]));
+  auto next = Campaign(fake_, keys_, {"n2", 1}, leases[1]);
+  ASSERT_TRUE(next && next->won);
+  testing::CreateStream(fake_, "late", 2, 1);
+  PassResult deposed = RunPass(fake_, term, testing::ReadView(fake_), {});
+  EXPECT_TRUE(deposed.deposed);
+  EXPECT_EQ(deposed.writes, 0u);
+  EXPECT_TRUE(testing::StreamAssignments(fake_, "late").empty());
+}
+
+TEST_F(ControllerTest, UnreadableMetadataIsLeftAlone) {
+  auto leases = RegisterNodes(2);
+  testing::CreateStream(fake_, "s", 2, 1);
+  auto won = Campaign(fake_, keys_, {"n1", 1}, leases[0]);
+  ASSERT_TRUE(won && won->won);
+  ASSERT_EQ(RunPass(fake_, won->term, testing::ReadView(fake_), {}).writes, 2u);
+  auto placed = testing::StreamAssignments(fake_, "s");
+
+  // A catalog value that does not decode: its shards are neither placed nor deleted.
+  ASSERT_TRUE(fake_.Put(keys_.CatalogStream("t", "ns", "s"), "{not json"));
+  // A stream whose assignment value is corrupt: that shard is skipped, the other placed.
+  testing::CreateStream(fake_, "c", 2, 1);
+  ASSERT_TRUE(fake_.Put(keys_.Assign({ShardKind::kStream, "t", "ns", "c", 0}), "[]"));
+  // Keys of the layout the controller does not read are ignored.
+  ASSERT_TRUE(fake_.Put(keys_.CatalogTenant("t"), "{}"));
+  ASSERT_TRUE(fake_.Put(keys_.prefix() + "catalog/streams/too/few", "{}"));
+
+  ControllerView view = testing::ReadView(fake_);
+  EXPECT_EQ(view.catalog().size(), 2u);
+  PassResult r = RunPass(fake_, won->term, view, {});
+  EXPECT_TRUE(r.complete());
+  EXPECT_EQ(r.deletes, 0u);
+  EXPECT_EQ(r.skipped, 1u);
+  EXPECT_EQ(r.writes, 1u);
+  EXPECT_EQ(testing::StreamAssignments(fake_, "s"), placed);
+  auto c = ReadAssignment(fake_, keys_.Assign({ShardKind::kStream, "t", "ns", "c", 1}));
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->value.has_value());
+}
+
+TEST_F(ControllerTest, ANodeJoiningChangesNoLeader) {
+  RegisterNodes(2);
+  int64_t rev = testing::CreateStream(fake_, "s", 6, 2);
+  auto c = StartedPastRevision(rev);
+  ASSERT_FALSE(HasFailure());
+  auto before = testing::StreamAssignments(fake_, "s");
+  ASSERT_EQ(before.size(), 6u);
+
+  int64_t joined = testing::RegisterNode(fake_, "n3", Lease());
+  // The target after the join would move leaders to n3 (so keeping them is the controller's
+  // decision, not an accident of placement).
+  ControllerView view = testing::ReadView(fake_);
+  PlacementInput input;
+  for (const auto& [id, record] : view.nodes()) input.nodes.push_back({id, record->zone});
+  for (const auto& [shard, a] : before) {
+    std::string path = ShardRef{ShardKind::kStream, "t", "ns", "s", shard}.Path();
+    input.shards.push_back({path, 2});
+    input.current[path] = ReplicaSet{a.leader, {a.replicas.begin() + 1, a.replicas.end()}};
+  }
+  auto target = Place(input);
+  bool moves = false;
+  for (const auto& [path, set] : target.assignment) moves |= set.leader == "n3";
+  ASSERT_TRUE(moves);
+
+  ASSERT_TRUE(c->WaitForPass(joined, Deadline()));
+  auto after = testing::StreamAssignments(fake_, "s");
+  ASSERT_EQ(after.size(), 6u);
+  for (const auto& [shard, a] : after) {
+    EXPECT_EQ(a.leader, before[shard].leader) << shard;
+    EXPECT_EQ(a.replicas.front(), a.leader);
+    EXPECT_EQ(a.replicas.size(), 2u);
+    EXPECT_LE(a.generation, before[shard].generation + 1);
+  }
+}
+
+TEST_F(ControllerTest, AStreamLeavingTheCatalogLosesItsAssignments) {
+  RegisterNodes(3);
+  testing::CreateStream(fake_, "gone", 3, 1);
+  testing::CreateStream(fake_, "stays", 2, 1);
+  int64_t rev = testing::CreateCache(fake_, "c", 2, 2);
+  auto c = StartedPastRevision(rev);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(testing::StreamAssignments(fake_, "gone").size(), 3u);
+  ASSERT_EQ(testing::AssignmentsOf(fake_, ShardKind::kCache, "c").size(), 2u);
+  auto stays = testing::StreamAssignments(fake_, "stays");
+  ASSERT_EQ(stays.size(), 2u);
+
+  auto deleted = fake_.Delete(keys_.CatalogStream("t", "ns", "gone"));
+  ASSERT_TRUE(deleted && deleted->deleted == 1);
+  ASSERT_TRUE(c->WaitForPass(deleted->revision, Deadline()));
+  EXPECT_TRUE(testing::StreamAssignments(fake_, "gone").empty());
+  EXPECT_EQ(testing::StreamAssignments(fake_, "stays"), stays);
+  EXPECT_EQ(testing::AssignmentsOf(fake_, ShardKind::kCache, "c").size(), 2u);
+}
+
+TEST_F(ControllerTest, FollowersSpreadOverZonesWithReplicationFactorThree) {
+  const char* zones[] = {"a", "a", "b", "b", "c", "c"};
+  for (int i = 0; i < 6; ++i) {
+    testing::RegisterNode(fake_, "n" + std::to_string(i + 1), Lease(), zones[i]);
+  }
+  int64_t rev = testing::CreateStream(fake_, "s", 6, 3);
+  auto c = StartedPastRevision(rev);
+  ASSERT_FALSE(HasFailure());
+  auto assigned = testing::StreamAssignments(fake_, "s");
+  ASSERT_EQ(assigned.size(), 6u);
+  for (const auto& [shard, a] : assigned) {
+    ASSERT_EQ(a.replicas.size(), 3u) << shard;
+    EXPECT_EQ(a.replicas.front(), a.leader);
+    std::set<char> used;
+    for (const auto& r : a.replicas) used.insert(zones[r[1] - '1'][0]);
+    EXPECT_EQ(used.size(), 3u) << "shard " << shard << " has two copies in one zone";
+  }
+  EXPECT_EQ(Leaders(assigned).size(), 6u) << "one leader per node";
+}
+
+TEST(DownTracker, MarginAfterTheDeletionAndAFullWindowAfterElection) {
+  const int64_t L = 2 * kSec;
+  DownTracker down(L, 0);
+  EXPECT_EQ(down.margin_ns(), L / 4);
+  const int64_t t0 = 100 * kSec;
+  down.Elected(t0);
+  down.Snapshot({"n1", "n2", "n3"}, t0);
+  down.Absent("n2", t0 + 10 * kMs);
+  // The margin has passed, the new-controller window has not.
+  EXPECT_FALSE(down.IsDown("n2", t0 + 10 * kMs + L / 4));
+  EXPECT_FALSE(down.IsDown("n2", t0 + L + L / 4 - 1));
+  EXPECT_TRUE(down.IsDown("n2", t0 + L + L / 4));
+  EXPECT_EQ(down.Down(t0 + L + L / 4), std::vector<std::string>{"n2"});
+
+  // After the window only the margin counts; a later observation never moves it later.
+  const int64_t t1 = t0 + 10 * kSec;
+  down.Absent("n3", t1);
+  down.Absent("n3", t1 + kSec);
+  EXPECT_FALSE(down.IsDown("n3", t1 + L / 4 - 1));
+  EXPECT_TRUE(down.IsDown("n3", t1 + L / 4));
+  // Coming back clears it.
+  down.Present("n3");
+  EXPECT_FALSE(down.IsDown("n3", t1 + 10 * kSec));
+  EXPECT_FALSE(down.IsDown("n1", t1 + 10 * kSec));
+}
+
+TEST(DownTracker, SnapshotsAndAssignmentsCountAsObservationsAtTheirTime) {
+  const int64_t L = 4 * kSec;
+  DownTracker down(L, 100 * kMs);
+  const int64_t t0 = 50 * kSec;
+  down.Elected(t0);
+  down.Snapshot({"n1", "n2"}, t0);
+  down.Mentioned("n9", t0);  // named in an assignment, never registered
+  down.Mentioned("n1", t0);  // registered: not absent
+  const int64_t window = t0 + L + 100 * kMs;
+  EXPECT_EQ(down.Down(window), std::vector<std::string>{"n9"});
+  // A re-snapshot without n2: absent from that snapshot's time.
+  down.Snapshot({"n1"}, window);
+  EXPECT_FALSE(down.IsDown("n2", window + 100 * kMs - 1));
+  EXPECT_TRUE(down.IsDown("n2", window + 100 * kMs));
+  // A new term forgets the old observations.
+  down.Elected(window + kSec);
+  EXPECT_TRUE(down.Down(window + 100 * kSec).empty());
+}
+
+TEST_F(ControllerTest, DownNodesHonourTheMarginAndTheNewControllerWait) {
+  auto leases = RegisterNodes(3);
+  int64_t rev = testing::CreateStream(fake_, "s", 3, 1);
+  const int64_t elected = clock_.NowNs();
+  auto c = Make("n1", leases[0]);
+  c->Start();
+  ASSERT_TRUE(c->WaitForPass(rev, Deadline()));
+  const int64_t L = 2 * kSec, margin = L / 4;
+
+  fake_.ExpireLease(leases[2]);  // n3's key goes
+  ASSERT_TRUE(c->WaitForPass(fake_.revision(), Deadline()));
+  EXPECT_TRUE(c->DownNodes().empty());
+  clock_.Set(elected + margin);
+  EXPECT_TRUE(c->DownNodes().empty()) << "a new controller first waits L + margin";
+  clock_.Set(elected + L + margin - 1);
+  EXPECT_TRUE(c->DownNodes().empty());
+  clock_.Set(elected + L + margin);
+  EXPECT_EQ(c->DownNodes(), std::vector<std::string>{"n3"});
+  // Nothing was reassigned: n3's shard keeps its leader.
+  for (const auto& [shard, a] : testing::StreamAssignments(fake_, "s")) {
+    EXPECT_EQ(a.generation, 1u);
+  }
+
+  // Past the window only the margin after the observed deletion counts.
+  const int64_t t1 = clock_.NowNs();
+  fake_.ExpireLease(leases[1]);
+  ASSERT_TRUE(c->WaitForPass(fake_.revision(), Deadline()));
+  EXPECT_EQ(c->DownNodes(), std::vector<std::string>{"n3"});
+  clock_.Set(t1 + margin);
+  EXPECT_EQ(c->DownNodes(), (std::vector<std::string>{"n2", "n3"}));
+
+  // A node registering again is not down.
+  int64_t back = testing::RegisterNode(fake_, "n3", Lease());
+  ASSERT_TRUE(c->WaitForPass(back, Deadline()));
+  EXPECT_EQ(c->DownNodes(), std::vector<std::string>{"n2"});
+}
+
+TEST(PlanShard, KeepsTheLeaderTakesTargetFollowersAndKeepsAbsentOnes) {
+  std::set<std::string> registered = {"a", "b", "c", "d"};
+  ReplicaSet target{"a", {"b", "c"}};
+  // New shard: the target, leader first.
+  auto fresh = PlanShard(std::nullopt, &target, 3, registered);
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->leader, "a");
+  EXPECT_EQ(fresh->replicas, (std::vector<std::string>{"a", "b", "c"}));
+  // Unchanged (in any order): nothing to write.
+  Assignment same = testing::Led("a", {"a", "c", "b"});
+  same.generation = 4;
+  EXPECT_FALSE(PlanShard(same, &target, 3, registered));
+  // A live leader other than the target's stays; the target leader becomes a follower.
+  Assignment other = testing::Led("d", {"d", "b", "c"});
+  other.generation = 2;
+  auto kept = PlanShard(other, &target, 3, registered);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->leader, "d");
+  EXPECT_EQ(kept->replicas, (std::vector<std::string>{"d", "a", "b"}));
+  // A follower whose node is not registered keeps its slot (replaced only after its grace
+  // period, later); a dead leader is not replaced either.
+  Assignment absent = testing::Led("x", {"x", "y", "b"});
+  auto with_absent = PlanShard(absent, &target, 3, registered);
+  ASSERT_TRUE(with_absent);
+  EXPECT_EQ(with_absent->leader, "x");
+  EXPECT_EQ(with_absent->replicas, (std::vector<std::string>{"x", "y", "a"}));
+  // Moving and unavailable shards, and no target at all: left alone.
+  Assignment moving = testing::Led("a", {"a", "b"});
+  moving.state = AssignmentState::kMoving;
+  moving.move = MovePlan{"b", MoveStep::kStage};
+  EXPECT_FALSE(PlanShard(moving, &target, 3, registered));
+  Assignment unavailable{1, "", {"b"}, AssignmentState::kUnavailable, std::nullopt};
+  EXPECT_FALSE(PlanShard(unavailable, &target, 3, registered));
+  EXPECT_FALSE(PlanShard(std::nullopt, nullptr, 3, registered));
+}
+
+TEST(DeleteAssignment, ComparesTheTermAndTheRevision) {
+  etcd::FakeEtcd fake;
+  auto keys = testing::TestKeys();
+  auto lease = fake.LeaseGrant(30);
+  ASSERT_TRUE(lease);
+  auto won = Campaign(fake, keys, {"n1", 1}, lease->id);
+  ASSERT_TRUE(won && won->won);
+  const std::string key = keys.Assign({ShardKind::kStream, "t", "ns", "s", 0});
+  auto first = WriteAssignment(fake, keys, won->term, key, {}, testing::Led("n1", {"n1"}));
+  ASSERT_TRUE(first && first->kind == WriteOutcome::Kind::kWritten);
+  auto second =
+      WriteAssignment(fake, keys, won->term, key, first->current, testing::Led("n1", {"n1", "n2"}));
+  ASSERT_TRUE(second && second->kind == WriteOutcome::Kind::kWritten);
+
+  auto stale = DeleteAssignment(fake, keys, won->term, key, first->current);
+  ASSERT_TRUE(stale);
+  EXPECT_EQ(stale->kind, WriteOutcome::Kind::kLostRace);
+  EXPECT_EQ(stale->current.value, second->current.value);
+  EXPECT_EQ(DeleteAssignment(fake, keys, won->term, key, {}).error().code,
+            ErrorCode::kInvalidArgument);
+  ControllerTerm other = won->term;
+  other.create_revision += 1000;
+  auto deposed = DeleteAssignment(fake, keys, other, key, second->current);
+  ASSERT_TRUE(deposed);
+  EXPECT_EQ(deposed->kind, WriteOutcome::Kind::kDeposed);
+  auto deleted = DeleteAssignment(fake, keys, won->term, key, second->current);
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->kind, WriteOutcome::Kind::kWritten);
+  auto gone = ReadAssignment(fake, key);
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(gone->value.has_value());
+}
+
+}  // namespace
+}  // namespace felix::cluster
