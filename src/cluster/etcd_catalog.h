@@ -118,6 +118,11 @@ class EtcdCatalog final : public catalog::Catalog {
   // A delete txn: `key` must exist; `ops` delete it and its children.
   Result<void> DeleteTxn(const char* what, const std::string& display, const std::string& key,
                          std::vector<etcd::TxnOp> ops);
+  // A stream or cache: created under its namespace / deleted by its key.
+  template <typename T>
+  Result<T> CreateInNamespace(const char* what, const T& entity, std::string key);
+  Result<void> DeleteInNamespace(const char* what, std::string_view tenant, std::string_view ns,
+                                 std::string_view name, const std::string& key);
   // Waits (bounded by kReadYourWritesWait) until the mirror applied `revision`; logs a miss.
   void WaitApplied(int64_t revision);
 
