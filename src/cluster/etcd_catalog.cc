@@ -31,7 +31,9 @@ tl::unexpected<Error> EtcdWriteFailed(const etcd::EtcdError& error) {
   if (e.code != ErrorCode::kTimeout && e.code != ErrorCode::kUnavailable) {
     e.code = ErrorCode::kUnavailable;
   }
-  if (error.code == etcd::EtcdErrc::kTimeout || error.code == etcd::EtcdErrc::kUnavailable) {
+  // Only a refusal by etcd itself (a bad request) is definite; a lost connection, a deadline, a
+  // local cancel or an unexplained failure may come after etcd applied the write.
+  if (error.code != etcd::EtcdErrc::kInvalidArgument) {
     e.message =
         "catalog write indeterminate (etcd may or may not have applied it; re-read "
         "before retrying): " +
