@@ -23,10 +23,12 @@
 // A delete compares "the key exists" and deletes it with everything below it (range deletes).
 // A failed compare is answered like EmbeddedCatalog (kAlreadyExists, kNotFound); validation
 // failures are kInvalidArgument (the model's Validate functions); an etcd failure is
-// kUnavailable or kTimeout, and a write that timed out is INDETERMINATE (it may have been
-// applied) — the message says so. After a successful write the call waits (at most
+// kUnavailable or kTimeout, and such a write is INDETERMINATE unless etcd refused it (it may
+// have been applied) — the message says so. After a successful write the call waits (at most
 // `kReadYourWritesWait`) until the mirror applied that revision, so a read on the same broker
-// right after sees it; if the wait runs out the write still succeeded and the call says so.
+// right after sees it; if the wait runs out the write still succeeded (a warning is logged). A
+// refused create likewise waits for the key it conflicted with, so a 409 is followed by a read
+// that finds the entity. Listeners of this broker have heard a write before the call returns.
 //
 // Listeners: kCreated / kDeleted for every tenant, namespace, stream and cache change the mirror
 // applies, in revision order, on the mirror thread (the first snapshot is announced as the
