@@ -208,7 +208,16 @@ EtcdCatalog::~EtcdCatalog() {
 }
 
 void EtcdCatalog::Start() {
-  mirror_->Start();
+  if (mirror_ != nullptr) mirror_->Start();
+}
+
+void EtcdCatalog::Stop() {
+  mirror_.reset();
+  {
+    MutexLock lock(mu_);
+    stopped_ = true;
+  }
+  applied_cv_.notify_all();
 }
 
 bool EtcdCatalog::synced() const {
@@ -306,7 +315,7 @@ void EtcdCatalog::WaitApplied(int64_t revision) {
 bool EtcdCatalog::WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) const {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   MutexLock lock(mu_);
-  while (!synced_ || applied_revision_ < revision) {
+  while (!stopped_ && (!synced_ || applied_revision_ < revision)) {
     if (applied_cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout) {
       return synced_ && applied_revision_ >= revision;
     }

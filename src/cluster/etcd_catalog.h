@@ -71,6 +71,10 @@ class EtcdCatalog final : public catalog::Catalog {
 
   // Starts mirroring catalog/ (call once; the first snapshot follows when etcd answers).
   void Start();
+  // Stops following etcd (joins the mirror thread): no listener runs after it returns. Reads
+  // keep answering from the last snapshot; a write still goes to etcd but no longer waits to
+  // see itself applied. For shutdown, before the listeners' targets go away. Idempotent.
+  void Stop();
   // True once the first full read of catalog/ was applied.
   bool synced() const;
   // The newest etcd revision applied, raised after Snapshot() shows it and its listeners ran
@@ -146,6 +150,7 @@ class EtcdCatalog final : public catalog::Catalog {
   std::shared_ptr<const Secrets> secrets_ GUARDED_BY(mu_);
   int64_t applied_revision_ GUARDED_BY(mu_) = 0;
   bool synced_ GUARDED_BY(mu_) = false;
+  bool stopped_ GUARDED_BY(mu_) = false;  // Stop(): waits for the mirror end at once
 
   Mutex listeners_mu_;
   std::map<ListenerId, Listener> listeners_ GUARDED_BY(listeners_mu_);
