@@ -248,6 +248,7 @@ struct GroupPosition {
 class Client {
  public:
   class Impl;
+  static constexpr int kMaxRedirects = 3;
   // Dials the broker, verifies its certificate and authenticates the request stream.
   static ClientResult<std::unique_ptr<Client>> Connect(ClientOptions options);
   ~Client();
@@ -272,6 +273,9 @@ class Client {
 
   // Opens a subscription to one shard; returns once the broker answered `subscribed`.
   // Cursor refusals come back as kCursorTooOld / kCursorInFuture with `available`.
+  // In a cluster, a broker that does not lead the shard answers `not_leader` with the owner's
+  // address: Subscribe follows it (at most kMaxRedirects hops, never back to a broker already
+  // tried) on a connection the subscription owns, with this client's options and token.
   ClientResult<std::unique_ptr<Subscription>> Subscribe(const StreamRef& stream,
                                                         const SubscribeOptions& options = {});
 

@@ -74,6 +74,11 @@ struct ClientError {
   std::optional<uint64_t> requested;    // cursor errors: the offset asked for
   std::optional<uint64_t> available;    // cursor errors: oldest retained / current tail
   std::optional<uint64_t> resume_from;  // kLagged / kShardMoved / kStreamEnded
+  // kNotLeader from a cluster broker: who serves the shard (its client-facing address when the
+  // broker knows it) and the assignment generation.
+  std::optional<std::string> leader_node;
+  std::optional<std::string> leader_addr;
+  std::optional<uint64_t> leader_generation;
 
   // "not_found (retry_after): stream not found".
   std::string ToString() const;

@@ -1,6 +1,7 @@
 // felix::Client on the QUIC transport: one endpoint (one loop thread) and one connection per
 // client. Everything that touches a Connection or Stream runs on the loop thread; user
 // threads hand work over with Endpoint::Post and wait on condition variables with deadlines.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -87,6 +88,9 @@ class Subscription::State {
   const uint32_t shard;
   const size_t capacity;
   const std::weak_ptr<Client::Impl> client;
+  // After a redirect: the connection to the shard's owner, which only this subscription uses
+  // (released by Close, which also ends the cycle through the owner's subscription table).
+  std::shared_ptr<Client> redirected;
 
   // Guarded by mu.
   std::mutex mu;
@@ -359,9 +363,12 @@ std::vector<uint8_t> Client::Impl::AuthFrame() const {
   auth.tenant_id = options.tenant_id;
   auth.token = options.token;
   auth.client_flags = kClientFlags;
+  // REDIRECT: a cluster broker answers a subscribe for a shard it does not lead with
+  // `not_leader` naming the owner's address, which Subscribe follows.
   uint32_t features = flx1::kFeatureErrorCodes | flx1::kFeatureStreamShards |
                       flx1::kFeatureUnsupported | flx1::kFeatureSubscriptionLagged |
-                      flx1::kFeatureShardMoved | flx1::kFeaturePublishPipeline;
+                      flx1::kFeatureShardMoved | flx1::kFeaturePublishPipeline |
+                      flx1::kFeatureRedirect;
   if (options.ack_on_commit) features |= flx1::kFeatureAckOnCommit;
   auth.client_features = features;
   auto frame = flx1::EncodeMessageFrame(flx1::Message(std::move(auth)));
@@ -1337,6 +1344,27 @@ ClientResult<uint32_t> Client::ShardForKey(const StreamRef& stream, std::string_
 ClientResult<std::unique_ptr<Subscription>> Client::Subscribe(const StreamRef& stream,
                                                               const SubscribeOptions& options) {
   auto state = impl_->Subscribe(stream, options);
+  // A cluster broker that does not lead the shard names the one that does: follow it (at most
+  // kMaxRedirects hops, each to a broker not tried yet) on a connection of the subscription's
+  // own, with the same credentials.
+  std::vector<std::string> tried{impl_->options.broker};
+  for (int hop = 0; !state && hop < kMaxRedirects; ++hop) {
+    const ClientError& refused = state.error();
+    if (refused.code != ClientErrorCode::kNotLeader || !refused.leader_addr) break;
+    const std::string& owner = *refused.leader_addr;
+    if (std::find(tried.begin(), tried.end(), owner) != tried.end()) {
+      ClientError loop = refused;
+      loop.message += " (a redirect loop: already tried " + owner + ")";
+      return Unexpected(loop);
+    }
+    tried.push_back(owner);
+    ClientOptions redirected_options = impl_->options;
+    redirected_options.broker = owner;
+    auto redirected = Client::Connect(std::move(redirected_options));
+    if (!redirected) return Unexpected(redirected.error());
+    state = (*redirected)->impl_->Subscribe(stream, options);
+    if (state) (*state)->redirected = std::shared_ptr<Client>(std::move(*redirected));
+  }
   if (!state) return Unexpected(state.error());
   return std::make_unique<Subscription>(std::move(*state));
 }
@@ -1420,6 +1448,7 @@ void Subscription::Close() {
   } else {
     state_->End(Closed());
   }
+  state_->redirected.reset();  // closes a redirect's own connection
 }
 
 }  // namespace felix

@@ -216,6 +216,9 @@ ClientError FromNotLeader(const flx1::NotLeader& not_leader) {
                                   "shard is owned by " + not_leader.node_id +
                                       (not_leader.addr ? " at " + *not_leader.addr : ""));
   e.retry = RetryClass::kRedirect;
+  e.leader_node = not_leader.node_id;
+  e.leader_addr = not_leader.addr;
+  e.leader_generation = not_leader.generation;
   return e;
 }
 

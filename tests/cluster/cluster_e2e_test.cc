@@ -20,6 +20,7 @@
 
 #include "broker/e2e_broker.h"
 #include "broker/flx1_test_client.h"
+#include "felix/client.h"
 #include "support/cluster_harness.h"
 #include "wire/flx1/constants.h"
 #include "wire/shard_hash.h"
@@ -291,6 +292,47 @@ TEST_F(ClusterE2E, ABrokerThatCannotRenewItsLeaseStopsServingUntilItCan) {
   auto after = PublishKeyed(*stream, "leased", key, 3);
   ASSERT_TRUE(after);
   EXPECT_TRUE(std::holds_alternative<flx1::PublishOk>(*after));
+}
+
+// The client library, connected to broker 1 only, subscribes to a shard another broker leads:
+// broker 1 answers not_leader with the owner's address and the library follows it.
+TEST_F(ClusterE2E, TheClientLibraryFollowsASubscribeRedirectToTheLeader) {
+  ASSERT_EQ(CreateStream(1, "follow", 3), 201);
+  std::map<uint32_t, std::string> leaders;
+  ASSERT_TRUE(Eventually([&] { return (leaders = Leaders(1, "follow")).size() == 3; }));
+  uint32_t shard = 0;
+  int owner = 0;
+  for (const auto& [s, leader] : leaders) {
+    if (leader != cluster_.node_id(1)) {
+      shard = s;
+      owner = std::stoi(leader.substr(1));
+      break;
+    }
+  }
+  ASSERT_NE(owner, 0) << "every shard led by n1";
+  std::string token = Token();
+  auto raw = Connect(owner);
+  ASSERT_TRUE(raw);
+  auto stream = Authed(*raw, token);
+  auto published = PublishKeyed(*stream, "follow", KeyForShard(3, shard), 1);
+  ASSERT_TRUE(published && std::holds_alternative<flx1::PublishOk>(*published));
+
+  ClientOptions options;
+  options.broker = cluster_.client_addr(1);
+  options.ca_file = cluster_.ca_file();
+  options.token = token;
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client) << client.error().ToString();
+  SubscribeOptions from_start;
+  from_start.shard = shard;
+  from_start.start = StartPosition::Earliest();
+  auto sub = (*client)->Subscribe(StreamRef{"default", "follow"}, from_start);
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  auto event = (*sub)->Next(20s);
+  ASSERT_TRUE(event) << event.error().ToString();
+  ASSERT_TRUE(event->has_value());
+  EXPECT_EQ((*event)->payload, "x");
+  EXPECT_EQ((*event)->offset, 0u);
 }
 
 }  // namespace
