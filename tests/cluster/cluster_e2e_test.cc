@@ -19,6 +19,7 @@
 
 #include "broker/e2e_broker.h"
 #include "broker/flx1_test_client.h"
+#include "cluster_e2e_util.h"
 #include "support/cluster_harness.h"
 #include "wire/flx1/constants.h"
 #include "wire/shard_hash.h"
@@ -33,21 +34,8 @@ using felix::testing::ClusterHarness;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
-// Polls `pred` until it holds or `limit` passes (cluster state arrives through etcd watches on
-// other processes: there is no event to wait on from here).
-template <typename Pred>
-bool Eventually(Pred pred, std::chrono::milliseconds limit = 30s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
-HostPort Addr(const std::string& text) {
-  return *ParseHostPort(text);
-}
+using e2e::Addr;
+using e2e::Eventually;
 
 class ClusterE2E : public ::testing::Test {
  protected:
@@ -56,14 +44,7 @@ class ClusterE2E : public ::testing::Test {
   // Admin call on node n: {status, body}.
   std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
                              const Json& body = nullptr) {
-    HostPort http = Addr(cluster_.http_addr(n));
-    httplib::Client client(http.host, http.port);
-    client.set_read_timeout(10, 0);
-    httplib::Headers headers{{"Authorization", "Bearer " + cluster_.admin_token()}};
-    auto r = method == "POST" ? client.Post(path, headers, body.dump(), "application/json")
-                              : client.Get(path, headers);
-    if (!r) return {0, nullptr};
-    return {r->status, r->body.empty() ? Json() : Json::parse(r->body, nullptr, false)};
+    return e2e::Admin(cluster_, n, method, path, body);
   }
   Json Status(int n) { return Admin(n, "GET", "/v1/cluster").second; }
   int CreateStream(int n, const std::string& name, uint32_t shards) {

@@ -19,6 +19,7 @@
 
 #include "broker/e2e_broker.h"
 #include "broker/flx1_test_client.h"
+#include "cluster_e2e_util.h"
 #include "peer_test_util.h"
 #include "support/cluster_harness.h"
 #include "wire/flx1/constants.h"
@@ -34,19 +35,8 @@ using felix::testing::ClusterHarness;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
 
-template <typename Pred>
-bool Eventually(Pred pred, std::chrono::milliseconds limit = 30s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
-HostPort Addr(const std::string& text) {
-  return *ParseHostPort(text);
-}
+using e2e::Addr;
+using e2e::Eventually;
 
 struct ShardInfo {
   std::string leader;
@@ -60,14 +50,7 @@ class ForwardE2E : public ::testing::Test {
 
   std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
                              const Json& body = nullptr) {
-    HostPort http = Addr(cluster_.http_addr(n));
-    httplib::Client client(http.host, http.port);
-    client.set_read_timeout(10, 0);
-    httplib::Headers headers{{"Authorization", "Bearer " + cluster_.admin_token()}};
-    auto r = method == "POST" ? client.Post(path, headers, body.dump(), "application/json")
-                              : client.Get(path, headers);
-    if (!r) return {0, nullptr};
-    return {r->status, r->body.empty() ? Json() : Json::parse(r->body, nullptr, false)};
+    return e2e::Admin(cluster_, n, method, path, body);
   }
   std::map<uint32_t, ShardInfo> Shards(int n, const std::string& stream) {
     std::map<uint32_t, ShardInfo> out;
@@ -201,6 +184,25 @@ TEST_F(ForwardE2E, OneIngressPublishesToEveryShardAndEachRecordLandsOnceOnItsOwn
     auto records = ReadShard(NodeNumber(info.leader), token, "fwd", shard);
     EXPECT_EQ(records, acked[shard]) << "shard " << shard << " on " << info.leader;
   }
+  // A fire-and-forget publish is forwarded too (nobody waits for it): it shows up on its
+  // owner right after the acknowledged ones.
+  uint32_t remote = 0;
+  while (shards[remote].leader == "n1") ++remote;
+  flx1::Publish unacked;
+  unacked.tenant_id = "default";
+  unacked.namespace_ = "default";
+  unacked.stream = "fwd";
+  unacked.payload = flx1::Bytes{'f', 'f'};
+  std::string key = KeyForShard(6, remote, 3);
+  unacked.key = flx1::Bytes(key.begin(), key.end());
+  unacked.ack = flx1::AckMode::kNone;
+  json->SendMessage(unacked);
+  auto expected = acked[remote];
+  expected.emplace_back(expected.size(), "ff");
+  EXPECT_TRUE(Eventually([&] {
+    return ReadShard(NodeNumber(shards[remote].leader), token, "fwd", remote) == expected;
+  })) << "shard "
+      << remote;
   // Broker 1 forwarded and the owners served them: the counters say so.
   auto m1 = cluster_.AdminGet(1, "/metrics");
   ASSERT_TRUE(m1);

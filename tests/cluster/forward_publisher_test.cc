@@ -103,6 +103,21 @@ struct ScriptedPeer {
   std::string addr() const { return ep->local_address().ToString(); }
 };
 
+// Forwards a one-record publish to `owner` through `publisher`; the future of its outcome.
+std::future<ForwardPublishOutcome> ForwardOne(ForwardPublisher& publisher,
+                                              const std::string& owner) {
+  broker::ForwardPublishRequest r;
+  r.target.owner_node_id = owner;
+  r.tenant = r.ns = r.stream = "x";
+  static const uint8_t byte = 'x';
+  r.payloads = {std::span<const uint8_t>(&byte, 1)};
+  r.credential = "t";
+  auto p = std::make_shared<std::promise<ForwardPublishOutcome>>();
+  auto f = p->get_future();
+  publisher.Forward(std::move(r), [p](ForwardPublishOutcome o) { p->set_value(std::move(o)); });
+  return f;
+}
+
 class ForwardPublisherTest : public ::testing::Test {
  protected:
   ForwardPublisherTest() : n2("n2"), n3("n3") {}
@@ -186,15 +201,7 @@ TEST(ForwardPublisherOffsets, AnOwnerWithoutForwardOffsetsIsNotTrustedWithOffset
   };
   ForwardPublisher publisher(*caller.pool, *caller.ep, o, caller.metrics);
   old.Script({Ok(0, 0)});
-  broker::ForwardPublishRequest r;
-  r.target.owner_node_id = "n2";
-  r.tenant = r.ns = r.stream = "x";
-  static const uint8_t byte = 'x';
-  r.payloads = {std::span<const uint8_t>(&byte, 1)};
-  r.credential = "t";
-  std::promise<ForwardPublishOutcome> p;
-  publisher.Forward(std::move(r), [&](ForwardPublishOutcome out) { p.set_value(out); });
-  auto f = p.get_future();
+  auto f = ForwardOne(publisher, "n2");
   ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
   auto out = f.get();
   EXPECT_TRUE(out.ok);
@@ -303,18 +310,10 @@ TEST_F(ForwardPublisherTest, APeerThatGoesAwayAfterReceivingIsIndeterminate) {
   ForwardPublisher to_n4(*caller->pool, *caller->ep, fo, caller->metrics);
   auto received = std::make_shared<std::promise<void>>();
   peer->Script({[received](const PeerRequest&, PeerReply&) { received->set_value(); }});
-  broker::ForwardPublishRequest r;
-  r.target.owner_node_id = "n4";
-  r.tenant = r.ns = r.stream = "x";
-  static const uint8_t byte = 'x';
-  r.payloads = {std::span<const uint8_t>(&byte, 1)};
-  r.credential = "t";
-  std::promise<ForwardPublishOutcome> p;
-  to_n4.Forward(std::move(r), [&](ForwardPublishOutcome out) { p.set_value(out); });
+  auto f = ForwardOne(to_n4, "n4");
   // Received; the broker then goes away before answering.
   ASSERT_EQ(received->get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready);
   peer->ep->Stop();
-  auto f = p.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   ExpectFailure(f.get(), ProtocolErrorCode::kUnacknowledged);
   EXPECT_EQ(peer->Requests().size(), 1u);
