@@ -1,5 +1,6 @@
 #include "cli/client_connection.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -9,6 +10,8 @@
 namespace felix::cli {
 
 namespace {
+
+constexpr std::chrono::milliseconds kListAttemptTimeout{3000};
 
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -103,9 +106,14 @@ std::unique_ptr<Client> ConnectOrDie(const ClientOptions& options) {
   std::vector<std::string> brokers = BrokerList(options.broker);
   if (brokers.empty()) Die("no broker address (--broker or $FELIX_BROKERS is empty)");
   std::string failures;
-  for (const auto& broker : brokers) {
+  for (size_t i = 0; i < brokers.size(); ++i) {
+    const std::string& broker = brokers[i];
     ClientOptions one = options;
     one.broker = broker;
+    // A dead broker costs a whole handshake timeout (nothing answers UDP); with more entries to
+    // try, each but the last gets at most kListAttemptTimeout.
+    if (i + 1 < brokers.size())
+      one.connect_timeout = std::min(one.connect_timeout, kListAttemptTimeout);
     auto client = Client::Connect(one);
     if (client) return std::move(*client);
     failures += (failures.empty() ? "" : "; ") + broker + ": " + client.error().ToString();

@@ -42,7 +42,9 @@ ClientOptions ResolveClientOptions(const ClientConnection& c, const std::string&
 std::vector<std::string> BrokerList(const std::string& brokers);
 
 // Connects to options.broker; a comma list (--broker a,b or $FELIX_BROKERS) is tried in order
-// and the first broker that connects is used. Dies naming every failure otherwise.
+// and the first broker that connects is used (every entry but the last with a connect timeout of
+// at most 3 s, so a dead first broker does not stall each command). Dies naming every failure
+// otherwise.
 std::unique_ptr<Client> ConnectOrDie(const ClientOptions& options);
 
 }  // namespace felix::cli

@@ -39,6 +39,12 @@ void PrintTable(const Row& header, const std::vector<Row>& rows) {
   for (const auto& r : rows) print(r);
 }
 
+// A table cell: JsonText, with an empty string (no zone) shown as "-" too.
+std::string Cell(const Json& j, const char* name) {
+  std::string text = JsonText(j, name);
+  return text.empty() ? "-" : text;
+}
+
 const Json& ArrayField(const Json& j, const char* name) {
   static const Json kEmpty = Json::array();
   auto it = j.find(name);
@@ -69,9 +75,8 @@ void PrintStatus(const Json& answer) {
   std::cout << "\nnodes (" << nodes.size() << ")\n";
   std::vector<Row> node_rows;
   for (const auto& n : nodes) {
-    node_rows.push_back({JsonText(n, "node_id"), JsonText(n, "incarnation"),
-                         JsonText(n, "client_addr"), JsonText(n, "internal_addr"),
-                         JsonText(n, "zone"), JsonText(n, "version")});
+    node_rows.push_back({Cell(n, "node_id"), Cell(n, "incarnation"), Cell(n, "client_addr"),
+                         Cell(n, "internal_addr"), Cell(n, "zone"), Cell(n, "version")});
   }
   PrintTable({"NODE", "INCARNATION", "CLIENT", "INTERNAL", "ZONE", "VERSION"}, node_rows);
 
@@ -83,9 +88,9 @@ void PrintStatus(const Json& answer) {
                        JsonText(s, "namespace") + "/" + JsonText(s, "name") + "#" +
                        JsonText(s, "shard");
     auto replicas = s.find("replicas");
-    shard_rows.push_back({name, JsonText(s, "leader"),
+    shard_rows.push_back({name, Cell(s, "leader"),
                           replicas != s.end() ? Joined(*replicas) : std::string("-"),
-                          JsonText(s, "generation"), JsonText(s, "state")});
+                          Cell(s, "generation"), Cell(s, "state")});
   }
   PrintTable({"SHARD", "LEADER", "REPLICAS", "GENERATION", "STATE"}, shard_rows);
 }

@@ -31,7 +31,9 @@ tl::unexpected<Error> EtcdWriteFailed(const etcd::EtcdError& error) {
   if (e.code != ErrorCode::kTimeout && e.code != ErrorCode::kUnavailable) {
     e.code = ErrorCode::kUnavailable;
   }
-  if (error.code == etcd::EtcdErrc::kTimeout || error.code == etcd::EtcdErrc::kUnavailable) {
+  // Only a refusal by etcd itself (a bad request) is definite; a lost connection, a deadline, a
+  // local cancel or an unexplained failure may come after etcd applied the write.
+  if (error.code != etcd::EtcdErrc::kInvalidArgument) {
     e.message =
         "catalog write indeterminate (etcd may or may not have applied it; re-read "
         "before retrying): " +
@@ -106,18 +108,15 @@ std::optional<CatalogChange> Announce(CatalogChange::Op op, const EtcdCatalog::E
 
 bool Same(const EtcdCatalog::Entity& a, const EtcdCatalog::Entity& b) {
   if (a.index() != b.index()) return false;
-  if (const auto* ka = std::get_if<EtcdCatalog::StoredKey>(&a)) {
-    const auto& kb = std::get<EtcdCatalog::StoredKey>(b);
-    return ka->key == kb.key && ka->secret.seed() == kb.secret.seed() &&
-           ka->mod_revision == kb.mod_revision;
-  }
   return std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
+        const T& y = std::get<T>(b);
         if constexpr (std::is_same_v<T, EtcdCatalog::StoredKey>) {
-          return false;
+          return x.key == y.key && x.secret.seed() == y.secret.seed() &&
+                 x.mod_revision == y.mod_revision;
         } else {
-          return x == std::get<T>(b);
+          return x == y;
         }
       },
       a);
@@ -209,7 +208,16 @@ EtcdCatalog::~EtcdCatalog() {
 }
 
 void EtcdCatalog::Start() {
-  mirror_->Start();
+  if (mirror_ != nullptr) mirror_->Start();
+}
+
+void EtcdCatalog::Stop() {
+  mirror_.reset();
+  {
+    MutexLock lock(mu_);
+    stopped_ = true;
+  }
+  applied_cv_.notify_all();
 }
 
 bool EtcdCatalog::synced() const {
@@ -307,7 +315,7 @@ void EtcdCatalog::WaitApplied(int64_t revision) {
 bool EtcdCatalog::WaitForRevision(int64_t revision, std::chrono::milliseconds timeout) const {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   MutexLock lock(mu_);
-  while (!synced_ || applied_revision_ < revision) {
+  while (!stopped_ && (!synced_ || applied_revision_ < revision)) {
     if (applied_cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout) {
       return synced_ && applied_revision_ >= revision;
     }
@@ -341,26 +349,23 @@ Result<catalog::Namespace> EtcdCatalog::CreateNamespace(const catalog::Namespace
   return ns;
 }
 
-Result<catalog::Stream> EtcdCatalog::CreateStream(const catalog::Stream& s) {
-  if (auto v = catalog::Validate(s); !v) return tl::unexpected(v.error());
-  auto r = CreateTxn("stream", Join({s.tenant_id, s.namespace_name, s.name}),
-                     keys_.CatalogNamespace(s.tenant_id, s.namespace_name), "namespace",
-                     Join({s.tenant_id, s.namespace_name}),
-                     {etcd::TxnOp::Put(keys_.CatalogStream(s.tenant_id, s.namespace_name, s.name),
-                                       catalog::ToJson(s).dump())});
+template <typename T>
+Result<T> EtcdCatalog::CreateInNamespace(const char* what, const T& e, std::string key) {
+  if (auto v = catalog::Validate(e); !v) return tl::unexpected(v.error());
+  auto r = CreateTxn(what, Join({e.tenant_id, e.namespace_name, e.name}),
+                     keys_.CatalogNamespace(e.tenant_id, e.namespace_name), "namespace",
+                     Join({e.tenant_id, e.namespace_name}),
+                     {etcd::TxnOp::Put(std::move(key), catalog::ToJson(e).dump())});
   if (!r) return tl::unexpected(r.error());
-  return s;
+  return e;
+}
+
+Result<catalog::Stream> EtcdCatalog::CreateStream(const catalog::Stream& s) {
+  return CreateInNamespace("stream", s, keys_.CatalogStream(s.tenant_id, s.namespace_name, s.name));
 }
 
 Result<catalog::Cache> EtcdCatalog::CreateCache(const catalog::Cache& c) {
-  if (auto v = catalog::Validate(c); !v) return tl::unexpected(v.error());
-  auto r = CreateTxn("cache", Join({c.tenant_id, c.namespace_name, c.name}),
-                     keys_.CatalogNamespace(c.tenant_id, c.namespace_name), "namespace",
-                     Join({c.tenant_id, c.namespace_name}),
-                     {etcd::TxnOp::Put(keys_.CatalogCache(c.tenant_id, c.namespace_name, c.name),
-                                       catalog::ToJson(c).dump())});
-  if (!r) return tl::unexpected(r.error());
-  return c;
+  return CreateInNamespace("cache", c, keys_.CatalogCache(c.tenant_id, c.namespace_name, c.name));
 }
 
 // Names are checked before they become etcd keys: an invalid name cannot exist (kNotFound, as
@@ -388,24 +393,24 @@ Result<void> EtcdCatalog::DeleteNamespace(std::string_view tenant, std::string_v
                     etcd::TxnOp::Delete(keys_.CatalogNamespace(tenant, ns))});
 }
 
+Result<void> EtcdCatalog::DeleteInNamespace(const char* what, std::string_view tenant,
+                                            std::string_view ns, std::string_view name,
+                                            const std::string& key) {
+  const std::string display = Join({tenant, ns, name});
+  if (!catalog::IsValidName(tenant) || !catalog::IsValidName(ns) || !catalog::IsValidName(name)) {
+    return Missing(what, display);
+  }
+  return DeleteTxn(what, display, key, {etcd::TxnOp::Delete(key)});
+}
+
 Result<void> EtcdCatalog::DeleteStream(std::string_view tenant, std::string_view ns,
                                        std::string_view stream) {
-  const std::string display = Join({tenant, ns, stream});
-  if (!catalog::IsValidName(tenant) || !catalog::IsValidName(ns) || !catalog::IsValidName(stream)) {
-    return Missing("stream", display);
-  }
-  std::string key = keys_.CatalogStream(tenant, ns, stream);
-  return DeleteTxn("stream", display, key, {etcd::TxnOp::Delete(key)});
+  return DeleteInNamespace("stream", tenant, ns, stream, keys_.CatalogStream(tenant, ns, stream));
 }
 
 Result<void> EtcdCatalog::DeleteCache(std::string_view tenant, std::string_view ns,
                                       std::string_view cache) {
-  const std::string display = Join({tenant, ns, cache});
-  if (!catalog::IsValidName(tenant) || !catalog::IsValidName(ns) || !catalog::IsValidName(cache)) {
-    return Missing("cache", display);
-  }
-  std::string key = keys_.CatalogCache(tenant, ns, cache);
-  return DeleteTxn("cache", display, key, {etcd::TxnOp::Delete(key)});
+  return DeleteInNamespace("cache", tenant, ns, cache, keys_.CatalogCache(tenant, ns, cache));
 }
 
 // --- listeners ------------------------------------------------------------------------------

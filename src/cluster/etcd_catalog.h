@@ -23,10 +23,12 @@
 // A delete compares "the key exists" and deletes it with everything below it (range deletes).
 // A failed compare is answered like EmbeddedCatalog (kAlreadyExists, kNotFound); validation
 // failures are kInvalidArgument (the model's Validate functions); an etcd failure is
-// kUnavailable or kTimeout, and a write that timed out is INDETERMINATE (it may have been
-// applied) — the message says so. After a successful write the call waits (at most
+// kUnavailable or kTimeout, and such a write is INDETERMINATE unless etcd refused it (it may
+// have been applied) — the message says so. After a successful write the call waits (at most
 // `kReadYourWritesWait`) until the mirror applied that revision, so a read on the same broker
-// right after sees it; if the wait runs out the write still succeeded and the call says so.
+// right after sees it; if the wait runs out the write still succeeded (a warning is logged). A
+// refused create likewise waits for the key it conflicted with, so a 409 is followed by a read
+// that finds the entity. Listeners of this broker have heard a write before the call returns.
 //
 // Listeners: kCreated / kDeleted for every tenant, namespace, stream and cache change the mirror
 // applies, in revision order, on the mirror thread (the first snapshot is announced as the
@@ -69,6 +71,10 @@ class EtcdCatalog final : public catalog::Catalog {
 
   // Starts mirroring catalog/ (call once; the first snapshot follows when etcd answers).
   void Start();
+  // Stops following etcd (joins the mirror thread): no listener runs after it returns. Reads
+  // keep answering from the last snapshot; a write still goes to etcd but no longer waits to
+  // see itself applied. For shutdown, before the listeners' targets go away. Idempotent.
+  void Stop();
   // True once the first full read of catalog/ was applied.
   bool synced() const;
   // The newest etcd revision applied, raised after Snapshot() shows it and its listeners ran
@@ -118,6 +124,11 @@ class EtcdCatalog final : public catalog::Catalog {
   // A delete txn: `key` must exist; `ops` delete it and its children.
   Result<void> DeleteTxn(const char* what, const std::string& display, const std::string& key,
                          std::vector<etcd::TxnOp> ops);
+  // A stream or cache: created under its namespace / deleted by its key.
+  template <typename T>
+  Result<T> CreateInNamespace(const char* what, const T& entity, std::string key);
+  Result<void> DeleteInNamespace(const char* what, std::string_view tenant, std::string_view ns,
+                                 std::string_view name, const std::string& key);
   // Waits (bounded by kReadYourWritesWait) until the mirror applied `revision`; logs a miss.
   void WaitApplied(int64_t revision);
 
@@ -139,6 +150,7 @@ class EtcdCatalog final : public catalog::Catalog {
   std::shared_ptr<const Secrets> secrets_ GUARDED_BY(mu_);
   int64_t applied_revision_ GUARDED_BY(mu_) = 0;
   bool synced_ GUARDED_BY(mu_) = false;
+  bool stopped_ GUARDED_BY(mu_) = false;  // Stop(): waits for the mirror end at once
 
   Mutex listeners_mu_;
   std::map<ListenerId, Listener> listeners_ GUARDED_BY(listeners_mu_);

@@ -126,6 +126,7 @@ void ClusterServices::Start(const HostPort& client_addr) {
 void ClusterServices::Stop() {
   node_->Stop();  // stops the controller (on_unregistered) and leaves nodes/
   StopController();
+  catalog_->Stop();  // no catalog listener (dropping deleted data) runs after this
 }
 
 bool ClusterServices::ready() const {

@@ -8,7 +8,8 @@
 // Lifecycle: Create() before the catalog's users (it does no I/O: an unreachable etcd only
 // keeps the broker not ready); Start() once the client port is bound (the advertised client
 // address may default to it); Stop() after the client listener drained (it resigns the
-// controller and revokes the lease, so this node leaves nodes/ at once).
+// controller, revokes the lease, so this node leaves nodes/ at once, and stops following the
+// catalog: no catalog listener runs after it, so call it before the listeners' targets stop).
 //
 // Threading: accessors from any thread; on_ready_change and on_fatal run on the node's thread.
 #pragma once

@@ -20,7 +20,7 @@ const char* kAnswer =
     R"("nodes":[{"node_id":"n1","incarnation":1,"internal_addr":"127.0.0.1:7001",)"
     R"("client_addr":"127.0.0.1:7000","zone":"z-a","version":"0.1.0"},)"
     R"({"node_id":"n2","incarnation":4,"internal_addr":"127.0.0.1:7011",)"
-    R"("client_addr":"127.0.0.1:7010","zone":null,"version":"0.1.0"}],)"
+    R"("client_addr":"127.0.0.1:7010","zone":"","version":"0.1.0"}],)"
     R"("shards":[{"kind":"stream","tenant":"default","namespace":"default","name":"orders",)"
     R"("shard":3,"leader":"n2","replicas":["n2","n1"],"generation":7,"state":"active"}]})";
 

@@ -3,7 +3,8 @@
 // created through broker 2 is visible on brokers 1 and 3; the controller spreads its leaders;
 // `shard_owners` and `topology` agree on every broker and each broker serves exactly the shards
 // it leads (a publish elsewhere is forwarded to the owner); a SIGKILLed broker leaves
-// nodes/; a SIGKILLed and restarted etcd causes no crash and the brokers resync; a broker whose
+// nodes/; a SIGKILLed and restarted etcd causes no crash and the brokers resync (one started
+// while etcd was down waits, not ready, and joins); a broker whose
 // keepalives cannot reach etcd (etcd SIGSTOPped) stops serving its shards — lease metric 0,
 // requests refused — and serves again after SIGCONT.
 #include <gtest/gtest.h>
@@ -202,7 +203,15 @@ TEST_F(ClusterE2E, AKilledBrokerLeavesNodesWithinItsLease) {
 }
 
 TEST_F(ClusterE2E, AnEtcdRestartCausesNoCrashAndTheBrokersResync) {
+  ASSERT_EQ(cluster_.Stop(3), 0);
   cluster_.etcd().Kill();
+  // A broker started while etcd is unreachable comes up, retries, and stays not ready.
+  ASSERT_TRUE(cluster_.Start(3));
+  EXPECT_FALSE(cluster_.WaitReady(3, 2s));
+  EXPECT_TRUE(cluster_.Running(3)) << cluster_.LogTail(3);
+  int ready_status = 0;
+  cluster_.AdminGet(3, "/ready", &ready_status);
+  EXPECT_EQ(ready_status, 503);
   // While etcd is down, catalog writes fail with an error (no crash, no hang).
   auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
                               Json{{"stream", "during"}, {"durable", true}});

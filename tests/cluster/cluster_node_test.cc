@@ -182,6 +182,10 @@ TEST_F(ClusterNodeTest, RouterAnswersFromTheAssignments) {
   ASSERT_TRUE(o.WaitUntil([](Observer& x) { return x.ready; }));
   ASSERT_TRUE(o2.WaitUntil([](Observer& x) { return x.ready; }));
 
+  // Each sees the other's registration (its own readiness does not wait for peers).
+  for (ClusterNode* node : {&n1, &n2}) {
+    ASSERT_TRUE(Eventually([node] { return node->view().Nodes().size() == 2; }));
+  }
   // No assignment yet: nobody serves the shard.
   auto route = n1.router().RouteShard(StreamShard(0));
   EXPECT_EQ(route.where, broker::Route::Where::kUnavailable);

@@ -231,6 +231,26 @@ TEST_F(EtcdCatalogTest, TwoBrokersSeeEachOthersWritesAndBothAnnounceThem) {
   EXPECT_EQ(a->Snapshot()->VerifyingKeys("acme"), b->Snapshot()->VerifyingKeys("acme"));
 }
 
+// Shutdown: after Stop() no listener runs (the broker stops its core after it), reads answer
+// from the last snapshot, and a write still reaches etcd without waiting to see itself.
+TEST_F(EtcdCatalogTest, StopEndsTheListenersAndKeepsTheLastSnapshot) {
+  ChangeRecorder rec_a, rec_b;
+  auto a = Open(&rec_a);
+  auto b = Open(&rec_b);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->CreateTenant({"acme", ""}));
+  ASSERT_TRUE(b->WaitForRevision(a->revision(), 10s));
+  a->Stop();
+  rec_a.Clear();
+  ASSERT_TRUE(b->CreateNamespace({"acme", "ns", ""}));
+  ASSERT_TRUE(a->CreateNamespace({"acme", "other", ""}));  // written, not awaited
+  ASSERT_TRUE(rec_b.WaitFor("+namespace acme/other"));
+  EXPECT_TRUE(rec_a.Lines().empty());
+  EXPECT_TRUE(a->GetTenant("acme"));
+  EXPECT_FALSE(a->GetNamespace("acme", "ns"));
+  a->Stop();  // idempotent
+}
+
 TEST_F(EtcdCatalogTest, ALateBrokerIsToldTheWholeCatalogByItsFirstSnapshot) {
   auto a = Open();
   ASSERT_TRUE(a);
