@@ -118,7 +118,13 @@ void ForwardPublisher::RetryLater(const std::shared_ptr<Attempt>& attempt, std::
   auto delay = std::min(options_.backoff_max, options_.backoff_base * (1 << n));
   spdlog::debug("forward retry shard={} generation={} peer={} in {} ms: {}", attempt->ShardText(),
                 attempt->generation, attempt->node_id, delay.count(), why);
-  loop_.RunAfter(delay, [this, attempt] { Send(attempt); });
+  // Timers belong to the loop; the first send may run on the caller's thread.
+  auto arm = [this, attempt, delay] { loop_.RunAfter(delay, [this, attempt] { Send(attempt); }); };
+  if (loop_.InLoopThread()) {
+    arm();
+  } else {
+    loop_.Post(std::move(arm));
+  }
 }
 
 void ForwardPublisher::Finish(const std::shared_ptr<Attempt>& attempt,
