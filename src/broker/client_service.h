@@ -23,6 +23,7 @@
 
 #include "broker/broker_core.h"
 #include "broker/memory_trimmer.h"
+#include "broker/publish_forwarder.h"
 #include "broker/shard_resolver.h"
 #include "broker/shard_router.h"
 #include "catalog/catalog.h"
@@ -96,6 +97,11 @@ class ClientService {
   BrokerCore& core() { return core_; }
   // Every request path resolves its shard here (one routing authority).
   ShardResolver& resolver() { return resolver_; }
+  // Cluster mode: publishes to a shard another broker owns are forwarded through `forwarder`
+  // (which must outlive the service). Set once, from any thread; without one they are refused
+  // `not_leader`.
+  void SetPublishForwarder(PublishForwarder* forwarder) { forwarder_.store(forwarder); }
+  PublishForwarder* forwarder() const { return forwarder_.load(std::memory_order_acquire); }
   const catalog::Catalog& catalog() const { return catalog_; }
   ClientMetrics& metrics() { return *metrics_; }
 
@@ -105,6 +111,7 @@ class ClientService {
   ClientServiceOptions options_;
   BrokerCore& core_;
   ShardResolver resolver_;
+  std::atomic<PublishForwarder*> forwarder_{nullptr};
   const catalog::Catalog& catalog_;
   std::unique_ptr<ClientMetrics> metrics_;
   // Loop thread: sessions still answering or with unacknowledged answers.

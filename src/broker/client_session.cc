@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "broker/protocol_codes.h"
+#include "broker/publish_path.h"
 #include "catalog/verify.h"
 
 namespace felix::broker {
@@ -396,12 +397,7 @@ bool ClientSession::HandleAuth(const flx1::Auth& auth) {
 bool ClientSession::Authorized(auth::Action action, std::string_view tenant, std::string_view ns,
                                std::string_view stream, std::optional<uint64_t> request_id,
                                bool binary) {
-  const char* refusal = nullptr;
-  if (tenant != auth_->tenant_id) {
-    refusal = "tenant mismatch";
-  } else if (!auth_->permissions.AllowsStream(action, tenant, ns, stream)) {
-    refusal = "forbidden";
-  }
+  const char* refusal = AuthorizationRefusal(*auth_, action, tenant, ns, stream);
   if (refusal == nullptr) return true;
   if (request_id) {
     SendPublishError(binary, *request_id, Code(ProtocolErrorCode::kForbidden), refusal);
@@ -527,19 +523,30 @@ bool ClientSession::Publish(PublishRequest request) {
   if (service_.draining()) {
     return refuse(Code(ProtocolErrorCode::kDraining), "broker is shutting down");  // not written
   }
-  auto route = RoutePublish(request.tenant, request.ns, request.stream, request.key);
-  if (auto* refusal = std::get_if<std::pair<uint16_t, std::string>>(&route)) {
+  auto route = RoutePublish(request.tenant, request.ns, request.stream, request.key, true);
+  if (auto* refusal = std::get_if<Refusal>(&route)) {
     return refuse(refusal->first, std::move(refusal->second));
   }
-  const PublishRoute& target = std::get<PublishRoute>(route);
+  std::optional<catalog::Stream> remote_stream;
+  if (std::holds_alternative<RemoteShard>(route)) {
+    remote_stream = service_.resolver().FindStream(request.tenant, request.ns, request.stream);
+    if (!remote_stream) return refuse(Code(ProtocolErrorCode::kNotFound), "stream not found");
+  }
+  const catalog::Stream& stream =
+      remote_stream ? *remote_stream : std::get<PublishRoute>(route).stream;
   size_t bytes = 0;
-  if (auto refusal = AdmitPublish(target.stream, request.payloads, &bytes)) {
+  if (auto refusal = AdmitPublish(stream, request.payloads, &bytes)) {
     if (!answer_id && refusal->first == Code(ProtocolErrorCode::kOverloaded)) {
       service_.metrics().publish_dropped.Increment();  // fire-and-forget is shed
       return true;
     }
     return refuse(refusal->first, std::move(refusal->second));
   }
+  if (auto* remote = std::get_if<RemoteShard>(&route)) {
+    ForwardPublish(std::move(request), *remote, answer_id, stream.durable, bytes);
+    return true;
+  }
+  const PublishRoute& target = std::get<PublishRoute>(route);
 
   PayloadBatch batch{std::move(request.owner), std::move(request.payloads),
                      NowMicrosRoundedToMillis()};
@@ -550,38 +557,37 @@ bool ClientSession::Publish(PublishRequest request) {
   std::optional<uint64_t> commit_answer_id = commit_acks_ ? answer_id : std::nullopt;
   std::optional<uint64_t> ticket = current_ticket_;
   std::atomic<size_t>* inflight_total = &service_.inflight_total();  // outlives completions
-  bool queued = RunOnShard(*target.handle.executor, [cell = target.handle.cell,
-                                                     batch = std::move(batch), commit_answer_id,
-                                                     binary, bytes, durable, ticket,
-                                                     inflight_total](auto reply) mutable {
-    cell->WhenOpen([batch = std::move(batch), reply, commit_answer_id, binary, bytes, durable,
-                    ticket, inflight_total](Result<OpenedStream*> opened) mutable {
-      auto answer = [reply, commit_answer_id, binary, bytes, durable, ticket,
-                     inflight_total](Result<uint64_t> result) {
-        inflight_total->fetch_sub(bytes);
-        reply([commit_answer_id, binary, bytes, durable, ticket,
-               result = std::move(result)](ClientSession* self) {
-          if (self == nullptr) return;
-          self->ReleasePublish(bytes);
-          if (result) {
-            self->service_.metrics().publish_ok.Increment();
-          } else {
-            self->service_.metrics().publish_error.Increment();
-            if (!commit_answer_id) {
-              // Already acknowledged at enqueue (or never acked): the loss window §2.2 names.
-              spdlog::warn("publish failed after its enqueue ack: {}", result.error().ToString());
-            }
-          }
-          if (commit_answer_id) {
-            self->WithTicket(
-                ticket, [&] { self->AnswerPublish(binary, *commit_answer_id, result, durable); });
-          }
-        });
-      };
-      if (!opened) return answer(tl::unexpected(opened.error()));
-      (*opened)->shard->Publish(std::move(batch), answer);
-    });
-  });
+  bool queued =
+      RunOnShard(*target.handle.executor, [cell = target.handle.cell, batch = std::move(batch),
+                                           commit_answer_id, binary, bytes, durable, ticket,
+                                           inflight_total](auto reply) mutable {
+        PublishWhenOpen(*cell, std::move(batch),
+                        [reply, commit_answer_id, binary, bytes, durable, ticket,
+                         inflight_total](Result<uint64_t> result) {
+                          inflight_total->fetch_sub(bytes);
+                          reply([commit_answer_id, binary, bytes, durable, ticket,
+                                 result = std::move(result)](ClientSession* self) {
+                            if (self == nullptr) return;
+                            self->ReleasePublish(bytes);
+                            if (result) {
+                              self->service_.metrics().publish_ok.Increment();
+                            } else {
+                              self->service_.metrics().publish_error.Increment();
+                              if (!commit_answer_id) {
+                                // Already acknowledged at enqueue (or never acked): the loss window
+                                // §2.2 names.
+                                spdlog::warn("publish failed after its enqueue ack: {}",
+                                             result.error().ToString());
+                              }
+                            }
+                            if (commit_answer_id) {
+                              self->WithTicket(ticket, [&] {
+                                self->AnswerPublish(binary, *commit_answer_id, result, durable);
+                              });
+                            }
+                          });
+                        });
+      });
   if (!queued) {  // the shard is shutting down
     ReleasePublish(bytes);
     inflight_total->fetch_sub(bytes);

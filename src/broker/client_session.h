@@ -22,16 +22,13 @@
 #include "auth/token.h"
 #include "broker/client_service.h"
 #include "broker/event_stream_writer.h"
+#include "broker/publish_path.h"
 #include "broker/shard_producers.h"
 #include "broker/shard_resolver.h"
 #include "transport/endpoint.h"
 #include "wire/flx1/frame.h"
 
 namespace felix::broker {
-
-// Append time for published records: storage keeps milliseconds, so live events and replayed
-// ones carry the same value.
-uint64_t NowMicrosRoundedToMillis();
 
 // The features this broker advertises in auth_ok.
 uint32_t ServerFeatures(const ClientServiceOptions& options);
@@ -106,10 +103,18 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
       const catalog::Stream& stream, const std::vector<std::span<const uint8_t>>& payloads,
       size_t* bytes);
   void ReleasePublish(size_t bytes);  // loop thread, on its completion
-  // Through the ShardResolver: a Remote shard is refused `not_leader` naming its owner.
-  std::variant<PublishRoute, std::pair<uint16_t, std::string>> RoutePublish(
-      std::string_view tenant, std::string_view ns, std::string_view stream,
-      std::optional<std::string_view> key);
+  // Through the ShardResolver. A Remote shard is the RemoteShard when `forwardable` and the
+  // service has a PublishForwarder, else refused `not_leader` naming its owner.
+  using Refusal = std::pair<uint16_t, std::string>;
+  std::variant<PublishRoute, RemoteShard, Refusal> RoutePublish(std::string_view tenant,
+                                                                std::string_view ns,
+                                                                std::string_view stream,
+                                                                std::optional<std::string_view> key,
+                                                                bool forwardable);
+  // Hands an admitted publish for `remote` to the service's PublishForwarder and answers it
+  // from the owner's outcome only (client_session_forward.cc). `bytes` is its admitted cost.
+  void ForwardPublish(PublishRequest request, const RemoteShard& remote,
+                      std::optional<uint64_t> answer_id, bool durable, size_t bytes);
   // Answers a publish once written: `durable` says whether its offset may be told (never for
   // an in-memory stream, semantics.md §2.4).
   void AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result,
@@ -180,6 +185,9 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   using SessionReply = std::function<void(ClientSession*)>;
   using ShardWork = std::function<void(std::function<void(SessionReply)>)>;
   bool RunOnShard(Executor& executor, ShardWork work);
+  // The request counts as pending from now; the function returned hands back, exactly once and
+  // from any thread, the reply RunOnShard's work gets (what RunOnShard and forwards share).
+  std::function<void(SessionReply)> PendingReply();
   // The answer to a request for a shard another broker serves: `not_leader` to a client that
   // offered FEATURE_REDIRECT, otherwise `error` code not_leader naming the owner in prose.
   void SendNotLeader(const RemoteShard& remote);

@@ -86,7 +86,7 @@ bool ClientSession::PublishIdempotent(IdempotentRequest request) {
     SendPublishError(false, request.request_id, code, std::move(text));
     return true;
   };
-  auto route = RoutePublish(request.tenant, request.ns, request.stream, request.key);
+  auto route = RoutePublish(request.tenant, request.ns, request.stream, request.key, false);
   if (auto* refusal = std::get_if<std::pair<uint16_t, std::string>>(&route)) {
     return refuse(refusal->first, std::move(refusal->second));
   }

@@ -20,17 +20,17 @@ namespace felix::broker {
 
 namespace flx1 = felix::wire::flx1;
 
-std::variant<ClientSession::PublishRoute, std::pair<uint16_t, std::string>>
+std::variant<ClientSession::PublishRoute, RemoteShard, ClientSession::Refusal>
 ClientSession::RoutePublish(std::string_view tenant, std::string_view ns, std::string_view stream,
-                            std::optional<std::string_view> key) {
-  using Refusal = std::pair<uint16_t, std::string>;
+                            std::optional<std::string_view> key, bool forwardable) {
   auto resolved = service_.resolver().ResolvePublish(tenant, ns, stream, key);
   if (auto* error = std::get_if<Error>(&resolved)) {
     return Refusal(ProtocolCodeFor(*error), error->message);
   }
   if (auto* remote = std::get_if<RemoteShard>(&resolved)) {
-    // A publish is never redirected (client-protocol.md §6.2): until forwarding serves it, the
-    // client learns who owns the shard from the refusal (class redirect).
+    // A publish is never redirected (client-protocol.md §6.2): it is forwarded to the owner,
+    // and where it cannot be the client learns the owner from the refusal (class redirect).
+    if (forwardable && service_.forwarder() != nullptr) return std::move(*remote);
     service_.metrics().redirects.Increment();
     return Refusal(Code(flx1::ProtocolErrorCode::kNotLeader), OwnerProse(*remote));
   }

@@ -9,11 +9,11 @@ namespace felix::broker {
 namespace flx1 = felix::wire::flx1;
 using flx1::ProtocolErrorCode;
 
-bool ClientSession::RunOnShard(Executor& executor, ShardWork work) {
+std::function<void(ClientSession::SessionReply)> ClientSession::PendingReply() {
   ++pending_ops_;
   std::weak_ptr<ClientSession> weak = weak_from_this();
   transport::Endpoint* endpoint = &endpoint_;
-  auto back_to_loop = [weak, endpoint](SessionReply reply) {
+  return [weak, endpoint](SessionReply reply) {
     endpoint->Post([weak, reply = std::move(reply)] {
       auto self = weak.lock();
       if (!self) {
@@ -26,6 +26,10 @@ bool ClientSession::RunOnShard(Executor& executor, ShardWork work) {
       self->MaybeRelease();
     });
   };
+}
+
+bool ClientSession::RunOnShard(Executor& executor, ShardWork work) {
+  auto back_to_loop = PendingReply();
   if (executor.Post([work = std::move(work), back_to_loop] { work(back_to_loop); })) return true;
   --pending_ops_;  // the executor is stopping: nothing was done
   return false;

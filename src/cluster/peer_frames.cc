@@ -136,4 +136,16 @@ std::optional<std::string> DescribeRefusal(uint16_t kind, std::span<const uint8_
          std::to_string(static_cast<uint16_t>(code)) + "): " + std::string(detail);
 }
 
+std::string ErrorCodeLabel(flxi::ErrorCode code) {
+  std::string out;
+  for (char c : std::string_view(flxi::ErrorCodeName(code))) {
+    if (c >= 'A' && c <= 'Z') {
+      if (!out.empty()) out += '_';
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace felix::cluster

@@ -60,4 +60,7 @@ void SetCorrelationId(std::vector<uint8_t>& frame, uint64_t correlation_id);
 // nullopt when `body` is not a refusal of that kind.
 std::optional<std::string> DescribeRefusal(uint16_t kind, std::span<const uint8_t> body);
 
+// An error code as a metrics label: "StaleRoute" → "stale_route".
+std::string ErrorCodeLabel(wire::flxi::ErrorCode code);
+
 }  // namespace felix::cluster

@@ -134,7 +134,8 @@ struct PeerServer::Impl : std::enable_shared_from_this<PeerServer::Impl> {
       Refuse(ws, kind, corr, flxi::ErrorCode::kMalformed, frame.error().ToString());
       return;
     }
-    it->second(PeerRequest{*frame, corr, st.peer_node, st.peer_caps}, MakeReply(wc, ws, corr));
+    it->second(PeerRequest{*frame, corr, st.peer_node, st.peer_caps, &conn->endpoint()},
+               MakeReply(wc, ws, corr));
   }
 
   void OnHello(Connection& conn, ConnState& st, const std::weak_ptr<Stream>& ws, flxi::Kind kind,

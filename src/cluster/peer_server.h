@@ -46,6 +46,9 @@ struct PeerRequest {
   uint64_t correlation_id = 0;
   std::string_view peer_node_id;              // from the peer's Hello
   std::optional<uint64_t> peer_capabilities;  // from HelloCapable; nullopt after a plain Hello
+  // The endpoint the request arrived on: a handler that answers later from another thread
+  // posts the reply to its loop (Endpoint::Post).
+  transport::Endpoint* endpoint = nullptr;
 };
 
 // Sends the answer on the request's stream; its correlation id is set to the request's.

@@ -105,6 +105,14 @@ const broker::ShardRouter& ClusterServices::router() const {
   return node_->router();
 }
 
+std::optional<HostPort> ClusterServices::InternalAddrOf(std::string_view node_id) const {
+  auto node = node_->view().FindNode(node_id);
+  if (!node) return std::nullopt;
+  auto addr = ParseHostPort(node->internal_addr);
+  if (!addr) return std::nullopt;
+  return *addr;
+}
+
 std::function<bool()> ClusterServices::LeaseCheck() const {
   return [this] { return node_->LeaseValidNow(); };
 }

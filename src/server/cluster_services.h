@@ -17,7 +17,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -49,6 +51,9 @@ class ClusterServices {
 
   catalog::Catalog& catalog();
   const broker::ShardRouter& router() const;
+  // The internal (FLXI) address nodes/ advertises for `node_id`; nullopt when it is not
+  // registered or its address does not parse. Forwarding dials it.
+  std::optional<HostPort> InternalAddrOf(std::string_view node_id) const;
   // For BrokerCoreOptions::lease_valid: the exact check just before an append.
   std::function<bool()> LeaseCheck() const;
 

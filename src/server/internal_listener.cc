@@ -5,15 +5,21 @@ namespace felix::server {
 cluster::PeerServerOptions InternalServerOptions(const BrokerConfig& config) {
   cluster::PeerServerOptions o;
   o.own_node_id = config.node_id.empty() ? "localhost" : config.node_id;
-  o.capabilities = kInternalCapabilities;
+  o.capabilities =
+      kInternalCapabilities | (config.cluster_mode() ? kForwardingCapabilities : uint64_t{0});
   o.check_identity = !config.internal_tls_ca.empty();
   o.endpoint_name = "internal";
   return o;
 }
 
-std::unique_ptr<cluster::PeerServer> MakeInternalService(const BrokerConfig& config,
-                                                         MetricsRegistry& metrics) {
-  return std::make_unique<cluster::PeerServer>(InternalServerOptions(config), metrics);
+Result<std::unique_ptr<cluster::PeerServer>> MakeInternalService(
+    const BrokerConfig& config, MetricsRegistry& metrics,
+    cluster::ForwardPublishHandler* forward_publish) {
+  auto server = std::make_unique<cluster::PeerServer>(InternalServerOptions(config), metrics);
+  if (forward_publish != nullptr) {
+    if (auto r = forward_publish->RegisterOn(*server); !r) return tl::unexpected(r.error());
+  }
+  return server;
 }
 
 }  // namespace felix::server

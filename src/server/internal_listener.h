@@ -1,9 +1,9 @@
 // The daemon's internal (FLXI) service: the cluster::PeerServer behind the internal listener,
 // built from the configuration, with every internal handler this build serves registered on
-// it. The handshake (HelloCapable/Hello) is the peer server's own; no other kind is served yet,
-// so every request is answered UnsupportedKind. Forwarding and replication register their
-// handlers here as they land, and add the capability bits they promise to
-// kInternalCapabilities.
+// it. The handshake (HelloCapable/Hello) is the peer server's own. In cluster mode the owner's
+// side of a forwarded publish (cluster::ForwardPublishHandler, kinds 22 and 1) is registered
+// and FORWARD_OFFSETS is promised; every other kind is answered UnsupportedKind. Replication
+// registers its handlers here as it lands, with the capability bits it promises.
 //
 // Call from the main thread before the listeners start; pass listen_handlers() of the result
 // as ListenerConfig::internal_handlers.
@@ -12,21 +12,29 @@
 #include <cstdint>
 #include <memory>
 
+#include "cluster/forward_publish_handler.h"
 #include "cluster/peer_server.h"
 #include "common/metrics.h"
+#include "common/result.h"
 #include "server/broker_config.h"
+#include "wire/flxi/flxi.h"
 
 namespace felix::server {
 
-// What this build promises peers in HelloCapableOk (wire::flxi::kCap*): nothing yet.
+// What this build promises peers in HelloCapableOk (wire::flxi::kCap*) on every broker, and
+// what cluster mode adds because it serves forwarded publishes: FORWARD_OFFSETS (a stream
+// without a log is answered 1..=0, never 0..=0).
 inline constexpr uint64_t kInternalCapabilities = 0;
+inline constexpr uint64_t kForwardingCapabilities = wire::flxi::kCapForwardOffsets;
 
 // Own node id (FELIX_NODE_ID, or "localhost" on a single node, the name of the self-signed
 // internal certificate), the capability bits, and the Hello identity check whenever peer mTLS
 // is configured (FELIX_INTERNAL_TLS_CA).
 cluster::PeerServerOptions InternalServerOptions(const BrokerConfig& config);
 
-std::unique_ptr<cluster::PeerServer> MakeInternalService(const BrokerConfig& config,
-                                                         MetricsRegistry& metrics);
+// `forward_publish` (cluster mode; must outlive the service) is registered when given.
+Result<std::unique_ptr<cluster::PeerServer>> MakeInternalService(
+    const BrokerConfig& config, MetricsRegistry& metrics,
+    cluster::ForwardPublishHandler* forward_publish = nullptr);
 
 }  // namespace felix::server

@@ -25,6 +25,9 @@
 #include "broker/client_service.h"
 #include "broker/shard_router.h"
 #include "broker/static_router.h"
+#include "cluster/forward_publish_handler.h"
+#include "cluster/forward_publisher.h"
+#include "cluster/peer_pool.h"
 #include "common/health.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -298,8 +301,26 @@ int Run(int argc, char** argv) {
       }
     });
   }
+  // Cluster mode: the owner's side of a forwarded publish, served on the internal listener.
+  std::unique_ptr<felix::cluster::ForwardPublishHandler> forward_handler;
+  if (cluster) {
+    felix::cluster::ForwardPublishHandler::Options fo;
+    fo.own_node_id = config.node_id;
+    fo.own_internal_addr = config.node_advertise_addr;
+    fo.internal_addr_of = [&cluster](std::string_view node) {
+      auto addr = cluster->InternalAddrOf(node);
+      return addr ? addr->ToString() : std::string();
+    };
+    forward_handler = std::make_unique<felix::cluster::ForwardPublishHandler>(
+        std::move(fo), service.resolver(), (*admin)->catalog(), metrics);
+  }
   // The internal listener's FLXI service: handshake plus the registered internal handlers.
-  auto internal_service = felix::server::MakeInternalService(config, metrics);
+  auto internal_service =
+      felix::server::MakeInternalService(config, metrics, forward_handler.get());
+  if (!internal_service) {
+    std::cerr << "felix-broker: " << internal_service.error().message << "\n";
+    return 1;
+  }
 
   transport::ListenerConfig lc;
   lc.client_bind = config.quic_bind;
@@ -312,13 +333,31 @@ int Run(int argc, char** argv) {
   lc.internal_tls_ca = config.internal_tls_ca;
   lc.node_id = config.node_id;
   lc.client_handlers = service.Handlers();
-  lc.internal_handlers = internal_service->listen_handlers();
+  lc.internal_handlers = (*internal_service)->listen_handlers();
   std::vector<std::string> tls_warnings;
   auto quic = transport::BrokerListeners::Start(lc, metrics, &tls_warnings);
   for (const auto& w : tls_warnings) spdlog::warn("{}", w);
   if (!quic) {
     std::cerr << "felix-broker: " << quic.error().message << "\n";
     return 1;
+  }
+  // Cluster mode: the ingress side of a forwarded publish. Peers are dialled from the internal
+  // endpoint (its TLS identity is this node's); shut down before the listeners stop.
+  std::unique_ptr<felix::cluster::PeerPool> peer_pool;
+  std::unique_ptr<felix::cluster::ForwardPublisher> forwarder;
+  if (cluster) {
+    felix::cluster::PeerPoolOptions po;
+    po.own_node_id = config.node_id;
+    po.capabilities = felix::server::InternalServerOptions(config).capabilities;
+    peer_pool = std::make_unique<felix::cluster::PeerPool>((*quic)->internal_endpoint(),
+                                                           std::move(po), metrics);
+    felix::cluster::ForwardPublisherOptions fo;
+    fo.internal_addr_of = [&cluster](std::string_view node) {
+      return cluster->InternalAddrOf(node);
+    };
+    forwarder = std::make_unique<felix::cluster::ForwardPublisher>(
+        *peer_pool, (*quic)->internal_endpoint(), std::move(fo), metrics);
+    service.SetPublishForwarder(forwarder.get());
   }
   auto ca_file = ExportClientCertificate(config, (*quic)->client_tls());
   if (!ca_file) {
@@ -397,6 +436,7 @@ int Run(int argc, char** argv) {
     spdlog::warn("drain deadline expired after {} ms unfinished_sessions={}",
                  config.shutdown_drain_timeout_ms, unfinished);
   }
+  if (peer_pool) peer_pool->Shutdown();  // fails what is still forwarding (kStopped)
   (*quic)->Stop();
   service.ReleaseAll();
   if (cluster) cluster->Stop();  // leaves the cluster: the lease is revoked, nodes/<id> goes

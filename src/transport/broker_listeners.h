@@ -50,6 +50,8 @@ class BrokerListeners {
   const TlsContext& client_tls() const { return client_->tls(); }
   // The client listener's endpoint (shutdown drain posts to its loop).
   Endpoint& client_endpoint() { return *client_; }
+  // The internal listener's endpoint: the PeerPool dials peers from it (same TLS identity).
+  Endpoint& internal_endpoint() { return *internal_; }
   void Stop();
 
  private:

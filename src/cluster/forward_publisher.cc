@@ -1,0 +1,249 @@
+#include "cluster/forward_publisher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "cluster/peer_frames.h"
+#include "wire/flx1/constants.h"
+#include "wire/flxi/flxi.h"
+
+namespace felix::cluster {
+
+namespace flxi = wire::flxi;
+using wire::flx1::ProtocolErrorCode;
+
+struct ForwardPublisher::Attempt {
+  broker::ForwardPublishRequest request;
+  std::function<void(broker::ForwardPublishOutcome)> done;
+  std::string node_id;                 // the owner this send goes to
+  std::optional<HostPort> named_addr;  // from a NotLeader; else nodes/
+  uint64_t generation = 0;
+  std::set<std::pair<std::string, uint64_t>> tried;
+  int sends = 0;
+  int retries = 0;      // consecutive backoff retries, for the delay
+  bool legacy = false;  // UnsupportedKind answered kind 22: kind 1 was sent once
+  broker::ForwardPublishOutcome last_failure;
+  bool finished = false;
+
+  std::string ShardText() const {
+    return request.tenant + "/" + request.ns + "/" + request.stream + "#" +
+           std::to_string(request.target.shard);
+  }
+};
+
+namespace {
+
+uint16_t Code(ProtocolErrorCode c) {
+  return static_cast<uint16_t>(c);
+}
+
+broker::ForwardPublishOutcome Failure(ProtocolErrorCode code, std::string message) {
+  broker::ForwardPublishOutcome o;
+  o.ok = false;
+  o.code = Code(code);
+  o.message = std::move(message);
+  return o;
+}
+
+}  // namespace
+
+ForwardPublisher::ForwardPublisher(PeerPool& pool, transport::Endpoint& loop,
+                                   ForwardPublisherOptions options, MetricsRegistry& metrics)
+    : pool_(pool), loop_(loop), options_(std::move(options)), metrics_(metrics) {}
+
+void ForwardPublisher::Forward(broker::ForwardPublishRequest request,
+                               std::function<void(broker::ForwardPublishOutcome)> done) {
+  auto attempt = std::make_shared<Attempt>();
+  attempt->node_id = request.target.owner_node_id;
+  attempt->generation = request.target.generation.value();
+  attempt->request = std::move(request);
+  attempt->done = std::move(done);
+  attempt->last_failure = Failure(ProtocolErrorCode::kShardUnavailable, "owner unreachable");
+  Send(attempt);
+}
+
+void ForwardPublisher::Count(const Attempt& attempt, std::string_view outcome) {
+  const char* kind = attempt.legacy ? "ForwardPublish" : "AuthorizedForwardPublish";
+  metrics_
+      .AddCounter("felix_forward_sent_total",
+                  "forwarded requests this broker sent as ingress, by kind and outcome",
+                  std::string("kind=\"") + kind + "\",outcome=\"" + std::string(outcome) + "\"")
+      .Increment();
+}
+
+void ForwardPublisher::Send(const std::shared_ptr<Attempt>& attempt) {
+  if (attempt->sends >= options_.max_attempts) {
+    auto failure = attempt->last_failure;
+    failure.message += " (gave up after " + std::to_string(attempt->sends) + " attempts)";
+    return Finish(attempt, std::move(failure));
+  }
+  std::optional<HostPort> addr = attempt->named_addr;
+  if (!addr && options_.internal_addr_of) addr = options_.internal_addr_of(attempt->node_id);
+  ++attempt->sends;
+  if (!addr) {
+    attempt->last_failure = Failure(
+        ProtocolErrorCode::kShardUnavailable,
+        "shard owner is unavailable: no internal address for broker '" + attempt->node_id + "'");
+    Count(*attempt, "no_address");
+    return RetryLater(attempt, "no internal address");
+  }
+  attempt->tried.insert({attempt->node_id, attempt->generation});
+  const auto& r = attempt->request;
+  flxi::ForwardPublish fp;
+  fp.shard = flxi::ShardRef{r.tenant, r.ns, r.stream, r.target.shard, attempt->generation};
+  fp.ack = flxi::AckMode::kOnCommit;  // the owner answers after its durable write regardless
+  fp.payloads.reserve(r.payloads.size());
+  for (auto p : r.payloads) {
+    fp.payloads.emplace_back(reinterpret_cast<const char*>(p.data()), p.size());
+  }
+  if (!attempt->legacy && !r.credential.empty()) fp.credential = r.credential;
+  flxi::Frame frame{flxi::ForwardPublishKind(fp), std::move(fp)};
+  auto sent = pool_.Request(PeerAddress{attempt->node_id, *addr}, frame,
+                            [this, attempt](Result<PeerResponse, PeerError> answer) {
+                              OnAnswer(attempt, std::move(answer));
+                            });
+  if (!sent) {
+    Count(*attempt, "refused_locally");
+    Finish(attempt, Failure(ProtocolErrorCode::kInvalidRequest,
+                            "cannot forward this batch: " + sent.error().message));
+  }
+}
+
+void ForwardPublisher::RetryLater(const std::shared_ptr<Attempt>& attempt, std::string why) {
+  if (attempt->sends >= options_.max_attempts) return Send(attempt);  // gives up at once
+  int n = std::min(attempt->retries++, 10);
+  auto delay = std::min(options_.backoff_max, options_.backoff_base * (1 << n));
+  spdlog::debug("forward retry shard={} generation={} peer={} in {} ms: {}", attempt->ShardText(),
+                attempt->generation, attempt->node_id, delay.count(), why);
+  // Timers belong to the loop; the first send may run on the caller's thread.
+  auto arm = [this, attempt, delay] { loop_.RunAfter(delay, [this, attempt] { Send(attempt); }); };
+  if (loop_.InLoopThread()) {
+    arm();
+  } else {
+    loop_.Post(std::move(arm));
+  }
+}
+
+void ForwardPublisher::Finish(const std::shared_ptr<Attempt>& attempt,
+                              broker::ForwardPublishOutcome outcome) {
+  if (attempt->finished) return;
+  attempt->finished = true;
+  if (!outcome.ok) {
+    spdlog::log(outcome.code == Code(ProtocolErrorCode::kUnacknowledged) ? spdlog::level::warn
+                                                                         : spdlog::level::debug,
+                "forward failed shard={} generation={} peer={} code={} {}", attempt->ShardText(),
+                attempt->generation, attempt->node_id, outcome.code, outcome.message);
+  }
+  auto done = std::move(attempt->done);
+  attempt->request.owner.reset();  // the payloads are no longer needed
+  if (done) done(std::move(outcome));
+}
+
+void ForwardPublisher::OnAnswer(const std::shared_ptr<Attempt>& attempt,
+                                Result<PeerResponse, PeerError> answer) {
+  using flxi::ErrorCode;
+  if (!answer) {
+    const PeerError& e = answer.error();
+    Count(*attempt, PeerErrorKindName(e.kind));
+    switch (e.kind) {
+      case PeerErrorKind::kShed:
+      case PeerErrorKind::kBackoff:
+      case PeerErrorKind::kConnectFailed:  // nothing was sent: safe to send again
+        attempt->last_failure = Failure(ProtocolErrorCode::kShardUnavailable,
+                                        "shard owner is unavailable: " + e.message);
+        return RetryLater(attempt, e.message);
+      case PeerErrorKind::kTimeout:
+      case PeerErrorKind::kDisconnected:
+        // The owner may have written the batch before its answer was lost: indeterminate.
+        return Finish(attempt, Failure(ProtocolErrorCode::kUnacknowledged,
+                                       "forwarded to broker '" + attempt->node_id +
+                                           "', but its answer was lost (" + e.message +
+                                           "): the publish may or may not have been written"));
+      case PeerErrorKind::kNotOffered:
+      case PeerErrorKind::kStopped:
+        return Finish(attempt, Failure(ProtocolErrorCode::kShardUnavailable,
+                                       "cannot forward to the shard owner: " + e.message));
+    }
+    return;
+  }
+  const PeerResponse& response = *answer;
+  auto frame = response.Decode();
+  if (!frame) {
+    Count(*attempt, "undecodable");
+    return Finish(attempt,
+                  Failure(ProtocolErrorCode::kUnacknowledged,
+                          "the shard owner's answer did not decode (" + frame.error().ToString() +
+                              "): the publish may or may not have been written"));
+  }
+  if (const auto* ok = std::get_if<flxi::ForwardPublishOk>(&frame->body)) {
+    Count(*attempt, "ok");
+    broker::ForwardPublishOutcome outcome;
+    outcome.ok = true;
+    bool trusted =
+        response.peer_capabilities && (*response.peer_capabilities & flxi::kCapForwardOffsets) != 0;
+    if (trusted && ok->first_offset <= ok->last_offset) {
+      outcome.offsets = std::make_pair(ok->first_offset, ok->last_offset);
+    }
+    return Finish(attempt, std::move(outcome));
+  }
+  if (const auto* moved = std::get_if<flxi::NotLeader>(&frame->body)) {
+    Count(*attempt, "not_leader");
+    std::string node(moved->node_id);
+    attempt->last_failure =
+        Failure(ProtocolErrorCode::kShardUnavailable,
+                "shard is moving: broker '" + attempt->node_id + "' named broker '" + node +
+                    "' at generation " + std::to_string(moved->generation));
+    if (attempt->tried.count({node, moved->generation}) != 0) {
+      auto failure = attempt->last_failure;
+      failure.message += ", which was already tried: redirect loop refused";
+      return Finish(attempt, std::move(failure));
+    }
+    attempt->node_id = std::move(node);
+    attempt->generation = moved->generation;
+    attempt->named_addr.reset();
+    if (auto addr = ParseHostPort(moved->advertise_addr)) attempt->named_addr = *addr;
+    attempt->retries = 0;
+    return Send(attempt);  // the refusal is the evidence nothing was written: follow now
+  }
+  const auto* error = std::get_if<flxi::ErrorAnswer>(&frame->body);
+  if (error == nullptr) {
+    Count(*attempt, "unexpected_kind");
+    return Finish(attempt,
+                  Failure(ProtocolErrorCode::kUnacknowledged,
+                          std::string("the shard owner answered ") + flxi::KindName(frame->kind) +
+                              ": the publish may or may not have been written"));
+  }
+  std::string detail = "broker '" + attempt->node_id +
+                       "' refused the forward: " + flxi::ErrorCodeName(error->code) + " " +
+                       std::string(error->detail);
+  Count(*attempt, ErrorCodeLabel(error->code));
+  switch (error->code) {
+    case ErrorCode::kStaleRoute:
+    case ErrorCode::kUnavailable:
+      attempt->last_failure = Failure(ProtocolErrorCode::kShardUnavailable, detail);
+      return RetryLater(attempt, detail);
+    case ErrorCode::kOverload:
+      attempt->last_failure = Failure(ProtocolErrorCode::kOverloaded, detail);
+      return RetryLater(attempt, detail);
+    case ErrorCode::kUnsupportedKind:
+      if (!attempt->legacy && !attempt->request.credential.empty()) {
+        attempt->legacy = true;  // an owner from before kind 22: the legacy kind, once
+        attempt->tried.erase({attempt->node_id, attempt->generation});
+        return Send(attempt);
+      }
+      return Finish(attempt, Failure(ProtocolErrorCode::kInternal, detail));
+    case ErrorCode::kUnauthorized:
+      return Finish(attempt, Failure(ProtocolErrorCode::kForbidden, detail));
+    case ErrorCode::kMalformed:
+      return Finish(attempt, Failure(ProtocolErrorCode::kInvalidRequest, detail));
+    case ErrorCode::kStorageFailed:
+      return Finish(attempt, Failure(ProtocolErrorCode::kStorage, detail));
+    default:
+      return Finish(attempt, Failure(ProtocolErrorCode::kInternal, detail));
+  }
+}
+
+}  // namespace felix::cluster

@@ -1,0 +1,236 @@
+// The owner's decision table for a forwarded publish (cluster/forward_publish_handler.h) on
+// in-process parts: a real embedded catalog (tenant keys, a stream), a real BrokerCore on a
+// temp directory, and a router whose answer each test sets. Each row of the generation rule,
+// the not-owner (no relay) answer, the wrong-shard refusal, the credential checks (missing,
+// legacy kind, bad signature, another tenant, no stream.publish) and the proceed case.
+#include "cluster/forward_publish_handler.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "auth/token.h"
+#include "broker/broker_core.h"
+#include "broker/shard_resolver.h"
+#include "catalog/embedded_catalog.h"
+#include "support/child_process.h"
+
+namespace felix::cluster {
+namespace {
+
+namespace flxi = wire::flxi;
+using broker::Route;
+
+// A router whose answer the test sets (one answer for every shard).
+class SetRouter final : public broker::ShardRouter {
+ public:
+  Route RouteShard(const broker::ShardId&) const override {
+    std::lock_guard lock(mu_);
+    return route_;
+  }
+  void Set(Route route) {
+    std::lock_guard lock(mu_);
+    route_ = std::move(route);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  Route route_;
+};
+
+Route Local(uint64_t generation) {
+  Route r;
+  r.where = Route::Where::kLocal;
+  r.generation = Generation(generation);
+  return r;
+}
+
+Route Remote(const std::string& owner, uint64_t generation) {
+  Route r;
+  r.where = Route::Where::kRemote;
+  r.owner_node_id = owner;
+  r.owner_client_addr = "127.0.0.1:7000";
+  r.generation = Generation(generation);
+  return r;
+}
+
+class ForwardPublishHandlerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("felix-forward-handler");
+    auto c = catalog::EmbeddedCatalog::Open(dir_ + "/catalog", {});
+    ASSERT_TRUE(c) << c.error().ToString();
+    catalog_ = std::move(*c);
+    catalog::Stream s;
+    s.tenant_id = "default";
+    s.namespace_name = "default";
+    s.name = "orders";
+    s.shards = 4;
+    s.durable = true;
+    ASSERT_TRUE(catalog_->CreateStream(s));
+    broker::BrokerCoreOptions o;
+    o.storage_dir = dir_ + "/data";
+    o.executors = 1;
+    core_ = std::make_unique<broker::BrokerCore>(std::move(o), *catalog_, metrics_);
+    resolver_ = std::make_unique<broker::ShardResolver>(*core_, router_);
+    ForwardPublishHandler::Options ho;
+    ho.own_node_id = "n1";
+    ho.own_internal_addr = "127.0.0.1:6001";
+    ho.internal_addr_of = [](std::string_view node) {
+      return node == "n2" ? std::string("127.0.0.1:6002") : std::string();
+    };
+    handler_ =
+        std::make_unique<ForwardPublishHandler>(std::move(ho), *resolver_, *catalog_, metrics_);
+  }
+  void TearDown() override {
+    handler_.reset();
+    if (core_) core_->Stop();
+  }
+
+  std::string Token(std::vector<std::string> perms, std::string tenant = "default") {
+    auto key = catalog_->SigningKeyFor("default");
+    EXPECT_TRUE(key);
+    auth::TokenClaims claims;
+    claims.sub = "tester";
+    claims.tid = std::move(tenant);
+    claims.iat = auth::NowUnixSeconds();
+    claims.exp = claims.iat + 600;
+    claims.perms = std::move(perms);
+    return auth::MintToken(*key, claims);
+  }
+  std::string PublishToken() { return Token({"stream.publish:stream:default/*/*"}); }
+
+  flxi::ForwardPublish Request(uint32_t shard, uint64_t generation, const std::string& token) {
+    flxi::ForwardPublish fp;
+    fp.shard = flxi::ShardRef{"default", "default", "orders", shard, generation};
+    fp.payloads = {"a", "b"};
+    if (!token.empty()) fp.credential = token_ = token;
+    return fp;
+  }
+  std::variant<broker::LocalStreamShard, ForwardAnswer> Decide(
+      const flxi::ForwardPublish& fp, flxi::Kind kind = flxi::Kind::kAuthorizedForwardPublish) {
+    return handler_->Decide(fp, kind);
+  }
+  static ForwardAnswer AnswerOf(const std::variant<broker::LocalStreamShard, ForwardAnswer>& d) {
+    const auto* a = std::get_if<ForwardAnswer>(&d);
+    EXPECT_NE(a, nullptr) << "expected a refusal, got proceed";
+    return a ? *a : ForwardAnswer{};
+  }
+  static void ExpectError(const std::variant<broker::LocalStreamShard, ForwardAnswer>& d,
+                          flxi::ErrorCode code) {
+    ForwardAnswer a = AnswerOf(d);
+    EXPECT_EQ(a.type, ForwardAnswer::Type::kError);
+    EXPECT_EQ(a.code, code) << flxi::ErrorCodeName(a.code) << ": " << a.detail;
+  }
+
+  std::string dir_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<catalog::EmbeddedCatalog> catalog_;
+  SetRouter router_;
+  std::unique_ptr<broker::BrokerCore> core_;
+  std::unique_ptr<broker::ShardResolver> resolver_;
+  std::unique_ptr<ForwardPublishHandler> handler_;
+  std::string token_;
+};
+
+TEST_F(ForwardPublishHandlerTest, EqualGenerationWithAValidCredentialProceedsOnTheNamedShard) {
+  router_.Set(Local(5));
+  auto d = Decide(Request(2, 5, PublishToken()));
+  const auto* local = std::get_if<broker::LocalStreamShard>(&d);
+  ASSERT_NE(local, nullptr) << AnswerOf(d).detail;
+  EXPECT_EQ(local->shard, 2u);
+  EXPECT_EQ(local->generation, Generation(5));
+  EXPECT_EQ(local->stream.name, "orders");
+}
+
+TEST_F(ForwardPublishHandlerTest, RequesterBehindGetsNotLeaderWithOwnerAddressAndGeneration) {
+  router_.Set(Local(7));
+  ForwardAnswer a = AnswerOf(Decide(Request(0, 5, PublishToken())));
+  EXPECT_EQ(a.type, ForwardAnswer::Type::kNotLeader);
+  EXPECT_EQ(a.node_id, "n1");
+  EXPECT_EQ(a.advertise_addr, "127.0.0.1:6001");
+  EXPECT_EQ(a.generation, 7u);
+  auto frame = a.ToFrame(42);
+  EXPECT_EQ(frame.kind, flxi::Kind::kNotLeader);
+  EXPECT_EQ(std::get<flxi::NotLeader>(frame.body).correlation_id, 42u);
+}
+
+TEST_F(ForwardPublishHandlerTest, RequesterAheadGetsStaleRouteAndNothingIsOpened) {
+  router_.Set(Local(3));
+  ExpectError(Decide(Request(0, 4, PublishToken())), flxi::ErrorCode::kStaleRoute);
+  router_.Set(Remote("n2", 3));  // a broker whose view lags must not claim either way
+  ExpectError(Decide(Request(0, 4, PublishToken())), flxi::ErrorCode::kStaleRoute);
+}
+
+TEST_F(ForwardPublishHandlerTest, ANonOwnerNamesTheOwnerAndNeverRelays) {
+  for (uint64_t requester : {2u, 3u}) {
+    router_.Set(Remote("n2", 3));
+    ForwardAnswer a = AnswerOf(Decide(Request(1, requester, PublishToken())));
+    EXPECT_EQ(a.type, ForwardAnswer::Type::kNotLeader);
+    EXPECT_EQ(a.node_id, "n2");
+    EXPECT_EQ(a.advertise_addr, "127.0.0.1:6002");  // the owner's internal address
+    EXPECT_EQ(a.generation, 3u);
+  }
+}
+
+TEST_F(ForwardPublishHandlerTest, AShardOutsideTheStreamIsRefusedAsWrongShard) {
+  router_.Set(Local(1));
+  auto d = Decide(Request(4, 1, PublishToken()));  // orders has shards 0..3
+  ExpectError(d, flxi::ErrorCode::kMalformed);
+  EXPECT_NE(AnswerOf(d).detail.find("wrong shard"), std::string::npos);
+}
+
+TEST_F(ForwardPublishHandlerTest, AnUnknownStreamOrUnservableShardIsUnavailable) {
+  router_.Set(Local(1));
+  auto fp = Request(0, 1, PublishToken());
+  fp.shard.stream = "nope";
+  ExpectError(Decide(fp), flxi::ErrorCode::kUnavailable);
+  Route unavailable;
+  unavailable.where = Route::Where::kUnavailable;
+  unavailable.unavailable_reason = "not assigned";
+  router_.Set(unavailable);
+  ExpectError(Decide(Request(0, 1, PublishToken())), flxi::ErrorCode::kUnavailable);
+}
+
+TEST_F(ForwardPublishHandlerTest, TheCredentialIsCheckedAsForADirectPublish) {
+  router_.Set(Local(1));
+  // No stream.publish (subscribe only).
+  ExpectError(Decide(Request(0, 1, Token({"stream.subscribe:stream:default/*/*"}))),
+              flxi::ErrorCode::kUnauthorized);
+  // Publish on another stream only.
+  ExpectError(Decide(Request(0, 1, Token({"stream.publish:stream:default/default/audit"}))),
+              flxi::ErrorCode::kUnauthorized);
+  // A token that does not verify (signature cut).
+  std::string bad = PublishToken();
+  bad.resize(bad.size() - 4);
+  ExpectError(Decide(Request(0, 1, bad)), flxi::ErrorCode::kUnauthorized);
+  // A token of another tenant (tid mismatch: refused at verification).
+  ExpectError(Decide(Request(0, 1, Token({"stream.publish:stream:default/*/*"}, "other"))),
+              flxi::ErrorCode::kUnauthorized);
+  // The legacy kind (no credential), and kind 22 decoded without one.
+  ExpectError(Decide(Request(0, 1, ""), flxi::Kind::kForwardPublish),
+              flxi::ErrorCode::kUnauthorized);
+  ExpectError(Decide(Request(0, 1, "")), flxi::ErrorCode::kUnauthorized);
+}
+
+TEST_F(ForwardPublishHandlerTest, AnEmptyBatchIsMalformed) {
+  router_.Set(Local(1));
+  auto fp = Request(0, 1, PublishToken());
+  fp.payloads.clear();
+  ExpectError(Decide(fp), flxi::ErrorCode::kMalformed);
+}
+
+TEST_F(ForwardPublishHandlerTest, AnswersCarryOutcomeLabelsAndEncode) {
+  ForwardAnswer ok;
+  ok.type = ForwardAnswer::Type::kOk;
+  ok.first_offset = 10;
+  ok.last_offset = 11;
+  EXPECT_EQ(ok.Outcome(), "ok");
+  EXPECT_TRUE(flxi::EncodeFrame(ok.ToFrame(1)));
+  auto stale = ForwardAnswer::Error(flxi::ErrorCode::kStaleRoute, std::string(600, 'x'));
+  EXPECT_EQ(stale.Outcome(), "stale_route");
+  EXPECT_TRUE(flxi::EncodeFrame(stale.ToFrame(1)));  // detail cut to 512 bytes
+}
+
+}  // namespace
+}  // namespace felix::cluster
