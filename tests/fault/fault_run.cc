@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <type_traits>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr char kStream[] = "fault";
+constexpr char kCache[] = "counters";  // one shard: every counter lives on its leader
+constexpr int kCounters = 3;
 
 // Polls `pred` until it holds or `limit` passes: cluster state changes in other processes and
 // reaches us only through their HTTP endpoints, so there is no event to wait on.
@@ -42,10 +45,11 @@ bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds lim
 // redirect is a definite failure; anything else that is not an ack (timeout, lost connection,
 // outcome_unknown, fatal) is indeterminate. Returns false when the connection must be dropped
 // (a client-side failure): a late answer must never be taken for a later request's.
-bool NoteAnswer(Op& op, const felix::ClientResult<felix::PublishReceipt>& answer) {
+template <typename T>
+bool NoteAnswer(Op& op, const felix::ClientResult<T>& answer) {
   if (answer) {
     op.outcome = Outcome::kOk;
-    op.offset = answer->offset;
+    if constexpr (std::is_same_v<T, felix::PublishReceipt>) op.offset = answer->offset;
     return true;
   }
   bool broker_said = static_cast<uint16_t>(answer.error().code) <
@@ -81,12 +85,15 @@ class Run {
   std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
                              const Json& body = nullptr, std::chrono::milliseconds timeout = 5s);
   double Metric(int n, const std::string& name);
-  // shard → leader node number, from node n's /v1/cluster (only shards with a leader).
-  std::map<uint32_t, int> Leaders(int n);
+  // shard → leader node number of the stream (or the cache), from node n's /v1/cluster (only
+  // shards with a leader).
+  std::map<uint32_t, int> Leaders(int n, const std::string& kind = "stream");
   bool Setup(FaultRunResult& result);
   std::unique_ptr<felix::Client> Connect(int node);
   void Publisher(int client);
   void Reader();
+  void Counter();
+  bool ReadCounters(FaultRunResult& result, std::map<std::string, int64_t>& values);
   FaultOutcome Inject(const Fault& fault);
   bool AllReadyAndLed(std::string* missing);
   bool Liveness(FaultRunResult& result);
@@ -99,6 +106,7 @@ class Run {
   std::string token_;
   std::vector<std::string> keys_;    // shard → a key routed to it
   std::map<uint32_t, int> leaders_;  // fixed before the clients start (no failover yet)
+  int cache_leader_ = 0;             // the counters cache's one shard
   History history_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> not_sent_{0};
@@ -124,13 +132,14 @@ double Run::Metric(int n, const std::string& name) {
   return std::stod(text->substr(at + name.size() + 2));
 }
 
-std::map<uint32_t, int> Run::Leaders(int n) {
+std::map<uint32_t, int> Run::Leaders(int n, const std::string& kind) {
   std::map<uint32_t, int> out;
   Json status = Admin(n, "GET", "/v1/cluster").second;
   if (!status.is_object() || !status.contains("shards")) return out;
   for (const auto& s : status["shards"]) {
     std::string leader = s.value("leader", "");
-    if (s.value("name", "") == kStream && leader.size() > 1) {
+    std::string name = kind == "stream" ? kStream : kCache;
+    if (s.value("kind", "") == kind && s.value("name", "") == name && leader.size() > 1) {
       out[s["shard"].get<uint32_t>()] = std::stoi(leader.substr(1));
     }
   }
@@ -153,6 +162,13 @@ bool Run::Setup(FaultRunResult& result) {
     return fail("not every shard got a leader: " + Admin(1, "GET", "/v1/cluster").second.dump());
   }
   leaders_ = Leaders(1);
+  auto cache = Admin(1, "POST", "/v1/tenants/default/namespaces/default/caches",
+                     Json{{"cache", kCache}, {"shards", 1}, {"durable", true}});
+  if (cache.first != 201) return fail("create cache: " + cache.second.dump());
+  if (!Eventually([&] { return Leaders(1, "cache").size() == 1; }, 30s)) {
+    return fail("the cache got no leader");
+  }
+  cache_leader_ = Leaders(1, "cache").at(0);
   // Every broker must know the stream and agree on its leaders before clients go to them.
   for (int n = 2; n <= cluster_.size(); ++n) {
     if (!Eventually([&] { return Leaders(n) == leaders_; }, 30s)) {
@@ -163,7 +179,8 @@ bool Run::Setup(FaultRunResult& result) {
       Admin(1, "POST", "/v1/tenants/default/tokens",
             Json{{"subject", "fault-run"},
                  {"permissions",
-                  {"stream.publish:stream:default/*/*", "stream.subscribe:stream:default/*/*"}}});
+                  {"stream.publish:stream:default/*/*", "stream.subscribe:stream:default/*/*",
+                   "cache.read:cache:default/default/*", "cache.write:cache:default/default/*"}}});
   if (token.first != 200) return fail("token: " + token.second.dump());
   token_ = token.second.value("felix_token", "");
   for (uint32_t shard = 0; shard < options_.shards; ++shard) {
@@ -267,6 +284,52 @@ void Run::Reader() {
     history_.Add(std::move(op));
     std::this_thread::sleep_for(200ms);  // pacing: reads are snapshots, not a stream
   }
+}
+
+// Counter adds of 1..5 to counters "n0".."n2" on the cache's leader (CounterAdd is not
+// deduplicated: an add whose answer was lost is indeterminate).
+void Run::Counter() {
+  std::mt19937_64 rng(options_.seed * 104729);
+  std::unique_ptr<felix::Client> c;
+  felix::CacheRef cache{"default", kCache};
+  while (!stop_.load()) {
+    if (!c) c = Connect(cache_leader_);
+    if (!c) {
+      std::this_thread::sleep_for(100ms);  // back off from a broker that is down
+      continue;
+    }
+    Op op;
+    op.client = 50;
+    op.kind = OpKind::kAdd;
+    op.key = "n" + std::to_string(rng() % kCounters);
+    op.delta = 1 + static_cast<int64_t>(rng() % 5);
+    op.node = cache_leader_;
+    op.invoke_us = NowUs();
+    auto r = c->CounterAdd(cache, op.key, op.delta);
+    op.complete_us = NowUs();
+    if (!NoteAnswer(op, r)) c.reset();
+    bool refused = op.outcome == Outcome::kFail;
+    history_.Add(std::move(op));
+    if (refused) std::this_thread::sleep_for(20ms);
+  }
+}
+
+bool Run::ReadCounters(FaultRunResult& result, std::map<std::string, int64_t>& values) {
+  auto c = Connect(cache_leader_);
+  if (!c) {
+    result.final_read_error = "counters: no connection to n" + std::to_string(cache_leader_);
+    return false;
+  }
+  for (int i = 0; i < kCounters; ++i) {
+    std::string key = "n" + std::to_string(i);
+    auto value = c->CounterGet(felix::CacheRef{"default", kCache}, key);
+    if (!value) {
+      result.final_read_error = "counter " + key + ": " + value.error().ToString();
+      return false;
+    }
+    if (*value) values[key] = **value;
+  }
+  return true;
 }
 
 // Applies `fault`, proves it took effect, holds it, heals it.
@@ -489,7 +552,9 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
   verdict << "liveness " << (result.live_after_heal ? "ok" : "FAILED") << ": " << result.liveness
           << "\nfinal_read " << (result.final_read ? "ok" : "FAILED: " + result.final_read_error)
           << "\nnot_sent " << result.not_sent << "\n"
-          << result.verdict.Summary();
+          << result.verdict.Summary() << "counter_adds " << result.counter_adds << "\ncounters "
+          << (result.counters.ok() ? "PASS" : "FAIL") << "\n";
+  for (const auto& v : result.counters.violations) verdict << v << "\n";
   for (int n = 1; n <= cluster_.size(); ++n) {
     std::ofstream(dir + "/broker-" + std::to_string(n) + ".log") << cluster_.LogTail(n, 65536);
   }
@@ -506,6 +571,7 @@ FaultRunResult Run::Go() {
     for (int c = 1; c <= options_.publishers; ++c)
       threads.emplace_back([this, c] { Publisher(c); });
     threads.emplace_back([this] { Reader(); });
+    threads.emplace_back([this] { Counter(); });
     auto schedule = NemesisSchedule(options_.seed, 64, cluster_.size());
     auto end = t0_ + std::chrono::seconds(options_.seconds);
     // Let the workload run a moment before the first fault, so there is history to lose.
@@ -522,7 +588,14 @@ FaultRunResult Run::Go() {
     for (auto& t : threads) t.join();
     result.live_after_heal = Liveness(result);
     result.final_read = result.live_after_heal && ReadFinal(result, logs);
-    if (result.final_read) result.verdict = CheckStreams(history_.ops(), logs);
+    std::map<std::string, int64_t> counters;
+    result.final_read = result.final_read && ReadCounters(result, counters);
+    if (result.final_read) {
+      auto ops = history_.ops();
+      result.verdict = CheckStreams(ops, logs);
+      result.counters = CheckCounters(ops, counters);
+      for (const Op& op : ops) result.counter_adds += op.kind == OpKind::kAdd ? 1 : 0;
+    }
     result.not_sent = not_sent_.load();
     result.duration_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0_).count();

@@ -6,7 +6,7 @@
 // a broker, SIGSTOP/SIGCONT of a broker, SIGSTOP/SIGCONT of etcd. Each fault is proved to have
 // taken effect before it is healed. After the last heal the run waits (≤ 60 s) until every
 // broker is ready and every shard is led and accepts a probe publish, reads every shard's final
-// log from its leader, and runs the stream checker.
+// log from its leader and the counters' final values, and runs the stream and counter checkers.
 //
 // Everything lands in one directory: run.json, schedule.jsonl, history.jsonl, final.json,
 // verdict.txt, broker-<n>.log and etcd.log (the tails of their logs).
@@ -57,7 +57,9 @@ struct FaultRunResult {
   bool final_read = false;       // every shard's final log was read to its tail
   std::string final_read_error;
   StreamVerdict verdict;
-  size_t not_sent = 0;  // publishes never sent (no connection): not in the history
+  CounterVerdict counters;
+  size_t counter_adds = 0;  // add ops in the history
+  size_t not_sent = 0;      // publishes never sent (no connection): not in the history
   int64_t duration_ms = 0;
 };
 

@@ -2,7 +2,8 @@
 //
 // SeededNemesisRunKeepsEveryAcknowledgedRecord: the CI run — a fixed seed (FELIX_FAULT_SEED
 // overrides it), a short nemesis phase (FELIX_FAULT_SECONDS, default 15, at least one fault of
-// each kind), every fault proved, liveness after the heal, and a clean checker verdict.
+// each kind), every fault proved, liveness after the heal, and clean stream and counter
+// verdicts.
 // scripts/fault-run SEED [SECONDS] runs this test with its own seed and length.
 //
 // TheCheckerCatchesABrokerThatDropsAcknowledgedRecords (fault-seam builds only): the same
@@ -75,6 +76,8 @@ TEST(FaultRun, SeededNemesisRunKeepsEveryAcknowledgedRecord) {
   EXPECT_GT(result.verdict.acknowledged, 0u);
   EXPECT_GT(result.verdict.reads, 0u);
   EXPECT_TRUE(result.verdict.ok()) << result.verdict.Summary();
+  EXPECT_GT(result.counter_adds, 0u);
+  for (const auto& v : result.counters.violations) ADD_FAILURE() << v;
   Finish(dir, temporary);
 }
 
