@@ -267,7 +267,10 @@ void Run::Reader() {
     so.shard = shard;
     so.start = felix::StartPosition::Earliest();
     auto sub = c->Subscribe(stream, so);
-    if (!sub) continue;  // nothing read: nothing to check
+    if (!sub) {  // nothing read: nothing to check
+      std::this_thread::sleep_for(100ms);
+      continue;
+    }
     uint64_t tail = (*sub)->live_offset().value_or(0);
     op.outcome = Outcome::kOk;
     while (op.read.empty() || op.read.back().first + 1 < tail) {
@@ -367,7 +370,6 @@ FaultOutcome Run::Inject(const Fault& fault) {
     }
     case FaultKind::kPauseEtcd: {
       cluster_.etcd().Pause();
-      bool unhealthy = !cluster_.etcd().Healthy(500ms);
       int lapsed = 0;
       bool seen = Eventually(
           [&] {
@@ -377,6 +379,8 @@ FaultOutcome Run::Inject(const Fault& fault) {
             return lapsed != 0;
           },
           15s);
+      // Asked only now: SIGSTOP reaches every thread of etcd a moment after kill() returns.
+      bool unhealthy = !cluster_.etcd().Healthy(500ms);
       out.proved = unhealthy && seen;
       out.proof = std::string("etcd /health ") + (unhealthy ? "unanswered" : "still answering") +
                   "; " +
@@ -448,7 +452,10 @@ bool Run::Liveness(FaultRunResult& result) {
     bool acked = false;
     for (int attempt = 0; !acked && Clock::now() < deadline; ++attempt) {
       auto c = Connect(leaders_[shard]);
-      if (!c) continue;
+      if (!c) {
+        std::this_thread::sleep_for(100ms);  // back off
+        continue;
+      }
       Op op;
       op.client = 1000;
       op.kind = OpKind::kPublish;
