@@ -443,7 +443,8 @@ bool Run::Liveness(FaultRunResult& result) {
     result.liveness = missing;
     return false;
   }
-  if (auto leaders = Leaders(1); leaders != leaders_) {
+  auto cache_leaders = Leaders(1, "cache");
+  if (auto leaders = Leaders(1); leaders != leaders_ || cache_leaders[0] != cache_leader_) {
     result.liveness = "shard leaders changed during the run (no failover is expected yet)";
     return false;
   }
