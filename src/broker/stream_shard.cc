@@ -17,6 +17,12 @@ StreamShard::StreamShard(ShardId id, Executor& executor, std::unique_ptr<RecordL
       committed_next_(log_->next_offset()) {}
 
 void StreamShard::Publish(PayloadBatch batch, PublishDone done) {
+#if FELIX_FAULT_INJECTION
+  if (options_.drop_acked_every != 0 && ++seam_publishes_ % options_.drop_acked_every == 0) {
+    executor_.Post([next = log_->next_offset(), done = std::move(done)] { done(next); });
+    return;
+  }
+#endif
   // The log keeps borrowing the payloads until completion: the copy of `batch` in the
   // callback holds their owner.
   auto shared = std::make_shared<PayloadBatch>(std::move(batch));

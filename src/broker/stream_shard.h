@@ -44,6 +44,13 @@ struct StreamShardOptions {
   size_t event_batch_max_records = 64;   // FELIX_EVENT_BATCH_MAX_EVENTS (replay chunks)
   size_t event_batch_max_bytes = 65536;  // FELIX_EVENT_BATCH_MAX_BYTES
   size_t replay_batches_per_step = 16;   // replay yields the executor after this many
+#if FELIX_FAULT_INJECTION
+  // Test seam (FELIX_TEST_DROP_ACKED_EVERY, a deliberately broken broker for the fault
+  // harness's checker, docs/reliability.md): every Nth publish batch of a shard is answered
+  // with the log's next offset and never written — an acknowledgement before a write that
+  // then never happens. 0 = off.
+  uint32_t drop_acked_every = 0;
+#endif
 };
 
 struct StartPosition {
@@ -131,6 +138,9 @@ class StreamShard {
   std::unique_ptr<RecordLog> log_;
   StreamShardOptions options_;
   uint64_t committed_next_ = 0;
+#if FELIX_FAULT_INJECTION
+  uint64_t seam_publishes_ = 0;  // counts publishes for drop_acked_every
+#endif
   uint64_t next_subscription_id_ = 1;
   std::map<uint64_t, Subscriber> subscribers_;
   uint64_t live_drops_ = 0;

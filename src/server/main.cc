@@ -66,6 +66,18 @@ void HoldShardOpenSeam(broker::BrokerCoreOptions& o) {
 }
 #endif
 
+#if FELIX_FAULT_INJECTION
+// Test seam FELIX_TEST_DROP_ACKED_EVERY=<N>: a broken broker that acknowledges every Nth publish
+// batch of each stream shard without writing it (StreamShardOptions::drop_acked_every).
+void DropAckedSeam(broker::BrokerCoreOptions& o) {
+  const char* every = std::getenv("FELIX_TEST_DROP_ACKED_EVERY");
+  if (every == nullptr || *every == 0) return;
+  o.shard.drop_acked_every = static_cast<uint32_t>(std::strtoul(every, nullptr, 10));
+  spdlog::warn("test seam: acknowledging every {}th publish batch without writing it",
+               o.shard.drop_acked_every);
+}
+#endif
+
 broker::BrokerCoreOptions CoreOptions(const BrokerConfig& config, felix::HealthRegistry& health) {
   broker::BrokerCoreOptions o;
   o.health = &health;
@@ -87,6 +99,7 @@ broker::BrokerCoreOptions CoreOptions(const BrokerConfig& config, felix::HealthR
   o.groups.max_in_flight = config.group_max_in_flight;
 #if FELIX_FAULT_INJECTION
   HoldShardOpenSeam(o);
+  DropAckedSeam(o);
 #endif
   // A group answer must fit a frame whatever its records (issue 12 item 4).
   o.groups.max_bytes_per_poll = std::min<size_t>(

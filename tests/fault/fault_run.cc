@@ -1,0 +1,622 @@
+#include "fault/fault_run.h"
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <type_traits>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "felix/client.h"
+#include "support/cluster_harness.h"
+#include "wire/shard_hash.h"
+
+namespace felix::fault {
+
+using Json = nlohmann::json;
+using felix::testing::ClusterHarness;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr char kStream[] = "fault";
+constexpr char kCache[] = "counters";  // one shard: every counter lives on its leader
+constexpr int kCounters = 3;
+
+// Polls `pred` until it holds or `limit` passes: cluster state changes in other processes and
+// reaches us only through their HTTP endpoints, so there is no event to wait on.
+bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
+  auto deadline = Clock::now() + limit;
+  while (!pred()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+// Fills `op`'s outcome from a publish answer. A refusal the broker classed retry / retry_after /
+// redirect is a definite failure; anything else that is not an ack (timeout, lost connection,
+// outcome_unknown, fatal) is indeterminate. Returns false when the connection must be dropped
+// (a client-side failure): a late answer must never be taken for a later request's.
+template <typename T>
+bool NoteAnswer(Op& op, const felix::ClientResult<T>& answer) {
+  if (answer) {
+    op.outcome = Outcome::kOk;
+    if constexpr (std::is_same_v<T, felix::PublishReceipt>) op.offset = answer->offset;
+    return true;
+  }
+  bool broker_said = static_cast<uint16_t>(answer.error().code) <
+                     static_cast<uint16_t>(felix::ClientErrorCode::kUnknown);
+  op.outcome = broker_said ? RefusalOutcome(felix::RetryClassName(answer.error().retry))
+                           : Outcome::kIndeterminate;
+  op.error = answer.error().ToString();
+  return broker_said;
+}
+
+int PortOf(const std::string& addr) {
+  return std::stoi(addr.substr(addr.rfind(':') + 1));
+}
+
+class Run {
+ public:
+  explicit Run(const FaultRunOptions& options)
+      : options_(options), cluster_(MakeClusterOptions()) {}
+
+  FaultRunResult Go();
+
+ private:
+  felix::testing::ClusterOptions MakeClusterOptions() const {
+    felix::testing::ClusterOptions o;
+    o.nodes = 3;
+    o.env = options_.env;
+    o.env["FELIX_DURABLE_FSYNC_MODE"] = "on_commit";
+    return o;
+  }
+  int64_t NowUs() const {
+    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0_).count();
+  }
+  std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
+                             const Json& body = nullptr, std::chrono::milliseconds timeout = 5s);
+  double Metric(int n, const std::string& name);
+  // shard → leader node number of the stream (or the cache), from node n's /v1/cluster (only
+  // shards with a leader).
+  std::map<uint32_t, int> Leaders(int n, const std::string& kind = "stream");
+  bool Setup(FaultRunResult& result);
+  std::unique_ptr<felix::Client> Connect(int node);
+  void Publisher(int client);
+  void Reader();
+  void Counter();
+  bool ReadCounters(FaultRunResult& result, std::map<std::string, int64_t>& values);
+  FaultOutcome Inject(const Fault& fault);
+  bool AllReadyAndLed(std::string* missing);
+  bool Liveness(FaultRunResult& result);
+  bool ReadFinal(FaultRunResult& result, FinalLogs& logs);
+  void WriteFiles(const FaultRunResult& result, const FinalLogs& logs);
+
+  FaultRunOptions options_;
+  ClusterHarness cluster_;
+  Clock::time_point t0_ = Clock::now();
+  std::string token_;
+  std::vector<std::string> keys_;    // shard → a key routed to it
+  std::map<uint32_t, int> leaders_;  // fixed before the clients start (no failover yet)
+  int cache_leader_ = 0;             // the counters cache's one shard
+  History history_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> not_sent_{0};
+};
+
+std::pair<int, Json> Run::Admin(int n, const std::string& method, const std::string& path,
+                                const Json& body, std::chrono::milliseconds timeout) {
+  httplib::Client client("127.0.0.1", PortOf(cluster_.http_addr(n)));
+  client.set_connection_timeout(timeout);
+  client.set_read_timeout(timeout);
+  httplib::Headers headers{{"Authorization", "Bearer " + cluster_.admin_token()}};
+  auto r = method == "POST" ? client.Post(path, headers, body.dump(), "application/json")
+                            : client.Get(path, headers);
+  if (!r) return {0, nullptr};
+  return {r->status, r->body.empty() ? Json() : Json::parse(r->body, nullptr, false)};
+}
+
+double Run::Metric(int n, const std::string& name) {
+  auto text = cluster_.AdminGet(n, "/metrics");
+  if (!text) return -1;
+  size_t at = text->find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text->substr(at + name.size() + 2));
+}
+
+std::map<uint32_t, int> Run::Leaders(int n, const std::string& kind) {
+  std::map<uint32_t, int> out;
+  Json status = Admin(n, "GET", "/v1/cluster").second;
+  if (!status.is_object() || !status.contains("shards")) return out;
+  for (const auto& s : status["shards"]) {
+    std::string leader = s.value("leader", "");
+    std::string name = kind == "stream" ? kStream : kCache;
+    if (s.value("kind", "") == kind && s.value("name", "") == name && leader.size() > 1) {
+      out[s["shard"].get<uint32_t>()] = std::stoi(leader.substr(1));
+    }
+  }
+  return out;
+}
+
+bool Run::Setup(FaultRunResult& result) {
+  auto fail = [&](std::string why) {
+    result.setup_error = std::move(why);
+    return false;
+  };
+  if (!cluster_.StartAll()) return fail("cluster: " + cluster_.error());
+  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
+                              Json{{"stream", kStream},
+                                   {"durable", true},
+                                   {"shards", options_.shards},
+                                   {"fsync_mode", "on_commit"}});
+  if (status != 201) return fail("create stream: " + std::to_string(status) + " " + body.dump());
+  if (!Eventually([&] { return Leaders(1).size() == options_.shards; }, 30s)) {
+    return fail("not every shard got a leader: " + Admin(1, "GET", "/v1/cluster").second.dump());
+  }
+  leaders_ = Leaders(1);
+  auto cache = Admin(1, "POST", "/v1/tenants/default/namespaces/default/caches",
+                     Json{{"cache", kCache}, {"shards", 1}, {"durable", true}});
+  if (cache.first != 201) return fail("create cache: " + cache.second.dump());
+  if (!Eventually([&] { return Leaders(1, "cache").size() == 1; }, 30s)) {
+    return fail("the cache got no leader");
+  }
+  cache_leader_ = Leaders(1, "cache").at(0);
+  // Every broker must know the stream and agree on its leaders before clients go to them.
+  for (int n = 2; n <= cluster_.size(); ++n) {
+    if (!Eventually([&] { return Leaders(n) == leaders_; }, 30s)) {
+      return fail("node " + std::to_string(n) + " disagrees on leaders");
+    }
+  }
+  auto token =
+      Admin(1, "POST", "/v1/tenants/default/tokens",
+            Json{{"subject", "fault-run"},
+                 {"permissions",
+                  {"stream.publish:stream:default/*/*", "stream.subscribe:stream:default/*/*",
+                   "cache.read:cache:default/default/*", "cache.write:cache:default/default/*"}}});
+  if (token.first != 200) return fail("token: " + token.second.dump());
+  token_ = token.second.value("felix_token", "");
+  for (uint32_t shard = 0; shard < options_.shards; ++shard) {
+    for (int i = 0;; ++i) {
+      std::string key = "k" + std::to_string(i);
+      if (wire::ShardModulo(options_.shards, key) == shard) {
+        keys_.push_back(key);
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+std::unique_ptr<felix::Client> Run::Connect(int node) {
+  felix::ClientOptions o;
+  o.broker = cluster_.client_addr(node);
+  o.ca_file = cluster_.ca_file();
+  o.token = token_;
+  o.connect_timeout = 2s;
+  o.request_timeout = 2s;
+  o.ack_on_commit = true;
+  auto client = felix::Client::Connect(o);
+  if (!client) return nullptr;
+  return std::move(*client);
+}
+
+// One client: keyed publishes of unique values ("c<client>-<seq>") to random shards, each sent
+// to the shard's leader and waited for (NoteAnswer classifies the answer).
+void Run::Publisher(int client) {
+  std::mt19937_64 rng(options_.seed * 1009 + static_cast<uint64_t>(client));
+  std::map<int, std::unique_ptr<felix::Client>> clients;
+  uint64_t seq = 0;
+  felix::StreamRef stream{"default", kStream};
+  while (!stop_.load()) {
+    uint32_t shard = static_cast<uint32_t>(rng() % options_.shards);
+    int node = leaders_.at(shard);
+    auto& c = clients[node];
+    if (!c) c = Connect(node);
+    if (!c) {
+      ++not_sent_;
+      std::this_thread::sleep_for(100ms);  // back off from a broker that is down
+      continue;
+    }
+    Op op;
+    op.client = client;
+    op.kind = OpKind::kPublish;
+    op.shard = shard;
+    op.key = keys_[shard];
+    op.value = "c" + std::to_string(client) + "-" + std::to_string(seq++);
+    op.node = node;
+    felix::PublishOptions po;
+    po.key = op.key;
+    op.invoke_us = NowUs();
+    auto r = c->Publish(stream, {op.value}, po);
+    op.complete_us = NowUs();
+    if (!NoteAnswer(op, r)) c.reset();
+    bool refused = op.outcome == Outcome::kFail;
+    history_.Add(std::move(op));
+    if (refused) std::this_thread::sleep_for(20ms);  // back off as a client would
+  }
+}
+
+// Snapshot reads: subscribe to a random shard from earliest on its leader and read up to the
+// tail it reported. A read cut short (fault) is still recorded with what it returned.
+void Run::Reader() {
+  std::mt19937_64 rng(options_.seed * 7919);
+  felix::StreamRef stream{"default", kStream};
+  while (!stop_.load()) {
+    uint32_t shard = static_cast<uint32_t>(rng() % options_.shards);
+    int node = leaders_.at(shard);
+    auto c = Connect(node);
+    if (!c) {
+      std::this_thread::sleep_for(100ms);
+      continue;
+    }
+    Op op;
+    op.client = 100;
+    op.kind = OpKind::kRead;
+    op.shard = shard;
+    op.node = node;
+    op.invoke_us = NowUs();
+    felix::SubscribeOptions so;
+    so.shard = shard;
+    so.start = felix::StartPosition::Earliest();
+    auto sub = c->Subscribe(stream, so);
+    if (!sub) {  // nothing read: nothing to check
+      std::this_thread::sleep_for(100ms);
+      continue;
+    }
+    uint64_t tail = (*sub)->live_offset().value_or(0);
+    op.outcome = Outcome::kOk;
+    while (op.read.empty() || op.read.back().first + 1 < tail) {
+      if (tail == 0) break;
+      auto event = (*sub)->Next(2s);
+      if (!event || !*event) {
+        op.outcome = Outcome::kIndeterminate;
+        op.error = event ? "timeout" : event.error().ToString();
+        break;
+      }
+      op.read.emplace_back((*event)->offset.value_or(UINT64_MAX), (*event)->payload);
+    }
+    op.complete_us = NowUs();
+    history_.Add(std::move(op));
+    std::this_thread::sleep_for(200ms);  // pacing: reads are snapshots, not a stream
+  }
+}
+
+// Counter adds of 1..5 to counters "n0".."n2" on the cache's leader (CounterAdd is not
+// deduplicated: an add whose answer was lost is indeterminate).
+void Run::Counter() {
+  std::mt19937_64 rng(options_.seed * 104729);
+  std::unique_ptr<felix::Client> c;
+  felix::CacheRef cache{"default", kCache};
+  while (!stop_.load()) {
+    if (!c) c = Connect(cache_leader_);
+    if (!c) {
+      std::this_thread::sleep_for(100ms);  // back off from a broker that is down
+      continue;
+    }
+    Op op;
+    op.client = 50;
+    op.kind = OpKind::kAdd;
+    op.key = "n" + std::to_string(rng() % kCounters);
+    op.delta = 1 + static_cast<int64_t>(rng() % 5);
+    op.node = cache_leader_;
+    op.invoke_us = NowUs();
+    auto r = c->CounterAdd(cache, op.key, op.delta);
+    op.complete_us = NowUs();
+    if (!NoteAnswer(op, r)) c.reset();
+    bool refused = op.outcome == Outcome::kFail;
+    history_.Add(std::move(op));
+    if (refused) std::this_thread::sleep_for(20ms);
+  }
+}
+
+bool Run::ReadCounters(FaultRunResult& result, std::map<std::string, int64_t>& values) {
+  auto c = Connect(cache_leader_);
+  if (!c) {
+    result.final_read_error = "counters: no connection to n" + std::to_string(cache_leader_);
+    return false;
+  }
+  for (int i = 0; i < kCounters; ++i) {
+    std::string key = "n" + std::to_string(i);
+    auto value = c->CounterGet(felix::CacheRef{"default", kCache}, key);
+    if (!value) {
+      result.final_read_error = "counter " + key + ": " + value.error().ToString();
+      return false;
+    }
+    if (*value) values[key] = **value;
+  }
+  return true;
+}
+
+// Applies `fault`, proves it took effect, holds it, heals it.
+FaultOutcome Run::Inject(const Fault& fault) {
+  FaultOutcome out;
+  out.fault = fault;
+  out.start_us = NowUs();
+  int n = fault.node;
+  int peer = n % cluster_.size() + 1;
+  auto peer_sees_it_gone = [&] {
+    return Eventually([&] { return Metric(peer, "felix_cluster_nodes") == cluster_.size() - 1; },
+                      15s);
+  };
+  switch (fault.kind) {
+    case FaultKind::kKillBroker: {
+      cluster_.Kill(n);
+      bool gone = !cluster_.Running(n);
+      bool seen = gone && peer_sees_it_gone();
+      out.proved = gone && seen;
+      out.proof = std::string("n") + std::to_string(n) + " process " +
+                  (gone ? "gone" : "still running") + "; n" + std::to_string(peer) +
+                  (seen ? " saw its node key go (felix_cluster_nodes=2)" : " never saw it go");
+      break;
+    }
+    case FaultKind::kPauseBroker: {
+      cluster_.Pause(n);
+      bool seen = peer_sees_it_gone();
+      int status = Admin(n, "GET", "/ready", nullptr, 500ms).first;
+      out.proved = seen && status == 0;
+      out.proof = "n" + std::to_string(n) + " /ready " +
+                  (status == 0 ? "unanswered in 500 ms" : "answered " + std::to_string(status)) +
+                  "; n" + std::to_string(peer) +
+                  (seen ? " saw its node key go (felix_cluster_nodes=2)" : " never saw it go");
+      break;
+    }
+    case FaultKind::kPauseEtcd: {
+      cluster_.etcd().Pause();
+      int lapsed = 0;
+      bool seen = Eventually(
+          [&] {
+            for (int m = 1; m <= cluster_.size(); ++m) {
+              if (Metric(m, "felix_node_lease_valid") == 0) lapsed = m;
+            }
+            return lapsed != 0;
+          },
+          15s);
+      // Asked only now: SIGSTOP reaches every thread of etcd a moment after kill() returns.
+      bool unhealthy = !cluster_.etcd().Healthy(500ms);
+      out.proved = unhealthy && seen;
+      out.proof = std::string("etcd /health ") + (unhealthy ? "unanswered" : "still answering") +
+                  "; " +
+                  (seen ? "n" + std::to_string(lapsed) + " felix_node_lease_valid=0"
+                        : "no broker lost its lease");
+      break;
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(fault.hold_ms));  // the fault's span
+  switch (fault.kind) {
+    case FaultKind::kKillBroker:
+      out.healed = cluster_.StartReady(n, 60s);
+      out.heal = out.healed ? "restarted, ready" : cluster_.error();
+      break;
+    case FaultKind::kPauseBroker:
+      cluster_.Resume(n);
+      out.healed = cluster_.WaitReady(n, 60s);
+      out.heal = out.healed ? "resumed, ready" : cluster_.error();
+      break;
+    case FaultKind::kPauseEtcd:
+      cluster_.etcd().Resume();
+      out.healed = true;
+      for (int m = 1; m <= cluster_.size(); ++m) out.healed &= cluster_.WaitReady(m, 60s);
+      out.heal = out.healed ? "etcd resumed, every broker ready" : cluster_.error();
+      break;
+  }
+  std::string missing;
+  if (out.healed && !Eventually([&] { return AllReadyAndLed(&missing); }, 60s)) {
+    out.healed = false;
+    out.heal += "; then " + missing;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(fault.gap_ms));  // quiet time
+  return out;
+}
+
+bool Run::AllReadyAndLed(std::string* missing) {
+  for (int n = 1; n <= cluster_.size(); ++n) {
+    int status = 0;
+    cluster_.AdminGet(n, "/ready", &status);
+    if (status != 200) {
+      *missing = "n" + std::to_string(n) + " not ready (" + std::to_string(status) + ")";
+      return false;
+    }
+  }
+  auto leaders = Leaders(1);
+  if (leaders.size() != options_.shards) {
+    *missing =
+        std::to_string(leaders.size()) + " of " + std::to_string(options_.shards) + " shards led";
+    return false;
+  }
+  return true;
+}
+
+// Liveness after the heal (cluster-etcd.md §6): within 60 s every broker is ready, every shard
+// is led by the broker it started on, and a probe publish to each shard is acknowledged.
+bool Run::Liveness(FaultRunResult& result) {
+  auto deadline = Clock::now() + 60s;
+  std::string missing;
+  if (!Eventually([&] { return AllReadyAndLed(&missing); }, 60s)) {
+    result.liveness = missing;
+    return false;
+  }
+  auto cache_leaders = Leaders(1, "cache");
+  if (auto leaders = Leaders(1); leaders != leaders_ || cache_leaders[0] != cache_leader_) {
+    result.liveness = "shard leaders changed during the run (no failover is expected yet)";
+    return false;
+  }
+  felix::StreamRef stream{"default", kStream};
+  for (uint32_t shard = 0; shard < options_.shards; ++shard) {
+    bool acked = false;
+    for (int attempt = 0; !acked && Clock::now() < deadline; ++attempt) {
+      auto c = Connect(leaders_[shard]);
+      if (!c) {
+        std::this_thread::sleep_for(100ms);  // back off
+        continue;
+      }
+      Op op;
+      op.client = 1000;
+      op.kind = OpKind::kPublish;
+      op.shard = shard;
+      op.key = keys_[shard];
+      op.value = "probe-" + std::to_string(shard) + "-" + std::to_string(attempt);
+      op.node = leaders_[shard];
+      felix::PublishOptions po;
+      po.key = op.key;
+      op.invoke_us = NowUs();
+      auto r = c->Publish(stream, {op.value}, po);
+      op.complete_us = NowUs();
+      NoteAnswer(op, r);
+      acked = op.outcome == Outcome::kOk;
+      history_.Add(std::move(op));
+    }
+    if (!acked) {
+      result.liveness = "shard " + std::to_string(shard) + " took no probe publish";
+      return false;
+    }
+  }
+  result.liveness = "every broker ready, every shard led, a probe acknowledged on each";
+  return true;
+}
+
+bool Run::ReadFinal(FaultRunResult& result, FinalLogs& logs) {
+  felix::StreamRef stream{"default", kStream};
+  for (uint32_t shard = 0; shard < options_.shards; ++shard) {
+    auto c = Connect(leaders_[shard]);
+    if (!c) {
+      result.final_read_error = "shard " + std::to_string(shard) + ": no connection";
+      return false;
+    }
+    felix::SubscribeOptions so;
+    so.shard = shard;
+    so.start = felix::StartPosition::Earliest();
+    auto sub = c->Subscribe(stream, so);
+    if (!sub) {
+      result.final_read_error =
+          "shard " + std::to_string(shard) + ": subscribe: " + sub.error().ToString();
+      return false;
+    }
+    uint64_t tail = (*sub)->live_offset().value_or(0);
+    auto& records = logs[shard];
+    while (tail > 0 && (records.empty() || records.back().first + 1 < tail)) {
+      auto event = (*sub)->Next(5s);
+      if (!event || !*event) {
+        result.final_read_error = "shard " + std::to_string(shard) + ": read stalled after " +
+                                  std::to_string(records.size()) + " of tail " +
+                                  std::to_string(tail);
+        return false;
+      }
+      records.emplace_back((*event)->offset.value_or(UINT64_MAX), (*event)->payload);
+    }
+  }
+  return true;
+}
+
+void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
+  const std::string& dir = options_.dir;
+  std::ofstream(dir + "/run.json") << Json{{"seed", options_.seed},
+                                           {"seconds", options_.seconds},
+                                           {"min_faults", options_.min_faults},
+                                           {"brokers", cluster_.size()},
+                                           {"shards", options_.shards},
+                                           {"publishers", options_.publishers},
+                                           {"duration_ms", result.duration_ms},
+                                           {"env", options_.env}}
+                                          .dump(2)
+                                   << "\n";
+  std::ofstream schedule(dir + "/schedule.jsonl");
+  for (const auto& f : result.faults) {
+    schedule << Json{{"kind", FaultKindName(f.fault.kind)},
+                     {"node", f.fault.node},
+                     {"hold_ms", f.fault.hold_ms},
+                     {"gap_ms", f.fault.gap_ms},
+                     {"start_us", f.start_us},
+                     {"proved", f.proved},
+                     {"proof", f.proof},
+                     {"healed", f.healed},
+                     {"heal", f.heal}}
+                    .dump()
+             << "\n";
+  }
+  (void)history_.WriteFile(dir + "/history.jsonl");
+  Json final = Json::object();
+  for (const auto& [shard, records] : logs) {
+    Json list = Json::array();
+    for (const auto& [offset, value] : records) list.push_back(Json::array({offset, value}));
+    final[std::to_string(shard)] = std::move(list);
+  }
+  std::ofstream(dir + "/final.json")
+      << final.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+  std::ofstream verdict(dir + "/verdict.txt");
+  if (!result.started) verdict << "setup failed: " << result.setup_error << "\n";
+  for (const auto& f : result.faults) {
+    verdict << "fault " << FaultKindName(f.fault.kind) << " n" << f.fault.node << ": "
+            << (f.proved ? "proved" : "NOT PROVED") << " (" << f.proof << "), "
+            << (f.healed ? "healed" : "NOT HEALED") << " (" << f.heal << ")\n";
+  }
+  verdict << "liveness " << (result.live_after_heal ? "ok" : "FAILED") << ": " << result.liveness
+          << "\nfinal_read " << (result.final_read ? "ok" : "FAILED: " + result.final_read_error)
+          << "\nnot_sent " << result.not_sent << "\n"
+          << result.verdict.Summary() << "counter_adds " << result.counter_adds << "\ncounters "
+          << (result.counters.ok() ? "PASS" : "FAIL") << "\n";
+  for (const auto& v : result.counters.violations) verdict << v << "\n";
+  for (int n = 1; n <= cluster_.size(); ++n) {
+    std::ofstream(dir + "/broker-" + std::to_string(n) + ".log") << cluster_.LogTail(n, 65536);
+  }
+  std::ofstream(dir + "/etcd.log") << cluster_.etcd().LogTail(65536);
+}
+
+FaultRunResult Run::Go() {
+  FaultRunResult result;
+  FinalLogs logs;
+  result.started = Setup(result);
+  if (result.started) {
+    t0_ = Clock::now();
+    std::vector<std::thread> threads;
+    for (int c = 1; c <= options_.publishers; ++c)
+      threads.emplace_back([this, c] { Publisher(c); });
+    threads.emplace_back([this] { Reader(); });
+    threads.emplace_back([this] { Counter(); });
+    auto schedule = NemesisSchedule(options_.seed, 64, cluster_.size());
+    auto end = t0_ + std::chrono::seconds(options_.seconds);
+    // Let the workload run a moment before the first fault, so there is history to lose.
+    std::this_thread::sleep_for(1s);
+    for (const Fault& fault : schedule) {
+      if (!options_.nemesis) break;
+      int done = static_cast<int>(result.faults.size());
+      if (done >= options_.min_faults && Clock::now() >= end) break;
+      result.faults.push_back(Inject(fault));
+      if (!result.faults.back().healed) break;  // no point injecting into a broken cluster
+    }
+    if (result.faults.empty() && Clock::now() < end) std::this_thread::sleep_until(end);
+    stop_ = true;
+    for (auto& t : threads) t.join();
+    result.live_after_heal = Liveness(result);
+    result.final_read = result.live_after_heal && ReadFinal(result, logs);
+    std::map<std::string, int64_t> counters;
+    result.final_read = result.final_read && ReadCounters(result, counters);
+    if (result.final_read) {
+      auto ops = history_.ops();
+      result.verdict = CheckStreams(ops, logs);
+      result.counters = CheckCounters(ops, counters);
+      for (const Op& op : ops) result.counter_adds += op.kind == OpKind::kAdd ? 1 : 0;
+    }
+    result.not_sent = not_sent_.load();
+    result.duration_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0_).count();
+  }
+  WriteFiles(result, logs);
+  return result;
+}
+
+}  // namespace
+
+FaultRunResult RunFaults(const FaultRunOptions& options) {
+  Run run(options);
+  return run.Go();
+}
+
+}  // namespace felix::fault

@@ -1,0 +1,42 @@
+#include "fault/nemesis.h"
+
+#include <random>
+#include <utility>
+
+namespace felix::fault {
+
+std::string_view FaultKindName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kKillBroker:
+      return "kill_broker";
+    case FaultKind::kPauseBroker:
+      return "pause_broker";
+    case FaultKind::kPauseEtcd:
+      return "pause_etcd";
+  }
+  return "kill_broker";
+}
+
+std::vector<Fault> NemesisSchedule(uint64_t seed, int count, int nodes) {
+  // mt19937_64 is specified bit for bit by the standard, and only its raw output is used (no
+  // distribution objects, whose results differ between standard libraries).
+  std::mt19937_64 rng(seed);
+  std::vector<Fault> out;
+  while (static_cast<int>(out.size()) < count) {
+    std::vector<FaultKind> kinds = {FaultKind::kKillBroker, FaultKind::kPauseBroker,
+                                    FaultKind::kPauseEtcd};
+    for (size_t i = kinds.size() - 1; i > 0; --i) std::swap(kinds[i], kinds[rng() % (i + 1)]);
+    for (FaultKind kind : kinds) {
+      if (static_cast<int>(out.size()) == count) break;
+      Fault f;
+      f.kind = kind;
+      f.node = 1 + static_cast<int>(rng() % static_cast<uint64_t>(nodes));
+      f.hold_ms = 300 + static_cast<int>(rng() % 1700);
+      f.gap_ms = 300 + static_cast<int>(rng() % 1200);
+      out.push_back(f);
+    }
+  }
+  return out;
+}
+
+}  // namespace felix::fault

@@ -1,0 +1,182 @@
+// The checkers on hand-made histories: a clean history passes, and each rule is broken once and
+// reported with its record, shard and offsets.
+#include "fault/stream_checker.h"
+
+#include <gtest/gtest.h>
+
+namespace felix::fault {
+namespace {
+
+Op Publish(uint64_t id, uint32_t shard, std::string value, Outcome outcome,
+           std::optional<uint64_t> offset = std::nullopt) {
+  Op op;
+  op.id = id;
+  op.kind = OpKind::kPublish;
+  op.shard = shard;
+  op.value = std::move(value);
+  op.outcome = outcome;
+  op.offset = offset;
+  return op;
+}
+
+Op Read(uint64_t id, uint32_t shard, std::vector<std::pair<uint64_t, std::string>> records) {
+  Op op;
+  op.id = id;
+  op.kind = OpKind::kRead;
+  op.outcome = Outcome::kOk;
+  op.shard = shard;
+  op.read = std::move(records);
+  return op;
+}
+
+// Two shards: a (ok@0), b (ok@1), c (indeterminate, applied @2) on shard 0; d (ok@0),
+// e (indeterminate, not applied), f (failed) on shard 1; a read of shard 0's prefix.
+std::vector<Op> Clean() {
+  return {Publish(1, 0, "a", Outcome::kOk, 0),
+          Publish(2, 0, "b", Outcome::kOk, 1),
+          Publish(3, 0, "c", Outcome::kIndeterminate),
+          Publish(4, 1, "d", Outcome::kOk, 0),
+          Publish(5, 1, "e", Outcome::kIndeterminate),
+          Publish(6, 1, "f", Outcome::kFail),
+          Read(7, 0, {{0, "a"}, {1, "b"}})};
+}
+FinalLogs CleanFinal() {
+  return {{0, {{0, "a"}, {1, "b"}, {2, "c"}}}, {1, {{0, "d"}}}};
+}
+
+TEST(StreamChecker, ACleanHistoryPasses) {
+  auto verdict = CheckStreams(Clean(), CleanFinal());
+  EXPECT_TRUE(verdict.ok()) << verdict.Summary();
+  EXPECT_EQ(verdict.acknowledged, 3u);
+  EXPECT_EQ(verdict.failed, 1u);
+  EXPECT_EQ(verdict.indeterminate, 2u);
+  EXPECT_EQ(verdict.indeterminate_present, 1u);
+  EXPECT_EQ(verdict.reads, 1u);
+  EXPECT_EQ(verdict.final_records, 4u);
+}
+
+TEST(StreamChecker, Rule1ALostAcknowledgedRecord) {
+  FinalLogs final = {{0, {{0, "a"}, {1, "c"}}}, {1, {{0, "d"}}}};  // b is gone, c took its place
+  auto history = Clean();
+  history.pop_back();  // the read of b would be flagged too; this test is about rule 1
+  auto verdict = CheckStreams(history, final);
+  ASSERT_EQ(verdict.Count(1), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  const Violation& v = verdict.violations[0];
+  EXPECT_EQ(v.what, "lost");
+  EXPECT_EQ(v.value, "b");
+  EXPECT_EQ(v.shard, 0u);
+  EXPECT_EQ(v.expected, 1u);
+  EXPECT_EQ(v.op_id, 2u);
+  EXPECT_NE(v.ToString().find("\"b\" expected at offset 1"), std::string::npos) << v.ToString();
+}
+
+TEST(StreamChecker, Rule1AnAcknowledgedRecordAtAnotherOffset) {
+  FinalLogs final = {{0, {{0, "b"}, {1, "a"}, {2, "c"}}}, {1, {{0, "d"}}}};
+  auto history = Clean();
+  history.pop_back();
+  auto verdict = CheckStreams(history, final);
+  ASSERT_EQ(verdict.Count(1), 2u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].what, "wrong_offset");
+  EXPECT_EQ(verdict.violations[0].value, "a");
+  EXPECT_EQ(verdict.violations[0].expected, 0u);
+  EXPECT_EQ(verdict.violations[0].found, std::vector<uint64_t>{1});
+}
+
+TEST(StreamChecker, Rule2DuplicatesAndGaps) {
+  FinalLogs dup = {{0, {{0, "a"}, {1, "b"}, {2, "c"}, {3, "b"}}}, {1, {{0, "d"}}}};
+  auto verdict = CheckStreams(Clean(), dup);
+  ASSERT_EQ(verdict.Count(2), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].what, "duplicate");
+  EXPECT_EQ(verdict.violations[0].value, "b");
+  EXPECT_EQ(verdict.violations[0].found, (std::vector<uint64_t>{1, 3}));
+  EXPECT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+
+  FinalLogs gap = {{0, {{0, "a"}, {1, "b"}, {3, "c"}}}, {1, {{0, "d"}}}};
+  verdict = CheckStreams(Clean(), gap);
+  ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].rule, 2);
+  EXPECT_EQ(verdict.violations[0].what, "gap");
+  EXPECT_EQ(verdict.violations[0].expected, 2u);
+  EXPECT_EQ(verdict.violations[0].found, std::vector<uint64_t>{3});
+}
+
+TEST(StreamChecker, Rule3AReadThatIsNotAPrefixOfTheFinalLog) {
+  auto history = Clean();
+  history.push_back(Read(8, 0, {{0, "a"}, {1, "c"}}));  // saw c where the final log has b
+  auto verdict = CheckStreams(history, CleanFinal());
+  ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].rule, 3);
+  EXPECT_EQ(verdict.violations[0].value, "c");
+  EXPECT_EQ(verdict.violations[0].expected, 1u);
+  EXPECT_EQ(verdict.violations[0].found, std::vector<uint64_t>{2});
+  EXPECT_EQ(verdict.violations[0].op_id, 8u);
+
+  // A read past the end of the final log is not a prefix either (the record vanished).
+  history = Clean();
+  history.push_back(Read(9, 1, {{0, "d"}, {1, "e"}}));
+  verdict = CheckStreams(history, CleanFinal());
+  ASSERT_EQ(verdict.Count(3), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].value, "e");
+}
+
+TEST(StreamChecker, Rule5PhantomsInTheFinalStateAndInReads) {
+  FinalLogs final = {{0, {{0, "a"}, {1, "b"}, {2, "c"}}}, {1, {{0, "d"}, {1, "zz"}}}};
+  auto verdict = CheckStreams(Clean(), final);
+  ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].rule, 5);
+  EXPECT_EQ(verdict.violations[0].what, "phantom");
+  EXPECT_EQ(verdict.violations[0].shard, 1u);
+  EXPECT_EQ(verdict.violations[0].found, std::vector<uint64_t>{1});
+
+  auto history = Clean();
+  history.push_back(Read(8, 1, {{0, "d"}, {1, "ghost"}}));
+  verdict = CheckStreams(history, CleanFinal());
+  ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].rule, 5);
+  EXPECT_EQ(verdict.violations[0].what, "phantom_read");
+  EXPECT_EQ(verdict.violations[0].value, "ghost");
+}
+
+TEST(StreamChecker, Rule6ADefiniteFailureThatApplied) {
+  FinalLogs final = {{0, {{0, "a"}, {1, "b"}, {2, "c"}}}, {1, {{0, "d"}, {1, "f"}}}};
+  auto verdict = CheckStreams(Clean(), final);
+  ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].rule, 6);
+  EXPECT_EQ(verdict.violations[0].value, "f");
+  EXPECT_EQ(verdict.violations[0].op_id, 6u);
+  // The same record with an unknown outcome is fine either way.
+  auto history = Clean();
+  history[5].outcome = Outcome::kIndeterminate;
+  EXPECT_TRUE(CheckStreams(history, final).ok());
+}
+
+Op Add(std::string key, int64_t delta, Outcome outcome) {
+  Op op;
+  op.kind = OpKind::kAdd;
+  op.key = std::move(key);
+  op.delta = delta;
+  op.outcome = outcome;
+  return op;
+}
+
+TEST(CounterChecker, TheFinalSumIsTheAcknowledgedAddsWithinTheIndeterminateOnes) {
+  std::vector<Op> history = {Add("x", 5, Outcome::kOk), Add("x", 3, Outcome::kIndeterminate),
+                             Add("x", -2, Outcome::kIndeterminate), Add("x", 100, Outcome::kFail),
+                             Add("y", 1, Outcome::kOk)};
+  for (int64_t x : {3, 5, 6, 8}) {
+    EXPECT_TRUE(CheckCounters(history, {{"x", x}, {"y", 1}}).ok()) << x;
+  }
+  auto low = CheckCounters(history, {{"x", 2}, {"y", 1}});
+  ASSERT_EQ(low.violations.size(), 1u);
+  EXPECT_EQ(low.violations[0], "counter x: final 2 outside [3, 8] (acked 5)");
+  // A failed add that applied; a lost acknowledged add (y absent reads as 0).
+  auto failed = CheckCounters(history, {{"x", 105}});
+  ASSERT_EQ(failed.violations.size(), 2u);
+  EXPECT_EQ(failed.violations[1], "counter y: final 0 outside [1, 1] (acked 1)");
+  // A counter nobody added to must stay 0.
+  EXPECT_FALSE(CheckCounters(history, {{"x", 5}, {"y", 1}, {"z", 4}}).ok());
+}
+
+}  // namespace
+}  // namespace felix::fault
