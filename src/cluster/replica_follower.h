@@ -1,0 +1,126 @@
+// ReplicaFollower: the follower side of one shard's replication (replication.md §5, §9, §12,
+// §13; seed "Replication", "Bootstrapping a follower", "Rebuilding a follower"). It decides and
+// applies one replication message against the shard's ShardStore and returns the answer the
+// leader gets: ReplicateOk (kind 8) or ReplicateError (kind 9).
+//
+// What it guarantees:
+//   - records are stored only at the leader's offsets (DurableLog::AppendAt at the tail),
+//     with the leader's per-record generation (from the batch's labels, else the sender's
+//     generation) and time (kind 36, else the arrival time);
+//   - ReplicateOk.durable_offset is answered only once the log holds the records under its
+//     fsync policy (cluster-etcd.md §7 item 2: after fsync under on_commit);
+//   - the batch checksum is verified before anything about position is trusted (a mismatch is
+//     Malformed: "resend", nothing stored);
+//   - a batch wholly below the tail is answered with the batch's end, not the tail (§7 item 1);
+//   - a newer generation is persisted (ShardStore::AcceptGeneration: ballot, replica file,
+//     history) before anything is stored or answered; an older one is FencedEpoch, across
+//     restarts;
+//   - a LogConflict is repaired by truncation only under the rules of replication.md §9.1 (a
+//     newer generation than the newest in this log's history, at or after where that older
+//     generation began, never below the commit offset); anything else halts (status()).
+//
+// Which logs: the stream log (or the cache log) is the shard's own log and carries the
+// generation history; cursors, dead letters and counters are auxiliary (§5 step 2: refused
+// FencedEpoch once the shard's own log accepted a newer generation).
+//
+// Threading: not thread-safe. The host calls every method from one thread at a time (the
+// shard's strand). The store must outlive the follower. Blocking: an apply may wait for the
+// log's fsync.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "common/metrics.h"
+#include "storage/shard_store.h"
+#include "wire/flxi/flxi.h"
+
+namespace felix::cluster {
+
+// What this broker's routing view (ClusterView's assignment of the shard) says, relative to
+// the generation G a message names (replication.md §5 step 1).
+enum class FollowerRole {
+  kFollower,    // this broker is a follower of the shard at G → continue
+  kViewNewer,   // the view has a generation above G → FencedEpoch
+  kViewOlder,   // the view is behind G (the watch has not caught up) → StaleRoute
+  kNotReplica,  // this broker is not in the replica set (or leads it) → Unauthorized
+};
+
+// Why a follower stopped accepting a log's records until a rebuild (replication.md §23).
+enum class FollowerHalt { kNone, kDiverged, kBelowCommit };
+const char* FollowerHaltName(FollowerHalt halt);
+
+// The answer for the leader, owning its detail text (the wire frames hold views).
+struct FollowerAnswer {
+  std::variant<wire::flxi::ReplicateOk, wire::flxi::ReplicateError> answer;
+  std::string detail;    // the ReplicateError's detail (≤ 512 bytes)
+  const char* outcome;   // felix_broker_replicated_total{outcome}: ok, fenced, behind, gap,
+                         // conflict, truncated, corrupt, bootstrapped, rebuilt, below_commit,
+                         // refused, error
+
+  bool ok() const { return std::holds_alternative<wire::flxi::ReplicateOk>(answer); }
+  // The frame to send, correlation id set; valid while this answer lives.
+  wire::flxi::Frame ToFrame(uint64_t correlation_id) const;
+};
+
+// Per log, for /replication and `felix cluster status`.
+struct FollowerLogStatus {
+  storage::LogKind log = storage::LogKind::kStream;
+  uint64_t base_offset = 0;
+  uint64_t tail = 0;            // one past the newest record held
+  uint64_t durable_offset = 0;  // what the last ReplicateOk said
+  FollowerHalt halt = FollowerHalt::kNone;
+  std::string halt_detail;      // names the shard's log and offsets
+};
+
+class ReplicaFollower {
+ public:
+  // `metrics` optional (must outlive the follower): felix_broker_replicated_total{outcome}.
+  ReplicaFollower(storage::ShardStore& store, bool cache_shard, MetricsRegistry* metrics);
+  ReplicaFollower(const ReplicaFollower&) = delete;
+  ReplicaFollower& operator=(const ReplicaFollower&) = delete;
+
+  // Kinds 7, 14, 16, 18, 20, 25, 26, 32, 36, addressed to `log` (wire::flxi::TargetLog mapped
+  // to storage). `sender` is the node id from the peer's Hello. Implements §5 steps 2–9 (step
+  // 1 is `role`) and the answer table.
+  FollowerAnswer ApplyRecords(const wire::flxi::Records& batch, storage::LogKind log,
+                              FollowerRole role, std::string_view sender);
+
+  // Kinds 10, 15, 17, 19, 21 (§12, cluster-etcd.md §7 item 3): an empty log is placed at the
+  // base; a log whose records span the base is answered with its tail; a log that does not
+  // reach the base (or begins after it) is LogConflict(expected = tail). Never places a log
+  // over existing records.
+  FollowerAnswer ApplyBootstrap(const wire::flxi::Bootstrap& bootstrap, storage::LogKind log,
+                                FollowerRole role, std::string_view sender);
+
+  // Kind 24 (§13, cluster-etcd.md §7 item 4): discards from max(own base, base_offset) unless
+  // that would cut below the commit offset, in which case it keeps min(commit, tail) and
+  // answers from there; clears the log's halt.
+  FollowerAnswer ApplyRebuild(const wire::flxi::Rebuild& rebuild, FollowerRole role,
+                              std::string_view sender);
+
+  FollowerLogStatus status(storage::LogKind log) const;
+
+ private:
+  struct Impl;
+  storage::ShardStore& store_;
+  bool cache_shard_;
+  MetricsRegistry* metrics_;
+  // Per log: halt state, verified_through (in-memory, forgotten on restart), last durable.
+  struct LogState {
+    FollowerHalt halt = FollowerHalt::kNone;
+    std::string halt_detail;
+    std::optional<uint64_t> verified_through;
+    uint64_t durable_offset = 0;
+  };
+  LogState logs_[storage::kLogKindCount];
+};
+
+// storage ↔ wire numbering of a shard's logs. The producers log has no wire id (nullopt).
+std::optional<wire::flxi::ReplicaLog> WireLog(storage::LogKind log);
+storage::LogKind StorageLog(wire::flxi::ReplicaLog log);
+
+}  // namespace felix::cluster

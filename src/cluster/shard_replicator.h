@@ -1,0 +1,133 @@
+// ShardReplicator: the leader side of one shard's replication at one generation
+// (replication.md §4, §8, §12, §13, §23, §24; seed "Replication").
+//
+// For each follower and each replicated log of the shard (stream shard: stream, cursors, dead
+// letters; cache shard: counters first, then cache) it keeps a cursor — next_offset (where to
+// ship), confirmed (what the follower answered holding at this generation), halt — and ships
+// what the leader's log holds from next_offset in bounded batches, several in flight per
+// follower (bounded by records and bytes), with the leader's generation:
+//   ReplicateOk(d)       → next = min(d, batch_end), confirmed = next (never trust an answer
+//                           past what was sent);
+//   LogGap(expected)     → next = expected, confirmed = min(confirmed, expected);
+//   LogConflict          → halt kDiverged (then a rebuild under the policy, §13);
+//   FencedEpoch          → halt kFenced (this broker is no longer leader; on_fenced runs once);
+//   Malformed            → resend the same records;
+//   anything else, transport failure or timeout → retry after retry_delay (stalled).
+// Reading below the leader's base (kTrimmed) offers a bootstrap (kinds 10/15/17/19/21); a
+// refused bootstrap halts kNeedsBootstrap.
+//
+// The mark (replication.md §8.1/8.2, counting rule of §27: a follower counts only what it
+// answered): per log, sort {leader durable tail} ∪ {min(confirmed, leader tail) of every
+// non-halted follower} descending and take the majority-th (majority = replicas/2 + 1 with the
+// leader counted). on_mark runs whenever a log's mark rises. A cursor's starting guess is
+// never counted.
+//
+// Threading: every method and every callback runs on `executor` (the host gives one; the
+// replicator Posts transport answers back to it). Start() after construction; Stop() before
+// destruction, from any thread but the executor: it cancels timers and waits until no
+// callback of this replicator can run. The store, the transport and the executor must
+// outlive the replicator.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "broker/executor.h"
+#include "cluster/peer_pool.h"
+#include "common/metrics.h"
+#include "storage/shard_store.h"
+#include "wire/flxi/flxi.h"
+
+namespace felix::cluster {
+
+// How the replicator reaches followers. PeerPool in the broker; scripted fakes in tests.
+class ReplicaTransport {
+ public:
+  virtual ~ReplicaTransport() = default;
+  // As PeerPool::Request: exactly one outcome via `done` (any thread), or an error now.
+  virtual Result<void> Send(const PeerAddress& peer, const wire::flxi::Frame& request,
+                            PeerCallback done) = 0;
+};
+
+// PeerPool as a ReplicaTransport.
+class PeerPoolTransport final : public ReplicaTransport {
+ public:
+  explicit PeerPoolTransport(PeerPool& pool) : pool_(pool) {}
+  Result<void> Send(const PeerAddress& peer, const wire::flxi::Frame& request,
+                    PeerCallback done) override {
+    return pool_.Request(peer, request, std::move(done));
+  }
+
+ private:
+  PeerPool& pool_;
+};
+
+enum class ReplicaHalt { kNone, kDiverged, kFenced, kNeedsBootstrap };
+const char* ReplicaHaltName(ReplicaHalt halt);  // "", "diverged", "fenced", "needs_bootstrap"
+
+struct ShardReplicatorOptions {
+  // The shard, as FLXI names it (ShardRef.stream is the cache name for a cache shard).
+  std::string tenant, ns, name;
+  uint32_t shard = 0;
+  bool cache_shard = false;
+  uint64_t generation = 0;            // the leader's generation; every frame carries it
+  std::vector<PeerAddress> followers;  // the replica set without this broker
+  size_t max_batch_records = 1024;
+  size_t max_batch_bytes = 1 << 20;
+  size_t max_in_flight = 4;  // batches in flight per follower and log
+  std::chrono::milliseconds retry_delay{100};
+  // Rebuild policy (FELIX_REPLICATION_REBUILD_MAX_CONCURRENT; 0 = never rebuild).
+  uint32_t rebuild_max_concurrent = 1;
+};
+
+struct ReplicaCursorStatus {
+  std::string node_id;
+  storage::LogKind log = storage::LogKind::kStream;
+  uint64_t next_offset = 0;
+  uint64_t confirmed = 0;  // durable offset the follower answered at this generation
+  uint64_t lag_records = 0;  // leader tail − confirmed
+  bool in_sync = false;      // confirmed == leader tail
+  bool stalled = false;      // last exchange failed; retrying
+  bool rebuilding = false;
+  ReplicaHalt halt = ReplicaHalt::kNone;
+  std::string halt_detail;
+};
+
+class ShardReplicator {
+ public:
+  using MarkListener = std::function<void(storage::LogKind log, uint64_t mark)>;
+  using FencedListener = std::function<void()>;
+
+  // `metrics` optional (must outlive): felix_broker_replication_shipped_total{outcome},
+  // felix_broker_replication_lag_records, felix_broker_replication_halted,
+  // felix_broker_replication_rebuilds_total{outcome}, felix_broker_replicate_seconds
+  // (round-trip histogram), felix_broker_replication_bytes_shipped_total.
+  ShardReplicator(storage::ShardStore& store, ShardReplicatorOptions options,
+                  ReplicaTransport& transport, broker::Executor& executor,
+                  MetricsRegistry* metrics, MarkListener on_mark = {},
+                  FencedListener on_fenced = {});
+  ~ShardReplicator();
+  ShardReplicator(const ShardReplicator&) = delete;
+  ShardReplicator& operator=(const ShardReplicator&) = delete;
+
+  void Start();  // registers tail notifications on the logs and runs the first pass
+  void Stop();
+
+  // Something was appended (also noticed by itself through DurableLog::NotifyWhen); any thread.
+  void Wake();
+
+  // Executor only.
+  uint64_t mark(storage::LogKind log) const;
+  std::vector<ReplicaCursorStatus> status() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace felix::cluster
