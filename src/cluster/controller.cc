@@ -35,6 +35,9 @@ Controller::Controller(ControllerOptions options)
     writes_counter_ = &options_.metrics->AddCounter(
         "felix_cluster_assignment_writes_total",
         "assignment transactions (puts and deletes) this broker committed as controller");
+    failovers_counter_ = &options_.metrics->AddCounter(
+        "felix_cluster_failovers_total",
+        "shards this broker, as controller, handed from a down leader to a caught-up follower");
     controller_gauge_->Set(0);
   }
 }
@@ -222,14 +225,24 @@ void Controller::Lead(const ControllerTerm& term) {
   bool stopping = false;
   while (true) {
     std::optional<ControllerView> view;
+    std::set<std::string> down;
     const bool usable = LeaseValid();  // the caller's callback, not under mu_
     {
       MutexLock lock(mu_);
-      cv_.wait_until(lock.native(), next_periodic, [&]() NO_THREAD_SAFETY_ANALYSIS {
+      // A node observed gone becomes down at a known time: wake then, so its shards fail over
+      // without waiting for the safety-net pass.
+      auto wake = next_periodic;
+      const int64_t now_ns = options_.clock.NowNs();
+      if (auto at = down_.NextDownAt(now_ns)) {
+        wake = std::min(
+            wake, std::chrono::steady_clock::now() + std::chrono::nanoseconds(*at - now_ns + 1));
+      }
+      cv_.wait_until(lock.native(), wake, [&]() NO_THREAD_SAFETY_ANALYSIS {
         return stopping_ || deposed_ || (dirty_ && view_.revision() > 0);
       });
       stopping = stopping_;
       if (stopping_ || deposed_) break;
+      if (std::chrono::steady_clock::now() >= wake && view_.revision() > 0) dirty_ = true;
       if (std::chrono::steady_clock::now() >= next_periodic) {
         next_periodic = std::chrono::steady_clock::now() + pass_interval_;
         if (view_.revision() > 0) dirty_ = true;  // the safety-net pass
@@ -238,6 +251,7 @@ void Controller::Lead(const ControllerTerm& term) {
       if (usable) {
         dirty_ = false;  // changes from here on call for another pass
         view.emplace(view_);
+        for (auto& id : down_.Down(options_.clock.NowNs())) down.insert(std::move(id));
       }
     }
     if (!view) {  // lease not usable: no writes until it is
@@ -249,8 +263,16 @@ void Controller::Lead(const ControllerTerm& term) {
     }
     PassOptions pass_options;
     pass_options.can_write = [this] { return LeaseValid(); };
+    pass_options.down = std::move(down);
     PassResult result = RunPass(options_.etcd, term, *view, pass_options);
     if (writes_counter_) writes_counter_->Increment(result.writes + result.deletes);
+    if (failovers_counter_) failovers_counter_->Increment(result.promotions);
+    for (const auto& shard : result.leaderless) {
+      spdlog::warn(
+          "controller: {} is led by a down node and no follower is reported caught up; it "
+          "stays unavailable until its leader returns",
+          shard);
+    }
     if (result.deposed) {
       spdlog::warn("controller: deposed (a write found another term)");
       break;
@@ -339,6 +361,8 @@ bool Controller::ApplyLocked(const etcd::Event& event, int64_t now_ns) {
     }
     case ControllerView::Area::kCatalog:
       return true;
+    case ControllerView::Area::kReports:
+      return false;  // read by the next pass; a report alone changes no placement
     case ControllerView::Area::kController:
       CheckTermLocked();
       return false;

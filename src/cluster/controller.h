@@ -15,8 +15,10 @@
 //
 // Down rule (DownTracker): a node is down only after this controller observed its nodes/ key go
 // and then waited `margin` on `clock`, and never before `L + margin` after its election.
-// DownNodes() reports it; nothing reassigns a down node's shards yet (failover is a later
-// issue and hooks into PlanShard).
+// DownNodes() reports it. The controller wakes when a node observed gone becomes down and its
+// pass fails over every active shard that node leads to the follower the leader's newest
+// report names caught up and furthest ahead (PlanFailover, controller_pass.h); a shard with no
+// such follower stays with its dead leader (unavailable) and is logged.
 //
 // Threading and lifetime: `etcd`, `clock` and `metrics` must outlive the Controller; the node
 // lease `lease_id` must exist while it runs (a broker that loses its lease for good stops this
@@ -112,6 +114,7 @@ class Controller {
   Gauge* controller_gauge_ = nullptr;
   Counter* passes_counter_ = nullptr;
   Counter* writes_counter_ = nullptr;
+  Counter* failovers_counter_ = nullptr;
 
   mutable Mutex mu_;
   mutable std::condition_variable cv_;

@@ -135,6 +135,40 @@ std::optional<Assignment> PlanShard(const std::optional<Assignment>& current,
   return next;
 }
 
+std::optional<Assignment> PlanFailover(const std::optional<Assignment>& current,
+                                       const Report* report, const std::set<std::string>& down,
+                                       const std::set<std::string>& registered) {
+  if (!current || current->state != AssignmentState::kActive || current->leader.empty() ||
+      !down.contains(current->leader)) {
+    return std::nullopt;
+  }
+  if (!report || report->generation != current->generation || report->leader != current->leader) {
+    return std::nullopt;
+  }
+  const std::string* best = nullptr;
+  uint64_t best_durable = 0;
+  for (const auto& node : current->replicas) {
+    if (node == current->leader || !Contains(report->caught_up, node) ||
+        !registered.contains(node) || down.contains(node)) {
+      continue;
+    }
+    auto d = report->durable.find(node);
+    const uint64_t durable = d == report->durable.end() ? 0 : d->second;
+    if (!best || durable > best_durable) {
+      best = &node;
+      best_durable = durable;
+    }
+  }
+  if (!best) return std::nullopt;
+  Assignment next;
+  next.leader = *best;
+  next.replicas.push_back(*best);
+  for (const auto& node : current->replicas) {
+    if (node != *best) next.replicas.push_back(node);
+  }
+  return next;
+}
+
 PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const ControllerView& view,
                    const PassOptions& options) {
   PassResult result;
@@ -174,7 +208,13 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
     }
     auto t = target.assignment.find(w.ref.Path());
     const ReplicaSet* shard_target = t == target.assignment.end() ? nullptr : &t->second;
+    auto report_it = view.reports().find(w.ref);
+    const Report* report = report_it == view.reports().end() ? nullptr : &report_it->second;
+    bool failover = false;
     auto plan = [&](const AssignmentRead& r) {
+      auto promoted = PlanFailover(r.value, report, options.down, registered);
+      failover = promoted.has_value();
+      if (promoted) return promoted;
       return PlanShard(r.value, shard_target, w.replication_factor, registered);
     };
     auto commit = [&](const AssignmentRead& r, const Assignment& next) {
@@ -182,10 +222,17 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
     };
     auto done = [&](const Assignment& next, const AssignmentRead& written) {
       ++result.writes;
-      spdlog::info("controller: assigned {} generation={} leader={} replicas={}", w.ref.Path(),
-                   written.value->generation, next.leader, Join(next.replicas));
+      if (failover) ++result.promotions;
+      spdlog::info("controller: {} {} generation={} leader={} replicas={}",
+                   failover ? "failed over" : "assigned", w.ref.Path(), written.value->generation,
+                   next.leader, Join(next.replicas));
     };
-    if (!Converge(key, std::move(read), options, result, plan, commit, done)) return result;
+    if (!Converge(key, read, options, result, plan, commit, done)) return result;
+    if (read.value && read.value->state == AssignmentState::kActive &&
+        options.down.contains(read.value->leader) && !failover &&
+        !PlanFailover(read.value, report, options.down, registered)) {
+      result.leaderless.push_back(w.ref.Path());
+    }
   }
 
   for (const auto& entry : view.assignments()) {

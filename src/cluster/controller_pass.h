@@ -42,7 +42,21 @@ std::optional<Assignment> PlanShard(const std::optional<Assignment>& current,
                                     const ReplicaSet* target, uint32_t replication_factor,
                                     const std::set<std::string>& registered);
 
+// Failover (cluster-etcd.md §5, replication.md §14): the assignment that promotes a follower of
+// `current` whose leader is in `down`, or nullopt. Only a follower the leader's newest report
+// at the current generation names caught up, that is registered and not down, is a candidate;
+// the one furthest ahead (report.durable) wins, ties go to the earlier replica. The replica set
+// is kept, the dead leader included (it comes back as a follower and is repaired there); the
+// new leader is listed first. No report at this generation, or no candidate: nullopt — the
+// shard stays with its dead leader and unavailable rather than go to a replica that may lack
+// acknowledged writes (an RF 1 shard never has a report, so it always waits for its owner).
+std::optional<Assignment> PlanFailover(const std::optional<Assignment>& current,
+                                       const Report* report, const std::set<std::string>& down,
+                                       const std::set<std::string>& registered);
+
 struct PassOptions {
+  // Nodes DownTracker declares down now: their shards fail over (PlanFailover).
+  std::set<std::string> down;
   // Checked before every write; false ends the pass early (paused) without writing.
   std::function<bool()> can_write;
   // Re-plans of one shard after lost races before the pass gives up on it (counted as error).
@@ -55,9 +69,11 @@ struct PassResult {
   uint64_t lost_races = 0;            // failed compares on the assignment (each re-planned)
   uint64_t errors = 0;                // etcd errors, or a shard still racing after max_attempts
   uint64_t skipped = 0;               // shards left alone because their stored metadata is corrupt
+  uint64_t promotions = 0;            // failovers written (included in `writes`)
   std::vector<std::string> unplaced;  // shards with no node to go to
-  bool deposed = false;               // the controller key is not this term's any more
-  bool paused = false;                // can_write said no
+  std::vector<std::string> leaderless;  // led by a down node with no caught-up follower
+  bool deposed = false;                 // the controller key is not this term's any more
+  bool paused = false;                  // can_write said no
   // Every shard reached its target (or was deliberately left alone).
   bool complete() const { return !deposed && !paused && errors == 0; }
 };

@@ -67,6 +67,7 @@ void ControllerView::Clear() {
   catalog_.clear();
   assignments_.clear();
   controller_.reset();
+  reports_.clear();
 }
 
 std::set<std::string> ControllerView::RegisteredIds() const {
@@ -111,6 +112,18 @@ ControllerView::Area ControllerView::Put(const etcd::KeyValue& kv) {
     assignments_[*shard] = std::move(slot);
     return Area::kAssign;
   }
+  if (StartsWith(key, keys_.ReportsPrefix())) {
+    auto shard = keys_.ParseReport(key);
+    if (!shard) return Area::kOther;
+    auto report = DecodeReport(kv.value);
+    if (report) {
+      reports_[*shard] = std::move(*report);
+    } else {
+      reports_.erase(*shard);
+      spdlog::warn("report does not decode key={}: {}", key, report.error().ToString());
+    }
+    return Area::kReports;
+  }
   return Area::kOther;
 }
 
@@ -136,6 +149,12 @@ ControllerView::Area ControllerView::Delete(std::string_view key) {
     if (!shard) return Area::kOther;
     assignments_.erase(*shard);
     return Area::kAssign;
+  }
+  if (StartsWith(key, keys_.ReportsPrefix())) {
+    auto shard = keys_.ParseReport(key);
+    if (!shard) return Area::kOther;
+    reports_.erase(*shard);
+    return Area::kReports;
   }
   return Area::kOther;
 }

@@ -8,9 +8,11 @@
 //   decode is kept as unreadable: its shards are neither placed nor deleted);
 // - assign/<kind>/<t>/<ns>/<name>/<shard>: the assignments with their mod_revision (a value
 //   that does not decode is kept as corrupt with its mod_revision);
-// - controller: the controller key as stored.
-// Everything else under the prefix (tenants, namespaces, keys, reports, suspects, ...) is
-// ignored. Put/Delete say which part changed, so the caller knows whether to re-plan.
+// - controller: the controller key as stored;
+// - reports/<kind>/<t>/<ns>/<name>/<shard>: each shard leader's newest replica report (a value
+//   that does not decode is dropped: failover then treats the shard as unreported).
+// Everything else under the prefix (tenants, namespaces, keys, suspects, ...) is ignored.
+// Put/Delete say which part changed, so the caller knows whether to re-plan.
 //
 // A plain value (copied for each pass); not thread-safe. (The broker's own, thread-safe view of
 // nodes/ and assign/ is ClusterView, cluster_view.h; the controller needs the catalog and the
@@ -55,7 +57,7 @@ struct AssignmentSlot {
 
 class ControllerView {
  public:
-  enum class Area { kOther, kNodes, kCatalog, kAssign, kController };
+  enum class Area { kOther, kNodes, kCatalog, kAssign, kController, kReports };
 
   explicit ControllerView(ClusterKeys keys) : keys_(std::move(keys)) {}
 
@@ -75,6 +77,7 @@ class ControllerView {
   const std::map<EntityRef, std::optional<CatalogShape>>& catalog() const { return catalog_; }
   const std::map<ShardRef, AssignmentSlot>& assignments() const { return assignments_; }
   const std::optional<etcd::KeyValue>& controller() const { return controller_; }
+  const std::map<ShardRef, Report>& reports() const { return reports_; }
   const ClusterKeys& keys() const { return keys_; }
 
  private:
@@ -84,6 +87,7 @@ class ControllerView {
   std::map<EntityRef, std::optional<CatalogShape>> catalog_;
   std::map<ShardRef, AssignmentSlot> assignments_;
   std::optional<etcd::KeyValue> controller_;
+  std::map<ShardRef, Report> reports_;
 };
 
 }  // namespace felix::cluster

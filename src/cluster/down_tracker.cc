@@ -51,4 +51,13 @@ std::vector<std::string> DownTracker::Down(int64_t now_ns) const {
   return down;  // std::map order: sorted
 }
 
+std::optional<int64_t> DownTracker::NextDownAt(int64_t now_ns) const {
+  std::optional<int64_t> next;
+  for (const auto& [id, since] : absent_since_) {
+    const int64_t at = DownAt(since);
+    if (at > now_ns && (!next || at < *next)) next = at;
+  }
+  return next;
+}
+
 }  // namespace felix::cluster

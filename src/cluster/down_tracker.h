@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ class DownTracker {
   bool IsDown(const std::string& node_id, int64_t now_ns) const;
   // Every node down at `now_ns`, sorted.
   std::vector<std::string> Down(int64_t now_ns) const;
+  // The earliest time after `now_ns` at which a node observed gone becomes down; nullopt when
+  // no such node is pending (the controller wakes then to fail its shards over).
+  std::optional<int64_t> NextDownAt(int64_t now_ns) const;
   int64_t margin_ns() const { return margin_ns_; }
 
  private:

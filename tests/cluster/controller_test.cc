@@ -453,6 +453,98 @@ TEST(PlanShard, KeepsTheLeaderTakesTargetFollowersAndKeepsAbsentOnes) {
   EXPECT_FALSE(PlanShard(std::nullopt, nullptr, 3, registered));
 }
 
+TEST(PlanFailover, PromotesOnlyACaughtUpLiveFollowerNamedByTheCurrentLeadersReport) {
+  const std::set<std::string> registered = {"b", "c", "d"};
+  const std::set<std::string> down = {"a"};
+  Assignment current = testing::Led("a", {"a", "b", "c"});
+  current.generation = 7;
+  Report report{7, "a", {"b", "c"}, {{"a", 40}, {"b", 30}, {"c", 35}}, 30};
+
+  // The furthest-ahead caught-up follower leads; the set is kept, the dead leader included.
+  auto promoted = PlanFailover(current, &report, down, registered);
+  ASSERT_TRUE(promoted);
+  EXPECT_EQ(promoted->leader, "c");
+  EXPECT_EQ(promoted->replicas, (std::vector<std::string>{"c", "a", "b"}));
+  EXPECT_EQ(promoted->state, AssignmentState::kActive);
+
+  // Ties go to the earlier replica.
+  Report tie = report;
+  tie.durable["c"] = 30;
+  ASSERT_TRUE(PlanFailover(current, &tie, down, registered));
+  EXPECT_EQ(PlanFailover(current, &tie, down, registered)->leader, "b");
+
+  // A leader that is not down keeps its shard.
+  EXPECT_FALSE(PlanFailover(current, &report, {}, registered));
+  // No report, a report of an older generation or from another leader: nobody is known to
+  // hold every acknowledged record, so nobody is promoted.
+  EXPECT_FALSE(PlanFailover(current, nullptr, down, registered));
+  Report old = report;
+  old.generation = 6;
+  EXPECT_FALSE(PlanFailover(current, &old, down, registered));
+  Report foreign = report;
+  foreign.leader = "b";
+  EXPECT_FALSE(PlanFailover(current, &foreign, down, registered));
+  // Followers not named caught up, not registered or down themselves are never candidates.
+  Report lagging = report;
+  lagging.caught_up = {};
+  EXPECT_FALSE(PlanFailover(current, &lagging, down, registered));
+  EXPECT_FALSE(PlanFailover(current, &report, down, {"d"}));
+  auto only_b = PlanFailover(current, &report, {"a", "c"}, registered);
+  ASSERT_TRUE(only_b);
+  EXPECT_EQ(only_b->leader, "b");
+  // A caught-up node outside the replica set is ignored.
+  Report outsider = report;
+  outsider.caught_up = {"d"};
+  EXPECT_FALSE(PlanFailover(current, &outsider, down, registered));
+  // Moving or unavailable shards belong to other logic.
+  Assignment moving = current;
+  moving.state = AssignmentState::kMoving;
+  moving.move = MovePlan{"b", MoveStep::kStage};
+  EXPECT_FALSE(PlanFailover(moving, &report, down, registered));
+  EXPECT_FALSE(PlanFailover(std::nullopt, &report, down, registered));
+}
+
+TEST_F(ControllerTest, ADownLeaderFailsOverToTheFollowerItsReportNamesCaughtUp) {
+  auto leases = RegisterNodes(3);
+  int64_t rev = testing::CreateStream(fake_, "s", 2, 3);
+  auto c = Make("ctl", Lease());  // not registered: never placed, so any leader can go
+  c->Start();
+  ASSERT_TRUE(c->WaitForPass(rev, Deadline()));
+  auto before = testing::StreamAssignments(fake_, "s");
+  ASSERT_EQ(before.size(), 2u);
+
+  // Shard 0's leader reports one follower caught up; shard 1's leader never reported.
+  const Assignment a0 = before.at(0);
+  ASSERT_EQ(a0.replicas.size(), 3u);
+  const std::string follower = a0.replicas[1];
+  Report report{a0.generation, a0.leader, {follower}, {{follower, 12}}, 12};
+  ShardRef ref0{ShardKind::kStream, "t", "ns", "s", 0};
+  ASSERT_TRUE(fake_.Put(keys_.Report(ref0), EncodeReport(report)));
+
+  // Shard 0's leader's node goes.
+  const int64_t t0 = clock_.NowNs();
+  fake_.ExpireLease(leases[std::stoi(a0.leader.substr(1)) - 1]);
+  ASSERT_TRUE(c->WaitForPass(fake_.revision(), Deadline()));
+  // Not down yet: nothing moves before L + margin after the election / margin after the loss.
+  EXPECT_EQ(testing::StreamAssignments(fake_, "s").at(0).leader, a0.leader);
+  clock_.Set(t0 + 3 * kSec);  // past L + margin (2.5 s) since the election and the loss
+
+  const auto deadline = Deadline();
+  std::map<uint32_t, Assignment> after;
+  while (std::chrono::steady_clock::now() < deadline) {
+    after = testing::StreamAssignments(fake_, "s");
+    if (after.at(0).leader != a0.leader) break;
+    std::this_thread::sleep_for(5ms);  // polling etcd state with a deadline, not a delay
+  }
+  EXPECT_EQ(after.at(0).leader, follower);
+  EXPECT_EQ(after.at(0).generation, a0.generation + 1);
+  EXPECT_EQ(after.at(0).replicas.size(), 3u);
+  EXPECT_EQ(after.at(0).replicas[0], follower);
+  // Shard 1 keeps its leader: alive, or dead with no report (then unavailable, never guessed).
+  EXPECT_EQ(after.at(1).leader, before.at(1).leader);
+  EXPECT_EQ(after.at(1).generation, before.at(1).generation);
+}
+
 TEST(DeleteAssignment, ComparesTheTermAndTheRevision) {
   etcd::FakeEtcd fake;
   auto keys = testing::TestKeys();
