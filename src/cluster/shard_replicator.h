@@ -75,21 +75,26 @@ struct ShardReplicatorOptions {
   std::string tenant, ns, name;
   uint32_t shard = 0;
   bool cache_shard = false;
-  uint64_t generation = 0;            // the leader's generation; every frame carries it
+  uint64_t generation = 0;             // the leader's generation; every frame carries it
   std::vector<PeerAddress> followers;  // the replica set without this broker
   size_t max_batch_records = 1024;
   size_t max_batch_bytes = 1 << 20;
   size_t max_in_flight = 4;  // batches in flight per follower and log
   std::chrono::milliseconds retry_delay{100};
-  // Rebuild policy (FELIX_REPLICATION_REBUILD_MAX_CONCURRENT; 0 = never rebuild).
+  // Rebuild policy (FELIX_REPLICATION_REBUILD_MAX_CONCURRENT; 0 = never rebuild). In this
+  // slice the slots are counted per replicator (per leader shard), not across the broker.
   uint32_t rebuild_max_concurrent = 1;
+  // Refusal backoff of a rebuild (§13): first delay, doubling per refusal, capped. Fields added
+  // after the interface was fixed (defaults are the spec's); tests shorten them.
+  std::chrono::milliseconds rebuild_backoff{5000};
+  std::chrono::milliseconds rebuild_backoff_max{300000};
 };
 
 struct ReplicaCursorStatus {
   std::string node_id;
   storage::LogKind log = storage::LogKind::kStream;
   uint64_t next_offset = 0;
-  uint64_t confirmed = 0;  // durable offset the follower answered at this generation
+  uint64_t confirmed = 0;    // durable offset the follower answered at this generation
   uint64_t lag_records = 0;  // leader tail − confirmed
   bool in_sync = false;      // confirmed == leader tail
   bool stalled = false;      // last exchange failed; retrying
@@ -108,9 +113,8 @@ class ShardReplicator {
   // felix_broker_replication_rebuilds_total{outcome}, felix_broker_replicate_seconds
   // (round-trip histogram), felix_broker_replication_bytes_shipped_total.
   ShardReplicator(storage::ShardStore& store, ShardReplicatorOptions options,
-                  ReplicaTransport& transport, broker::Executor& executor,
-                  MetricsRegistry* metrics, MarkListener on_mark = {},
-                  FencedListener on_fenced = {});
+                  ReplicaTransport& transport, broker::Executor& executor, MetricsRegistry* metrics,
+                  MarkListener on_mark = {}, FencedListener on_fenced = {});
   ~ShardReplicator();
   ShardReplicator(const ShardReplicator&) = delete;
   ShardReplicator& operator=(const ShardReplicator&) = delete;
