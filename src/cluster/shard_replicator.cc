@@ -511,12 +511,16 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     } else {
       c.in_flight.erase(c.in_flight.begin() + pos);
     }
-    if (c.rebuilding && c.confirmed >= store.log(c.log).TailOffset()) {
-      c.rebuilding = false;
-      if (m) m->rebuild_completed.Increment();
-      spdlog::info("replication {}: rebuild completed at {}", Where(c), c.confirmed);
-      ReleaseSlot(c);
-    }
+    CompleteRebuildIfLevel(c, c.confirmed);
+  }
+
+  // A rebuild holds its slot until the follower is level with the leader's tail.
+  void CompleteRebuildIfLevel(Cursor& c, uint64_t level) {
+    if (!c.rebuilding || level < store.log(c.log).TailOffset()) return;
+    c.rebuilding = false;
+    if (m) m->rebuild_completed.Increment();
+    spdlog::info("replication {}: rebuild completed at {}", Where(c), level);
+    ReleaseSlot(c);
   }
 
   void OnError(Cursor& c, size_t pos, const flxi::ReplicateError& err) {
@@ -796,6 +800,8 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       c.stalled = false;
       c.need_bootstrap = false;
       c.next = c.send_from = ok->durable_offset;
+      // A new copy beginning at the leader's tail (say, an empty log) is level already.
+      CompleteRebuildIfLevel(c, ok->durable_offset);
       return;
     }
     const auto* err = frame ? std::get_if<flxi::ReplicateError>(&frame->body) : nullptr;

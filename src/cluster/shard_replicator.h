@@ -22,6 +22,26 @@
 // leader counted). on_mark runs whenever a log's mark rises. A cursor's starting guess is
 // never counted.
 //
+// Choices this implementation makes where the contract above leaves room (see also
+// docs/cluster.md, "Leader side"):
+//   - the commit offset (kinds 26/32/36) rides the shard's own log only (stream, or cache for a
+//     cache shard) and is that log's mark; cursor, dead-letter and counter batches carry none
+//     (their own kinds 16/18/20, or 32 without commit for labelled counters);
+//   - generation labels (kind 32/36): the leader's generation history entries overlapping the
+//     batch for the shard's own log when the history covers it, else runs of the records' own
+//     generations (auxiliary logs);
+//   - a stalled cursor (after a failure) probes with one batch per retry_delay until an answer
+//     succeeds; a Malformed answer is resent at once with the same records, a second Malformed
+//     in a row waits retry_delay;
+//   - an accepted bootstrap ships on from the follower's answered tail but counts nothing until
+//     a records exchange confirms it;
+//   - rebuild slots are counted per replicator (per leader shard), not across the broker; a
+//     slot is taken when the Rebuild is sent and held until the follower is level;
+//   - the gauges have no shard label, so each replicator adds its own share: lag_records is the
+//     sum over shards of each shard's slowest non-halted follower log, halted and rebuilding
+//     count follower logs;
+//   - the producers log (storage::LogKind::kProducers) has no wire id and is not replicated.
+//
 // Threading: every method and every callback runs on `executor` (the host gives one; the
 // replicator Posts transport answers back to it). Start() after construction; Stop() before
 // destruction, from any thread but the executor: it cancels timers and waits until no
