@@ -38,6 +38,7 @@
 // log's fsync.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -132,6 +133,9 @@ class ReplicaFollower {
     std::optional<uint64_t> committed_mismatch_generation;
   };
   LogState logs_[storage::kLogKindCount];
+  // Under kPeriodic/kNone the commit offset is persisted at most once a second (§6); the log's
+  // in-memory guard always has the newest value.
+  std::chrono::steady_clock::time_point commit_persisted_at_{};
 };
 
 // storage ↔ wire numbering of a shard's logs. The producers log has no wire id (nullopt).
