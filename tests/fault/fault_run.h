@@ -3,7 +3,9 @@
 // threads publishing unique keyed records straight to each shard's leader through the C++
 // client library (acks after the write, with offsets), a reader thread taking snapshot reads
 // from earliest, and a nemesis that runs a schedule derived from the seed: SIGKILL + restart of
-// a broker, SIGSTOP/SIGCONT of a broker, SIGSTOP/SIGCONT of etcd. Each fault is proved to have
+// a broker, SIGSTOP/SIGCONT of a broker, SIGSTOP/SIGCONT of etcd, and — as root, with each broker
+// in its own network namespace (net_lab.h) — a broker isolated, a majority/minority split, one-way
+// loss and a slow, lossy link. Each fault is proved to have
 // taken effect before it is healed. After the last heal the run waits (≤ 60 s) until every
 // broker is ready and every shard is led and accepts a probe publish, reads every shard's final
 // log from its leader and the counters' final values, and runs the stream and counter checkers.
@@ -32,7 +34,11 @@ struct FaultRunOptions {
   // then (and at least min_faults of them, each with its heal).
   int seconds = 15;
   bool nemesis = true;
-  int min_faults = 3;
+  int min_faults = 3;  // raised to one of each kind in the schedule
+  // Put each broker in its own network namespace (NetLab) and add the network faults to the
+  // schedule, when this machine can (root, iproute2); otherwise process faults only, and the
+  // result says why (FaultRunResult::network).
+  bool partitions = true;
   int publishers = 4;
   uint32_t shards = 6;
   std::string dir;                         // where the run writes its files (must exist)
@@ -51,6 +57,8 @@ struct FaultOutcome {
 struct FaultRunResult {
   bool started = false;  // the cluster and the stream came up
   std::string setup_error;
+  bool partitions = false;  // brokers ran in network namespaces, network faults scheduled
+  std::string network;      // the network set-up, or why partitions are off
   std::vector<FaultOutcome> faults;
   bool live_after_heal = false;  // every broker ready, every shard led and taking a probe
   std::string liveness;          // what was waited for, or what was missing
