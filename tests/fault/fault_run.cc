@@ -15,7 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fault/net_lab.h"
+#include "fault/shell.h"
 #include "felix/client.h"
+#include "support/child_process.h"
 #include "support/cluster_harness.h"
 #include "wire/shard_hash.h"
 
@@ -118,6 +120,8 @@ class Run {
   void Publisher(int client);
   void Reader();
   void Counter();
+  void CacheClient(int client);
+  void CheckCache(FaultRunResult& result);
   bool ReadCounters(FaultRunResult& result, std::map<std::string, int64_t>& values);
   FaultOutcome Inject(const Fault& fault);
   // Network faults (lab_ set): cut or slow links, prove the effect, and the heal's check.
@@ -344,6 +348,68 @@ void Run::Counter() {
     bool refused = op.outcome == Outcome::kFail;
     history_.Add(std::move(op));
     if (refused) std::this_thread::sleep_for(20ms);
+  }
+}
+
+// Cache puts (unique values "p<client>-<seq>"), gets and deletes on keys "r0".."r3" of the
+// cache's leader: a history for the register model of porcupine/ (rule 7, no stale read).
+void Run::CacheClient(int client) {
+  std::mt19937_64 rng(options_.seed * 15485863 + static_cast<uint64_t>(client));
+  std::unique_ptr<felix::Client> c;
+  felix::CacheRef cache{"default", kCache};
+  uint64_t seq = 0;
+  while (!stop_.load()) {
+    if (!c) c = Connect(cache_leader_);
+    if (!c) {
+      std::this_thread::sleep_for(100ms);  // back off from a broker that is down
+      continue;
+    }
+    Op op;
+    op.client = client;
+    op.key = "r" + std::to_string(rng() % 4);
+    op.node = cache_leader_;
+    uint64_t roll = rng() % 10;
+    bool keep = true;
+    op.invoke_us = NowUs();
+    if (roll < 4) {
+      op.kind = OpKind::kPut;
+      op.value = "p" + std::to_string(client) + "-" + std::to_string(seq++);
+      auto r = c->CachePut(cache, op.key, op.value);
+      op.complete_us = NowUs();
+      keep = NoteAnswer(op, r);
+    } else {
+      op.kind = roll < 8 ? OpKind::kGet : OpKind::kDelete;
+      auto r = op.kind == OpKind::kGet ? c->CacheGet(cache, op.key) : c->CacheDelete(cache, op.key);
+      op.complete_us = NowUs();
+      keep = NoteAnswer(op, r);
+      if (r && *r) {
+        op.found = true;
+        op.value = **r;
+      }
+    }
+    if (!keep) c.reset();
+    bool refused = op.outcome == Outcome::kFail;
+    history_.Add(std::move(op));
+    if (refused) std::this_thread::sleep_for(20ms);
+  }
+}
+
+// Runs porcupine-check on the history as written to the run's directory.
+void Run::CheckCache(FaultRunResult& result) {
+  std::string path = options_.dir + "/history.jsonl";
+  if (auto written = history_.WriteFile(path); !written) {
+    result.cache_report = "cannot write the history: " + written.error().message;
+    return;
+  }
+  std::string checker = felix::testing::BuiltProgram("tests/fault/porcupine-check");
+  int status =
+      RunShell("'" + checker + "' -timeout 20s -html '" + options_.dir + "' '" + path + "'",
+               &result.cache_report);
+  result.cache_checked = status == 0 || status == 1;
+  result.cache_linearizable = status == 0;
+  if (!result.cache_checked) {
+    result.cache_report =
+        checker + " exited " + std::to_string(status) + ": " + result.cache_report;
   }
 }
 
@@ -723,7 +789,13 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
           << "\nfinal_read " << (result.final_read ? "ok" : "FAILED: " + result.final_read_error)
           << "\nnot_sent " << result.not_sent << "\n"
           << result.verdict.Summary() << "counter_adds " << result.counter_adds << "\ncounters "
-          << (result.counters.ok() ? "PASS" : "FAIL") << "\n";
+          << (result.counters.ok() ? "PASS" : "FAIL") << "\ncache_ops " << result.cache_ops
+          << "\ncache "
+          << (!result.cache_checked       ? "NOT CHECKED"
+              : result.cache_linearizable ? "PASS (linearizable)"
+                                          : "FAIL (not linearizable)")
+          << "\n"
+          << result.cache_report;
   for (const auto& v : result.counters.violations) verdict << v << "\n";
   for (int n = 1; n <= cluster_.size(); ++n) {
     std::ofstream(dir + "/broker-" + std::to_string(n) + ".log") << cluster_.LogTail(n, 65536);
@@ -744,6 +816,8 @@ FaultRunResult Run::Go() {
       threads.emplace_back([this, c] { Publisher(c); });
     threads.emplace_back([this] { Reader(); });
     threads.emplace_back([this] { Counter(); });
+    for (int c = 0; c < options_.cache_clients; ++c)
+      threads.emplace_back([this, c] { CacheClient(60 + c); });
     const int kinds = lab_ ? kAllFaultKinds : kProcessFaultKinds;
     auto schedule = NemesisSchedule(options_.seed, 64, cluster_.size(), kinds);
     const int min_faults = std::max(options_.min_faults, kinds);
@@ -768,7 +842,13 @@ FaultRunResult Run::Go() {
       auto ops = history_.ops();
       result.verdict = CheckStreams(ops, logs);
       result.counters = CheckCounters(ops, counters);
-      for (const Op& op : ops) result.counter_adds += op.kind == OpKind::kAdd ? 1 : 0;
+      for (const Op& op : ops) {
+        result.counter_adds += op.kind == OpKind::kAdd ? 1 : 0;
+        bool cache =
+            op.kind == OpKind::kPut || op.kind == OpKind::kGet || op.kind == OpKind::kDelete;
+        result.cache_ops += cache ? 1 : 0;
+      }
+      CheckCache(result);
     }
     result.not_sent = not_sent_.load();
     result.duration_ms =

@@ -8,7 +8,9 @@
 // loss and a slow, lossy link. Each fault is proved to have
 // taken effect before it is healed. After the last heal the run waits (≤ 60 s) until every
 // broker is ready and every shard is led and accepts a probe publish, reads every shard's final
-// log from its leader and the counters' final values, and runs the stream and counter checkers.
+// log from its leader and the counters' final values, and runs the stream and counter checkers;
+// cache puts, gets and deletes on a few keys are checked for linearizability by Porcupine
+// (porcupine/main.go, built next to this test as porcupine-check).
 //
 // Everything lands in one directory: run.json, schedule.jsonl, history.jsonl, final.json,
 // verdict.txt, broker-<n>.log and etcd.log (the tails of their logs).
@@ -40,6 +42,7 @@ struct FaultRunOptions {
   // result says why (FaultRunResult::network).
   bool partitions = true;
   int publishers = 4;
+  int cache_clients = 2;  // puts / gets / deletes on a few keys, checked by porcupine/
   uint32_t shards = 6;
   std::string dir;                         // where the run writes its files (must exist)
   std::map<std::string, std::string> env;  // added to every broker's environment
@@ -66,8 +69,12 @@ struct FaultRunResult {
   std::string final_read_error;
   StreamVerdict verdict;
   CounterVerdict counters;
-  size_t counter_adds = 0;  // add ops in the history
-  size_t not_sent = 0;      // publishes never sent (no connection): not in the history
+  size_t counter_adds = 0;          // add ops in the history
+  size_t cache_ops = 0;             // put / get / delete ops in the history
+  bool cache_checked = false;       // porcupine-check decided (exit 0 or 1)
+  bool cache_linearizable = false;  // ... and found every key linearizable
+  std::string cache_report;         // its output
+  size_t not_sent = 0;              // publishes never sent (no connection): not in the history
   int64_t duration_ms = 0;
 };
 

@@ -3,10 +3,11 @@
 // SeededNemesisRunKeepsEveryAcknowledgedRecord: the CI run — a fixed seed (FELIX_FAULT_SEED
 // overrides it), a short nemesis phase (FELIX_FAULT_SECONDS, default 15, at least one fault of
 // each kind), every fault proved, liveness after the heal, and clean stream and counter
-// verdicts. As root the brokers run in network namespaces and the schedule adds the network
-// faults (isolate, split, one-way, slow link); as root a failure to set that up fails the test.
-// Without root the run uses process faults only and says so in its verdict ("network:").
-// scripts/fault-run SEED [SECONDS] runs this test with its own seed and length.
+// verdicts, and a cache history Porcupine finds linearizable (porcupine/). As root the brokers run
+// in network namespaces and the schedule adds the network faults (isolate, split, one-way, slow
+// link); as root a failure to set that up fails the test. Without root the run uses process faults
+// only and says so in its verdict ("network:"). scripts/fault-run SEED [SECONDS] runs this test
+// with its own seed and length.
 //
 // TheCheckerCatchesABrokerThatDropsAcknowledgedRecords (fault-seam builds only): the same
 // workload against brokers that acknowledge every 5th publish batch without writing it
@@ -90,6 +91,9 @@ TEST(FaultRun, SeededNemesisRunKeepsEveryAcknowledgedRecord) {
   EXPECT_TRUE(result.verdict.ok()) << result.verdict.Summary();
   EXPECT_GT(result.counter_adds, 0u);
   for (const auto& v : result.counters.violations) ADD_FAILURE() << v;
+  EXPECT_GT(result.cache_ops, 0u);
+  EXPECT_TRUE(result.cache_checked) << result.cache_report;
+  EXPECT_TRUE(result.cache_linearizable) << result.cache_report;
   Finish(dir, temporary);
 }
 

@@ -1,14 +1,13 @@
 #include "fault/net_lab.h"
 
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <regex>
-#include <set>
 #include <sstream>
+
+#include "fault/shell.h"
 
 namespace felix::fault {
 namespace {
@@ -24,19 +23,6 @@ std::string Tool(const char* name) {
   return "";
 }
 
-// Runs `command` through /bin/sh; its exit status, output (stdout and stderr) in *output.
-int Shell(const std::string& command, std::string* output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  std::string out;
-  char buf[4096];
-  size_t got = 0;
-  while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, got);
-  int status = pclose(pipe);
-  if (output != nullptr) *output = std::move(out);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // A run prefix "fx<pid>" is stale when its process is gone, or is this process (a lab it made
 // earlier and did not remove).
 bool Stale(const std::string& pid_text) {
@@ -47,7 +33,7 @@ bool Stale(const std::string& pid_text) {
 
 void KillProcessesIn(const std::string& ip, const std::string& ns) {
   std::string pids;
-  if (Shell(ip + " netns pids " + ns, &pids) != 0) return;
+  if (RunShell(ip + " netns pids " + ns, &pids) != 0) return;
   std::istringstream in(pids);
   pid_t pid = 0;
   while (in >> pid) {
@@ -62,23 +48,23 @@ std::string SweepStaleNetLabs() {
   if (ip.empty()) return "";
   std::string removed;
   std::string list;
-  if (Shell(ip + " netns list", &list) == 0) {
+  if (RunShell(ip + " netns list", &list) == 0) {
     std::regex name(R"(^(fx([0-9]+)-[a-z0-9]+)\b)");
     std::istringstream in(list);
     for (std::string line; std::getline(in, line);) {
       std::smatch m;
       if (!std::regex_search(line, m, name) || !Stale(m[2])) continue;
       KillProcessesIn(ip, m[1]);
-      if (Shell(ip + " netns del " + m[1].str(), nullptr) == 0) removed += m[1].str() + "\n";
+      if (RunShell(ip + " netns del " + m[1].str(), nullptr) == 0) removed += m[1].str() + "\n";
     }
   }
-  if (Shell(ip + " -o link show", &list) == 0) {
+  if (RunShell(ip + " -o link show", &list) == 0) {
     std::regex name(R"(^[0-9]+: (fx([0-9]+)r)[@:])");
     std::istringstream in(list);
     for (std::string line; std::getline(in, line);) {
       std::smatch m;
       if (!std::regex_search(line, m, name) || !Stale(m[2])) continue;
-      if (Shell(ip + " link del " + m[1].str(), nullptr) == 0) removed += m[1].str() + "\n";
+      if (RunShell(ip + " link del " + m[1].str(), nullptr) == 0) removed += m[1].str() + "\n";
     }
   }
   return removed;
@@ -96,7 +82,7 @@ std::unique_ptr<NetLab> NetLab::Create(int brokers, std::string* why) {
   SweepStaleNetLabs();
   // A /16 of 10/8 that no address or route of this machine touches.
   std::string used;
-  Shell(Tool("ip") + " -4 -o addr show; " + Tool("ip") + " -4 route show", &used);
+  RunShell(Tool("ip") + " -4 -o addr show; " + Tool("ip") + " -4 route show", &used);
   int subnet = 0;
   for (int i = 0; i < 150 && subnet == 0; ++i) {
     int s = 100 + static_cast<int>((getpid() + i) % 150);
@@ -121,10 +107,10 @@ NetLab::~NetLab() {
   std::string ip = Tool("ip");
   for (int n = 1; n <= brokers_; ++n) {
     KillProcessesIn(ip, node_ns(n));
-    Shell(ip + " netns del " + node_ns(n), nullptr);
+    RunShell(ip + " netns del " + node_ns(n), nullptr);
   }
-  Shell(ip + " netns del " + hub(), nullptr);         // takes the hub ends of every veth with it
-  Shell(ip + " link del " + prefix_ + "r", nullptr);  // gone already unless the hub lingered
+  RunShell(ip + " netns del " + hub(), nullptr);         // takes the hub ends of every veth with it
+  RunShell(ip + " link del " + prefix_ + "r", nullptr);  // gone already unless the hub lingered
 }
 
 std::string NetLab::address(int endpoint) const {
@@ -146,7 +132,7 @@ std::vector<std::string> NetLab::LaunchPrefix(int n) const {
 
 bool NetLab::Run(const std::string& command, std::string* output) {
   std::string out;
-  if (Shell(command, &out) == 0) {
+  if (RunShell(command, &out) == 0) {
     if (output != nullptr) *output = std::move(out);
     return true;
   }
@@ -195,8 +181,8 @@ bool NetLab::Build() {
   // netem where the kernel has it (probed on the hub's harness link, then removed).
   std::string probe =
       tc + " -n " + hub() + " qdisc add dev " + hub_link(0) + " root netem delay 1ms";
-  netem_ = Shell(probe, nullptr) == 0;
-  Shell(tc + " -n " + hub() + " qdisc del dev " + hub_link(0) + " root", nullptr);
+  netem_ = RunShell(probe, nullptr) == 0;
+  RunShell(tc + " -n " + hub() + " qdisc del dev " + hub_link(0) + " root", nullptr);
   return true;
 }
 
@@ -243,13 +229,13 @@ std::string NetLab::Faults() {
   std::string tc = Tool("tc");
   std::string out;
   std::string rules;
-  Shell(ip + " -n " + hub() + " rule show pref " + kCutPref, &rules);
+  RunShell(ip + " -n " + hub() + " rule show pref " + kCutPref, &rules);
   out += rules;
   for (int n = 1; n <= brokers_; ++n) {
     for (const auto& [ns, link] :
          {std::pair{hub(), hub_link(n)}, std::pair{node_ns(n), node_link(n)}}) {
       std::string q;
-      Shell(tc + " -n " + ns + " qdisc show dev " + link, &q);
+      RunShell(tc + " -n " + ns + " qdisc show dev " + link, &q);
       if (q.find("netem") != std::string::npos || q.find("tbf") != std::string::npos) out += q;
     }
   }
@@ -261,11 +247,11 @@ bool NetLab::HealAll() {
   std::string tc = Tool("tc");
   // One deletion per rule; bounded so a rule that will not go cannot loop forever.
   for (int i = 0; i < 256; ++i) {
-    if (Shell(ip + " -n " + hub() + " rule del pref " + kCutPref, nullptr) != 0) break;
+    if (RunShell(ip + " -n " + hub() + " rule del pref " + kCutPref, nullptr) != 0) break;
   }
   for (int n = 1; n <= brokers_; ++n) {
-    Shell(tc + " -n " + hub() + " qdisc del dev " + hub_link(n) + " root", nullptr);
-    Shell(tc + " -n " + node_ns(n) + " qdisc del dev " + node_link(n) + " root", nullptr);
+    RunShell(tc + " -n " + hub() + " qdisc del dev " + hub_link(n) + " root", nullptr);
+    RunShell(tc + " -n " + node_ns(n) + " qdisc del dev " + node_link(n) + " root", nullptr);
   }
   std::string left = Faults();
   if (!left.empty()) error_ = "still in place after the heal: " + left;
