@@ -119,6 +119,7 @@ class Run {
   std::unique_ptr<felix::Client> Connect(int node);
   void Publisher(int client);
   void Reader();
+  void CacheLoop(int client, const std::function<bool(felix::Client&, Op&)>& request);
   void Counter();
   void CacheClient(int client);
   void CheckCache(FaultRunResult& result);
@@ -323,41 +324,11 @@ void Run::Reader() {
   }
 }
 
-// Counter adds of 1..5 to counters "n0".."n2" on the cache's leader (CounterAdd is not
-// deduplicated: an add whose answer was lost is indeterminate).
-void Run::Counter() {
-  std::mt19937_64 rng(options_.seed * 104729);
+// One client thread on the cache's leader: `request` fills and sends one op (after invoke_us is
+// set) and returns false when the connection must be dropped; the loop records the op, backs
+// off after a refusal and reconnects as needed.
+void Run::CacheLoop(int client, const std::function<bool(felix::Client&, Op&)>& request) {
   std::unique_ptr<felix::Client> c;
-  felix::CacheRef cache{"default", kCache};
-  while (!stop_.load()) {
-    if (!c) c = Connect(cache_leader_);
-    if (!c) {
-      std::this_thread::sleep_for(100ms);  // back off from a broker that is down
-      continue;
-    }
-    Op op;
-    op.client = 50;
-    op.kind = OpKind::kAdd;
-    op.key = "n" + std::to_string(rng() % kCounters);
-    op.delta = 1 + static_cast<int64_t>(rng() % 5);
-    op.node = cache_leader_;
-    op.invoke_us = NowUs();
-    auto r = c->CounterAdd(cache, op.key, op.delta);
-    op.complete_us = NowUs();
-    if (!NoteAnswer(op, r)) c.reset();
-    bool refused = op.outcome == Outcome::kFail;
-    history_.Add(std::move(op));
-    if (refused) std::this_thread::sleep_for(20ms);
-  }
-}
-
-// Cache puts (unique values "p<client>-<seq>"), gets and deletes on keys "r0".."r3" of the
-// cache's leader: a history for the register model of porcupine/ (rule 7, no stale read).
-void Run::CacheClient(int client) {
-  std::mt19937_64 rng(options_.seed * 15485863 + static_cast<uint64_t>(client));
-  std::unique_ptr<felix::Client> c;
-  felix::CacheRef cache{"default", kCache};
-  uint64_t seq = 0;
   while (!stop_.load()) {
     if (!c) c = Connect(cache_leader_);
     if (!c) {
@@ -366,32 +337,52 @@ void Run::CacheClient(int client) {
     }
     Op op;
     op.client = client;
-    op.key = "r" + std::to_string(rng() % 4);
     op.node = cache_leader_;
-    uint64_t roll = rng() % 10;
-    bool keep = true;
     op.invoke_us = NowUs();
-    if (roll < 4) {
-      op.kind = OpKind::kPut;
-      op.value = "p" + std::to_string(client) + "-" + std::to_string(seq++);
-      auto r = c->CachePut(cache, op.key, op.value);
-      op.complete_us = NowUs();
-      keep = NoteAnswer(op, r);
-    } else {
-      op.kind = roll < 8 ? OpKind::kGet : OpKind::kDelete;
-      auto r = op.kind == OpKind::kGet ? c->CacheGet(cache, op.key) : c->CacheDelete(cache, op.key);
-      op.complete_us = NowUs();
-      keep = NoteAnswer(op, r);
-      if (r && *r) {
-        op.found = true;
-        op.value = **r;
-      }
-    }
+    bool keep = request(*c, op);
+    op.complete_us = NowUs();
     if (!keep) c.reset();
     bool refused = op.outcome == Outcome::kFail;
     history_.Add(std::move(op));
     if (refused) std::this_thread::sleep_for(20ms);
   }
+}
+
+// Counter adds of 1..5 to counters "n0".."n2" on the cache's leader (CounterAdd is not
+// deduplicated: an add whose answer was lost is indeterminate).
+void Run::Counter() {
+  std::mt19937_64 rng(options_.seed * 104729);
+  felix::CacheRef cache{"default", kCache};
+  CacheLoop(50, [&](felix::Client& c, Op& op) {
+    op.kind = OpKind::kAdd;
+    op.key = "n" + std::to_string(rng() % kCounters);
+    op.delta = 1 + static_cast<int64_t>(rng() % 5);
+    return NoteAnswer(op, c.CounterAdd(cache, op.key, op.delta));
+  });
+}
+
+// Cache puts (unique values "p<client>-<seq>"), gets and deletes on keys "r0".."r3" of the
+// cache's leader: a history for the register model of porcupine/ (rule 7, no stale read).
+void Run::CacheClient(int client) {
+  std::mt19937_64 rng(options_.seed * 15485863 + static_cast<uint64_t>(client));
+  felix::CacheRef cache{"default", kCache};
+  uint64_t seq = 0;
+  CacheLoop(client, [&](felix::Client& c, Op& op) {
+    op.key = "r" + std::to_string(rng() % 4);
+    uint64_t roll = rng() % 10;
+    if (roll < 4) {
+      op.kind = OpKind::kPut;
+      op.value = "p" + std::to_string(client) + "-" + std::to_string(seq++);
+      return NoteAnswer(op, c.CachePut(cache, op.key, op.value));
+    }
+    op.kind = roll < 8 ? OpKind::kGet : OpKind::kDelete;
+    auto r = op.kind == OpKind::kGet ? c.CacheGet(cache, op.key) : c.CacheDelete(cache, op.key);
+    if (r && *r) {
+      op.found = true;
+      op.value = **r;
+    }
+    return NoteAnswer(op, r);
+  });
 }
 
 // Runs porcupine-check on the history as written to the run's directory.

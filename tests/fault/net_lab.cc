@@ -47,26 +47,21 @@ std::string SweepStaleNetLabs() {
   std::string ip = Tool("ip");
   if (ip.empty()) return "";
   std::string removed;
-  std::string list;
-  if (RunShell(ip + " netns list", &list) == 0) {
-    std::regex name(R"(^(fx([0-9]+)-[a-z0-9]+)\b)");
-    std::istringstream in(list);
+  // Runs `remove` on the name (group 1) of each line of `list` whose pid (group 2) is stale.
+  auto sweep = [&](const std::string& list, const std::regex& name, const std::string& remove,
+                   bool kill_inside) {
+    std::string text;
+    if (RunShell(ip + " " + list, &text) != 0) return;
+    std::istringstream in(text);
     for (std::string line; std::getline(in, line);) {
       std::smatch m;
       if (!std::regex_search(line, m, name) || !Stale(m[2])) continue;
-      KillProcessesIn(ip, m[1]);
-      if (RunShell(ip + " netns del " + m[1].str(), nullptr) == 0) removed += m[1].str() + "\n";
+      if (kill_inside) KillProcessesIn(ip, m[1]);
+      if (RunShell(ip + " " + remove + " " + m[1].str()) == 0) removed += m[1].str() + "\n";
     }
-  }
-  if (RunShell(ip + " -o link show", &list) == 0) {
-    std::regex name(R"(^[0-9]+: (fx([0-9]+)r)[@:])");
-    std::istringstream in(list);
-    for (std::string line; std::getline(in, line);) {
-      std::smatch m;
-      if (!std::regex_search(line, m, name) || !Stale(m[2])) continue;
-      if (RunShell(ip + " link del " + m[1].str(), nullptr) == 0) removed += m[1].str() + "\n";
-    }
-  }
+  };
+  sweep("netns list", std::regex(R"(^(fx([0-9]+)-[a-z0-9]+)\b)"), "netns del", true);
+  sweep("-o link show", std::regex(R"(^[0-9]+: (fx([0-9]+)r)[@:])"), "link del", false);
   return removed;
 }
 

@@ -1,5 +1,7 @@
 // ClusterHarness: a real Felix cluster for end-to-end tests — one etcd (EtcdProcess) and N real
-// `felix-broker` processes in cluster mode on loopback, as `scripts/cluster` runs them.
+// `felix-broker` processes in cluster mode on loopback, as `scripts/cluster` runs them (or, with
+// ClusterOptions::node_hosts / node_launch_prefix, on other addresses and in other network
+// namespaces — the fault harness's partitions).
 //
 // The constructor lays everything out without starting anything: a temp directory, a cluster CA
 // and one certificate per node (transport/x509_gen, DNS names <node id> and localhost, used for
