@@ -1,5 +1,6 @@
 #include "fault/fault_run.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -13,7 +14,10 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "fault/net_lab.h"
+#include "fault/shell.h"
 #include "felix/client.h"
+#include "support/child_process.h"
 #include "support/cluster_harness.h"
 #include "wire/shard_hash.h"
 
@@ -64,10 +68,26 @@ int PortOf(const std::string& addr) {
   return std::stoi(addr.substr(addr.rfind(':') + 1));
 }
 
+std::string HostOf(const std::string& addr) {
+  return addr.substr(0, addr.rfind(':'));
+}
+
+// The network lab when partitions are wanted and possible; *network says which it is.
+std::unique_ptr<NetLab> MakeLab(const FaultRunOptions& options, std::string* network) {
+  if (!options.partitions) {
+    *network = "loopback; partitions OFF: not asked for";
+    return nullptr;
+  }
+  std::string why;
+  auto lab = NetLab::Create(3, &why);
+  *network = lab ? lab->Describe() : "loopback; partitions OFF: " + why;
+  return lab;
+}
+
 class Run {
  public:
   explicit Run(const FaultRunOptions& options)
-      : options_(options), cluster_(MakeClusterOptions()) {}
+      : options_(options), lab_(MakeLab(options, &network_)), cluster_(MakeClusterOptions()) {}
 
   FaultRunResult Go();
 
@@ -77,6 +97,13 @@ class Run {
     o.nodes = 3;
     o.env = options_.env;
     o.env["FELIX_DURABLE_FSYNC_MODE"] = "on_commit";
+    if (lab_) {
+      o.etcd_host = lab_->etcd_host();
+      for (int n = 1; n <= o.nodes; ++n) {
+        o.node_hosts.push_back(lab_->broker_host(n));
+        o.node_launch_prefix.push_back(lab_->LaunchPrefix(n));
+      }
+    }
     return o;
   }
   int64_t NowUs() const {
@@ -92,15 +119,23 @@ class Run {
   std::unique_ptr<felix::Client> Connect(int node);
   void Publisher(int client);
   void Reader();
+  void CacheLoop(int client, const std::function<bool(felix::Client&, Op&)>& request);
   void Counter();
+  void CacheClient(int client);
+  void CheckCache(FaultRunResult& result);
   bool ReadCounters(FaultRunResult& result, std::map<std::string, int64_t>& values);
   FaultOutcome Inject(const Fault& fault);
+  // Network faults (lab_ set): cut or slow links, prove the effect, and the heal's check.
+  void InjectNetwork(const Fault& fault, FaultOutcome& out);
+  bool NetworkHealed(std::string* missing);
   bool AllReadyAndLed(std::string* missing);
   bool Liveness(FaultRunResult& result);
   bool ReadFinal(FaultRunResult& result, FinalLogs& logs);
   void WriteFiles(const FaultRunResult& result, const FinalLogs& logs);
 
   FaultRunOptions options_;
+  std::string network_;
+  std::unique_ptr<NetLab> lab_;  // before cluster_: outlives the brokers in its namespaces
   ClusterHarness cluster_;
   Clock::time_point t0_ = Clock::now();
   std::string token_;
@@ -114,7 +149,7 @@ class Run {
 
 std::pair<int, Json> Run::Admin(int n, const std::string& method, const std::string& path,
                                 const Json& body, std::chrono::milliseconds timeout) {
-  httplib::Client client("127.0.0.1", PortOf(cluster_.http_addr(n)));
+  httplib::Client client(HostOf(cluster_.http_addr(n)), PortOf(cluster_.http_addr(n)));
   client.set_connection_timeout(timeout);
   client.set_read_timeout(timeout);
   httplib::Headers headers{{"Authorization", "Bearer " + cluster_.admin_token()}};
@@ -289,12 +324,11 @@ void Run::Reader() {
   }
 }
 
-// Counter adds of 1..5 to counters "n0".."n2" on the cache's leader (CounterAdd is not
-// deduplicated: an add whose answer was lost is indeterminate).
-void Run::Counter() {
-  std::mt19937_64 rng(options_.seed * 104729);
+// One client thread on the cache's leader: `request` fills and sends one op (after invoke_us is
+// set) and returns false when the connection must be dropped; the loop records the op, backs
+// off after a refusal and reconnects as needed.
+void Run::CacheLoop(int client, const std::function<bool(felix::Client&, Op&)>& request) {
   std::unique_ptr<felix::Client> c;
-  felix::CacheRef cache{"default", kCache};
   while (!stop_.load()) {
     if (!c) c = Connect(cache_leader_);
     if (!c) {
@@ -302,18 +336,71 @@ void Run::Counter() {
       continue;
     }
     Op op;
-    op.client = 50;
-    op.kind = OpKind::kAdd;
-    op.key = "n" + std::to_string(rng() % kCounters);
-    op.delta = 1 + static_cast<int64_t>(rng() % 5);
+    op.client = client;
     op.node = cache_leader_;
     op.invoke_us = NowUs();
-    auto r = c->CounterAdd(cache, op.key, op.delta);
+    bool keep = request(*c, op);
     op.complete_us = NowUs();
-    if (!NoteAnswer(op, r)) c.reset();
+    if (!keep) c.reset();
     bool refused = op.outcome == Outcome::kFail;
     history_.Add(std::move(op));
     if (refused) std::this_thread::sleep_for(20ms);
+  }
+}
+
+// Counter adds of 1..5 to counters "n0".."n2" on the cache's leader (CounterAdd is not
+// deduplicated: an add whose answer was lost is indeterminate).
+void Run::Counter() {
+  std::mt19937_64 rng(options_.seed * 104729);
+  felix::CacheRef cache{"default", kCache};
+  CacheLoop(50, [&](felix::Client& c, Op& op) {
+    op.kind = OpKind::kAdd;
+    op.key = "n" + std::to_string(rng() % kCounters);
+    op.delta = 1 + static_cast<int64_t>(rng() % 5);
+    return NoteAnswer(op, c.CounterAdd(cache, op.key, op.delta));
+  });
+}
+
+// Cache puts (unique values "p<client>-<seq>"), gets and deletes on keys "r0".."r3" of the
+// cache's leader: a history for the register model of porcupine/ (rule 7, no stale read).
+void Run::CacheClient(int client) {
+  std::mt19937_64 rng(options_.seed * 15485863 + static_cast<uint64_t>(client));
+  felix::CacheRef cache{"default", kCache};
+  uint64_t seq = 0;
+  CacheLoop(client, [&](felix::Client& c, Op& op) {
+    op.key = "r" + std::to_string(rng() % 4);
+    uint64_t roll = rng() % 10;
+    if (roll < 4) {
+      op.kind = OpKind::kPut;
+      op.value = "p" + std::to_string(client) + "-" + std::to_string(seq++);
+      return NoteAnswer(op, c.CachePut(cache, op.key, op.value));
+    }
+    op.kind = roll < 8 ? OpKind::kGet : OpKind::kDelete;
+    auto r = op.kind == OpKind::kGet ? c.CacheGet(cache, op.key) : c.CacheDelete(cache, op.key);
+    if (r && *r) {
+      op.found = true;
+      op.value = **r;
+    }
+    return NoteAnswer(op, r);
+  });
+}
+
+// Runs porcupine-check on the history as written to the run's directory.
+void Run::CheckCache(FaultRunResult& result) {
+  std::string path = options_.dir + "/history.jsonl";
+  if (auto written = history_.WriteFile(path); !written) {
+    result.cache_report = "cannot write the history: " + written.error().message;
+    return;
+  }
+  std::string checker = felix::testing::BuiltProgram("tests/fault/porcupine-check");
+  int status =
+      RunShell("'" + checker + "' -timeout 20s -html '" + options_.dir + "' '" + path + "'",
+               &result.cache_report);
+  result.cache_checked = status == 0 || status == 1;
+  result.cache_linearizable = status == 0;
+  if (!result.cache_checked) {
+    result.cache_report =
+        checker + " exited " + std::to_string(status) + ": " + result.cache_report;
   }
 }
 
@@ -388,6 +475,12 @@ FaultOutcome Run::Inject(const Fault& fault) {
                         : "no broker lost its lease");
       break;
     }
+    case FaultKind::kIsolateBroker:
+    case FaultKind::kSplit:
+    case FaultKind::kOneWay:
+    case FaultKind::kSlowLink:
+      InjectNetwork(fault, out);
+      break;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(fault.hold_ms));  // the fault's span
   switch (fault.kind) {
@@ -406,6 +499,21 @@ FaultOutcome Run::Inject(const Fault& fault) {
       for (int m = 1; m <= cluster_.size(); ++m) out.healed &= cluster_.WaitReady(m, 60s);
       out.heal = out.healed ? "etcd resumed, every broker ready" : cluster_.error();
       break;
+    case FaultKind::kIsolateBroker:
+    case FaultKind::kSplit:
+    case FaultKind::kOneWay:
+    case FaultKind::kSlowLink: {
+      std::string missing;
+      out.healed = lab_->HealAll();
+      out.heal = out.healed ? "no cut or qdisc left" : lab_->error();
+      if (out.healed && !Eventually([&] { return NetworkHealed(&missing); }, 60s)) {
+        out.healed = false;
+        out.heal += "; then " + missing;
+      } else if (out.healed) {
+        out.heal += ", every broker holds its lease and sees every node";
+      }
+      break;
+    }
   }
   std::string missing;
   if (out.healed && !Eventually([&] { return AllReadyAndLed(&missing); }, 60s)) {
@@ -414,6 +522,115 @@ FaultOutcome Run::Inject(const Fault& fault) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(fault.gap_ms));  // quiet time
   return out;
+}
+
+// Cuts links in the hub (or slows one) and proves the effect through the brokers' own view —
+// their lease and the node keys they see in etcd — or, for a slow link, the queueing
+// discipline's counters. Every broker's metrics stay readable: the harness's link is never cut.
+void Run::InjectNetwork(const Fault& fault, FaultOutcome& out) {
+  const int n = fault.node;
+  const int size = cluster_.size();
+  const std::string id = "n" + std::to_string(n);
+  std::vector<int> others;
+  for (int m = 1; m <= size; ++m) {
+    if (m != n) others.push_back(m);
+  }
+  auto lease = [&](int m) { return Metric(m, "felix_node_lease_valid"); };
+  auto sees = [&](int m) { return Metric(m, "felix_cluster_nodes"); };
+  auto others_hold = [&] {
+    for (int m : others) {
+      if (lease(m) != 1) return false;
+    }
+    return true;
+  };
+  auto cut_both = [&](int a, int b) { return lab_->Cut(a, b) && lab_->Cut(b, a); };
+  bool cut = true;
+  switch (fault.kind) {
+    case FaultKind::kIsolateBroker: {
+      for (int m : others) cut = cut && cut_both(n, m);
+      cut = cut && cut_both(n, 0);
+      bool seen =
+          cut && Eventually([&] { return lease(n) == 0 && sees(others[0]) == size - 1; }, 15s);
+      bool hold = seen && others_hold();
+      out.proved = seen && hold;
+      out.proof = id +
+                  (seen ? " felix_node_lease_valid=0 and n" + std::to_string(others[0]) +
+                              " saw its node key go"
+                        : " kept its lease or stayed visible") +
+                  (hold ? "; the others hold their leases" : "; another broker lost its lease");
+      break;
+    }
+    case FaultKind::kSplit: {
+      for (int m : others) cut = cut && cut_both(m, 0) && cut_both(m, n);
+      bool seen = cut && Eventually(
+                             [&] {
+                               for (int m : others) {
+                                 if (lease(m) != 0) return false;
+                               }
+                               return sees(n) == 1;
+                             },
+                             15s);
+      bool minority = seen && lease(n) == 1;
+      out.proved = seen && minority;
+      out.proof = std::string("majority side ") +
+                  (seen ? "lost its leases and " + id + " saw their node keys go"
+                        : "kept a lease or stayed visible") +
+                  "; " + id + " (with etcd) " + (minority ? "holds its lease" : "lost its lease");
+      break;
+    }
+    case FaultKind::kOneWay: {
+      for (int m : others) cut = cut && lab_->Cut(m, n);
+      cut = cut && lab_->Cut(0, n);
+      // It still sends (its keepalives may even reach etcd) but hears nothing back.
+      bool seen = cut && Eventually([&] { return lease(n) == 0; }, 15s);
+      bool hold = seen && others_hold();
+      out.proved = seen && hold;
+      out.proof = id +
+                  (seen ? " hears nothing: felix_node_lease_valid=0 (its metrics answer)"
+                        : " kept its lease") +
+                  (hold ? "; the others hold their leases" : "; another broker lost its lease");
+      break;
+    }
+    case FaultKind::kSlowLink: {
+      cut = lab_->Slow(n);
+      std::optional<QdiscStats> stats;
+      // Each poll reads n's metrics through the slowed link: traffic of its own.
+      bool seen =
+          cut && Eventually(
+                     [&] {
+                       lease(n);
+                       stats = lab_->LinkStats(n);
+                       return stats && (lab_->netem() ? stats->dropped > 0 : stats->overlimits > 0);
+                     },
+                     15s);
+      out.proved = seen;
+      out.proof = id + "'s link: " +
+                  (stats ? std::to_string(stats->sent_packets) + " packets sent, " +
+                               std::to_string(stats->overlimits) + " held back over the rate, " +
+                               std::to_string(stats->dropped) + " dropped"
+                         : "no qdisc counters");
+      break;
+    }
+    default:
+      break;
+  }
+  if (!cut) {
+    out.proved = false;
+    out.proof = "the link fault could not be made: " + lab_->error();
+  }
+}
+
+bool Run::NetworkHealed(std::string* missing) {
+  for (int m = 1; m <= cluster_.size(); ++m) {
+    double lease = Metric(m, "felix_node_lease_valid");
+    double sees = Metric(m, "felix_cluster_nodes");
+    if (lease != 1 || sees != cluster_.size()) {
+      *missing = "n" + std::to_string(m) + " felix_node_lease_valid=" + std::to_string(lease) +
+                 " felix_cluster_nodes=" + std::to_string(sees);
+      return false;
+    }
+  }
+  return true;
 }
 
 bool Run::AllReadyAndLed(std::string* missing) {
@@ -524,6 +741,7 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
                                            {"shards", options_.shards},
                                            {"publishers", options_.publishers},
                                            {"duration_ms", result.duration_ms},
+                                           {"network", result.network},
                                            {"env", options_.env}}
                                           .dump(2)
                                    << "\n";
@@ -551,6 +769,7 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
   std::ofstream(dir + "/final.json")
       << final.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   std::ofstream verdict(dir + "/verdict.txt");
+  verdict << "network: " << result.network << "\n";
   if (!result.started) verdict << "setup failed: " << result.setup_error << "\n";
   for (const auto& f : result.faults) {
     verdict << "fault " << FaultKindName(f.fault.kind) << " n" << f.fault.node << ": "
@@ -561,7 +780,13 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
           << "\nfinal_read " << (result.final_read ? "ok" : "FAILED: " + result.final_read_error)
           << "\nnot_sent " << result.not_sent << "\n"
           << result.verdict.Summary() << "counter_adds " << result.counter_adds << "\ncounters "
-          << (result.counters.ok() ? "PASS" : "FAIL") << "\n";
+          << (result.counters.ok() ? "PASS" : "FAIL") << "\ncache_ops " << result.cache_ops
+          << "\ncache "
+          << (!result.cache_checked       ? "NOT CHECKED"
+              : result.cache_linearizable ? "PASS (linearizable)"
+                                          : "FAIL (not linearizable)")
+          << "\n"
+          << result.cache_report;
   for (const auto& v : result.counters.violations) verdict << v << "\n";
   for (int n = 1; n <= cluster_.size(); ++n) {
     std::ofstream(dir + "/broker-" + std::to_string(n) + ".log") << cluster_.LogTail(n, 65536);
@@ -572,6 +797,8 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
 FaultRunResult Run::Go() {
   FaultRunResult result;
   FinalLogs logs;
+  result.partitions = lab_ != nullptr;
+  result.network = network_;
   result.started = Setup(result);
   if (result.started) {
     t0_ = Clock::now();
@@ -580,14 +807,18 @@ FaultRunResult Run::Go() {
       threads.emplace_back([this, c] { Publisher(c); });
     threads.emplace_back([this] { Reader(); });
     threads.emplace_back([this] { Counter(); });
-    auto schedule = NemesisSchedule(options_.seed, 64, cluster_.size());
+    for (int c = 0; c < options_.cache_clients; ++c)
+      threads.emplace_back([this, c] { CacheClient(60 + c); });
+    const int kinds = lab_ ? kAllFaultKinds : kProcessFaultKinds;
+    auto schedule = NemesisSchedule(options_.seed, 64, cluster_.size(), kinds);
+    const int min_faults = std::max(options_.min_faults, kinds);
     auto end = t0_ + std::chrono::seconds(options_.seconds);
     // Let the workload run a moment before the first fault, so there is history to lose.
     std::this_thread::sleep_for(1s);
     for (const Fault& fault : schedule) {
       if (!options_.nemesis) break;
       int done = static_cast<int>(result.faults.size());
-      if (done >= options_.min_faults && Clock::now() >= end) break;
+      if (done >= min_faults && Clock::now() >= end) break;
       result.faults.push_back(Inject(fault));
       if (!result.faults.back().healed) break;  // no point injecting into a broken cluster
     }
@@ -602,7 +833,13 @@ FaultRunResult Run::Go() {
       auto ops = history_.ops();
       result.verdict = CheckStreams(ops, logs);
       result.counters = CheckCounters(ops, counters);
-      for (const Op& op : ops) result.counter_adds += op.kind == OpKind::kAdd ? 1 : 0;
+      for (const Op& op : ops) {
+        result.counter_adds += op.kind == OpKind::kAdd ? 1 : 0;
+        bool cache =
+            op.kind == OpKind::kPut || op.kind == OpKind::kGet || op.kind == OpKind::kDelete;
+        result.cache_ops += cache ? 1 : 0;
+      }
+      CheckCache(result);
     }
     result.not_sent = not_sent_.load();
     result.duration_ms =

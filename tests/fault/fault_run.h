@@ -3,10 +3,14 @@
 // threads publishing unique keyed records straight to each shard's leader through the C++
 // client library (acks after the write, with offsets), a reader thread taking snapshot reads
 // from earliest, and a nemesis that runs a schedule derived from the seed: SIGKILL + restart of
-// a broker, SIGSTOP/SIGCONT of a broker, SIGSTOP/SIGCONT of etcd. Each fault is proved to have
+// a broker, SIGSTOP/SIGCONT of a broker, SIGSTOP/SIGCONT of etcd, and — as root, with each broker
+// in its own network namespace (net_lab.h) — a broker isolated, a majority/minority split, one-way
+// loss and a slow, lossy link. Each fault is proved to have
 // taken effect before it is healed. After the last heal the run waits (≤ 60 s) until every
 // broker is ready and every shard is led and accepts a probe publish, reads every shard's final
-// log from its leader and the counters' final values, and runs the stream and counter checkers.
+// log from its leader and the counters' final values, and runs the stream and counter checkers;
+// cache puts, gets and deletes on a few keys are checked for linearizability by Porcupine
+// (porcupine/main.go, built next to this test as porcupine-check).
 //
 // Everything lands in one directory: run.json, schedule.jsonl, history.jsonl, final.json,
 // verdict.txt, broker-<n>.log and etcd.log (the tails of their logs).
@@ -32,8 +36,13 @@ struct FaultRunOptions {
   // then (and at least min_faults of them, each with its heal).
   int seconds = 15;
   bool nemesis = true;
-  int min_faults = 3;
+  int min_faults = 3;  // raised to one of each kind in the schedule
+  // Put each broker in its own network namespace (NetLab) and add the network faults to the
+  // schedule, when this machine can (root, iproute2); otherwise process faults only, and the
+  // result says why (FaultRunResult::network).
+  bool partitions = true;
   int publishers = 4;
+  int cache_clients = 2;  // puts / gets / deletes on a few keys, checked by porcupine/
   uint32_t shards = 6;
   std::string dir;                         // where the run writes its files (must exist)
   std::map<std::string, std::string> env;  // added to every broker's environment
@@ -51,6 +60,8 @@ struct FaultOutcome {
 struct FaultRunResult {
   bool started = false;  // the cluster and the stream came up
   std::string setup_error;
+  bool partitions = false;  // brokers ran in network namespaces, network faults scheduled
+  std::string network;      // the network set-up, or why partitions are off
   std::vector<FaultOutcome> faults;
   bool live_after_heal = false;  // every broker ready, every shard led and taking a probe
   std::string liveness;          // what was waited for, or what was missing
@@ -58,8 +69,12 @@ struct FaultRunResult {
   std::string final_read_error;
   StreamVerdict verdict;
   CounterVerdict counters;
-  size_t counter_adds = 0;  // add ops in the history
-  size_t not_sent = 0;      // publishes never sent (no connection): not in the history
+  size_t counter_adds = 0;          // add ops in the history
+  size_t cache_ops = 0;             // put / get / delete ops in the history
+  bool cache_checked = false;       // porcupine-check decided (exit 0 or 1)
+  bool cache_linearizable = false;  // ... and found every key linearizable
+  std::string cache_report;         // its output
+  size_t not_sent = 0;              // publishes never sent (no connection): not in the history
   int64_t duration_ms = 0;
 };
 

@@ -36,6 +36,12 @@ std::string_view OpKindName(OpKind kind) {
       return "read";
     case OpKind::kAdd:
       return "add";
+    case OpKind::kPut:
+      return "put";
+    case OpKind::kGet:
+      return "get";
+    case OpKind::kDelete:
+      return "delete";
   }
   return "publish";
 }
@@ -61,7 +67,7 @@ Json ToJson(const Op& op) {
          {"shard", op.shard},
          {"node", op.node}};
   if (!op.key.empty()) j["key"] = op.key;
-  if (!op.value.empty()) j["value"] = op.value;
+  if (!op.value.empty() || op.found) j["value"] = op.value;
   if (op.offset) j["offset"] = *op.offset;
   if (op.kind == OpKind::kAdd) j["delta"] = op.delta;
   if (op.kind == OpKind::kRead) {
@@ -80,7 +86,8 @@ Result<Op> FromJson(const Json& j) {
     op.id = j.at("id").get<uint64_t>();
     op.client = j.at("client").get<int>();
     auto kind = Parse<OpKind>(j.at("kind").get<std::string>(), OpKindName,
-                              {OpKind::kPublish, OpKind::kRead, OpKind::kAdd});
+                              {OpKind::kPublish, OpKind::kRead, OpKind::kAdd, OpKind::kPut,
+                               OpKind::kGet, OpKind::kDelete});
     auto outcome = Parse<Outcome>(j.at("outcome").get<std::string>(), OutcomeName,
                                   {Outcome::kOk, Outcome::kFail, Outcome::kIndeterminate});
     if (!kind || !outcome) return Fail(ErrorCode::kInvalidArgument, "unknown kind or outcome");
@@ -92,6 +99,7 @@ Result<Op> FromJson(const Json& j) {
     op.node = j.value("node", 0);
     op.key = j.value("key", "");
     op.value = j.value("value", "");
+    op.found = (op.kind == OpKind::kGet || op.kind == OpKind::kDelete) && j.contains("value");
     if (j.contains("offset")) op.offset = j.at("offset").get<uint64_t>();
     op.delta = j.value("delta", int64_t{0});
     if (j.contains("read")) {

@@ -7,7 +7,8 @@
 //                 (`retry`, `retry_after`, `redirect` — client-protocol.md §8.1). Only these;
 //   indeterminate anything else: a timeout, a dropped connection, an `outcome_unknown` or
 //                 `fatal` refusal, an answer we could not read. It may or may not have applied.
-// Reads carry the records they returned ((offset, value) pairs of one shard).
+// Reads carry the records they returned ((offset, value) pairs of one shard); cache gets and
+// deletes the value they returned, if any (checked for linearizability by porcupine/).
 //
 // The history is written as JSON lines (one op per line, schema in docs/reliability.md) so a run
 // leaves it on disk and a checker can be rerun on it later.
@@ -33,6 +34,9 @@ enum class OpKind {
   kPublish,  // one keyed record `value` to `shard`; ok carries `offset`
   kRead,     // records of `shard` read by a subscriber: `read`
   kAdd,      // counter add of `delta` to counter `key`
+  kPut,      // cache put of `value` under `key`
+  kGet,      // cache get of `key`; ok: `found` and the `value` it returned
+  kDelete,   // cache delete of `key`; ok: `found` and the `value` it held
 };
 
 struct Op {
@@ -44,7 +48,8 @@ struct Op {
   Outcome outcome = Outcome::kIndeterminate;
   uint32_t shard = 0;
   std::string key;
-  std::string value;                                   // publish: the (unique) payload
+  std::string value;   // publish: the (unique) payload; put: written; get/delete: returned
+  bool found = false;  // get/delete ok: the key held a value (JSON: "value" present)
   std::optional<uint64_t> offset;                      // publish ok: the acknowledged offset
   int64_t delta = 0;                                   // add
   std::vector<std::pair<uint64_t, std::string>> read;  // read: (offset, value)

@@ -68,6 +68,38 @@ TEST(History, RoundTripsThroughJsonLines) {
   EXPECT_FALSE(ops[2].offset.has_value());
 }
 
+TEST(History, CacheOpsKeepWhetherAValueWasFound) {
+  History history;
+  Op put;
+  put.kind = OpKind::kPut;
+  put.outcome = Outcome::kOk;
+  put.key = "r1";
+  put.value = "p60-3";
+  Op hit;
+  hit.kind = OpKind::kGet;
+  hit.outcome = Outcome::kOk;
+  hit.key = "r1";
+  hit.found = true;
+  hit.value = "";  // a stored empty value is still a hit
+  Op miss = hit;
+  miss.kind = OpKind::kDelete;
+  miss.found = false;
+  history.Add(put);
+  history.Add(hit);
+  history.Add(miss);
+  auto back = History::FromJsonLines(history.ToJsonLines());
+  ASSERT_TRUE(back) << back.error().message;
+  auto ops = back->ops();
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].kind, OpKind::kPut);
+  EXPECT_EQ(ops[0].value, "p60-3");
+  EXPECT_EQ(ops[1].kind, OpKind::kGet);
+  EXPECT_TRUE(ops[1].found);
+  EXPECT_EQ(ops[1].value, "");
+  EXPECT_EQ(ops[2].kind, OpKind::kDelete);
+  EXPECT_FALSE(ops[2].found);
+}
+
 TEST(History, MalformedLinesAreErrorsNamingTheLine) {
   auto bad = History::FromJsonLines(
       "{\"id\":1,\"client\":0,\"kind\":\"publish\",\"invoke_us\":0,\"complete_us\":0,"

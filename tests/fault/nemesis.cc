@@ -13,18 +13,26 @@ std::string_view FaultKindName(FaultKind kind) {
       return "pause_broker";
     case FaultKind::kPauseEtcd:
       return "pause_etcd";
+    case FaultKind::kIsolateBroker:
+      return "isolate_broker";
+    case FaultKind::kSplit:
+      return "split";
+    case FaultKind::kOneWay:
+      return "one_way";
+    case FaultKind::kSlowLink:
+      return "slow_link";
   }
   return "kill_broker";
 }
 
-std::vector<Fault> NemesisSchedule(uint64_t seed, int count, int nodes) {
+std::vector<Fault> NemesisSchedule(uint64_t seed, int count, int nodes, int kind_count) {
   // mt19937_64 is specified bit for bit by the standard, and only its raw output is used (no
   // distribution objects, whose results differ between standard libraries).
   std::mt19937_64 rng(seed);
   std::vector<Fault> out;
   while (static_cast<int>(out.size()) < count) {
-    std::vector<FaultKind> kinds = {FaultKind::kKillBroker, FaultKind::kPauseBroker,
-                                    FaultKind::kPauseEtcd};
+    std::vector<FaultKind> kinds;
+    for (int k = 0; k < kind_count; ++k) kinds.push_back(static_cast<FaultKind>(k));
     for (size_t i = kinds.size() - 1; i > 0; --i) std::swap(kinds[i], kinds[rng() % (i + 1)]);
     for (FaultKind kind : kinds) {
       if (static_cast<int>(out.size()) == count) break;

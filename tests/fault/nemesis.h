@@ -8,7 +8,18 @@
 
 namespace felix::fault {
 
-enum class FaultKind { kKillBroker, kPauseBroker, kPauseEtcd };
+// Process faults (any machine), then network faults (NetLab: root and network namespaces).
+enum class FaultKind {
+  kKillBroker,     // SIGKILL a broker, restart it
+  kPauseBroker,    // SIGSTOP / SIGCONT a broker
+  kPauseEtcd,      // SIGSTOP / SIGCONT etcd
+  kIsolateBroker,  // a broker cut from its peers and etcd, both ways
+  kSplit,          // {one broker, etcd} | {the other brokers}: the majority loses etcd
+  kOneWay,         // packets to a broker from its peers and etcd dropped; its own still leave
+  kSlowLink,       // delay and loss on a broker's link (tc netem, or tbf without netem)
+};
+constexpr int kProcessFaultKinds = 3;
+constexpr int kAllFaultKinds = 7;
 std::string_view FaultKindName(FaultKind kind);
 
 struct Fault {
@@ -18,8 +29,10 @@ struct Fault {
   int gap_ms = 0;   // quiet time after the heal
 };
 
-// The nemesis schedule for `seed`: `count` faults, every kind once in each group of three (in a
-// seed-chosen order), targets and durations drawn from the seed. Same seed, same schedule.
-std::vector<Fault> NemesisSchedule(uint64_t seed, int count, int nodes);
+// The nemesis schedule for `seed`: `count` faults of the first `kinds` kinds (kProcessFaultKinds
+// or kAllFaultKinds), every kind once in each group of `kinds` (in a seed-chosen order), targets
+// and durations drawn from the seed. Same seed and kinds, same schedule.
+std::vector<Fault> NemesisSchedule(uint64_t seed, int count, int nodes,
+                                   int kinds = kProcessFaultKinds);
 
 }  // namespace felix::fault

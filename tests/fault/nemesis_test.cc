@@ -1,5 +1,6 @@
 // The nemesis schedule is a function of the seed: the same seed gives the same faults, another
-// seed other ones, and every group of three has one fault of each kind on a real node.
+// seed other ones, and every group has one fault of each kind on a real node (three process
+// kinds, or all seven with the network faults).
 #include "fault/nemesis.h"
 
 #include <gtest/gtest.h>
@@ -37,6 +38,23 @@ TEST(Nemesis, TheSeedNamesTheSchedule) {
     EXPECT_EQ(kinds.size(), 3u) << "group " << group / 3;
   }
   EXPECT_EQ(FaultKindName(FaultKind::kPauseEtcd), "pause_etcd");
+  // Process faults only by default: the schedule of a seed did not change with partitions.
+  EXPECT_TRUE(Same(a, NemesisSchedule(1717, 12, 3, kProcessFaultKinds)));
+}
+
+TEST(Nemesis, WithPartitionsEveryGroupHasEveryKind) {
+  auto a = NemesisSchedule(1717, 14, 3, kAllFaultKinds);
+  ASSERT_EQ(a.size(), 14u);
+  EXPECT_TRUE(Same(a, NemesisSchedule(1717, 14, 3, kAllFaultKinds)));
+  for (size_t group = 0; group < a.size(); group += kAllFaultKinds) {
+    std::set<FaultKind> kinds;
+    for (size_t i = group; i < group + kAllFaultKinds; ++i) kinds.insert(a[i].kind);
+    EXPECT_EQ(kinds.size(), static_cast<size_t>(kAllFaultKinds)) << "group " << group / 7;
+  }
+  EXPECT_EQ(FaultKindName(FaultKind::kIsolateBroker), "isolate_broker");
+  EXPECT_EQ(FaultKindName(FaultKind::kSplit), "split");
+  EXPECT_EQ(FaultKindName(FaultKind::kOneWay), "one_way");
+  EXPECT_EQ(FaultKindName(FaultKind::kSlowLink), "slow_link");
 }
 
 }  // namespace

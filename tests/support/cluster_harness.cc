@@ -77,7 +77,8 @@ std::vector<int> FreeLoopbackPorts(int count) {
 ClusterHarness::ClusterHarness(ClusterOptions options)
     : options_(std::move(options)),
       dir_(MakeTempDir("felix-cluster")),
-      admin_token_(RandomToken()) {
+      admin_token_(RandomToken()),
+      etcd_(options_.etcd_host) {
   if (options_.nodes < 1) throw std::invalid_argument("a cluster needs at least one node");
   std::filesystem::create_directories(dir_ + "/certs");
   transport::CertSpec ca_spec;
@@ -177,8 +178,13 @@ bool ClusterHarness::Start(int n) {
     return Fail(node_id(n) + " is already running");
   // The shell only redirects and execs, so the child's pid is the broker's; its output goes to
   // the log file (a pipe nobody drains would stall a chatty broker).
-  std::vector<std::string> args = {"-c", "exec \"$0\" >>\"$FELIX_HARNESS_LOG\" 2>&1",
-                                   BuiltProgram("src/server/felix-broker")};
+  std::vector<std::string> args = {"-c", "exec \"$@\" >>\"$FELIX_HARNESS_LOG\" 2>&1",
+                                   "felix-harness"};
+  if (static_cast<size_t>(n) <= options_.node_launch_prefix.size()) {
+    const auto& prefix = options_.node_launch_prefix[static_cast<size_t>(n - 1)];
+    args.insert(args.end(), prefix.begin(), prefix.end());
+  }
+  args.push_back(BuiltProgram("src/server/felix-broker"));
   std::map<std::string, std::string> env = nd.env;
   env["FELIX_HARNESS_LOG"] = log_file(n);
   nd.process = std::make_unique<ChildProcess>("/bin/sh", args, env);
@@ -189,7 +195,7 @@ bool ClusterHarness::WaitReady(int n, std::chrono::milliseconds timeout) {
   Node& nd = node(n);
   if (!nd.process) return Fail(node_id(n) + " was not started");
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  httplib::Client client("127.0.0.1", nd.http_port);
+  httplib::Client client(host(n), nd.http_port);
   client.set_connection_timeout(std::chrono::milliseconds(200));
   client.set_read_timeout(std::chrono::seconds(1));
   while (true) {
@@ -256,7 +262,7 @@ std::map<std::string, std::string> ClusterHarness::NodeEnv(int n) const {
 
 std::optional<std::string> ClusterHarness::AdminGet(int n, const std::string& path,
                                                     int* status) const {
-  httplib::Client client("127.0.0.1", node(n).http_port);
+  httplib::Client client(host(n), node(n).http_port);
   client.set_connection_timeout(std::chrono::seconds(1));
   client.set_read_timeout(std::chrono::seconds(5));
   auto res = client.Get(path, {{"Authorization", "Bearer " + admin_token_}});
@@ -265,16 +271,22 @@ std::optional<std::string> ClusterHarness::AdminGet(int n, const std::string& pa
   return res->body;
 }
 
+std::string ClusterHarness::host(int n) const {
+  node(n);  // range check
+  auto i = static_cast<size_t>(n - 1);
+  return i < options_.node_hosts.size() ? options_.node_hosts[i] : "127.0.0.1";
+}
+
 std::string ClusterHarness::client_addr(int n) const {
-  return "127.0.0.1:" + std::to_string(node(n).quic_port);
+  return host(n) + ":" + std::to_string(node(n).quic_port);
 }
 
 std::string ClusterHarness::internal_addr(int n) const {
-  return "127.0.0.1:" + std::to_string(node(n).internal_port);
+  return host(n) + ":" + std::to_string(node(n).internal_port);
 }
 
 std::string ClusterHarness::http_addr(int n) const {
-  return "127.0.0.1:" + std::to_string(node(n).http_port);
+  return host(n) + ":" + std::to_string(node(n).http_port);
 }
 
 std::string ClusterHarness::data_dir(int n) const {

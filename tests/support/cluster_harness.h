@@ -1,5 +1,7 @@
 // ClusterHarness: a real Felix cluster for end-to-end tests — one etcd (EtcdProcess) and N real
-// `felix-broker` processes in cluster mode on loopback, as `scripts/cluster` runs them.
+// `felix-broker` processes in cluster mode on loopback, as `scripts/cluster` runs them (or, with
+// ClusterOptions::node_hosts / node_launch_prefix, on other addresses and in other network
+// namespaces — the fault harness's partitions).
 //
 // The constructor lays everything out without starting anything: a temp directory, a cluster CA
 // and one certificate per node (transport/x509_gen, DNS names <node id> and localhost, used for
@@ -36,6 +38,14 @@ struct ClusterOptions {
   std::string cluster_name = "felix";
   // Added to every node's environment (per-node entries from SetNodeEnv win).
   std::map<std::string, std::string> env;
+  // Per node (index n-1), optional: the IPv4 address node n binds and advertises (default
+  // 127.0.0.1), and an argv prefix its broker is launched through (e.g. `ip netns exec NS`,
+  // which execs, so the process id stays the broker's). Used by the fault harness to put each
+  // broker in its own network namespace (tests/fault/net_lab.h).
+  std::vector<std::string> node_hosts;
+  std::vector<std::vector<std::string>> node_launch_prefix;
+  // The address etcd also listens on and advertises to the brokers (default: loopback only).
+  std::string etcd_host = "127.0.0.1";
 };
 
 class ClusterHarness {
@@ -75,9 +85,10 @@ class ClusterHarness {
 
   int size() const { return static_cast<int>(nodes_.size()); }
   std::string node_id(int n) const { return "n" + std::to_string(n); }
-  std::string client_addr(int n) const;    // "127.0.0.1:<quic port>"
-  std::string internal_addr(int n) const;  // "127.0.0.1:<internal port>"
-  std::string http_addr(int n) const;      // "127.0.0.1:<admin/metrics port>"
+  std::string host(int n) const;           // node n's address, 127.0.0.1 unless node_hosts
+  std::string client_addr(int n) const;    // "<host>:<quic port>"
+  std::string internal_addr(int n) const;  // "<host>:<internal port>"
+  std::string http_addr(int n) const;      // "<host>:<admin/metrics port>"
   std::string data_dir(int n) const;
   std::string log_file(int n) const;
   // FELIX_BROKERS-style comma list of the client addresses of n1..nN.

@@ -35,7 +35,8 @@ int FreeLoopbackPort() {
   return port;
 }
 
-EtcdProcess::EtcdProcess() : dir_(MakeTempDir("felix-etcd")) {
+EtcdProcess::EtcdProcess(std::string host)
+    : dir_(MakeTempDir("felix-etcd")), host_(std::move(host)) {
   client_port_ = FreeLoopbackPort();
   do {
     peer_port_ = FreeLoopbackPort();
@@ -52,7 +53,7 @@ EtcdProcess::~EtcdProcess() {
 }
 
 std::string EtcdProcess::endpoint() const {
-  return "http://127.0.0.1:" + std::to_string(client_port_);
+  return "http://" + host_ + ":" + std::to_string(client_port_);
 }
 
 std::string EtcdProcess::other_endpoint() const {
@@ -74,6 +75,9 @@ bool EtcdProcess::Launch(int client_port, std::chrono::milliseconds timeout) {
   }
   running_port_ = client_port;
   std::string client = "http://127.0.0.1:" + std::to_string(client_port);
+  // Healthy() asks on loopback; brokers in other network namespaces use host_.
+  std::string advertised = "http://" + host_ + ":" + std::to_string(client_port);
+  std::string listen = host_ == "127.0.0.1" ? client : client + "," + advertised;
   std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
   child_ = std::make_unique<ChildProcess>("/usr/bin/etcd",
                                           std::vector<std::string>{"--name",
@@ -81,9 +85,9 @@ bool EtcdProcess::Launch(int client_port, std::chrono::milliseconds timeout) {
                                                                    "--data-dir",
                                                                    dir_ + "/data",
                                                                    "--listen-client-urls",
-                                                                   client,
+                                                                   listen,
                                                                    "--advertise-client-urls",
-                                                                   client,
+                                                                   advertised,
                                                                    "--listen-peer-urls",
                                                                    peer,
                                                                    "--initial-advertise-peer-urls",

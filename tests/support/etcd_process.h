@@ -17,7 +17,9 @@ namespace felix::testing {
 
 class EtcdProcess {
  public:
-  EtcdProcess();
+  // `host`: an address etcd listens on and advertises besides loopback (endpoint() names it);
+  // the default serves loopback only.
+  explicit EtcdProcess(std::string host = "127.0.0.1");
   ~EtcdProcess();
   EtcdProcess(const EtcdProcess&) = delete;
   EtcdProcess& operator=(const EtcdProcess&) = delete;
@@ -39,7 +41,7 @@ class EtcdProcess {
   // True when GET /health answers {"health":"true"} within `timeout`.
   bool Healthy(std::chrono::milliseconds timeout = std::chrono::milliseconds(500)) const;
 
-  std::string endpoint() const;  // "http://127.0.0.1:<client port>"
+  std::string endpoint() const;  // "http://<host>:<client port>"
   int client_port() const { return client_port_; }
   const std::string& dir() const { return dir_; }
   const std::string& error() const { return error_; }
@@ -48,6 +50,7 @@ class EtcdProcess {
 
  private:
   std::string dir_;
+  std::string host_;
   bool Launch(int client_port, std::chrono::milliseconds timeout);
 
   int client_port_ = 0;
