@@ -36,7 +36,12 @@ using Answer = Result<PeerResponse, PeerError>;
 struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::State> {
   State(storage::ShardStore& st, PromotionFenceOptions o, ReplicaTransport& t, broker::Executor& e,
         OpenListener open)
-      : store(st), opts(std::move(o)), transport(t), ex(e), on_open(std::move(open)) {}
+      : store(st),
+        opts(std::move(o)),
+        transport(t),
+        ex(e),
+        on_open(std::move(open)),
+        fetch_kind(opts.fetch_kind) {}
 
   storage::ShardStore& store;
   const PromotionFenceOptions opts;
@@ -55,6 +60,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
   std::vector<std::optional<flxi::FenceOk>> fence_oks;  // per replica
   size_t best = 0;                                      // index of the replica fetched from
   LogPosition target;                                   // its position (FenceOk)
+  flxi::Kind fetch_kind;  // lowered (37 → 33 → 31) when the replica does not know it
   uint32_t failures_in_row = 0;
   broker::Executor::TimerId timer = 0;
   std::string last_error;
@@ -219,7 +225,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     ArmTimer(opts.attempt_timeout, [id](State& s) {
       if (s.attempt == id && !s.done) s.Fail("fetch timed out");
     });
-    flxi::Frame frame{opts.fetch_kind,
+    flxi::Frame frame{fetch_kind,
                       flxi::Fetch{0, shard_ref(), wire_log(), next, opts.fetch_max_bytes}};
     auto sent = transport.Send(opts.replicas[best], frame, Deliver(id, &State::OnFetch, next));
     if (!sent) Fail("fetch from " + opts.replicas[best].node_id + ": " + sent.error().message);
@@ -231,6 +237,15 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     if (!answer) return Fail("fetch from " + node + ": " + answer.error().message);
     auto frame = answer->Decode();
     if (!frame) return Fail("fetch answer from " + node + " did not decode");
+    if (const auto* old = std::get_if<flxi::ErrorAnswer>(&frame->body);
+        old != nullptr && old->code == flxi::ErrorCode::kUnsupportedKind &&
+        fetch_kind != flxi::Kind::kReplicateFetch) {
+      // An older replica (internal-protocol-bodies.md §7.4): ask again with the older kind.
+      fetch_kind = fetch_kind == flxi::Kind::kReplicateTimedFetch
+                       ? flxi::Kind::kReplicateLabelledFetch
+                       : flxi::Kind::kReplicateFetch;
+      return Fetch(next);
+    }
     if (const auto* err = std::get_if<flxi::ReplicateError>(&frame->body)) {
       return Fail("fetch refused by " + node + ": " + flxi::ErrorCodeName(err->code) + " " +
                   std::string(err->detail));
@@ -269,6 +284,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     const uint64_t end = first + r.payloads.size();
     uint64_t tail = own.TailOffset();
     uint64_t at = first;
+    const bool labelled = !r.generations.empty();
     // Compare the overlap.
     while (at < std::min(end, tail)) {
       auto mine = own.Read(at, storage::ReadLimits{std::min<uint64_t>(end, tail) - at, 1 << 20});
@@ -278,7 +294,9 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
       for (const auto& rec : mine->records) {
         if (rec.offset >= std::min(end, tail)) break;
         const size_t i = rec.offset - first;
-        if (rec.payload != r.payloads[i] || rec.generation != LabelOf(r, rec.offset)) {
+        // Without labels (kind 7/14) the generation is a guess: compare the payload only.
+        if (rec.payload != r.payloads[i] ||
+            (labelled && rec.generation != LabelOf(r, rec.offset))) {
           differs = true;
           break;
         }
@@ -306,13 +324,15 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
                               a.error().ToString());
       }
     }
-    // Overlay the replica's labels on everything this batch covered.
+    // Overlay the replica's labels on everything this batch covered (without labels, only on
+    // what was appended: the compared records keep their own).
     std::vector<storage::EpochEntry> runs;
-    for (uint64_t o = first; o < end; ++o) {
+    const uint64_t relabel_from = labelled ? first : std::max(first, tail);
+    for (uint64_t o = relabel_from; o < end; ++o) {
       const uint64_t g = LabelOf(r, o);
       if (runs.empty() || runs.back().generation != g) runs.push_back({g, o});
     }
-    (void)store.RelabelGenerations(first, runs);  // advisory
+    if (relabel_from < end) (void)store.RelabelGenerations(relabel_from, runs);  // advisory
     return {};
   }
 

@@ -27,8 +27,9 @@
 //     have yet; on_open is called without it;
 //   - step 2 (holding writes while fencing) and routing belong to the host;
 //   - step 6 (the counter log of a cache shard): only the shard's own log is fenced;
-//   - a fetch answered without labels (kind 7/14) labels the fetched records with the
-//     replica's last_generation from its FenceOk (the replica offered no labels).
+//   - a replica answering UnsupportedKind to kind 37 is asked with 33, then 31; a fetch
+//     answered without labels (kind 7/14) labels the fetched records with the replica's
+//     last_generation from its FenceOk (an overclaim, replication.md §9.2).
 //
 // Threading: every step and callback runs on `executor`; transport answers are posted to it.
 // Start() once; Stop() from any thread but the executor's, before destruction: it waits until

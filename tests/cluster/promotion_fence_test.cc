@@ -37,6 +37,7 @@ enum class Mode { kAnswer, kSilent, kFail };
 struct Replica {
   std::unique_ptr<storage::ShardStore> store;
   std::atomic<Mode> mode{Mode::kAnswer};
+  bool knows_labelled_fetch = true;  // false: an older replica that knows only kind 31
 };
 
 // Answers on the caller's thread (the fence's executor) with the real replica side.
@@ -69,7 +70,13 @@ class ScriptedTransport final : public ReplicaTransport {
         break;
     }
     std::vector<uint8_t> answer;
-    if (auto* fence = std::get_if<flxi::Fence>(&frame->body)) {
+    const bool unknown =
+        !r.knows_labelled_fetch && (frame->kind == flxi::Kind::kReplicateLabelledFetch ||
+                                    frame->kind == flxi::Kind::kReplicateTimedFetch);
+    if (unknown) {
+      answer = flxi::EncodeUnsupportedKindAnswer(
+          uint16_t(frame->kind), std::span<const uint8_t>(*bytes).subspan(flxi::kHeaderBytes));
+    } else if (auto* fence = std::get_if<flxi::Fence>(&frame->body)) {
       FenceAnswer a = AnswerFence(r.store.get(), false, *fence, FollowerRole::kViewOlder, "leader");
       answer = *flxi::EncodeFrame(a.ToFrame(fence->correlation_id));
     } else if (auto* fetch = std::get_if<flxi::Fetch>(&frame->body)) {
@@ -221,6 +228,30 @@ TEST_F(PromotionFenceTest, ReplicaAheadIsFetchedAndAppendedWithItsGenerations) {
     }
   }
   EXPECT_EQ(fetches, 5u);  // from offset 0 (no commit, own last generation began at 0)
+}
+
+TEST_F(PromotionFenceTest, OlderReplicaIsFetchedWithTheOlderKinds) {
+  Write(*leader_, {{"a", 1}});
+  Write(*replicas_["r1"].store, {{"a", 1}, {"b", 2}, {"c", 2}});
+  replicas_["r1"].knows_labelled_fetch = false;
+  replicas_["r2"].mode = Mode::kFail;
+  StartFence(3);
+  EXPECT_EQ(WaitOpen(), 3u);
+  fence_->Stop();
+  using C = std::vector<std::pair<std::string, uint64_t>>;
+  // Unlabelled records are compared by payload (a keeps its own generation) and appended ones
+  // take the replica's last generation from its FenceOk.
+  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 2}, {"c", 2}}));
+  EXPECT_EQ(fence_->truncated(), 0u);
+  EXPECT_EQ(leader_->generation_history().entries(),
+            (std::vector<storage::EpochEntry>{{1, 0}, {2, 1}, {3, 3}}));
+  std::vector<flxi::Kind> fetches;
+  for (auto& [node, kind] : transport_.sent()) {
+    if (kind != flxi::Kind::kFence) fetches.push_back(kind);
+  }
+  EXPECT_EQ(fetches, (std::vector<flxi::Kind>{flxi::Kind::kReplicateTimedFetch,
+                                              flxi::Kind::kReplicateLabelledFetch,
+                                              flxi::Kind::kReplicateFetch}));
 }
 
 TEST_F(PromotionFenceTest, OwnDivergentSuffixIsTruncatedAndReplaced) {
