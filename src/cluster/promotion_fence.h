@@ -1,0 +1,106 @@
+// PromotionFence: the leader side of the promotion fence for one shard at one generation G
+// (replication.md §10 "Leader side" steps 1–5, 7, 8; §11; cluster-etcd.md D3). One attempt:
+//
+//   1. persist G and a ballot naming this node (ShardStore::AcceptGeneration; a store that
+//      already accepted G from another node, or a newer generation, fails the attempt);
+//   3. send Fence(shard @ G, own log) to every replica concurrently;
+//   4. wait for a majority of the replica set including this node (Majority(replicas + 1)
+//      FenceOk answers counting itself); later answers are not waited for. FencedEpoch,
+//      errors and transport failures count against; when a majority can no longer be reached,
+//      or attempt_timeout passes, the attempt fails;
+//   5. pick the log furthest ahead by (last_generation, log_end) among this node's own and the
+//      answers; if it is ahead of the own log, ReplicateLabelledFetch/TimedFetch it from
+//      min(max(own commit offset, start of the own last generation), own tail) until its
+//      log_end: every fetched record below the own tail is compared (payload and generation);
+//      at the first disagreement the own log is truncated there (never below the commit
+//      offset: DurableLog refuses) and the rest is appended at the fetched offsets with the
+//      fetched generations and times; finally any own records past that log's end are cut;
+//      the generation history is relabelled for what was taken (ShardStore::RelabelGenerations);
+//   7. record where this leadership begins (history entry (G, own tail)) and call
+//      on_open(start_offset);
+//   8. on failure retry after `retry` (200 ms), doubling per failed attempt up to `retry_max`
+//      (2 s), never giving up until Stop().
+//
+// Not done here (see docs/cluster.md, "Promotion fence"):
+//   - TODO(generation-start record, §17): writing the record at start_offset needs storage
+//     record flag bit 29 (segment format v4, storage.md), which the segment format does not
+//     have yet; on_open is called without it;
+//   - step 2 (holding writes while fencing) and routing belong to the host;
+//   - step 6 (the counter log of a cache shard): only the shard's own log is fenced;
+//   - a replica answering UnsupportedKind to kind 37 is asked with 33, then 31; a fetch
+//     answered without labels (kind 7/14) labels the fetched records with the replica's
+//     last_generation from its FenceOk (an overclaim, replication.md §9.2).
+//
+// Threading: every step and callback runs on `executor`; transport answers are posted to it.
+// Start() once; Stop() from any thread but the executor's, before destruction: it waits until
+// no callback of this fence can run; answers arriving later are dropped. The store, transport
+// and executor must outlive the fence. Blocking: the executor fsyncs (AcceptGeneration,
+// appends under the log's fsync policy, truncation) while fencing; nothing is served then.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "broker/executor.h"
+#include "cluster/shard_replicator.h"
+#include "storage/shard_store.h"
+#include "wire/flxi/flxi.h"
+
+namespace felix::cluster {
+
+struct PromotionFenceOptions {
+  std::string tenant, ns, name;  // as FLXI names the shard
+  uint32_t shard = 0;
+  bool cache_shard = false;
+  uint64_t generation = 0;                    // G, the generation this node now leads
+  std::string self_node_id;                   // the ballot names it
+  std::vector<PeerAddress> replicas;          // the replica set without this node
+  std::chrono::milliseconds retry{200};       // FENCE_RETRY
+  std::chrono::milliseconds retry_max{2000};  // FENCE_RETRY_MAX
+  // An attempt that has neither a majority nor every answer by then fails (a silent replica
+  // must not hold the shard forever); the peer request timeout.
+  std::chrono::milliseconds attempt_timeout{5000};
+  // 33 ReplicateLabelledFetch or 37 ReplicateTimedFetch (keeps the records' append times).
+  wire::flxi::Kind fetch_kind = wire::flxi::Kind::kReplicateTimedFetch;
+  uint32_t fetch_max_bytes = wire::flxi::kMaxFetchAnswerBytes;
+};
+
+// The delay before attempt n+1 after `failures` consecutive failed attempts (failures ≥ 1):
+// retry · 2^(failures−1), capped at retry_max.
+std::chrono::milliseconds FenceRetryDelay(uint32_t failures, std::chrono::milliseconds retry,
+                                          std::chrono::milliseconds retry_max);
+
+class PromotionFence {
+ public:
+  // Runs once on the executor when the shard may serve; `start_offset` is where this
+  // leadership's records begin (the own tail after catch-up).
+  using OpenListener = std::function<void(uint64_t start_offset)>;
+
+  PromotionFence(storage::ShardStore& store, PromotionFenceOptions options,
+                 ReplicaTransport& transport, broker::Executor& executor, OpenListener on_open);
+  ~PromotionFence();
+  PromotionFence(const PromotionFence&) = delete;
+  PromotionFence& operator=(const PromotionFence&) = delete;
+
+  void Start();
+  void Stop();
+
+  // Any thread.
+  uint32_t attempts() const;   // attempts started
+  uint32_t failures() const;   // attempts failed
+  uint64_t truncated() const;  // own records dropped (felix_broker_promotion_truncated_total)
+  bool opened() const;
+  // The last failure's reason; executor only.
+  std::string last_error() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace felix::cluster

@@ -1,0 +1,352 @@
+// PromotionFence (replication.md §10 leader side) on a real leader ShardStore against a scripted
+// ReplicaTransport whose replicas answer with the real replica side (AnswerFence, AnswerFetch)
+// on real ShardStores in temp dirs. The test chooses which replica answers, fails or stays
+// silent; waits are for events (sends, on_open) with deadlines, never sleeps.
+#include "cluster/promotion_fence.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include "cluster/fence_answer.h"
+#include "support/child_process.h"
+
+namespace felix::cluster {
+namespace {
+
+namespace flxi = wire::flxi;
+using namespace std::chrono_literals;
+using storage::LogKind;
+
+TEST(FenceRetryDelayTest, TwoHundredMillisecondsDoublingToTwoSeconds) {
+  const auto base = 200ms, max = 2000ms;
+  EXPECT_EQ(FenceRetryDelay(1, base, max), 200ms);
+  EXPECT_EQ(FenceRetryDelay(2, base, max), 400ms);
+  EXPECT_EQ(FenceRetryDelay(3, base, max), 800ms);
+  EXPECT_EQ(FenceRetryDelay(4, base, max), 1600ms);
+  EXPECT_EQ(FenceRetryDelay(5, base, max), 2000ms);
+  EXPECT_EQ(FenceRetryDelay(1000, base, max), 2000ms);
+}
+
+enum class Mode { kAnswer, kSilent, kFail };
+
+struct Replica {
+  std::unique_ptr<storage::ShardStore> store;
+  std::atomic<Mode> mode{Mode::kAnswer};
+  bool knows_labelled_fetch = true;  // false: an older replica that knows only kind 31
+};
+
+// Answers on the caller's thread (the fence's executor) with the real replica side.
+class ScriptedTransport final : public ReplicaTransport {
+ public:
+  std::map<std::string, Replica*> replicas;
+
+  Result<void> Send(const PeerAddress& peer, const flxi::Frame& request,
+                    PeerCallback done) override {
+    auto bytes = flxi::EncodeFrame(request);
+    EXPECT_TRUE(bytes.has_value());
+    auto frame = flxi::DecodeFrame(*bytes);
+    EXPECT_TRUE(frame.has_value());
+    Replica& r = *replicas.at(peer.node_id);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sent_.push_back({peer.node_id, frame->kind});
+    }
+    cv_.notify_all();
+    switch (r.mode.load()) {
+      case Mode::kSilent: {
+        std::lock_guard<std::mutex> lock(mu_);
+        held_.push_back(std::move(done));
+        return {};
+      }
+      case Mode::kFail:
+        done(tl::unexpected(PeerError{PeerErrorKind::kDisconnected, true, "down"}));
+        return {};
+      case Mode::kAnswer:
+        break;
+    }
+    std::vector<uint8_t> answer;
+    const bool unknown =
+        !r.knows_labelled_fetch && (frame->kind == flxi::Kind::kReplicateLabelledFetch ||
+                                    frame->kind == flxi::Kind::kReplicateTimedFetch);
+    if (unknown) {
+      answer = flxi::EncodeUnsupportedKindAnswer(
+          uint16_t(frame->kind), std::span<const uint8_t>(*bytes).subspan(flxi::kHeaderBytes));
+    } else if (auto* fence = std::get_if<flxi::Fence>(&frame->body)) {
+      FenceAnswer a = AnswerFence(r.store.get(), false, *fence, FollowerRole::kViewOlder, "leader");
+      answer = *flxi::EncodeFrame(a.ToFrame(fence->correlation_id));
+    } else if (auto* fetch = std::get_if<flxi::Fetch>(&frame->body)) {
+      FetchAnswer a = AnswerFetch(r.store.get(), false, *fetch, frame->kind,
+                                  FollowerRole::kViewOlder, "leader");
+      answer = *flxi::EncodeFrame(a.ToFrame(fetch->correlation_id));
+    } else {
+      ADD_FAILURE() << "unexpected " << flxi::KindName(frame->kind);
+    }
+    PeerResponse resp;
+    auto env = flxi::DecodeEnvelope(answer);
+    resp.kind = env->kind;
+    resp.body.assign(answer.begin() + flxi::kHeaderBytes, answer.end());
+    done(std::move(resp));
+    return {};
+  }
+
+  // Waits until `n` frames were sent (deadline 10 s).
+  bool WaitForSends(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, 10s, [&] { return sent_.size() >= n; });
+  }
+  std::vector<std::pair<std::string, flxi::Kind>> sent() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sent_;
+  }
+  std::vector<PeerCallback> TakeHeld() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::move(held_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<std::string, flxi::Kind>> sent_;
+  std::vector<PeerCallback> held_;
+};
+
+class PromotionFenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("promotion-fence");
+    leader_ = OpenStore("leader");
+    for (const char* name : {"r1", "r2"}) {
+      replicas_[name].store = OpenStore(name);
+      transport_.replicas[name] = &replicas_[name];
+    }
+  }
+  void TearDown() override {
+    if (fence_) fence_->Stop();
+    fence_.reset();
+    executor_.Stop();
+    std::filesystem::remove_all(dir_);
+  }
+  std::unique_ptr<storage::ShardStore> OpenStore(const std::string& name) {
+    storage::LogOptions o;
+    o.fsync_mode = storage::FsyncMode::kOnCommit;
+    auto s = storage::ShardStore::Open(dir_ + "/" + name, storage::ShardStoreOptions::Uniform(o));
+    EXPECT_TRUE(s.has_value()) << s.error().ToString();
+    return std::move(*s);
+  }
+  static void Write(storage::ShardStore& store,
+                    std::vector<std::pair<std::string, uint64_t>> recs) {
+    for (auto& [payload, g] : recs) {
+      if (store.replica_state().generation < g) {
+        ASSERT_TRUE(store.AcceptGeneration(g, "old" + std::to_string(g),
+                                           store.log(LogKind::kStream).TailOffset()));
+      }
+      storage::AppendRecord r{storage::AsBytes(payload), g, 0};
+      ASSERT_TRUE(store.log(LogKind::kStream).Append(r).has_value());
+    }
+  }
+  static std::vector<std::pair<std::string, uint64_t>> Contents(storage::ShardStore& store) {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    auto& log = store.log(LogKind::kStream);
+    auto batch = log.Read(log.BaseOffset(), storage::ReadLimits{1000, 1 << 20});
+    if (!batch) return out;
+    for (auto& r : batch->records) out.emplace_back(r.payload, r.generation);
+    return out;
+  }
+
+  void StartFence(uint64_t generation, PromotionFenceOptions tweak = {}) {
+    PromotionFenceOptions o = tweak;
+    o.tenant = "t";
+    o.ns = "n";
+    o.name = "s";
+    o.generation = generation;
+    o.self_node_id = "leader";
+    if (o.replicas.empty()) o.replicas = {{"r1", {}}, {"r2", {}}};
+    fence_ = std::make_unique<PromotionFence>(
+        *leader_, o, transport_, executor_, [p = opened_](uint64_t start) { p->set_value(start); });
+    fence_->Start();
+  }
+  // The start offset on_open was called with, or nullopt after 10 s.
+  std::optional<uint64_t> WaitOpen() {
+    auto f = opened_->get_future();
+    if (f.wait_for(10s) != std::future_status::ready) return std::nullopt;
+    return f.get();
+  }
+
+  std::string dir_;
+  std::unique_ptr<storage::ShardStore> leader_;
+  std::map<std::string, Replica> replicas_;
+  ScriptedTransport transport_;
+  broker::Executor executor_{"fence-test"};
+  std::shared_ptr<std::promise<uint64_t>> opened_ = std::make_shared<std::promise<uint64_t>>();
+  std::unique_ptr<PromotionFence> fence_;
+};
+
+TEST_F(PromotionFenceTest, MajorityWithOneReplicaSilentOpensAtTheOwnTail) {
+  Write(*leader_, {{"a", 1}, {"b", 1}});
+  Write(*replicas_["r1"].store, {{"a", 1}, {"b", 1}});
+  replicas_["r2"].mode = Mode::kSilent;
+  StartFence(2);
+  EXPECT_EQ(WaitOpen(), 2u);
+  fence_->Stop();
+  EXPECT_TRUE(fence_->opened());
+  // Own generation and ballot, and the fenced replica's, are durable.
+  EXPECT_EQ(leader_->replica_state().generation, 2u);
+  EXPECT_EQ(leader_->ballot()->leader, "leader");
+  EXPECT_EQ(replicas_["r1"].store->replica_state().generation, 2u);
+  EXPECT_EQ(replicas_["r1"].store->ballot()->leader, "leader");
+  EXPECT_EQ(leader_->generation_history().entries().back(), (storage::EpochEntry{2, 2}));
+  // No fetch: nobody was ahead.
+  for (auto& [node, kind] : transport_.sent()) EXPECT_EQ(kind, flxi::Kind::kFence) << node;
+  // The silent replica's late answer after Stop reaches nothing.
+  for (auto& cb : transport_.TakeHeld()) cb(tl::unexpected(PeerError{PeerErrorKind::kStopped}));
+}
+
+TEST_F(PromotionFenceTest, ReplicaAheadIsFetchedAndAppendedWithItsGenerations) {
+  Write(*leader_, {{"a", 1}, {"b", 1}});
+  Write(*replicas_["r1"].store, {{"a", 1}, {"b", 1}, {"c", 1}, {"d", 2}, {"e", 2}});
+  replicas_["r2"].mode = Mode::kFail;
+  PromotionFenceOptions o;
+  o.fetch_max_bytes = 1;  // one record per fetch: the fetch loop runs several rounds
+  StartFence(3, o);
+  EXPECT_EQ(WaitOpen(), 5u);
+  fence_->Stop();
+  using C = std::vector<std::pair<std::string, uint64_t>>;
+  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 1}, {"c", 1}, {"d", 2}, {"e", 2}}));
+  EXPECT_EQ(fence_->truncated(), 0u);
+  EXPECT_EQ(leader_->generation_history().entries(),
+            (std::vector<storage::EpochEntry>{{1, 0}, {2, 3}, {3, 5}}));
+  size_t fetches = 0;
+  for (auto& [node, kind] : transport_.sent()) {
+    if (kind == flxi::Kind::kReplicateTimedFetch) {
+      EXPECT_EQ(node, "r1");
+      ++fetches;
+    }
+  }
+  EXPECT_EQ(fetches, 5u);  // from offset 0 (no commit, own last generation began at 0)
+}
+
+TEST_F(PromotionFenceTest, OlderReplicaIsFetchedWithTheOlderKinds) {
+  Write(*leader_, {{"a", 1}});
+  Write(*replicas_["r1"].store, {{"a", 1}, {"b", 2}, {"c", 2}});
+  replicas_["r1"].knows_labelled_fetch = false;
+  replicas_["r2"].mode = Mode::kFail;
+  StartFence(3);
+  EXPECT_EQ(WaitOpen(), 3u);
+  fence_->Stop();
+  using C = std::vector<std::pair<std::string, uint64_t>>;
+  // Unlabelled records are compared by payload (a keeps its own generation) and appended ones
+  // take the replica's last generation from its FenceOk.
+  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 2}, {"c", 2}}));
+  EXPECT_EQ(fence_->truncated(), 0u);
+  EXPECT_EQ(leader_->generation_history().entries(),
+            (std::vector<storage::EpochEntry>{{1, 0}, {2, 1}, {3, 3}}));
+  std::vector<flxi::Kind> fetches;
+  for (auto& [node, kind] : transport_.sent()) {
+    if (kind != flxi::Kind::kFence) fetches.push_back(kind);
+  }
+  EXPECT_EQ(fetches, (std::vector<flxi::Kind>{flxi::Kind::kReplicateTimedFetch,
+                                              flxi::Kind::kReplicateLabelledFetch,
+                                              flxi::Kind::kReplicateFetch}));
+}
+
+TEST_F(PromotionFenceTest, OwnDivergentSuffixIsTruncatedAndReplaced) {
+  // The leader holds a generation-2 suffix nobody else took; generation 3 wrote over it.
+  Write(*leader_, {{"a", 1}, {"b", 1}, {"x", 2}, {"y", 2}});
+  ASSERT_TRUE(leader_->SetCommitOffset(2).has_value());
+  leader_->log(LogKind::kStream).SetCommitOffset(2);
+  Write(*replicas_["r1"].store, {{"a", 1}, {"b", 1}, {"c", 3}});
+  Write(*replicas_["r2"].store, {{"a", 1}, {"b", 1}});
+  StartFence(4);
+  EXPECT_EQ(WaitOpen(), 3u);
+  fence_->Stop();
+  using C = std::vector<std::pair<std::string, uint64_t>>;
+  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 1}, {"c", 3}}));
+  EXPECT_EQ(fence_->truncated(), 2u);
+  EXPECT_EQ(leader_->generation_history().entries(),
+            (std::vector<storage::EpochEntry>{{1, 0}, {3, 2}, {4, 3}}));
+}
+
+TEST_F(PromotionFenceTest, ReplicaThatAnswersFencedEpochDoesNotCount) {
+  Write(*replicas_["r1"].store, {{"a", 5}});  // r1 accepted generation 5
+  replicas_["r2"].mode = Mode::kAnswer;
+  StartFence(3);
+  // Leader + r2 are a majority of 3.
+  EXPECT_EQ(WaitOpen(), 0u);
+  fence_->Stop();
+  EXPECT_EQ(replicas_["r1"].store->replica_state().generation, 5u);
+  EXPECT_EQ(replicas_["r2"].store->replica_state().generation, 3u);
+  EXPECT_TRUE(Contents(*leader_).empty());  // nothing taken from the refusing replica
+}
+
+TEST_F(PromotionFenceTest, NoMajorityRetriesWithBackoffUntilOneIsReachable) {
+  Write(*replicas_["r1"].store, {{"a", 5}});  // refuses: FencedEpoch
+  replicas_["r2"].mode = Mode::kFail;
+  PromotionFenceOptions o;
+  o.retry = 1ms;
+  o.retry_max = 4ms;
+  StartFence(3, o);
+  ASSERT_TRUE(transport_.WaitForSends(8));  // four attempts, two fences each
+  EXPECT_FALSE(fence_->opened());
+  replicas_["r2"].mode = Mode::kAnswer;  // a majority becomes reachable: it never gave up
+  EXPECT_EQ(WaitOpen(), 0u);
+  fence_->Stop();
+  EXPECT_GE(fence_->failures(), 3u);
+  EXPECT_EQ(fence_->attempts(), fence_->failures() + 1);
+  // Bounded: each attempt sent exactly one fence to each replica.
+  EXPECT_EQ(transport_.sent().size(), 2u * fence_->attempts());
+}
+
+TEST_F(PromotionFenceTest, StopWithFencesInFlightIsClean) {
+  replicas_["r1"].mode = Mode::kSilent;
+  replicas_["r2"].mode = Mode::kSilent;
+  PromotionFenceOptions o;
+  o.attempt_timeout = 60s;
+  StartFence(2, o);
+  ASSERT_TRUE(transport_.WaitForSends(2));
+  fence_->Stop();
+  EXPECT_FALSE(fence_->opened());
+  // Answers after Stop (a real pool fails them with kStopped or delivers late) do nothing.
+  auto held = transport_.TakeHeld();
+  ASSERT_EQ(held.size(), 2u);
+  PeerResponse late;
+  late.kind = uint16_t(flxi::Kind::kFenceOk);
+  late.body = std::vector<uint8_t>(32, 0);
+  held[0](late);
+  held[1](tl::unexpected(PeerError{PeerErrorKind::kStopped}));
+  fence_.reset();
+  EXPECT_EQ(opened_->get_future().wait_for(0s), std::future_status::timeout);
+}
+
+TEST_F(PromotionFenceTest, SilentReplicaWithoutMajorityTimesOutAndRetries) {
+  replicas_["r1"].mode = Mode::kSilent;
+  replicas_["r2"].mode = Mode::kFail;
+  PromotionFenceOptions o;
+  o.attempt_timeout = 5ms;
+  o.retry = 1ms;
+  o.retry_max = 1ms;
+  StartFence(2, o);
+  ASSERT_TRUE(transport_.WaitForSends(4));  // a second attempt started
+  fence_->Stop();
+  EXPECT_FALSE(fence_->opened());
+  EXPECT_GE(fence_->failures(), 1u);
+}
+
+TEST_F(PromotionFenceTest, ALeaderWithoutReplicasOpensAtOnce) {
+  Write(*leader_, {{"a", 1}});
+  PromotionFenceOptions alone;
+  alone.generation = 2;
+  alone.self_node_id = "leader";
+  fence_ = std::make_unique<PromotionFence>(*leader_, alone, transport_, executor_,
+                                            [p = opened_](uint64_t s) { p->set_value(s); });
+  fence_->Start();
+  EXPECT_EQ(WaitOpen(), 1u);
+  EXPECT_TRUE(transport_.sent().empty());
+}
+
+}  // namespace
+}  // namespace felix::cluster
