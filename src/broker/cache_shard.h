@@ -126,6 +126,9 @@ class CacheShard {
   uint64_t compactions() const { return compactions_; }
   // The version (offset of the put that wrote it) of a live entry.
   std::optional<uint64_t> VersionOf(const std::string& key);
+  // A put or delete of `key` is appended but not applied yet (a conditional write must not
+  // decide on the value it is about to replace).
+  bool WriteInFlight(const std::string& key) const { return pending_keys_.count(key) != 0; }
 
  private:
   struct Entry {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "broker/broker_core.h"
+#include "broker/cache_forwarder.h"
 #include "broker/memory_trimmer.h"
 #include "broker/publish_forwarder.h"
 #include "broker/shard_resolver.h"
@@ -102,6 +103,11 @@ class ClientService {
   // `not_leader`.
   void SetPublishForwarder(PublishForwarder* forwarder) { forwarder_.store(forwarder); }
   PublishForwarder* forwarder() const { return forwarder_.load(std::memory_order_acquire); }
+  // The same for cache and counter operations on a key another broker owns.
+  void SetCacheForwarder(CacheForwarder* forwarder) { cache_forwarder_.store(forwarder); }
+  CacheForwarder* cache_forwarder() const {
+    return cache_forwarder_.load(std::memory_order_acquire);
+  }
   const catalog::Catalog& catalog() const { return catalog_; }
   ClientMetrics& metrics() { return *metrics_; }
 
@@ -112,6 +118,7 @@ class ClientService {
   BrokerCore& core_;
   ShardResolver resolver_;
   std::atomic<PublishForwarder*> forwarder_{nullptr};
+  std::atomic<CacheForwarder*> cache_forwarder_{nullptr};
   const catalog::Catalog& catalog_;
   std::unique_ptr<ClientMetrics> metrics_;
   // Loop thread: sessions still answering or with unacknowledged answers.

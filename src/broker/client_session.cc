@@ -598,7 +598,7 @@ bool ClientSession::Publish(PublishRequest request) {
 }
 
 void ClientSession::AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result,
-                                  bool durable) {
+                                  bool durable, const RemoteShard* owner) {
   if (!result) {
     SendPublishError(binary, request_id, ProtocolCodeFor(result.error()), result.error().message);
     return;
@@ -612,6 +612,11 @@ void ClientSession::AnswerPublish(bool binary, uint64_t request_id, const Result
     ack.status = flx1::BinaryPublishAck::Status::kOk;
     ack.request_id = request_id;
     if (with_offset) ack.offset = *result;
+    if (owner != nullptr && (peer_flags_ & flx1::kFlagBinaryPublishAckOwner) != 0) {
+      ack.owner = flx1::BinaryPublishAck::Owner{owner->owner_node_id, std::nullopt,
+                                                owner->generation.value()};
+      if (!owner->owner_client_addr.empty()) ack.owner->addr = owner->owner_client_addr;
+    }
     std::vector<uint8_t> frame;
     if (flx1::AppendFrame(flx1::Flx1Frame{ack}, frame)) WritePublishAnswer(std::move(frame));
     return;

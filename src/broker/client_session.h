@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "auth/token.h"
+#include "broker/cache_path.h"
 #include "broker/client_service.h"
 #include "broker/event_stream_writer.h"
 #include "broker/publish_path.h"
@@ -116,9 +117,10 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void ForwardPublish(PublishRequest request, const RemoteShard& remote,
                       std::optional<uint64_t> answer_id, bool durable, size_t bytes);
   // Answers a publish once written: `durable` says whether its offset may be told (never for
-  // an in-memory stream, semantics.md §2.4).
-  void AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result,
-                     bool durable);
+  // an in-memory stream, semantics.md §2.4). `owner`: the batch was forwarded to it; a binary
+  // ack names it (flag 0x0080) to a client that offered the flag (client-protocol.md §5.2).
+  void AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result, bool durable,
+                     const RemoteShard* owner = nullptr);
   void OnSubscribed(const StreamShardHandle& handle, std::variant<Subscription, CursorError> result,
                     const std::shared_ptr<void>& writer_slot, uint64_t client_id, bool durable,
                     std::optional<uint32_t> requested_capacity);
@@ -203,17 +205,23 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // stream is finished. Returns nullopt for messages that are not cache requests.
   std::optional<bool> HandleCacheRequest(const wire::flx1::Message& message);
   bool HandleCacheShards(const wire::flx1::CacheShards& request);
-  // Authorizes and routes one key; on refusal answers (ending the stream when §8.3 says so),
-  // sets `keep_reading` and returns nullopt.
-  std::optional<CacheShardHandle> ResolveCacheShard(auth::Action action, std::string_view tenant,
-                                                    std::string_view ns, std::string_view cache,
-                                                    std::string_view key, bool single_shot,
-                                                    bool* keep_reading);
-  // Runs `op` on the shard's executor; the answer it hands back runs on the loop thread with
-  // this session (dropped if the session is gone).
-  using CacheAnswer = std::function<void(ClientSession&)>;
-  using CacheOp = std::function<void(CacheShard&, std::function<void(CacheAnswer)>)>;
-  void PostCacheOp(const CacheShardHandle& handle, bool single_shot, CacheOp op);
+  // One cache or counter request: authorized by the cache-key rule, routed by its key, run on
+  // the shard's executor when this broker owns it, forwarded to the owner through the
+  // service's CacheForwarder when another broker does (`not_leader` without a forwarder).
+  // `answer` writes the success answer; refusals and failures are answered here (a refused
+  // request ends the stream, auth.md §6.4; a single-shot request's stream is finished after
+  // its one answer). Returns whether the stream is read on.
+  using CacheResultAnswer = std::function<void(ClientSession&, const CacheCommandResult&)>;
+  bool ServeCacheCommand(std::string_view tenant, std::string_view ns, std::string_view cache,
+                         CacheCommand command, bool single_shot, CacheResultAnswer answer);
+  // The request counts as pending until the owner's outcome is answered on the loop thread.
+  void ForwardCacheCommand(const RemoteShard& remote, std::string_view tenant, std::string_view ns,
+                           std::string_view cache, CacheCommand command, bool single_shot,
+                           CacheResultAnswer answer);
+  // On the loop thread: the answer (or the error) unless the stream ended; `self` null when
+  // the session is gone.
+  static void AnswerCacheCommand(ClientSession* self, const Result<CacheCommandResult>& result,
+                                 bool single_shot, const CacheResultAnswer& answer);
   void SendCacheError(const Error& error);
   // ---- end of cache and counters ---------------------------------------------------------
   // ---- Consumer groups (client_session_groups.cc) ----

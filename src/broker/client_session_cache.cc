@@ -1,7 +1,9 @@
 // ClientSession's cache and counter requests (client-protocol.md §6.5–6.6, semantics.md §10):
 // authorization by the cache-key rule (auth.md §6.3–6.4), routing by the frozen shard hash
-// (shard_modulo over the cache's shard count), execution on the shard's executor, answers by
-// request id in completion order.
+// (shard_modulo over the cache's shard count), execution on the shard's executor — or, for a
+// key another broker owns, on that owner through the service's CacheForwarder (semantics.md
+// §10 "any broker forwards operations to the owner") — answers by request id in completion
+// order. Both ways run the same CacheCommand (broker/cache_path.h).
 #include <spdlog/spdlog.h>
 
 #include "broker/client_metrics.h"
@@ -32,25 +34,16 @@ uint32_t CacheFeatures(const ClientServiceOptions& options) {
 }
 
 std::optional<bool> ClientSession::HandleCacheRequest(const flx1::Message& message) {
-  bool keep_reading = true;
+  using Op = CacheCommand::Op;
   if (auto* put = std::get_if<flx1::CachePut>(&message)) {
-    bool single_shot = !put->request_id;
-    auto handle = ResolveCacheShard(auth::Action::kCacheWrite, put->tenant_id, put->namespace_,
-                                    put->cache, put->key, single_shot, &keep_reading);
-    if (!handle) return keep_reading;
-    PostCacheOp(*handle, single_shot,
-                [key = put->key, value = ToString(put->value), ttl = put->ttl_ms,
-                 request_id = put->request_id](CacheShard& shard, auto reply) mutable {
-                  shard.Put(std::move(key), std::move(value), ttl,
-                            [reply, request_id](Result<void> result) {
-                              reply([result, request_id](ClientSession& session) {
-                                if (!result) return session.SendCacheError(result.error());
-                                if (request_id) return session.Send(flx1::CacheOk{*request_id});
-                                session.Send(flx1::Ok{});
-                              });
-                            });
-                });
-    return true;
+    CacheCommand command{Op::kPut, put->key, ToString(put->value), put->ttl_ms, 0};
+    auto request_id = put->request_id;
+    return ServeCacheCommand(put->tenant_id, put->namespace_, put->cache, std::move(command),
+                             !request_id,
+                             [request_id](ClientSession& session, const CacheCommandResult&) {
+                               if (request_id) return session.Send(flx1::CacheOk{*request_id});
+                               session.Send(flx1::Ok{});
+                             });
   }
   const bool is_get = std::holds_alternative<flx1::CacheGet>(message);
   if (is_get || std::holds_alternative<flx1::CacheDelete>(message)) {
@@ -63,64 +56,29 @@ std::optional<bool> ClientSession::HandleCacheRequest(const flx1::Message& messa
       const auto& m = std::get<flx1::CacheDelete>(message);
       answer = flx1::CacheValue{m.tenant_id, m.namespace_, m.cache, m.key, {}, m.request_id, {}};
     }
-    bool single_shot = !answer.request_id;
-    auto handle = ResolveCacheShard(is_get ? auth::Action::kCacheRead : auth::Action::kCacheWrite,
-                                    answer.tenant_id, answer.namespace_, answer.cache, answer.key,
-                                    single_shot, &keep_reading);
-    if (!handle) return keep_reading;
-    auto answer_with = [answer](const std::optional<std::string>& value) {
-      flx1::CacheValue out = answer;
-      if (value) out.value = ToBytes(*value);
-      return [out = std::move(out)](ClientSession& session) { session.Send(out); };
-    };
-    if (is_get) {
-      PostCacheOp(*handle, single_shot,
-                  [answer_with, key = answer.key](CacheShard& shard, auto reply) {
-                    reply(answer_with(shard.Get(key)));
-                  });
-    } else {
-      PostCacheOp(
-          *handle, single_shot, [answer_with, key = answer.key](CacheShard& shard, auto reply) {
-            shard.Delete(key, [reply, answer_with](Result<std::optional<std::string>> removed) {
-              if (!removed) {
-                Error error = removed.error();
-                return reply([error](ClientSession& s) { s.SendCacheError(error); });
-              }
-              reply(answer_with(*removed));
-            });
-          });
-    }
-    return true;
+    CacheCommand command{is_get ? Op::kGet : Op::kDelete, answer.key, {}, std::nullopt, 0};
+    std::string tenant = answer.tenant_id, ns = answer.namespace_, cache = answer.cache;
+    return ServeCacheCommand(tenant, ns, cache, std::move(command), !answer.request_id,
+                             [answer](ClientSession& session, const CacheCommandResult& result) {
+                               flx1::CacheValue out = answer;
+                               if (result.value) out.value = ToBytes(*result.value);
+                               session.Send(out);
+                             });
   }
+  auto answer_sum = [](uint64_t request_id) {
+    return [request_id](ClientSession& session, const CacheCommandResult& result) {
+      session.Send(flx1::CounterValue{result.sum, request_id});
+    };
+  };
   if (auto* add = std::get_if<flx1::CounterAdd>(&message)) {
-    auto handle = ResolveCacheShard(auth::Action::kCacheWrite, add->tenant_id, add->namespace_,
-                                    add->cache, add->key, false, &keep_reading);
-    if (!handle) return keep_reading;
-    PostCacheOp(*handle, false,
-                [key = add->key, delta = add->delta, request_id = add->request_id](
-                    CacheShard& shard, auto reply) mutable {
-                  shard.CounterAdd(std::move(key), delta, [reply, request_id](Result<int64_t> sum) {
-                    reply([sum, request_id](ClientSession& session) {
-                      if (!sum) return session.SendCacheError(sum.error());
-                      session.Send(flx1::CounterValue{*sum, request_id});
-                    });
-                  });
-                });
-    return true;
+    CacheCommand command{Op::kCounterAdd, add->key, {}, std::nullopt, add->delta};
+    return ServeCacheCommand(add->tenant_id, add->namespace_, add->cache, std::move(command), false,
+                             answer_sum(add->request_id));
   }
   if (auto* get = std::get_if<flx1::CounterGet>(&message)) {
-    auto handle = ResolveCacheShard(auth::Action::kCacheRead, get->tenant_id, get->namespace_,
-                                    get->cache, get->key, false, &keep_reading);
-    if (!handle) return keep_reading;
-    PostCacheOp(*handle, false,
-                [key = get->key, request_id = get->request_id](CacheShard& shard, auto reply) {
-                  auto sum = shard.CounterGet(key);
-                  reply([sum, request_id](ClientSession& session) {
-                    if (!sum) return session.SendCacheError(sum.error());
-                    session.Send(flx1::CounterValue{*sum, request_id});
-                  });
-                });
-    return true;
+    CacheCommand command{Op::kCounterGet, get->key, {}, std::nullopt, 0};
+    return ServeCacheCommand(get->tenant_id, get->namespace_, get->cache, std::move(command), false,
+                             answer_sum(get->request_id));
   }
   if (auto* shards = std::get_if<flx1::CacheShards>(&message)) return HandleCacheShards(*shards);
   return std::nullopt;
@@ -142,65 +100,88 @@ bool ClientSession::HandleCacheShards(const flx1::CacheShards& request) {
   return true;
 }
 
-std::optional<CacheShardHandle> ClientSession::ResolveCacheShard(
-    auth::Action action, std::string_view tenant, std::string_view ns, std::string_view cache,
-    std::string_view key, bool single_shot, bool* keep_reading) {
-  const char* refusal = nullptr;
-  if (tenant != auth_->tenant_id) {
-    refusal = "tenant mismatch";
-  } else if (!auth_->permissions.AllowsCacheKey(action, tenant, ns, cache,
-                                                auth::CacheKey{auth::CacheKey::Kind::kKey, key})) {
-    refusal = "forbidden";
-  }
-  if (refusal != nullptr) {
+bool ClientSession::ServeCacheCommand(std::string_view tenant, std::string_view ns,
+                                      std::string_view cache, CacheCommand command,
+                                      bool single_shot, CacheResultAnswer answer) {
+  if (const char* refusal = CacheAuthorizationRefusal(*auth_, CacheActionOf(command.op), tenant, ns,
+                                                      cache, command.key)) {
     // A refused cache request ends the stream it came on (auth.md §6.4).
     SendError(Code(ProtocolErrorCode::kForbidden), refusal);
     FinishStream();
-    *keep_reading = false;
-    return std::nullopt;
+    return false;
   }
-  auto refuse = [&](uint16_t code, std::string message) -> std::optional<CacheShardHandle> {
-    SendError(code, std::move(message));
-    *keep_reading = !single_shot;
-    if (single_shot) FinishStream();  // its single answer was the refusal
-    return std::nullopt;
-  };
-  auto resolved = service_.resolver().ResolveCacheKey(tenant, ns, cache, key);
+  auto resolved = service_.resolver().ResolveCacheKey(tenant, ns, cache, command.key);
   if (auto* error = std::get_if<Error>(&resolved)) {
-    return refuse(ProtocolCodeFor(*error), error->message);
+    SendError(ProtocolCodeFor(*error), error->message);
+    if (single_shot) FinishStream();  // its single answer was the refusal
+    return !single_shot;
   }
   if (auto* remote = std::get_if<RemoteShard>(&resolved)) {
-    // Until forwarding serves it, the client learns the owner (a redirect-class answer).
+    if (service_.cache_forwarder() != nullptr) {
+      ForwardCacheCommand(*remote, tenant, ns, cache, std::move(command), single_shot,
+                          std::move(answer));
+      return true;
+    }
+    // No forwarder (a broker outside a cluster): the client learns the owner.
     SendNotLeader(*remote);
-    *keep_reading = !single_shot;
     if (single_shot) FinishStream();
-    return std::nullopt;
+    return !single_shot;
   }
-  return std::get<LocalCacheShard>(resolved).handle;
-}
-
-void ClientSession::PostCacheOp(const CacheShardHandle& handle, bool single_shot, CacheOp op) {
-  bool posted = RunOnShard(
-      *handle.executor, [cell = handle.cell, op = std::move(op), single_shot](auto reply) {
-        auto answer_on_loop = [reply, single_shot](CacheAnswer answer) {
-          reply([single_shot, answer = std::move(answer)](ClientSession* self) {
-            if (self == nullptr) return;
-            if (!self->ended_) answer(*self);
-            if (single_shot) self->FinishStream();
+  const auto& handle = std::get<LocalCacheShard>(resolved).handle;
+  bool posted = RunOnShard(*handle.executor, [cell = handle.cell, command = std::move(command),
+                                              answer, single_shot](auto reply) mutable {
+    RunCacheCommandWhenOpen(
+        *cell, std::move(command), [reply, answer, single_shot](Result<CacheCommandResult> result) {
+          reply([answer, single_shot, result](ClientSession* self) {
+            ClientSession::AnswerCacheCommand(self, result, single_shot, answer);
           });
-        };
-        cell->WhenOpen([op, answer_on_loop](Result<OpenedCache*> opened) {
-          if (!opened) {
-            return answer_on_loop(
-                [error = opened.error()](ClientSession& self) { self.SendCacheError(error); });
-          }
-          op(*(*opened)->shard, answer_on_loop);
         });
-      });
+  });
   if (!posted) {
     SendCacheError(Error{ErrorCode::kUnavailable, "broker is stopping"});
     if (single_shot) FinishStream();
   }
+  return true;
+}
+
+void ClientSession::ForwardCacheCommand(const RemoteShard& remote, std::string_view tenant,
+                                        std::string_view ns, std::string_view cache,
+                                        CacheCommand command, bool single_shot,
+                                        CacheResultAnswer answer) {
+  ForwardCacheRequest forward;
+  forward.target = remote;
+  forward.tenant = std::string(tenant);
+  forward.ns = std::string(ns);
+  forward.cache = std::string(cache);
+  forward.command = std::move(command);
+  forward.credential = auth_->raw_token;
+  auto reply = PendingReply();
+  service_.cache_forwarder()->ForwardCache(
+      std::move(forward), [reply, answer, single_shot](ForwardCacheOutcome outcome) {
+        reply([answer, single_shot, outcome = std::move(outcome)](ClientSession* self) {
+          if (outcome.ok) {
+            return ClientSession::AnswerCacheCommand(
+                self, Result<CacheCommandResult>(outcome.result), single_shot, answer);
+          }
+          if (self == nullptr) return;
+          if (!self->ended_) self->SendError(outcome.code, outcome.message);
+          if (single_shot) self->FinishStream();
+        });
+      });
+}
+
+void ClientSession::AnswerCacheCommand(ClientSession* self,
+                                       const Result<CacheCommandResult>& result, bool single_shot,
+                                       const CacheResultAnswer& answer) {
+  if (self == nullptr) return;  // the session is gone: nobody to answer
+  if (!self->ended_) {
+    if (result) {
+      answer(*self, *result);
+    } else {
+      self->SendCacheError(result.error());
+    }
+  }
+  if (single_shot) self->FinishStream();
 }
 
 void ClientSession::SendCacheError(const Error& error) {

@@ -4,7 +4,8 @@
 // The client is answered from the owner's outcome and nothing else, whatever ack_on_commit
 // says ("Acknowledging a forwarded publish"): the ingress has written nothing, so an ack at
 // enqueue would claim what nobody knows. The ack carries the owner's first offset when the
-// client offered 0x1000 and the owner's stream has a log. A fire-and-forget publish is handed
+// client offered 0x1000 and the owner's stream has a log, and the owner hint (0x0080: who
+// answered, at which generation) when the client offered that. A fire-and-forget publish is handed
 // over without waiting: nobody is told its outcome.
 #include "broker/client_metrics.h"
 #include "broker/client_session.h"
@@ -34,11 +35,11 @@ void ClientSession::ForwardPublish(PublishRequest request, const RemoteShard& re
   std::optional<uint64_t> ticket = current_ticket_;
   auto reply = PendingReply();
   service_.forwarder()->Forward(
-      std::move(forward), [reply, inflight_total, bytes, binary, request_id, ticket,
-                           durable](ForwardPublishOutcome outcome) {
+      std::move(forward), [reply, inflight_total, bytes, binary, request_id, ticket, durable,
+                           remote](ForwardPublishOutcome outcome) {
         inflight_total->fetch_sub(bytes);
-        reply([outcome = std::move(outcome), bytes, binary, request_id, ticket,
-               durable](ClientSession* self) {
+        reply([outcome = std::move(outcome), bytes, binary, request_id, ticket, durable,
+               remote](ClientSession* self) {
           if (self == nullptr) return;
           self->ReleasePublish(bytes);
           self->WithTicket(ticket, [&] {
@@ -51,7 +52,14 @@ void ClientSession::ForwardPublish(PublishRequest request, const RemoteShard& re
             // An offset only from the owner's log (an in-memory stream has none).
             bool logged = durable && outcome.offsets.has_value();
             uint64_t first = outcome.offsets ? outcome.offsets->first : 0;
-            self->AnswerPublish(binary, request_id, Result<uint64_t>(first), logged);
+            // The owner hint names who answered; its client address is known only for the
+            // owner this broker resolved (a redirect names the internal one).
+            RemoteShard owner{remote.shard, Generation(outcome.owner_generation),
+                              outcome.owner_node_id, ""};
+            if (owner.owner_node_id == remote.owner_node_id) {
+              owner.owner_client_addr = remote.owner_client_addr;
+            }
+            self->AnswerPublish(binary, request_id, Result<uint64_t>(first), logged, &owner);
           });
         });
       });

@@ -38,6 +38,10 @@ struct ForwardPublishOutcome {
   bool ok = false;
   // ok: the inclusive range the owner wrote; nullopt when its stream has no log.
   std::optional<std::pair<uint64_t, uint64_t>> offsets;
+  // ok: the broker that answered it (the shard's owner, after any redirect) and the
+  // generation it was sent at — what the owner hint (flag 0x0080) names.
+  std::string owner_node_id;
+  uint64_t owner_generation = 0;
   // !ok: the FLX1 error code (wire/flx1/constants.h ProtocolErrorCode) and its message.
   uint16_t code = 0;
   std::string message;

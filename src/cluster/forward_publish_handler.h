@@ -5,6 +5,7 @@
 //
 // For each request, before anything is written (Decide):
 //   1. the legacy kind 1 carries no credential: Unauthorized;
+// (Steps 2–4 are the shared owner rules of cluster/forward_owner.h.)
 //   2. the named shard is routed through the broker's own ShardResolver (the router the client
 //      path asks): a stream this broker does not know (yet) → Unavailable; a shard outside the
 //      stream → Malformed; unavailable here → Unavailable; the router's error opening the
@@ -40,37 +41,16 @@
 
 #include "broker/shard_resolver.h"
 #include "catalog/catalog.h"
+#include "cluster/forward_owner.h"
 #include "cluster/peer_server.h"
 #include "common/metrics.h"
 #include "wire/flxi/flxi.h"
 
 namespace felix::cluster {
 
-// An answer that owns its strings (a wire::flxi::Frame holds views).
-struct ForwardAnswer {
-  enum class Type : uint8_t { kOk, kError, kNotLeader };
-  Type type = Type::kError;
-  uint64_t first_offset = 1, last_offset = 0;                      // kOk
-  wire::flxi::ErrorCode code = wire::flxi::ErrorCode::kMalformed;  // kError
-  std::string detail;                                              // kError
-  std::string node_id, advertise_addr;                             // kNotLeader
-  uint64_t generation = 0;                                         // kNotLeader
-
-  static ForwardAnswer Error(wire::flxi::ErrorCode code, std::string detail);
-  // The frame to send; its strings are views into this answer.
-  wire::flxi::Frame ToFrame(uint64_t correlation_id) const;
-  // Metrics label: ok, not_leader, or the error code's snake_case name.
-  std::string Outcome() const;
-};
-
 class ForwardPublishHandler {
  public:
-  struct Options {
-    std::string own_node_id;
-    std::string own_internal_addr;  // what NotLeader names when this node still owns the shard
-    // The internal address nodes/ advertises for a node ("" when unknown).
-    std::function<std::string(std::string_view node_id)> internal_addr_of;
-  };
+  using Options = ForwardOwnerOptions;
   ForwardPublishHandler(Options options, broker::ShardResolver& resolver,
                         const catalog::Catalog& catalog, MetricsRegistry& metrics);
 
@@ -83,8 +63,6 @@ class ForwardPublishHandler {
   Result<void> RegisterOn(PeerServer& server);
 
  private:
-  void Count(wire::flxi::Kind kind, const ForwardAnswer& answer);
-
   const Options options_;
   broker::ShardResolver& resolver_;
   const catalog::Catalog& catalog_;

@@ -16,19 +16,32 @@ namespace flxi = wire::flxi;
 using wire::flx1::ProtocolErrorCode;
 
 struct ForwardPublisher::Attempt {
+  // One of the two: a publish, or a cache operation (`cache_done` set).
   broker::ForwardPublishRequest request;
   std::function<void(broker::ForwardPublishOutcome)> done;
+  broker::ForwardCacheRequest cache;
+  std::function<void(broker::ForwardCacheOutcome)> cache_done;
+  bool is_cache = false;
   std::string node_id;                 // the owner this send goes to
   std::optional<HostPort> named_addr;  // from a NotLeader; else nodes/
   uint64_t generation = 0;
   std::set<std::pair<std::string, uint64_t>> tried;
   int sends = 0;
   int retries = 0;      // consecutive backoff retries, for the delay
-  bool legacy = false;  // UnsupportedKind answered kind 22: kind 1 was sent once
+  bool legacy = false;  // UnsupportedKind answered kind 22 (23): kind 1 (11) was sent once
   broker::ForwardPublishOutcome last_failure;
+  broker::CacheCommandResult cache_result;  // a cache operation's answer, once ok
   bool finished = false;
 
+  const std::string& Credential() const { return is_cache ? cache.credential : request.credential; }
+  // A lost answer leaves the outcome unknown for anything that may have written; a read
+  // (cache get, counter get) lands on the same state twice and may be re-sent.
+  bool IsRead() const { return is_cache && !cache.command.is_write(); }
   std::string ShardText() const {
+    if (is_cache) {
+      return cache.tenant + "/" + cache.ns + "/" + cache.cache + "#" +
+             std::to_string(cache.target.shard);
+    }
     return request.tenant + "/" + request.ns + "/" + request.stream + "#" +
            std::to_string(request.target.shard);
   }
@@ -48,7 +61,46 @@ broker::ForwardPublishOutcome Failure(ProtocolErrorCode code, std::string messag
   return o;
 }
 
+// The first send goes to the owner the ingress resolved, at its generation.
+std::shared_ptr<ForwardPublisher::Attempt> NewAttempt(const broker::RemoteShard& target) {
+  auto attempt = std::make_shared<ForwardPublisher::Attempt>();
+  attempt->node_id = target.owner_node_id;
+  attempt->generation = target.generation.value();
+  attempt->last_failure = Failure(ProtocolErrorCode::kShardUnavailable, "owner unreachable");
+  return attempt;
+}
+
+// What a lost or unreadable answer leaves the client knowing.
+std::string Unknown(const ForwardPublisher::Attempt& attempt) {
+  return attempt.is_cache ? "the cache operation may or may not have been applied"
+                          : "the publish may or may not have been written";
+}
+
 }  // namespace
+
+void ForwardPublisher::OnCacheOk(const std::shared_ptr<Attempt>& attempt,
+                                 const flxi::ForwardCacheOk& ok) {
+  Count(*attempt, "ok");
+  broker::CacheCommandResult& result = attempt->cache_result;
+  if (attempt->cache.command.is_counter()) {
+    if (ok.value) {
+      auto sum = flxi::DecodeCounterValue(*ok.value);
+      if (!sum) {
+        broker::ForwardPublishOutcome bad =
+            Failure(ProtocolErrorCode::kUnacknowledged,
+                    "the shard owner's counter did not decode (" + sum.error().ToString() +
+                        "): " + Unknown(*attempt));
+        return Finish(attempt, std::move(bad));
+      }
+      result.sum = *sum;
+    }
+  } else if (ok.value) {
+    result.value = std::string(*ok.value);
+  }
+  broker::ForwardPublishOutcome done;
+  done.ok = true;
+  return Finish(attempt, std::move(done));
+}
 
 ForwardPublisher::ForwardPublisher(PeerPool& pool, transport::Endpoint& loop,
                                    ForwardPublisherOptions options, MetricsRegistry& metrics)
@@ -56,17 +108,27 @@ ForwardPublisher::ForwardPublisher(PeerPool& pool, transport::Endpoint& loop,
 
 void ForwardPublisher::Forward(broker::ForwardPublishRequest request,
                                std::function<void(broker::ForwardPublishOutcome)> done) {
-  auto attempt = std::make_shared<Attempt>();
-  attempt->node_id = request.target.owner_node_id;
-  attempt->generation = request.target.generation.value();
+  auto attempt = NewAttempt(request.target);
   attempt->request = std::move(request);
   attempt->done = std::move(done);
-  attempt->last_failure = Failure(ProtocolErrorCode::kShardUnavailable, "owner unreachable");
+  Send(attempt);
+}
+
+void ForwardPublisher::ForwardCache(broker::ForwardCacheRequest request,
+                                    std::function<void(broker::ForwardCacheOutcome)> done) {
+  auto attempt = NewAttempt(request.target);
+  attempt->is_cache = true;
+  attempt->cache = std::move(request);
+  attempt->cache_done = std::move(done);
   Send(attempt);
 }
 
 void ForwardPublisher::Count(const Attempt& attempt, std::string_view outcome) {
-  const char* kind = attempt.legacy ? "ForwardPublish" : "AuthorizedForwardPublish";
+  flxi::Kind k =
+      attempt.is_cache
+          ? (attempt.legacy ? flxi::Kind::kForwardCacheOp : flxi::Kind::kAuthorizedForwardCacheOp)
+          : (attempt.legacy ? flxi::Kind::kForwardPublish : flxi::Kind::kAuthorizedForwardPublish);
+  const char* kind = flxi::KindName(k);
   metrics_
       .AddCounter("felix_forward_sent_total",
                   "forwarded requests this broker sent as ingress, by kind and outcome",
@@ -91,25 +153,66 @@ void ForwardPublisher::Send(const std::shared_ptr<Attempt>& attempt) {
     return RetryLater(attempt, "no internal address");
   }
   attempt->tried.insert({attempt->node_id, attempt->generation});
-  const auto& r = attempt->request;
-  flxi::ForwardPublish fp;
-  fp.shard = flxi::ShardRef{r.tenant, r.ns, r.stream, r.target.shard, attempt->generation};
-  fp.ack = flxi::AckMode::kOnCommit;  // the owner answers after its durable write regardless
-  fp.payloads.reserve(r.payloads.size());
-  for (auto p : r.payloads) {
-    fp.payloads.emplace_back(reinterpret_cast<const char*>(p.data()), p.size());
-  }
-  if (!attempt->legacy && !r.credential.empty()) fp.credential = r.credential;
-  flxi::Frame frame{flxi::ForwardPublishKind(fp), std::move(fp)};
+  std::string counter_bytes;  // a counter delta's 8 bytes, alive until the frame is encoded
+  flxi::Frame frame =
+      attempt->is_cache ? CacheFrame(*attempt, counter_bytes) : PublishFrame(*attempt);
   auto sent = pool_.Request(PeerAddress{attempt->node_id, *addr}, frame,
                             [this, attempt](Result<PeerResponse, PeerError> answer) {
                               OnAnswer(attempt, std::move(answer));
                             });
   if (!sent) {
     Count(*attempt, "refused_locally");
-    Finish(attempt, Failure(ProtocolErrorCode::kInvalidRequest,
-                            "cannot forward this batch: " + sent.error().message));
+    Finish(attempt,
+           Failure(ProtocolErrorCode::kInvalidRequest,
+                   std::string("cannot forward this ") +
+                       (attempt->is_cache ? "operation: " : "batch: ") + sent.error().message));
   }
+}
+
+flxi::Frame ForwardPublisher::PublishFrame(const Attempt& attempt) {
+  const auto& r = attempt.request;
+  flxi::ForwardPublish fp;
+  fp.shard = flxi::ShardRef{r.tenant, r.ns, r.stream, r.target.shard, attempt.generation};
+  fp.ack = flxi::AckMode::kOnCommit;  // the owner answers after its durable write regardless
+  fp.payloads.reserve(r.payloads.size());
+  for (auto p : r.payloads) {
+    fp.payloads.emplace_back(reinterpret_cast<const char*>(p.data()), p.size());
+  }
+  if (!attempt.legacy && !r.credential.empty()) fp.credential = r.credential;
+  return flxi::Frame{flxi::ForwardPublishKind(fp), std::move(fp)};
+}
+
+flxi::Frame ForwardPublisher::CacheFrame(const Attempt& attempt, std::string& counter_bytes) {
+  using Op = broker::CacheCommand::Op;
+  const auto& r = attempt.cache;
+  const auto& c = r.command;
+  flxi::CacheOp op;
+  op.shard = flxi::ShardRef{r.tenant, r.ns, r.cache, r.target.shard, attempt.generation};
+  switch (c.op) {
+    case Op::kPut:
+      op.op = flxi::CacheOpKind::kPut;
+      op.value = c.value;
+      // FLXI's 0 means "no expiry": a client's 0 ("expired at once") travels as 1 ms.
+      if (c.ttl_ms) op.ttl_ms = std::max<uint64_t>(*c.ttl_ms, 1);
+      break;
+    case Op::kGet:
+      op.op = flxi::CacheOpKind::kGet;
+      break;
+    case Op::kDelete:
+      op.op = flxi::CacheOpKind::kDelete;
+      break;
+    case Op::kCounterAdd:
+      op.op = flxi::CacheOpKind::kCounterAdd;
+      counter_bytes = flxi::EncodeCounterValue(c.delta);
+      op.value = counter_bytes;
+      break;
+    case Op::kCounterGet:
+      op.op = flxi::CacheOpKind::kCounterGet;
+      break;
+  }
+  op.key = c.key;
+  if (!attempt.legacy && !r.credential.empty()) op.credential = r.credential;
+  return flxi::Frame{flxi::CacheOpFrameKind(op), std::move(op)};
 }
 
 void ForwardPublisher::RetryLater(const std::shared_ptr<Attempt>& attempt, std::string why) {
@@ -137,6 +240,16 @@ void ForwardPublisher::Finish(const std::shared_ptr<Attempt>& attempt,
                 "forward failed shard={} generation={} peer={} code={} {}", attempt->ShardText(),
                 attempt->generation, attempt->node_id, outcome.code, outcome.message);
   }
+  if (attempt->is_cache) {
+    auto done = std::move(attempt->cache_done);
+    broker::ForwardCacheOutcome out;
+    out.ok = outcome.ok;
+    out.result = std::move(attempt->cache_result);
+    out.code = outcome.code;
+    out.message = std::move(outcome.message);
+    if (done) done(std::move(out));
+    return;
+  }
   auto done = std::move(attempt->done);
   attempt->request.owner.reset();  // the payloads are no longer needed
   if (done) done(std::move(outcome));
@@ -157,11 +270,16 @@ void ForwardPublisher::OnAnswer(const std::shared_ptr<Attempt>& attempt,
         return RetryLater(attempt, e.message);
       case PeerErrorKind::kTimeout:
       case PeerErrorKind::kDisconnected:
-        // The owner may have written the batch before its answer was lost: indeterminate.
+        if (attempt->IsRead()) {  // lands on the same state twice: may be asked again
+          attempt->last_failure = Failure(ProtocolErrorCode::kShardUnavailable,
+                                          "the shard owner's answer was lost: " + e.message);
+          return RetryLater(attempt, e.message);
+        }
+        // The owner may have written it before its answer was lost: indeterminate.
         return Finish(attempt, Failure(ProtocolErrorCode::kUnacknowledged,
                                        "forwarded to broker '" + attempt->node_id +
                                            "', but its answer was lost (" + e.message +
-                                           "): the publish may or may not have been written"));
+                                           "): " + Unknown(*attempt)));
       case PeerErrorKind::kNotOffered:
       case PeerErrorKind::kStopped:
         return Finish(attempt, Failure(ProtocolErrorCode::kShardUnavailable,
@@ -173,15 +291,20 @@ void ForwardPublisher::OnAnswer(const std::shared_ptr<Attempt>& attempt,
   auto frame = response.Decode();
   if (!frame) {
     Count(*attempt, "undecodable");
-    return Finish(attempt,
-                  Failure(ProtocolErrorCode::kUnacknowledged,
-                          "the shard owner's answer did not decode (" + frame.error().ToString() +
-                              "): the publish may or may not have been written"));
+    return Finish(attempt, Failure(ProtocolErrorCode::kUnacknowledged,
+                                   "the shard owner's answer did not decode (" +
+                                       frame.error().ToString() + "): " + Unknown(*attempt)));
   }
-  if (const auto* ok = std::get_if<flxi::ForwardPublishOk>(&frame->body)) {
+  if (const auto* ok = std::get_if<flxi::ForwardCacheOk>(&frame->body); ok && attempt->is_cache) {
+    return OnCacheOk(attempt, *ok);
+  }
+  if (const auto* ok = std::get_if<flxi::ForwardPublishOk>(&frame->body);
+      ok && !attempt->is_cache) {
     Count(*attempt, "ok");
     broker::ForwardPublishOutcome outcome;
     outcome.ok = true;
+    outcome.owner_node_id = attempt->node_id;
+    outcome.owner_generation = attempt->generation;
     bool trusted =
         response.peer_capabilities && (*response.peer_capabilities & flxi::kCapForwardOffsets) != 0;
     if (trusted && ok->first_offset <= ok->last_offset) {
@@ -211,10 +334,9 @@ void ForwardPublisher::OnAnswer(const std::shared_ptr<Attempt>& attempt,
   const auto* error = std::get_if<flxi::ErrorAnswer>(&frame->body);
   if (error == nullptr) {
     Count(*attempt, "unexpected_kind");
-    return Finish(attempt,
-                  Failure(ProtocolErrorCode::kUnacknowledged,
-                          std::string("the shard owner answered ") + flxi::KindName(frame->kind) +
-                              ": the publish may or may not have been written"));
+    return Finish(attempt, Failure(ProtocolErrorCode::kUnacknowledged,
+                                   std::string("the shard owner answered ") +
+                                       flxi::KindName(frame->kind) + ": " + Unknown(*attempt)));
   }
   std::string detail = "broker '" + attempt->node_id +
                        "' refused the forward: " + flxi::ErrorCodeName(error->code) + " " +
@@ -229,8 +351,8 @@ void ForwardPublisher::OnAnswer(const std::shared_ptr<Attempt>& attempt,
       attempt->last_failure = Failure(ProtocolErrorCode::kOverloaded, detail);
       return RetryLater(attempt, detail);
     case ErrorCode::kUnsupportedKind:
-      if (!attempt->legacy && !attempt->request.credential.empty()) {
-        attempt->legacy = true;  // an owner from before kind 22: the legacy kind, once
+      if (!attempt->legacy && !attempt->Credential().empty()) {
+        attempt->legacy = true;  // an owner from before kind 22 (23): the legacy kind, once
         attempt->tried.erase({attempt->node_id, attempt->generation});
         return Send(attempt);
       }

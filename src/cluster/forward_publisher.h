@@ -1,5 +1,7 @@
 // ForwardPublisher: the ingress side of a forwarded publish (broker::PublishForwarder over
-// FLXI; internal-protocol.md "Forwarded publish", "Retrying a forwarded publish").
+// FLXI; internal-protocol.md "Forwarded publish", "Retrying a forwarded publish") and of a
+// forwarded cache or counter operation (broker::CacheForwarder; "Forwarded cache operation").
+// Both share one retry engine and one table; where they differ is said below.
 //
 // Sends AuthorizedForwardPublish (kind 22: the client's own token) naming the shard and the
 // generation the ingress resolved, to the owner's internal address (nodes/ through
@@ -23,11 +25,18 @@
 //   answer that does not decode          written it (indeterminate)         (outcome_unknown)
 //
 // * offsets only from an owner that offered FORWARD_OFFSETS and answered a non-empty range.
+//
+// A cache operation is sent as AuthorizedForwardCacheOp (kind 23; the legacy kind 11 once on
+// UnsupportedKind) and answered from ForwardCacheOk (the value, or a counter's 8-byte sum).
+// The one difference in the table is the lost answer (timeout, connection dropped): a write
+// (put, delete, counter add) is `unacknowledged` as above — re-sending a put would restart its
+// TTL — while a read (get, counter get) is re-sent within the budget, and refused
+// `shard_unavailable` once the budget is spent (an unroutable read is an error, never a miss).
 // Every send counts against `max_attempts`; a redirect to an untried broker is followed even
 // at the same generation (a freshly formed cluster sits at one generation everywhere).
 //
-// Threading: Forward from any thread; the first send happens on the caller's thread, every
-// later step (answers, backoff timers) on the PeerPool endpoint's loop. `done` runs once, on
+// Threading: Forward / ForwardCache from any thread; the first send happens on the caller's thread,
+// every later step (answers, backoff timers) on the PeerPool endpoint's loop. `done` runs once, on
 // either. The pool, the endpoint and the metrics registry must outlive the publisher and every
 // forward in flight (stop the endpoint, or shut the pool down, first).
 #pragma once
@@ -38,11 +47,13 @@
 #include <string>
 #include <string_view>
 
+#include "broker/cache_forwarder.h"
 #include "broker/publish_forwarder.h"
 #include "cluster/peer_pool.h"
 #include "common/metrics.h"
 #include "common/net_address.h"
 #include "transport/endpoint.h"
+#include "wire/flxi/flxi.h"
 
 namespace felix::cluster {
 
@@ -54,18 +65,24 @@ struct ForwardPublisherOptions {
   std::function<std::optional<HostPort>(std::string_view node_id)> internal_addr_of;
 };
 
-class ForwardPublisher final : public broker::PublishForwarder {
+class ForwardPublisher final : public broker::PublishForwarder, public broker::CacheForwarder {
  public:
   ForwardPublisher(PeerPool& pool, transport::Endpoint& loop, ForwardPublisherOptions options,
                    MetricsRegistry& metrics);
 
   void Forward(broker::ForwardPublishRequest request,
                std::function<void(broker::ForwardPublishOutcome)> done) override;
+  void ForwardCache(broker::ForwardCacheRequest request,
+                    std::function<void(broker::ForwardCacheOutcome)> done) override;
 
   struct Attempt;
 
  private:
   void Send(const std::shared_ptr<Attempt>& attempt);
+  static wire::flxi::Frame PublishFrame(const Attempt& attempt);
+  // `counter_bytes` holds a counter delta's bytes while the frame is alive.
+  static wire::flxi::Frame CacheFrame(const Attempt& attempt, std::string& counter_bytes);
+  void OnCacheOk(const std::shared_ptr<Attempt>& attempt, const wire::flxi::ForwardCacheOk& ok);
   void OnAnswer(const std::shared_ptr<Attempt>& attempt, Result<PeerResponse, PeerError> answer);
   void RetryLater(const std::shared_ptr<Attempt>& attempt, std::string why);
   void Finish(const std::shared_ptr<Attempt>& attempt, broker::ForwardPublishOutcome outcome);

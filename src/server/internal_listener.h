@@ -2,7 +2,8 @@
 // built from the configuration, with every internal handler this build serves registered on
 // it. The handshake (HelloCapable/Hello) is the peer server's own. In cluster mode the owner's
 // side of a forwarded publish (cluster::ForwardPublishHandler, kinds 22 and 1) is registered
-// and FORWARD_OFFSETS is promised; every other kind is answered UnsupportedKind. Replication
+// and FORWARD_OFFSETS is promised (main.cc registers the cache side, cluster::ForwardCacheHandler,
+// kinds 23/34/11, on the result); every other kind is answered UnsupportedKind. Replication
 // registers its handlers here as it lands, with the capability bits it promises.
 //
 // Call from the main thread before the listeners start; pass listen_handlers() of the result

@@ -25,6 +25,7 @@
 #include "broker/client_service.h"
 #include "broker/shard_router.h"
 #include "broker/static_router.h"
+#include "cluster/forward_cache_handler.h"
 #include "cluster/forward_publish_handler.h"
 #include "cluster/forward_publisher.h"
 #include "cluster/peer_pool.h"
@@ -282,6 +283,7 @@ int Run(int argc, char** argv) {
   }
   // Cluster mode: the owner's side of a forwarded publish, served on the internal listener.
   std::unique_ptr<felix::cluster::ForwardPublishHandler> forward_handler;
+  std::unique_ptr<felix::cluster::ForwardCacheHandler> forward_cache_handler;
   if (cluster) {
     felix::cluster::ForwardPublishHandler::Options fo;
     fo.own_node_id = config.node_id;
@@ -290,12 +292,19 @@ int Run(int argc, char** argv) {
       auto addr = cluster->InternalAddrOf(node);
       return addr ? addr->ToString() : std::string();
     };
+    forward_cache_handler = std::make_unique<felix::cluster::ForwardCacheHandler>(
+        fo, service.resolver(), (*admin)->catalog(), metrics);
     forward_handler = std::make_unique<felix::cluster::ForwardPublishHandler>(
         std::move(fo), service.resolver(), (*admin)->catalog(), metrics);
   }
   // The internal listener's FLXI service: handshake plus the registered internal handlers.
   auto internal_service =
       felix::server::MakeInternalService(config, metrics, forward_handler.get());
+  if (internal_service && forward_cache_handler) {
+    if (auto r = forward_cache_handler->RegisterOn(**internal_service); !r) {
+      internal_service = tl::unexpected(r.error());
+    }
+  }
   if (!internal_service) {
     std::cerr << "felix-broker: " << internal_service.error().message << "\n";
     return 1;
@@ -337,6 +346,7 @@ int Run(int argc, char** argv) {
     forwarder = std::make_unique<felix::cluster::ForwardPublisher>(
         *peer_pool, (*quic)->internal_endpoint(), std::move(fo), metrics);
     service.SetPublishForwarder(forwarder.get());
+    service.SetCacheForwarder(forwarder.get());
   }
   auto ca_file = ExportClientCertificate(config, (*quic)->client_tls());
   if (!ca_file) {

@@ -6,10 +6,14 @@
 // credential check holds against a forwarder that skips the ingress check (a raw
 // AuthorizedForwardPublish with a token lacking stream.publish is refused Unauthorized), and
 // a forward naming a stale generation or a broker that is not the owner is answered with the
-// typed routing answer, never relayed.
+// typed routing answer, never relayed. The same for cache operations: every op from one ingress
+// lands on its key's owner, is readable through any broker, and the owner refuses a token
+// without cache.write itself. Forwarded acks carry the owner hint (0x0080) to clients that
+// offered it.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <string>
 #include <thread>
@@ -175,8 +179,44 @@ TEST_F(ForwardE2E, OneIngressPublishesToEveryShardAndEachRecordLandsOnceOnItsOwn
     ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk) << "shard " << shard;
     EXPECT_EQ(ack.request_id, request_id);
     ASSERT_TRUE(ack.offset) << "shard " << shard;
+    // The client offered 0x0080: the ack of a forwarded batch names the owner (its client
+    // address and the generation the hint holds for).
+    ASSERT_TRUE(ack.owner) << "shard " << shard;
+    EXPECT_EQ(ack.owner->node_id, shards[shard].leader);
+    EXPECT_EQ(ack.owner->addr, std::optional<std::string_view>(
+                                   cluster_.client_addr(NodeNumber(shards[shard].leader))));
+    EXPECT_EQ(ack.owner->generation, shards[shard].generation);
     acked[shard].emplace_back(*ack.offset, a);
     acked[shard].emplace_back(*ack.offset + 1, b);
+  }
+
+  // No owner hint on a batch this broker wrote itself, nor to a client that did not offer it.
+  auto no_hint = client->OpenStream();
+  no_hint->SendMessage(broker::e2e::AuthMessage(
+      "default", token, broker::e2e::kAllClientFlags & ~flx1::kFlagBinaryPublishAckOwner,
+      flx1::kFeatureErrorCodes));
+  ASSERT_TRUE(no_hint->Read<flx1::AuthOk>());
+  auto committed = broker::e2e::Authed(*client, token);  // offers 0x0080, acks after the write
+  for (uint32_t shard = 0; shard < 6; ++shard) {
+    flx1::BinaryPublishBatch batch;
+    batch.acked = flx1::BinaryPublishBatch::Acked{++request_id, flx1::AckMode::kPerBatch};
+    batch.tenant_id = "default";
+    batch.namespace_ = "default";
+    batch.stream = "fwd";
+    std::string key = KeyForShard(6, shard, 4);
+    batch.key = key;
+    std::string payload = "s" + std::to_string(shard) + "-hint";
+    batch.payloads = {payload};
+    bool local = shards[shard].leader == "n1";
+    auto& on = local ? *committed : *no_hint;  // local: offered but not forwarded
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(flx1::AppendFrame(flx1::Flx1Frame{batch}, bytes));
+    on.Send(bytes);
+    auto ack = broker::e2e::ReadAck(on);
+    ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk) << "shard " << shard;
+    EXPECT_FALSE(ack.owner) << "shard " << shard;
+    ASSERT_TRUE(ack.offset) << "shard " << shard;
+    acked[shard].emplace_back(*ack.offset, payload);
   }
 
   // Each shard read from its owner holds exactly the acknowledged records at their offsets.
@@ -280,6 +320,145 @@ TEST_F(ForwardE2E, TheOwnerChecksTheClientsCredentialAndTheGenerationItself) {
   auto error = stream->Read<flx1::PublishError>();
   ASSERT_TRUE(error);
   EXPECT_EQ(error->code, "forbidden");
+}
+
+// Cache operations from one ingress to every shard of a 6-shard cache: each is applied on the
+// key's owner (a direct FLXI read of the owner finds it, any other broker answers NotLeader
+// and holds nothing to serve), and every value and sum is readable through every broker.
+TEST_F(ForwardE2E, CacheOpsFromOneIngressAreAppliedOnEachKeysOwner) {
+  constexpr uint32_t kShards = 6;
+  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/caches",
+                              Json{{"cache", "fwdcache"}, {"shards", kShards}, {"durable", true}});
+  ASSERT_EQ(status, 201) << body.dump();
+  std::map<uint32_t, ShardInfo> shards;
+  ASSERT_TRUE(Eventually([&] { return (shards = Shards(1, "fwdcache")).size() == kShards; }));
+  for (int n : {2, 3}) ASSERT_TRUE(Eventually([&] { return Shards(n, "fwdcache") == shards; }));
+  int remote_shards = 0;
+  for (const auto& [shard, info] : shards) remote_shards += info.leader != "n1";
+  ASSERT_GT(remote_shards, 0);
+  std::string token =
+      Token({"cache.read:cache:default/default/*", "cache.write:cache:default/default/*"});
+  ASSERT_FALSE(token.empty());
+
+  auto ingress = Connect(1);
+  ASSERT_TRUE(ingress);
+  auto one = broker::e2e::Authed(*ingress, token);
+  uint64_t request_id = 0;
+  auto key_of = [](uint32_t shard) { return KeyForShard(kShards, shard); };
+  auto counter_of = [](uint32_t shard) { return KeyForShard(kShards, shard, 1); };
+  auto value_of = [](uint32_t shard) { return "value-" + std::to_string(shard); };
+  auto get = [&](TestStream& on, const std::string& key) {
+    flx1::CacheGet g{"default", "default", "fwdcache", key, ++request_id};
+    on.SendMessage(g);
+    auto v = on.Read<flx1::CacheValue>();
+    EXPECT_TRUE(v) << key;
+    if (v) {
+      EXPECT_EQ(v->request_id, request_id);
+    }
+    return v ? v->value : std::optional<flx1::Bytes>(flx1::Bytes{'?'});
+  };
+  auto counter_get = [&](TestStream& on, const std::string& key) {
+    on.SendMessage(flx1::CounterGet{"default", "default", "fwdcache", key, ++request_id});
+    auto v = on.Read<flx1::CounterValue>();
+    EXPECT_TRUE(v) << key;
+    return v ? v->value : std::optional<int64_t>(-999);
+  };
+  auto bytes = [](const std::string& s) {
+    return std::optional<flx1::Bytes>(flx1::Bytes(s.begin(), s.end()));
+  };
+  for (uint32_t shard = 0; shard < kShards; ++shard) {
+    std::string v = value_of(shard);
+    one->SendMessage(flx1::CachePut{"default", "default", "fwdcache", key_of(shard),
+                                    flx1::Bytes(v.begin(), v.end()), ++request_id, 600000});
+    auto ok = one->Read<flx1::CacheOk>();
+    ASSERT_TRUE(ok) << "shard " << shard << " owner " << shards[shard].leader;
+    EXPECT_EQ(ok->request_id, request_id);
+    EXPECT_EQ(get(*one, key_of(shard)), bytes(v));
+    for (int64_t delta : {int64_t(shard) + 1, int64_t(10)}) {
+      one->SendMessage(flx1::CounterAdd{"default", "default", "fwdcache", counter_of(shard), delta,
+                                        ++request_id});
+      auto sum = one->Read<flx1::CounterValue>();
+      ASSERT_TRUE(sum) << "shard " << shard;
+      EXPECT_EQ(sum->request_id, request_id);
+    }
+  }
+  // Readable through every broker, values and sums alike.
+  for (int n = 1; n <= 3; ++n) {
+    auto client = Connect(n);
+    ASSERT_TRUE(client);
+    auto on = broker::e2e::Authed(*client, token);
+    for (uint32_t shard = 0; shard < kShards; ++shard) {
+      EXPECT_EQ(get(*on, key_of(shard)), bytes(value_of(shard))) << "node " << n;
+      EXPECT_EQ(counter_get(*on, counter_of(shard)), std::optional<int64_t>(shard + 11))
+          << "node " << n << " shard " << shard;
+    }
+  }
+  // On its owner, and only there: a direct FLXI get (as broker n1 would send it) finds the
+  // value on the owner; every other broker names the owner instead of answering.
+  using namespace felix::cluster::test;
+  std::string certs = cluster_.dir() + "/certs/";
+  Caller forwarder(Opts("n1"),
+                   InternalTls(certs + "n1.pem", certs + "n1-key.pem", cluster_.ca_file()));
+  std::string read_only = Token({"cache.read:cache:default/default/*"});
+  std::deque<PeerResponse> answers;
+  for (const auto& [shard, info] : shards) {
+    std::string key = key_of(shard);
+    auto op = [&](int n, flxi::CacheOpKind kind, const std::string& credential) {
+      flxi::CacheOp m;
+      m.shard = flxi::ShardRef{"default", "default", "fwdcache", shard, info.generation};
+      m.op = kind;
+      m.key = key;
+      if (kind == flxi::CacheOpKind::kPut) m.value = "forged";
+      m.credential = credential;
+      auto out = forwarder.Call(PeerAddress{cluster_.node_id(n), Addr(cluster_.internal_addr(n))},
+                                flxi::Frame{flxi::Kind::kAuthorizedForwardCacheOp, m});
+      EXPECT_TRUE(out.has_value()) << (out ? "" : out.error().message);
+      if (!out) return flxi::Frame{};
+      answers.push_back(std::move(*out));  // the frame's views point into it
+      auto frame = answers.back().Decode();
+      EXPECT_TRUE(frame);
+      return frame ? *frame : flxi::Frame{};
+    };
+    int owner = NodeNumber(info.leader);
+    flxi::Frame found = op(owner, flxi::CacheOpKind::kGet, token);
+    ASSERT_EQ(found.kind, flxi::Kind::kForwardCacheOk) << "shard " << shard;
+    EXPECT_EQ(std::get<flxi::ForwardCacheOk>(found.body).value,
+              std::optional<flxi::Bytes>(value_of(shard)));
+    int other = owner % 3 + 1;
+    flxi::Frame moved = op(other, flxi::CacheOpKind::kGet, token);
+    ASSERT_EQ(moved.kind, flxi::Kind::kNotLeader) << "shard " << shard;
+    EXPECT_EQ(std::get<flxi::NotLeader>(moved.body).node_id, info.leader);
+    // A token without cache.write is refused by the owner itself, whatever the forwarder did.
+    flxi::Frame refused = op(owner, flxi::CacheOpKind::kPut, read_only);
+    ASSERT_EQ(refused.kind, flxi::Kind::kForwardCacheError) << "shard " << shard;
+    EXPECT_EQ(std::get<flxi::ErrorAnswer>(refused.body).code, flxi::ErrorCode::kUnauthorized);
+  }
+  // Deletes through the ingress answer the removed value; afterwards no broker finds it.
+  for (uint32_t shard = 0; shard < kShards; ++shard) {
+    one->SendMessage(
+        flx1::CacheDelete{"default", "default", "fwdcache", key_of(shard), ++request_id});
+    auto removed = one->Read<flx1::CacheValue>();
+    ASSERT_TRUE(removed) << "shard " << shard;
+    EXPECT_EQ(removed->value, bytes(value_of(shard)));  // the forged put never landed
+  }
+  auto client2 = Connect(2);
+  ASSERT_TRUE(client2);
+  auto two = broker::e2e::Authed(*client2, token);
+  for (uint32_t shard = 0; shard < kShards; ++shard) {
+    EXPECT_EQ(get(*two, key_of(shard)), std::nullopt) << "shard " << shard;
+  }
+  // Through the client path a read-only token is refused at the ingress first (forbidden).
+  auto reader = broker::e2e::Authed(*ingress, read_only);
+  std::string v = "x";
+  reader->SendMessage(flx1::CachePut{"default", "default", "fwdcache", key_of(0),
+                                     flx1::Bytes(v.begin(), v.end()), 1, std::nullopt});
+  auto error = reader->Read<flx1::Error>();
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->code, "forbidden");
+  auto m1 = cluster_.AdminGet(1, "/metrics");
+  ASSERT_TRUE(m1);
+  EXPECT_NE(m1->find("felix_forward_sent_total{kind=\"AuthorizedForwardCacheOp\",outcome=\"ok\"}"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -7,13 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include <mutex>
-
-#include "auth/token.h"
-#include "broker/broker_core.h"
-#include "broker/shard_resolver.h"
-#include "catalog/embedded_catalog.h"
-#include "support/child_process.h"
+#include "forward_owner_test_util.h"
 
 namespace felix::cluster {
 namespace {
@@ -21,46 +15,13 @@ namespace {
 namespace flxi = wire::flxi;
 using broker::Route;
 
-// A router whose answer the test sets (one answer for every shard).
-class SetRouter final : public broker::ShardRouter {
- public:
-  Route RouteShard(const broker::ShardId&) const override {
-    std::lock_guard lock(mu_);
-    return route_;
-  }
-  void Set(Route route) {
-    std::lock_guard lock(mu_);
-    route_ = std::move(route);
-  }
+using test::LocalRoute;
+using test::RemoteRoute;
 
- private:
-  mutable std::mutex mu_;
-  Route route_;
-};
-
-Route Local(uint64_t generation) {
-  Route r;
-  r.where = Route::Where::kLocal;
-  r.generation = Generation(generation);
-  return r;
-}
-
-Route Remote(const std::string& owner, uint64_t generation) {
-  Route r;
-  r.where = Route::Where::kRemote;
-  r.owner_node_id = owner;
-  r.owner_client_addr = "127.0.0.1:7000";
-  r.generation = Generation(generation);
-  return r;
-}
-
-class ForwardPublishHandlerTest : public ::testing::Test {
+class ForwardPublishHandlerTest : public test::OwnerFixture {
  protected:
   void SetUp() override {
-    dir_ = testing::MakeTempDir("felix-forward-handler");
-    auto c = catalog::EmbeddedCatalog::Open(dir_ + "/catalog", {});
-    ASSERT_TRUE(c) << c.error().ToString();
-    catalog_ = std::move(*c);
+    OpenCatalog("felix-forward-handler");
     catalog::Stream s;
     s.tenant_id = "default";
     s.namespace_name = "default";
@@ -68,36 +29,15 @@ class ForwardPublishHandlerTest : public ::testing::Test {
     s.shards = 4;
     s.durable = true;
     ASSERT_TRUE(catalog_->CreateStream(s));
-    broker::BrokerCoreOptions o;
-    o.storage_dir = dir_ + "/data";
-    o.executors = 1;
-    core_ = std::make_unique<broker::BrokerCore>(std::move(o), *catalog_, metrics_);
-    resolver_ = std::make_unique<broker::ShardResolver>(*core_, router_);
-    ForwardPublishHandler::Options ho;
-    ho.own_node_id = "n1";
-    ho.own_internal_addr = "127.0.0.1:6001";
-    ho.internal_addr_of = [](std::string_view node) {
-      return node == "n2" ? std::string("127.0.0.1:6002") : std::string();
-    };
-    handler_ =
-        std::make_unique<ForwardPublishHandler>(std::move(ho), *resolver_, *catalog_, metrics_);
+    StartCore();
+    handler_ = std::make_unique<ForwardPublishHandler>(test::OwnerOptions(), *resolver_, *catalog_,
+                                                       metrics_);
   }
   void TearDown() override {
     handler_.reset();
-    if (core_) core_->Stop();
+    StopCore();
   }
 
-  std::string Token(std::vector<std::string> perms, std::string tenant = "default") {
-    auto key = catalog_->SigningKeyFor("default");
-    EXPECT_TRUE(key);
-    auth::TokenClaims claims;
-    claims.sub = "tester";
-    claims.tid = std::move(tenant);
-    claims.iat = auth::NowUnixSeconds();
-    claims.exp = claims.iat + 600;
-    claims.perms = std::move(perms);
-    return auth::MintToken(*key, claims);
-  }
   std::string PublishToken() { return Token({"stream.publish:stream:default/*/*"}); }
 
   flxi::ForwardPublish Request(uint32_t shard, uint64_t generation, const std::string& token) {
@@ -123,18 +63,12 @@ class ForwardPublishHandlerTest : public ::testing::Test {
     EXPECT_EQ(a.code, code) << flxi::ErrorCodeName(a.code) << ": " << a.detail;
   }
 
-  std::string dir_;
-  MetricsRegistry metrics_;
-  std::unique_ptr<catalog::EmbeddedCatalog> catalog_;
-  SetRouter router_;
-  std::unique_ptr<broker::BrokerCore> core_;
-  std::unique_ptr<broker::ShardResolver> resolver_;
   std::unique_ptr<ForwardPublishHandler> handler_;
   std::string token_;
 };
 
 TEST_F(ForwardPublishHandlerTest, EqualGenerationWithAValidCredentialProceedsOnTheNamedShard) {
-  router_.Set(Local(5));
+  router_.Set(LocalRoute(5));
   auto d = Decide(Request(2, 5, PublishToken()));
   const auto* local = std::get_if<broker::LocalStreamShard>(&d);
   ASSERT_NE(local, nullptr) << AnswerOf(d).detail;
@@ -144,7 +78,7 @@ TEST_F(ForwardPublishHandlerTest, EqualGenerationWithAValidCredentialProceedsOnT
 }
 
 TEST_F(ForwardPublishHandlerTest, RequesterBehindGetsNotLeaderWithOwnerAddressAndGeneration) {
-  router_.Set(Local(7));
+  router_.Set(LocalRoute(7));
   ForwardAnswer a = AnswerOf(Decide(Request(0, 5, PublishToken())));
   EXPECT_EQ(a.type, ForwardAnswer::Type::kNotLeader);
   EXPECT_EQ(a.node_id, "n1");
@@ -156,15 +90,15 @@ TEST_F(ForwardPublishHandlerTest, RequesterBehindGetsNotLeaderWithOwnerAddressAn
 }
 
 TEST_F(ForwardPublishHandlerTest, RequesterAheadGetsStaleRouteAndNothingIsOpened) {
-  router_.Set(Local(3));
+  router_.Set(LocalRoute(3));
   ExpectError(Decide(Request(0, 4, PublishToken())), flxi::ErrorCode::kStaleRoute);
-  router_.Set(Remote("n2", 3));  // a broker whose view lags must not claim either way
+  router_.Set(RemoteRoute("n2", 3));  // a broker whose view lags must not claim either way
   ExpectError(Decide(Request(0, 4, PublishToken())), flxi::ErrorCode::kStaleRoute);
 }
 
 TEST_F(ForwardPublishHandlerTest, ANonOwnerNamesTheOwnerAndNeverRelays) {
   for (uint64_t requester : {2u, 3u}) {
-    router_.Set(Remote("n2", 3));
+    router_.Set(RemoteRoute("n2", 3));
     ForwardAnswer a = AnswerOf(Decide(Request(1, requester, PublishToken())));
     EXPECT_EQ(a.type, ForwardAnswer::Type::kNotLeader);
     EXPECT_EQ(a.node_id, "n2");
@@ -174,14 +108,14 @@ TEST_F(ForwardPublishHandlerTest, ANonOwnerNamesTheOwnerAndNeverRelays) {
 }
 
 TEST_F(ForwardPublishHandlerTest, AShardOutsideTheStreamIsRefusedAsWrongShard) {
-  router_.Set(Local(1));
+  router_.Set(LocalRoute(1));
   auto d = Decide(Request(4, 1, PublishToken()));  // orders has shards 0..3
   ExpectError(d, flxi::ErrorCode::kMalformed);
   EXPECT_NE(AnswerOf(d).detail.find("wrong shard"), std::string::npos);
 }
 
 TEST_F(ForwardPublishHandlerTest, AnUnknownStreamOrUnservableShardIsUnavailable) {
-  router_.Set(Local(1));
+  router_.Set(LocalRoute(1));
   auto fp = Request(0, 1, PublishToken());
   fp.shard.stream = "nope";
   ExpectError(Decide(fp), flxi::ErrorCode::kUnavailable);
@@ -193,7 +127,7 @@ TEST_F(ForwardPublishHandlerTest, AnUnknownStreamOrUnservableShardIsUnavailable)
 }
 
 TEST_F(ForwardPublishHandlerTest, TheCredentialIsCheckedAsForADirectPublish) {
-  router_.Set(Local(1));
+  router_.Set(LocalRoute(1));
   // No stream.publish (subscribe only).
   ExpectError(Decide(Request(0, 1, Token({"stream.subscribe:stream:default/*/*"}))),
               flxi::ErrorCode::kUnauthorized);
@@ -214,7 +148,7 @@ TEST_F(ForwardPublishHandlerTest, TheCredentialIsCheckedAsForADirectPublish) {
 }
 
 TEST_F(ForwardPublishHandlerTest, AnEmptyBatchIsMalformed) {
-  router_.Set(Local(1));
+  router_.Set(LocalRoute(1));
   auto fp = Request(0, 1, PublishToken());
   fp.payloads.clear();
   ExpectError(Decide(fp), flxi::ErrorCode::kMalformed);

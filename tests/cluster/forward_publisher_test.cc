@@ -5,7 +5,9 @@
 // budget runs out, Overload, the non-retried refusals (Unauthorized, Malformed,
 // StorageFailed), the legacy kind sent once after UnsupportedKind, a peer that never answers
 // (indeterminate), a peer that goes away after receiving (indeterminate) and an owner with no
-// known address (nothing sent).
+// known address (nothing sent). Then the same engine forwarding cache operations (kind 23):
+// each op's frame and answer, redirect and retry rows, a lost write answer indeterminate and
+// never re-sent, a lost read answer re-sent within the budget, the legacy kind 11 once.
 #include "cluster/forward_publisher.h"
 
 #include <gtest/gtest.h>
@@ -29,9 +31,22 @@ Action Ok(uint64_t first, uint64_t last) {
     reply(flxi::Frame{flxi::Kind::kForwardPublishOk, flxi::ForwardPublishOk{0, first, last}});
   };
 }
+bool IsCacheKind(flxi::Kind kind) {
+  return kind == flxi::Kind::kAuthorizedForwardCacheOp || kind == flxi::Kind::kForwardCacheOp;
+}
+// A refusal in the shape of the request (kind 3 or 13).
 Action Refuse(flxi::ErrorCode code) {
+  return [=](const PeerRequest& r, PeerReply& reply) {
+    reply(flxi::Frame{IsCacheKind(r.frame.kind) ? flxi::Kind::kForwardCacheError
+                                                : flxi::Kind::kForwardPublishError,
+                      flxi::ErrorAnswer{0, code, "scripted"}});
+  };
+}
+Action CacheOk(std::optional<std::string> value) {
   return [=](const PeerRequest&, PeerReply& reply) {
-    reply(flxi::Frame{flxi::Kind::kForwardPublishError, flxi::ErrorAnswer{0, code, "scripted"}});
+    std::optional<flxi::Bytes> v;
+    if (value) v = *value;
+    reply(flxi::Frame{flxi::Kind::kForwardCacheOk, flxi::ForwardCacheOk{0, v}});
   };
 }
 Action Moved(std::string node, std::string addr, uint64_t generation) {
@@ -48,6 +63,10 @@ struct Seen {
   uint64_t generation = 0;
   uint32_t shard = 0;
   bool credential = false;
+  // Cache operations only.
+  flxi::CacheOpKind op = flxi::CacheOpKind::kGet;
+  std::string key{}, value{};
+  uint64_t ttl_ms = 0;
 };
 
 // A broker that answers forwarded publishes from a script, one action per request.
@@ -63,14 +82,28 @@ struct ScriptedPeer {
   explicit ScriptedPeer(const std::string& node_id, uint64_t caps = flxi::kCapForwardOffsets) {
     server =
         std::make_unique<PeerServer>(PeerServerOptions{node_id, caps, false, "internal"}, metrics);
-    for (auto kind : {flxi::Kind::kAuthorizedForwardPublish, flxi::Kind::kForwardPublish}) {
+    for (auto kind : {flxi::Kind::kAuthorizedForwardPublish, flxi::Kind::kForwardPublish,
+                      flxi::Kind::kAuthorizedForwardCacheOp, flxi::Kind::kForwardCacheOp}) {
       EXPECT_TRUE(server->Handle(kind, [this](const PeerRequest& r, PeerReply reply) {
-        const auto& fp = std::get<flxi::ForwardPublish>(r.frame.body);
+        Seen s{r.frame.kind};
+        if (const auto* fp = std::get_if<flxi::ForwardPublish>(&r.frame.body)) {
+          s.generation = fp->shard.generation;
+          s.shard = fp->shard.shard;
+          s.credential = fp->credential.has_value();
+        } else {
+          const auto& op = std::get<flxi::CacheOp>(r.frame.body);
+          s.generation = op.shard.generation;
+          s.shard = op.shard.shard;
+          s.credential = op.credential.has_value();
+          s.op = op.op;
+          s.key = std::string(op.key);
+          s.value = std::string(op.value);
+          s.ttl_ms = op.ttl_ms;
+        }
         Action next;
         {
           std::lock_guard lock(mu);
-          seen.push_back(
-              {r.frame.kind, fp.shard.generation, fp.shard.shard, fp.credential.has_value()});
+          seen.push_back(std::move(s));
           if (!script.empty()) {
             next = std::move(script.front());
             script.pop_front();
@@ -169,6 +202,39 @@ class ForwardPublisherTest : public ::testing::Test {
     EXPECT_FALSE(o.ok);
     EXPECT_EQ(o.code, static_cast<uint16_t>(code)) << o.message;
   }
+  // Forwards one cache command for shard 3 at `generation` to `owner`; its outcome.
+  broker::ForwardCacheOutcome ForwardCache(broker::CacheCommand command,
+                                           const std::string& owner = "n2",
+                                           uint64_t generation = 4) {
+    broker::ForwardCacheRequest r;
+    r.target.shard = 3;
+    r.target.generation = Generation(generation);
+    r.target.owner_node_id = owner;
+    r.tenant = "default";
+    r.ns = "default";
+    r.cache = "sessions";
+    r.command = std::move(command);
+    r.credential = "client-token";
+    auto p = std::make_shared<std::promise<broker::ForwardCacheOutcome>>();
+    auto f = p->get_future();
+    publisher->ForwardCache(std::move(r),
+                            [p](broker::ForwardCacheOutcome o) { p->set_value(std::move(o)); });
+    if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      ADD_FAILURE() << "no outcome within 20 s";  // every forward must terminate
+      return {};
+    }
+    return f.get();
+  }
+  static broker::CacheCommand Command(broker::CacheCommand::Op op, std::string key = "user:1") {
+    broker::CacheCommand c;
+    c.op = op;
+    c.key = std::move(key);
+    return c;
+  }
+  static void ExpectFailure(const broker::ForwardCacheOutcome& o, ProtocolErrorCode code) {
+    EXPECT_FALSE(o.ok);
+    EXPECT_EQ(o.code, static_cast<uint16_t>(code)) << o.message;
+  }
 
   ScriptedPeer n2, n3;
   std::unique_ptr<Caller> caller;
@@ -219,6 +285,8 @@ TEST_F(ForwardPublisherTest, NotLeaderIsFollowedToAnUntriedBrokerEvenAtTheSameGe
   auto o = Forward();
   ASSERT_TRUE(o.ok) << o.message;
   EXPECT_EQ(*o.offsets, (std::pair<uint64_t, uint64_t>{7, 8}));
+  EXPECT_EQ(o.owner_node_id, "n3");  // what the owner hint (0x0080) names
+  EXPECT_EQ(o.owner_generation, 4u);
   ASSERT_EQ(n3.Requests().size(), 1u);
   EXPECT_EQ(n3.Requests()[0].generation, 4u);
 }
@@ -327,6 +395,114 @@ TEST_F(ForwardPublisherTest, AnOwnerWithoutAnAddressIsRetriedThenUnavailableWith
   Start(Opts("n1"), /*max_attempts=*/2);
   ExpectFailure(Forward("n9"), ProtocolErrorCode::kShardUnavailable);
   EXPECT_TRUE(n2.Requests().empty());
+}
+
+// ---- Forwarded cache operations: the same engine, the same table; a lost read is re-sent ----
+
+using Op = broker::CacheCommand::Op;
+
+TEST_F(ForwardPublisherTest, CacheOpsAreSentAsKind23AndAnsweredFromTheOwnersValue) {
+  Start();
+  n2.Script({CacheOk(std::nullopt), CacheOk("v1"), CacheOk(""), CacheOk(std::nullopt),
+             CacheOk(flxi::EncodeCounterValue(-7)), CacheOk(std::nullopt)});
+  auto put = Command(Op::kPut);
+  put.value = "v1";
+  put.ttl_ms = 30000;
+  auto put_ok = ForwardCache(put);
+  ASSERT_TRUE(put_ok.ok) << put_ok.message;
+  auto get = ForwardCache(Command(Op::kGet));
+  ASSERT_TRUE(get.ok) << get.message;
+  EXPECT_EQ(get.result.value, "v1");
+  EXPECT_EQ(ForwardCache(Command(Op::kGet)).result.value, "");  // empty is not a miss
+  EXPECT_EQ(ForwardCache(Command(Op::kDelete)).result.value, std::nullopt);
+  auto add = Command(Op::kCounterAdd, "hits");
+  add.delta = -9;
+  auto sum = ForwardCache(add);
+  ASSERT_TRUE(sum.ok) << sum.message;
+  EXPECT_EQ(sum.result.sum, -7);
+  auto never = ForwardCache(Command(Op::kCounterGet, "hits"));
+  ASSERT_TRUE(never.ok);
+  EXPECT_EQ(never.result.sum, std::nullopt);  // never written, distinct from 0
+  auto seen = n2.Requests();
+  ASSERT_EQ(seen.size(), 6u);
+  for (const auto& s : seen) {
+    EXPECT_EQ(s.kind, flxi::Kind::kAuthorizedForwardCacheOp);
+    EXPECT_EQ(s.shard, 3u);  // exactly the shard the key routed to
+    EXPECT_EQ(s.generation, 4u);
+    EXPECT_TRUE(s.credential);
+  }
+  EXPECT_EQ(seen[0].op, flxi::CacheOpKind::kPut);
+  EXPECT_EQ(seen[0].key, "user:1");
+  EXPECT_EQ(seen[0].value, "v1");
+  EXPECT_EQ(seen[0].ttl_ms, 30000u);
+  EXPECT_EQ(seen[3].op, flxi::CacheOpKind::kDelete);
+  EXPECT_EQ(seen[4].op, flxi::CacheOpKind::kCounterAdd);
+  EXPECT_EQ(seen[4].value, flxi::EncodeCounterValue(-9));
+  EXPECT_EQ(seen[5].op, flxi::CacheOpKind::kCounterGet);
+  EXPECT_EQ(
+      caller->Count("felix_forward_sent_total", "kind=\"AuthorizedForwardCacheOp\",outcome=\"ok\""),
+      6u);
+}
+
+TEST_F(ForwardPublisherTest, ACacheOpFollowsNotLeaderAndRetriesStaleRouteButNotUnauthorized) {
+  Start();
+  n2.Script({Moved("n3", n3.addr(), 4), Refuse(flxi::ErrorCode::kUnauthorized)});
+  n3.Script({Refuse(flxi::ErrorCode::kStaleRoute), CacheOk("v")});
+  auto o = ForwardCache(Command(Op::kGet));
+  ASSERT_TRUE(o.ok) << o.message;
+  EXPECT_EQ(o.result.value, "v");
+  EXPECT_EQ(n3.Requests().size(), 2u);
+  ExpectFailure(ForwardCache(Command(Op::kPut)), ProtocolErrorCode::kForbidden);
+  EXPECT_EQ(n2.Requests().size(), 2u);  // refused once, not re-sent
+}
+
+TEST_F(ForwardPublisherTest, ALostWriteAnswerIsIndeterminateAndNeverResent) {
+  PeerPoolOptions o = Opts("n1");
+  o.request_timeout = std::chrono::milliseconds(300);
+  Start(std::move(o));
+  for (Op op : {Op::kPut, Op::kDelete, Op::kCounterAdd}) {
+    size_t before = n2.Requests().size();
+    n2.Script({Hold(), CacheOk(std::nullopt)});
+    auto out = ForwardCache(Command(op));
+    ExpectFailure(out, ProtocolErrorCode::kUnacknowledged);
+    EXPECT_EQ(wire::flx1::DefaultRetryClass(out.code), wire::flx1::RetryClass::kOutcomeUnknown);
+    EXPECT_EQ(n2.Requests().size(), before + 1);
+    std::lock_guard lock(n2.mu);
+    n2.script.clear();
+  }
+}
+
+TEST_F(ForwardPublisherTest, ALostReadAnswerIsResentWithinTheBudget) {
+  PeerPoolOptions o = Opts("n1");
+  o.request_timeout = std::chrono::milliseconds(300);
+  Start(std::move(o), /*max_attempts=*/3);
+  n2.Script({Hold(), CacheOk("v")});
+  auto get = ForwardCache(Command(Op::kGet));
+  ASSERT_TRUE(get.ok) << get.message;
+  EXPECT_EQ(get.result.value, "v");
+  EXPECT_EQ(n2.Requests().size(), 2u);
+  // A read that never gets an answer is an error once the budget is spent, never a miss.
+  n2.Script({Hold(), Hold(), Hold()});
+  auto lost = ForwardCache(Command(Op::kCounterGet));
+  ExpectFailure(lost, ProtocolErrorCode::kShardUnavailable);
+  EXPECT_EQ(n2.Requests().size(), 5u);
+}
+
+TEST_F(ForwardPublisherTest, ACacheOpFallsBackToTheLegacyKind11OnceOnUnsupportedKind) {
+  Start();
+  n2.Script({Refuse(flxi::ErrorCode::kUnsupportedKind), CacheOk("old")});
+  auto o = ForwardCache(Command(Op::kGet));
+  ASSERT_TRUE(o.ok) << o.message;
+  auto seen = n2.Requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].kind, flxi::Kind::kForwardCacheOp);
+  EXPECT_FALSE(seen[1].credential);
+}
+
+TEST_F(ForwardPublisherTest, AnUnexpectedAnswerKindToAWriteIsIndeterminate) {
+  Start();
+  n2.Script({Ok(1, 2)});  // a publish's answer to a cache put
+  ExpectFailure(ForwardCache(Command(Op::kPut)), ProtocolErrorCode::kUnacknowledged);
 }
 
 }  // namespace
