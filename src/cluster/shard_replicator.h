@@ -22,6 +22,26 @@
 // leader counted). on_mark runs whenever a log's mark rises. A cursor's starting guess is
 // never counted.
 //
+// Choices this implementation makes where the contract above leaves room (see also
+// docs/cluster.md, "Leader side"):
+//   - the commit offset (kinds 26/32/36) rides the shard's own log only (stream, or cache for a
+//     cache shard) and is that log's mark; cursor, dead-letter and counter batches carry none
+//     (their own kinds 16/18/20, or 32 without commit for labelled counters);
+//   - generation labels (kind 32/36): the leader's generation history entries overlapping the
+//     batch for the shard's own log when the history covers it, else runs of the records' own
+//     generations (auxiliary logs);
+//   - a stalled cursor (after a failure) probes with one batch per retry_delay until an answer
+//     succeeds; a Malformed answer is resent at once with the same records, a second Malformed
+//     in a row waits retry_delay;
+//   - an accepted bootstrap ships on from the follower's answered tail but counts nothing until
+//     a records exchange confirms it;
+//   - rebuild slots are counted per replicator (per leader shard), not across the broker; a
+//     slot is taken when the Rebuild is sent and held until the follower is level;
+//   - the gauges have no shard label, so each replicator adds its own share: lag_records is the
+//     sum over shards of each shard's slowest non-halted follower log, halted and rebuilding
+//     count follower logs;
+//   - the producers log (storage::LogKind::kProducers) has no wire id and is not replicated.
+//
 // Threading: every method and every callback runs on `executor` (the host gives one; the
 // replicator Posts transport answers back to it). Start() after construction; Stop() before
 // destruction, from any thread but the executor: it cancels timers and waits until no
@@ -75,21 +95,26 @@ struct ShardReplicatorOptions {
   std::string tenant, ns, name;
   uint32_t shard = 0;
   bool cache_shard = false;
-  uint64_t generation = 0;            // the leader's generation; every frame carries it
+  uint64_t generation = 0;             // the leader's generation; every frame carries it
   std::vector<PeerAddress> followers;  // the replica set without this broker
   size_t max_batch_records = 1024;
   size_t max_batch_bytes = 1 << 20;
   size_t max_in_flight = 4;  // batches in flight per follower and log
   std::chrono::milliseconds retry_delay{100};
-  // Rebuild policy (FELIX_REPLICATION_REBUILD_MAX_CONCURRENT; 0 = never rebuild).
+  // Rebuild policy (FELIX_REPLICATION_REBUILD_MAX_CONCURRENT; 0 = never rebuild). In this
+  // slice the slots are counted per replicator (per leader shard), not across the broker.
   uint32_t rebuild_max_concurrent = 1;
+  // Refusal backoff of a rebuild (§13): first delay, doubling per refusal, capped. Fields added
+  // after the interface was fixed (defaults are the spec's); tests shorten them.
+  std::chrono::milliseconds rebuild_backoff{5000};
+  std::chrono::milliseconds rebuild_backoff_max{300000};
 };
 
 struct ReplicaCursorStatus {
   std::string node_id;
   storage::LogKind log = storage::LogKind::kStream;
   uint64_t next_offset = 0;
-  uint64_t confirmed = 0;  // durable offset the follower answered at this generation
+  uint64_t confirmed = 0;    // durable offset the follower answered at this generation
   uint64_t lag_records = 0;  // leader tail − confirmed
   bool in_sync = false;      // confirmed == leader tail
   bool stalled = false;      // last exchange failed; retrying
@@ -108,9 +133,8 @@ class ShardReplicator {
   // felix_broker_replication_rebuilds_total{outcome}, felix_broker_replicate_seconds
   // (round-trip histogram), felix_broker_replication_bytes_shipped_total.
   ShardReplicator(storage::ShardStore& store, ShardReplicatorOptions options,
-                  ReplicaTransport& transport, broker::Executor& executor,
-                  MetricsRegistry* metrics, MarkListener on_mark = {},
-                  FencedListener on_fenced = {});
+                  ReplicaTransport& transport, broker::Executor& executor, MetricsRegistry* metrics,
+                  MarkListener on_mark = {}, FencedListener on_fenced = {});
   ~ShardReplicator();
   ShardReplicator(const ShardReplicator&) = delete;
   ShardReplicator& operator=(const ShardReplicator&) = delete;

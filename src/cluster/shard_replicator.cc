@@ -1,0 +1,967 @@
+#include "cluster/shard_replicator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <utility>
+
+#include "cluster/quorum_mark.h"
+#include "cluster/rebuild_policy.h"
+
+namespace felix::cluster {
+
+namespace flxi = wire::flxi;
+using storage::LogKind;
+using Clock = std::chrono::steady_clock;
+
+const char* ReplicaHaltName(ReplicaHalt halt) {
+  switch (halt) {
+    case ReplicaHalt::kNone:
+      return "";
+    case ReplicaHalt::kDiverged:
+      return "diverged";
+    case ReplicaHalt::kFenced:
+      return "fenced";
+    case ReplicaHalt::kNeedsBootstrap:
+      return "needs_bootstrap";
+  }
+  return "";
+}
+
+namespace {
+
+flxi::ReplicaLog WireLog(LogKind log) {
+  switch (log) {
+    case LogKind::kCache:
+      return flxi::ReplicaLog::kCache;
+    case LogKind::kCursors:
+      return flxi::ReplicaLog::kGroupCursors;
+    case LogKind::kDeadLetters:
+      return flxi::ReplicaLog::kGroupDeadLetters;
+    case LogKind::kCounters:
+      return flxi::ReplicaLog::kCounters;
+    default:
+      return flxi::ReplicaLog::kStream;
+  }
+}
+
+flxi::Kind BootstrapKind(LogKind log) {
+  switch (log) {
+    case LogKind::kCache:
+      return flxi::Kind::kReplicateCacheBootstrap;
+    case LogKind::kCursors:
+      return flxi::Kind::kReplicateGroupBootstrap;
+    case LogKind::kDeadLetters:
+      return flxi::Kind::kReplicateDeadLetterBootstrap;
+    case LogKind::kCounters:
+      return flxi::Kind::kReplicateCounterBootstrap;
+    default:
+      return flxi::Kind::kReplicateBootstrap;
+  }
+}
+
+const char* TransportOutcome(PeerErrorKind kind) {
+  switch (kind) {
+    case PeerErrorKind::kTimeout:
+      return "timeout";
+    case PeerErrorKind::kDisconnected:
+    case PeerErrorKind::kStopped:
+      return "disconnected";
+    default:
+      return "unreachable";
+  }
+}
+
+constexpr const char* kShippedOutcomes[] = {
+    "ok",           "resumed",  "refused", "read_failed",     "unreachable", "timeout",
+    "disconnected", "diverged", "fenced",  "needs_bootstrap", "bootstrapped"};
+
+// The series of replication.md §24 this side exports; none carries a shard label, so the
+// gauges are sums of every replicator's contribution (see State::PublishGauges).
+struct Metrics {
+  explicit Metrics(MetricsRegistry& r)
+      : lag(r.AddGauge("felix_broker_replication_lag_records",
+                       "Records the slowest non-halted follower lacks, summed over the shards "
+                       "this broker leads")),
+        halted(r.AddGauge("felix_broker_replication_halted",
+                          "Follower logs halted (diverged, fenced, needs_bootstrap)")),
+        rebuilding(
+            r.AddGauge("felix_broker_replication_rebuilding", "Follower logs being rebuilt")),
+        rebuild_started(r.AddCounter("felix_broker_replication_rebuilds_total",
+                                     "Rebuilds of halted followers", "outcome=\"started\"")),
+        rebuild_completed(r.AddCounter("felix_broker_replication_rebuilds_total",
+                                       "Rebuilds of halted followers", "outcome=\"completed\"")),
+        rebuild_refused(r.AddCounter("felix_broker_replication_rebuilds_total",
+                                     "Rebuilds of halted followers", "outcome=\"refused\"")),
+        round_trip(r.AddHistogram("felix_broker_replicate_seconds",
+                                  "Round trip of a replication exchange, seconds",
+                                  LatencyBucketsSeconds())),
+        bytes(r.AddCounter("felix_broker_replication_bytes_shipped_total",
+                           "Payload bytes of batches followers acknowledged")) {
+    for (size_t i = 0; i < std::size(kShippedOutcomes); ++i) {
+      shipped[i] = &r.AddCounter("felix_broker_replication_shipped_total",
+                                 "Replication exchanges by outcome",
+                                 std::string("outcome=\"") + kShippedOutcomes[i] + "\"");
+    }
+  }
+  void Shipped(std::string_view outcome) {
+    for (size_t i = 0; i < std::size(kShippedOutcomes); ++i) {
+      if (outcome == kShippedOutcomes[i]) shipped[i]->Increment();
+    }
+  }
+  Gauge& lag;
+  Gauge& halted;
+  Gauge& rebuilding;
+  Counter& rebuild_started;
+  Counter& rebuild_completed;
+  Counter& rebuild_refused;
+  Histogram& round_trip;
+  Counter& bytes;
+  std::array<Counter*, std::size(kShippedOutcomes)> shipped{};
+};
+
+// Closed by Stop(): a callback from another thread posts to the executor only while open.
+struct Gate {
+  std::mutex mu;
+  bool open = true;
+};
+
+}  // namespace
+
+struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::State> {
+  // One batch as read from the leader's log; kept while in flight so a resend ships the same
+  // records.
+  struct Batch {
+    uint64_t first = 0;
+    uint64_t end = 0;
+    uint64_t bytes = 0;
+    std::vector<storage::Record> records;
+  };
+  struct InFlight {
+    uint64_t seq = 0;
+    std::shared_ptr<const Batch> batch;
+    std::optional<uint64_t> commit;
+    bool labelled = false;
+    bool timed = false;
+    uint32_t malformed = 0;  // consecutive Malformed answers to these records
+    Clock::time_point sent;
+  };
+  struct Cursor {
+    size_t follower = 0;
+    LogKind log = LogKind::kStream;
+    uint64_t next = 0;       // the resume point of the answer table
+    uint64_t send_from = 0;  // where the next new batch starts (after what is in flight)
+    uint64_t confirmed = 0;
+    bool answered = false;  // confirmed comes from an answer at this generation
+    bool stalled = false;
+    bool legacy = false;  // refused kind 26/32/36: ship the log's own kind
+    bool need_bootstrap = false;
+    std::deque<InFlight> in_flight;
+    uint64_t control_seq = 0;  // bootstrap or rebuild exchange in flight
+    broker::Executor::TimerId retry_timer = 0;
+    ReplicaHalt halt = ReplicaHalt::kNone;
+    std::string halt_detail;
+    bool rebuilding = false;
+    bool holds_slot = false;
+    uint32_t rebuild_refusals = 0;
+    broker::Executor::TimerId rebuild_timer = 0;
+  };
+
+  State(storage::ShardStore& s, ShardReplicatorOptions opts, ReplicaTransport& t,
+        broker::Executor& e, MetricsRegistry* registry, MarkListener mark, FencedListener fenced)
+      : store(s),
+        o(std::move(opts)),
+        transport(t),
+        ex(e),
+        on_mark(std::move(mark)),
+        on_fenced(std::move(fenced)) {
+    if (registry) m.emplace(*registry);
+    if (o.max_in_flight == 0) o.max_in_flight = 1;
+    if (o.cache_shard) {
+      logs = {LogKind::kCounters, LogKind::kCache};  // counters first (§4)
+    } else {
+      logs = {LogKind::kStream, LogKind::kCursors, LogKind::kDeadLetters};
+    }
+    follower_caps.resize(o.followers.size());
+  }
+
+  // --- threading ------------------------------------------------------------------------------
+
+  // From any thread: runs `fn` on the executor unless Stop() closed the gate.
+  void PostGated(std::function<void(State&)> fn) {
+    std::lock_guard<std::mutex> lock(gate->mu);
+    if (!gate->open) return;
+    ex.Post([self = shared_from_this(), fn = std::move(fn)] {
+      if (!self->stopped) fn(*self);
+    });
+  }
+
+  void After(std::chrono::milliseconds delay, broker::Executor::TimerId* slot,
+             std::function<void(State&)> fn) {
+    *slot = ex.PostAfter(delay, [self = shared_from_this(), slot, fn = std::move(fn)] {
+      if (self->stopped) return;
+      *slot = 0;
+      fn(*self);
+    });
+  }
+
+  void SchedulePass() {
+    if (pass_posted.exchange(true)) return;
+    PostGated([](State& s) {
+      s.pass_posted = false;
+      s.RunPass();
+    });
+  }
+
+  // --- lifecycle --------------------------------------------------------------------------------
+
+  LogKind OwnLog() const { return o.cache_shard ? LogKind::kCache : LogKind::kStream; }
+
+  std::optional<uint64_t> OwnStart() const {
+    for (const storage::EpochEntry& e : store.generation_history().entries()) {
+      if (e.generation == o.generation) return e.start_offset;
+    }
+    return std::nullopt;
+  }
+
+  void StartOnExecutor() {
+    if (started || stopped) return;
+    started = true;
+    std::optional<uint64_t> own_start = OwnStart();
+    for (size_t f = 0; f < o.followers.size(); ++f) {
+      for (LogKind log : logs) {
+        Cursor c;
+        c.follower = f;
+        c.log = log;
+        // §4: one record below where this generation begins, so the first batch overlaps a
+        // record the follower should already hold; aux logs (and no history) start at 0.
+        if (log == OwnLog() && own_start && *own_start > 0) c.next = *own_start - 1;
+        c.send_from = c.next;
+        cursors.push_back(std::move(c));
+      }
+    }
+    RunPass();
+  }
+
+  void StopOnExecutor() {
+    if (stopped) return;
+    stopped = true;
+    for (size_t i = 0; i < logs.size(); ++i) {
+      if (notify_ids[i] != 0) store.log(logs[i]).CancelNotify(notify_ids[i]);
+      notify_ids[i] = 0;
+    }
+    for (Cursor& c : cursors) {
+      if (c.retry_timer) ex.Cancel(c.retry_timer);
+      if (c.rebuild_timer) ex.Cancel(c.rebuild_timer);
+      c.retry_timer = c.rebuild_timer = 0;
+      c.in_flight.clear();
+    }
+    if (m) {
+      m->lag.Add(-lag_contrib);
+      m->halted.Add(-halted_contrib);
+      m->rebuilding.Add(-rebuilding_contrib);
+    }
+    lag_contrib = halted_contrib = rebuilding_contrib = 0;
+  }
+
+  // --- passes -----------------------------------------------------------------------------------
+
+  void ArmNotify(size_t i) {
+    if (notify_ids[i] != 0) return;
+    storage::DurableLog& log = store.log(logs[i]);
+    std::weak_ptr<State> weak = weak_from_this();
+    uint64_t id = log.NotifyWhen(log.TailOffset(), [weak, i](storage::WaitOutcome outcome) {
+      if (outcome != storage::WaitOutcome::kReady) return;
+      if (auto self = weak.lock()) {
+        self->PostGated([i](State& s) {
+          s.notify_ids[i] = 0;
+          s.RunPass();
+        });
+      }
+    });
+    notify_ids[i] = id;  // 0 when it already fired inline: the posted pass re-arms
+  }
+
+  void RunPass() {
+    if (!started || stopped) return;
+    for (size_t i = 0; i < logs.size(); ++i) ArmNotify(i);
+    for (Cursor& c : cursors) Pump(c);
+    UpdateMarks();
+    PublishGauges();
+  }
+
+  size_t IndexOf(const Cursor& c) const { return size_t(&c - cursors.data()); }
+  const PeerAddress& Peer(const Cursor& c) const { return o.followers[c.follower]; }
+  flxi::ShardRef Ref() const {
+    return flxi::ShardRef{o.tenant, o.ns, o.name, o.shard, o.generation};
+  }
+  std::string Where(const Cursor& c) const {
+    return o.tenant + "/" + o.ns + "/" + o.name + "/" + std::to_string(o.shard) + "@" +
+           std::to_string(o.generation) + " log=" + storage::LogKindName(c.log) +
+           " follower=" + Peer(c).node_id;
+  }
+
+  // Ships what the log holds from the cursor's send position, up to the in-flight bound.
+  void Pump(Cursor& c) {
+    if (stopped) return;
+    if (c.halt != ReplicaHalt::kNone) {
+      MaybeRebuild(c);
+      return;
+    }
+    if (c.control_seq != 0 || c.retry_timer != 0) return;
+    if (c.need_bootstrap) {
+      MaybeBootstrap(c);
+      return;
+    }
+    // A stalled cursor probes with one batch until an answer succeeds: a failing follower
+    // gets at most one exchange per retry_delay, never a tight loop.
+    const size_t limit = c.stalled ? 1 : o.max_in_flight;
+    storage::DurableLog& log = store.log(c.log);
+    while (c.in_flight.size() < limit) {
+      auto read =
+          log.Read(c.send_from, storage::ReadLimits{o.max_batch_records, o.max_batch_bytes});
+      if (!read) {
+        if (read.error().code == storage::StorageErrc::kTrimmed) {
+          c.need_bootstrap = true;
+          if (c.in_flight.empty()) MaybeBootstrap(c);
+          return;
+        }
+        spdlog::warn("replication {}: reading from {} failed: {}", Where(c), c.send_from,
+                     read.error().ToString());
+        Count("read_failed");
+        c.stalled = true;
+        ArmRetry(c);
+        return;
+      }
+      if (read->records.empty()) return;
+      auto batch = std::make_shared<Batch>();
+      batch->first = read->records.front().offset;
+      batch->end = read->records.back().offset + 1;
+      for (const storage::Record& r : read->records) batch->bytes += r.payload.size();
+      batch->records = std::move(read->records);
+      InFlight entry;
+      entry.batch = std::move(batch);
+      const std::optional<uint64_t>& caps = follower_caps[c.follower];
+      if (!c.legacy) {
+        entry.labelled = caps && Labelled(c.log, *caps);
+        entry.timed = entry.labelled && (*caps & flxi::kCapRecordTimes) != 0;
+        // The commit offset rides the shard's own log only (kinds 26/32/36): the stream (or
+        // cache) log's mark. Auxiliary logs carry none.
+        if (c.log == OwnLog()) entry.commit = marks[size_t(c.log)];
+      }
+      if (!Send(c, std::move(entry))) return;
+    }
+  }
+
+  static bool Labelled(LogKind log, uint64_t caps) {
+    if ((caps & flxi::kCapGenerationLabels) == 0) return false;
+    if (log == LogKind::kStream) return true;
+    // §7.1: cache and counter logs only to a follower that also offered CACHE_FENCE; group
+    // cursors and dead letters never carry labels.
+    if (log == LogKind::kCache || log == LogKind::kCounters) {
+      return (caps & flxi::kCapCacheFence) != 0;
+    }
+    return false;
+  }
+
+  // Generation labels for a batch: the leader's history entries overlapping [first, end) for
+  // the shard's own log when the history covers the batch; otherwise runs of the records' own
+  // generations (auxiliary logs, or a log older than its history).
+  std::vector<flxi::GenerationStart> Labels(const Cursor& c, const Batch& b) const {
+    std::vector<flxi::GenerationStart> out;
+    const auto& entries = store.generation_history().entries();
+    if (c.log == OwnLog() && !entries.empty() && entries.front().start_offset <= b.first) {
+      for (size_t i = 0; i < entries.size(); ++i) {
+        uint64_t end = i + 1 < entries.size() ? entries[i + 1].start_offset : UINT64_MAX;
+        if (entries[i].start_offset < b.end && end > b.first) {
+          out.push_back({entries[i].generation, entries[i].start_offset});
+        }
+      }
+      return out;
+    }
+    for (const storage::Record& r : b.records) {
+      if (out.empty() || out.back().generation != r.generation) {
+        out.push_back({r.generation, r.offset});
+      }
+    }
+    return out;
+  }
+
+  // Encodes and sends one in-flight entry; false when nothing more should be sent now.
+  bool Send(Cursor& c, InFlight entry) {
+    const Batch& b = *entry.batch;
+    flxi::Records rec;
+    rec.shard = Ref();
+    rec.first_offset = b.first;
+    rec.payloads.reserve(b.records.size());
+    for (const storage::Record& r : b.records) rec.payloads.emplace_back(r.payload);
+    rec.checksum = flxi::BatchChecksum(rec.payloads, {});
+    rec.commit_offset = entry.commit;
+    if (entry.labelled) {
+      rec.generations = Labels(c, b);
+      if (entry.timed) {
+        rec.times.reserve(b.records.size());
+        for (const storage::Record& r : b.records) rec.times.push_back(r.timestamp_ms * 1000);
+      }
+    }
+    auto frame =
+        flxi::MakeRecordsFrame(WireLog(c.log), std::move(rec), entry.labelled, entry.timed);
+    if (!frame) {
+      spdlog::error("replication {}: cannot build a batch at {}: {}", Where(c), b.first,
+                    frame.error().ToString());
+      Count("read_failed");
+      c.stalled = true;
+      ArmRetry(c);
+      return false;
+    }
+    entry.seq = next_seq++;
+    entry.sent = Clock::now();
+    const uint64_t seq = entry.seq;
+    const size_t index = IndexOf(c);
+    c.send_from = b.end;
+    c.in_flight.push_back(std::move(entry));
+    auto sent = transport.Send(
+        Peer(c), *frame,
+        [self = shared_from_this(), index, seq](Result<PeerResponse, PeerError> answer) {
+          self->PostGated([index, seq, answer = std::move(answer)](State& s) {
+            s.OnRecordsAnswer(s.cursors[index], seq, answer);
+          });
+        });
+    if (!sent) {
+      spdlog::debug("replication {}: send failed: {}", Where(c), sent.error().ToString());
+      Count("unreachable");
+      Retry(c, c.in_flight.size() - 1);
+      return false;
+    }
+    return true;
+  }
+
+  // --- answers to records ---------------------------------------------------------------------
+
+  void OnRecordsAnswer(Cursor& c, uint64_t seq, const Result<PeerResponse, PeerError>& answer) {
+    auto it = std::find_if(c.in_flight.begin(), c.in_flight.end(),
+                           [seq](const InFlight& f) { return f.seq == seq; });
+    if (it == c.in_flight.end()) return;  // dropped after an earlier failure: stale
+    const size_t pos = size_t(it - c.in_flight.begin());
+    if (m) {
+      m->round_trip.Observe(std::chrono::duration<double>(Clock::now() - it->sent).count());
+    }
+    if (!answer) {
+      Count(TransportOutcome(answer.error().kind));
+      if (answer.error().kind == PeerErrorKind::kNotOffered) {
+        // The peer did not offer what the kind needs: ship plain frames from now on.
+        follower_caps[c.follower] = 0;
+      }
+      Retry(c, pos);
+      AfterAnswer(c);
+      return;
+    }
+    if (answer->peer_capabilities) follower_caps[c.follower] = *answer->peer_capabilities;
+    auto decoded = answer->Decode();
+    if (!decoded) {
+      Count("refused");
+      Retry(c, pos);
+      AfterAnswer(c);
+      return;
+    }
+    const flxi::Frame& frame = *decoded;
+    if (const auto* ok = std::get_if<flxi::ReplicateOk>(&frame.body)) {
+      OnOk(c, pos, ok->durable_offset);
+    } else if (const auto* err = std::get_if<flxi::ReplicateError>(&frame.body)) {
+      OnError(c, pos, *err);
+    } else if (const auto* refusal = std::get_if<flxi::ErrorAnswer>(&frame.body);
+               refusal && refusal->code == flxi::ErrorCode::kUnsupportedKind &&
+               (c.in_flight[pos].commit || c.in_flight[pos].labelled)) {
+      // §7.4: an older follower refused kind 26/32/36; nothing was stored. Resend the same
+      // records as the log's own kind, and keep doing so.
+      Count("refused");
+      c.legacy = true;
+      InFlight again = std::move(c.in_flight[pos]);
+      DropFrom(c, pos);
+      again.commit.reset();
+      again.labelled = again.timed = false;
+      c.send_from = again.batch->first;
+      Send(c, std::move(again));
+    } else {
+      Count("refused");
+      Retry(c, pos);
+    }
+    AfterAnswer(c);
+  }
+
+  void OnOk(Cursor& c, size_t pos, uint64_t durable) {
+    const Batch& b = *c.in_flight[pos].batch;
+    // Never trust an answer past what was sent (§4; cluster-etcd.md §7 item 1).
+    const uint64_t next = std::min(durable, b.end);
+    const uint64_t end = b.end;
+    if (m) m->bytes.Increment(b.bytes);
+    Count("ok");
+    c.confirmed = c.answered ? std::max(c.confirmed, next) : next;
+    c.answered = true;
+    c.stalled = false;
+    c.next = next;
+    if (next < end) {
+      // The follower holds less than the batch: resume from where it stands.
+      ResumeAt(c, pos, next);
+    } else {
+      c.in_flight.erase(c.in_flight.begin() + pos);
+    }
+    CompleteRebuildIfLevel(c, c.confirmed);
+  }
+
+  // A rebuild holds its slot until the follower is level with the leader's tail.
+  void CompleteRebuildIfLevel(Cursor& c, uint64_t level) {
+    if (!c.rebuilding || level < store.log(c.log).TailOffset()) return;
+    c.rebuilding = false;
+    if (m) m->rebuild_completed.Increment();
+    spdlog::info("replication {}: rebuild completed at {}", Where(c), level);
+    ReleaseSlot(c);
+  }
+
+  void OnError(Cursor& c, size_t pos, const flxi::ReplicateError& err) {
+    switch (err.code) {
+      case flxi::ErrorCode::kLogGap: {
+        Count("resumed");
+        const uint64_t expected = std::min(err.expected_offset, store.log(c.log).TailOffset());
+        c.next = expected;
+        c.confirmed = std::min(c.confirmed, expected);
+        ResumeAt(c, pos, expected);
+        return;
+      }
+      case flxi::ErrorCode::kLogConflict:
+        Count("diverged");
+        Halt(c, ReplicaHalt::kDiverged,
+             "LogConflict on the batch at " + std::to_string(c.in_flight[pos].batch->first) +
+                 " (follower tail " + std::to_string(err.expected_offset) +
+                 "): " + std::string(err.detail));
+        return;
+      case flxi::ErrorCode::kFencedEpoch:
+        Count("fenced");
+        Fenced(c, std::string(err.detail));
+        return;
+      case flxi::ErrorCode::kMalformed:
+        Count("refused");
+        if (c.in_flight[pos].malformed == 0) {
+          // A checksum mismatch means "resend" (cluster-etcd.md §7 item 8): the same records
+          // again, now. A second Malformed in a row waits retry_delay like any refusal.
+          InFlight again = std::move(c.in_flight[pos]);
+          DropFrom(c, pos);
+          again.malformed++;
+          c.send_from = again.batch->first;
+          Send(c, std::move(again));
+          return;
+        }
+        Retry(c, pos);
+        return;
+      default:
+        Count("refused");
+        Retry(c, pos);
+        return;
+    }
+  }
+
+  // Drops the entry at `pos` and everything sent after it; what came before stays in flight.
+  void DropFrom(Cursor& c, size_t pos) {
+    c.in_flight.erase(c.in_flight.begin() + pos, c.in_flight.end());
+    c.send_from = c.in_flight.empty() ? c.next : c.in_flight.back().batch->end;
+  }
+
+  // Drops `pos` and what followed it, and continues from `offset` — unless earlier batches
+  // still in flight already cover it, then after them.
+  void ResumeAt(Cursor& c, size_t pos, uint64_t offset) {
+    c.in_flight.erase(c.in_flight.begin() + pos, c.in_flight.end());
+    if (!c.in_flight.empty() && offset >= c.in_flight.front().batch->first &&
+        offset <= c.in_flight.back().batch->end) {
+      c.send_from = c.in_flight.back().batch->end;
+    } else {
+      c.in_flight.clear();
+      c.send_from = offset;
+    }
+  }
+
+  // Transport failure, timeout, or a refusal that may clear: resend from where the failed
+  // batch began after retry_delay.
+  void Retry(Cursor& c, size_t pos) {
+    const uint64_t from = c.in_flight[pos].batch->first;
+    ResumeAt(c, pos, from);
+    c.stalled = true;
+    ArmRetry(c);
+  }
+
+  void ArmRetry(Cursor& c) {
+    if (c.retry_timer != 0) return;
+    const size_t index = IndexOf(c);
+    After(o.retry_delay, &c.retry_timer, [index](State& s) {
+      s.Pump(s.cursors[index]);
+      s.PublishGauges();
+    });
+  }
+
+  void AfterAnswer(Cursor& c) {
+    Pump(c);
+    UpdateMarks();
+    PublishGauges();
+  }
+
+  // --- halts ------------------------------------------------------------------------------------
+
+  void Halt(Cursor& c, ReplicaHalt reason, std::string detail) {
+    c.in_flight.clear();
+    c.send_from = c.next;
+    c.halt = reason;
+    c.halt_detail = std::move(detail);
+    c.stalled = false;
+    c.need_bootstrap = false;
+    if (c.retry_timer) ex.Cancel(c.retry_timer);
+    c.retry_timer = 0;
+    if (c.rebuilding) c.rebuilding = false;
+    ReleaseSlot(c);
+    spdlog::warn("replication {}: halted {} at next={} confirmed={}: {}", Where(c),
+                 ReplicaHaltName(reason), c.next, c.confirmed, c.halt_detail);
+  }
+
+  // FencedEpoch: this broker is no longer the leader as far as that follower knows. Every log
+  // of the follower stops; the host hears it once.
+  void Fenced(Cursor& c, std::string detail) {
+    const size_t follower = c.follower;
+    for (Cursor& other : cursors) {
+      if (other.follower != follower || other.halt == ReplicaHalt::kFenced) continue;
+      other.control_seq = 0;
+      if (other.rebuild_timer) ex.Cancel(other.rebuild_timer);
+      other.rebuild_timer = 0;
+      Halt(other, ReplicaHalt::kFenced, detail);
+    }
+    if (!fenced_reported) {
+      fenced_reported = true;
+      if (on_fenced) on_fenced();
+    }
+  }
+
+  // --- bootstrap (§12) --------------------------------------------------------------------------
+
+  // Below this offset the leader knows its records committed: its own commit offset.
+  uint64_t CommitFloor(LogKind log) const {
+    uint64_t floor = store.log(log).CommitOffset();
+    if (log == OwnLog()) floor = std::max(floor, store.replica_state().commit_offset);
+    return floor;
+  }
+
+  void MaybeBootstrap(Cursor& c) {
+    if (c.control_seq != 0 || !c.in_flight.empty() || c.retry_timer != 0) return;
+    storage::DurableLog& log = store.log(c.log);
+    const uint64_t base = log.BaseOffset();
+    if (c.send_from >= base) {
+      c.need_bootstrap = false;
+      Pump(c);
+      return;
+    }
+    // Never offer a base above both the mark and the leader's commit offset: the follower
+    // waits (publishes time out) rather than acknowledging over a hole.
+    if (base > marks[size_t(c.log)] && base > CommitFloor(c.log)) {
+      c.stalled = true;
+      ArmRetry(c);
+      return;
+    }
+    flxi::Bootstrap body;
+    body.shard = Ref();
+    body.base_offset = base;
+    SendControl(c, flxi::Frame{BootstrapKind(c.log), body}, base, /*rebuild=*/false);
+  }
+
+  void SendControl(Cursor& c, const flxi::Frame& frame, uint64_t base, bool rebuild) {
+    const uint64_t seq = next_seq++;
+    const size_t index = IndexOf(c);
+    c.control_seq = seq;
+    auto sent = transport.Send(
+        Peer(c), frame,
+        [self = shared_from_this(), index, seq, base, rebuild](Result<PeerResponse, PeerError> a) {
+          self->PostGated([index, seq, base, rebuild, a = std::move(a)](State& s) {
+            Cursor& c = s.cursors[index];
+            if (c.control_seq != seq) return;
+            c.control_seq = 0;
+            if (rebuild) {
+              s.OnRebuildAnswer(c, base, a);
+            } else {
+              s.OnBootstrapAnswer(c, base, a);
+            }
+            s.AfterAnswer(c);
+          });
+        });
+    if (!sent) {
+      c.control_seq = 0;
+      Count("unreachable");
+      if (rebuild) ReleaseSlot(c);
+      c.stalled = true;
+      ArmRetry(c);
+    }
+  }
+
+  void OnBootstrapAnswer(Cursor& c, uint64_t base, const Result<PeerResponse, PeerError>& a) {
+    if (!a) {
+      Count(TransportOutcome(a.error().kind));
+      c.stalled = true;
+      ArmRetry(c);
+      return;
+    }
+    if (a->peer_capabilities) follower_caps[c.follower] = *a->peer_capabilities;
+    auto decoded = a->Decode();
+    const flxi::Frame* frame = decoded ? &*decoded : nullptr;
+    if (const auto* ok = frame ? std::get_if<flxi::ReplicateOk>(&frame->body) : nullptr) {
+      if (ok->durable_offset < base) {
+        Count("needs_bootstrap");
+        Halt(c, ReplicaHalt::kNeedsBootstrap,
+             "bootstrap at " + std::to_string(base) + " answered a tail below it (" +
+                 std::to_string(ok->durable_offset) + ")");
+        return;
+      }
+      Count("bootstrapped");
+      // The follower's log spans the base; shipping continues from its tail. Nothing is
+      // counted until a records exchange confirms it at this generation.
+      c.need_bootstrap = false;
+      c.stalled = false;
+      c.next = c.send_from = std::min(ok->durable_offset, store.log(c.log).TailOffset());
+      return;
+    }
+    const auto* err = frame ? std::get_if<flxi::ReplicateError>(&frame->body) : nullptr;
+    if (err && err->code == flxi::ErrorCode::kLogConflict) {
+      Count("needs_bootstrap");
+      Halt(c, ReplicaHalt::kNeedsBootstrap,
+           "refused the bootstrap at " + std::to_string(base) + " (follower tail " +
+               std::to_string(err->expected_offset) + "): " + std::string(err->detail));
+      return;
+    }
+    if (err && err->code == flxi::ErrorCode::kFencedEpoch) {
+      Count("fenced");
+      Fenced(c, std::string(err->detail));
+      return;
+    }
+    Count("refused");
+    c.stalled = true;
+    ArmRetry(c);
+  }
+
+  // --- rebuild (§13) ----------------------------------------------------------------------------
+
+  void MaybeRebuild(Cursor& c) {
+    if (c.halt != ReplicaHalt::kDiverged && c.halt != ReplicaHalt::kNeedsBootstrap) return;
+    // Never when this broker is itself fenced (seed: "Rebuilding a follower").
+    if (fenced_reported || o.rebuild_max_concurrent == 0 || c.control_seq != 0 ||
+        c.rebuild_timer != 0 || c.retry_timer != 0) {
+      return;
+    }
+    if (!c.holds_slot) {
+      if (rebuild_slots >= o.rebuild_max_concurrent) return;  // retried when a slot frees
+      rebuild_slots++;
+      c.holds_slot = true;
+    }
+    flxi::Rebuild body;
+    body.shard = Ref();
+    body.log = WireLog(c.log);
+    body.base_offset = store.log(c.log).BaseOffset();
+    SendControl(c, flxi::Frame{flxi::Kind::kReplicateRebuild, body}, body.base_offset, true);
+  }
+
+  void ReleaseSlot(Cursor& c) {
+    if (!c.holds_slot) return;
+    c.holds_slot = false;
+    rebuild_slots--;
+    for (Cursor& other : cursors) {
+      if (&other != &c && !other.holds_slot) MaybeRebuild(other);
+    }
+  }
+
+  void OnRebuildAnswer(Cursor& c, uint64_t base, const Result<PeerResponse, PeerError>& a) {
+    if (!a) {
+      Count(TransportOutcome(a.error().kind));
+      ReleaseSlot(c);
+      c.stalled = true;
+      ArmRetry(c);
+      return;
+    }
+    if (a->peer_capabilities) follower_caps[c.follower] = *a->peer_capabilities;
+    auto decoded = a->Decode();
+    const flxi::Frame* frame = decoded ? &*decoded : nullptr;
+    if (const auto* ok = frame ? std::get_if<flxi::ReplicateOk>(&frame->body) : nullptr) {
+      if (m) m->rebuild_started.Increment();
+      spdlog::info("replication {}: rebuild accepted at base {}, shipping from {}", Where(c), base,
+                   ok->durable_offset);
+      // The slot stays held until the follower is level (OnOk).
+      c.halt = ReplicaHalt::kNone;
+      c.halt_detail.clear();
+      c.rebuilding = true;
+      c.rebuild_refusals = 0;
+      c.confirmed = 0;
+      c.answered = false;
+      c.stalled = false;
+      c.need_bootstrap = false;
+      c.next = c.send_from = ok->durable_offset;
+      // A new copy beginning at the leader's tail (say, an empty log) is level already.
+      CompleteRebuildIfLevel(c, ok->durable_offset);
+      return;
+    }
+    const auto* err = frame ? std::get_if<flxi::ReplicateError>(&frame->body) : nullptr;
+    if (err && err->code == flxi::ErrorCode::kFencedEpoch) {
+      Count("fenced");
+      Fenced(c, std::string(err->detail));
+      return;
+    }
+    // Refused: stays halted; the next attempt waits 5 s, doubling, capped at 5 min.
+    if (m) m->rebuild_refused.Increment();
+    c.rebuild_refusals++;
+    ReleaseSlot(c);
+    const auto delay = RebuildBackoff(c.rebuild_refusals, o.rebuild_backoff, o.rebuild_backoff_max);
+    spdlog::warn("replication {}: rebuild refused ({}), next attempt in {} ms", Where(c),
+                 err ? std::string(err->detail) : std::string("unexpected answer"), delay.count());
+    const size_t index = IndexOf(c);
+    After(delay, &c.rebuild_timer, [index](State& s) {
+      s.MaybeRebuild(s.cursors[index]);
+      s.PublishGauges();
+    });
+  }
+
+  // --- marks and gauges -------------------------------------------------------------------------
+
+  void UpdateMarks() {
+    if (!started || stopped) return;
+    std::vector<FollowerPosition> positions;
+    for (size_t i = 0; i < logs.size(); ++i) {
+      const LogKind log = logs[i];
+      MarkInputs in;
+      in.leader_tail = store.log(log).TailOffset();
+      // Read the tail before the generation (§8.2): the leader counts only while its log has
+      // accepted nothing newer.
+      in.leader_counts = store.replica_state().generation <= o.generation;
+      in.replicas = o.followers.size() + 1;
+      if (log == OwnLog()) in.own_start = OwnStart();
+      positions.clear();
+      for (const Cursor& c : cursors) {
+        if (c.log != log) continue;
+        positions.push_back({c.confirmed, c.answered, c.halt != ReplicaHalt::kNone});
+      }
+      const uint64_t mark = QuorumMark(in, positions);
+      if (mark > marks[size_t(log)]) {
+        marks[size_t(log)] = mark;
+        if (on_mark) on_mark(log, mark);
+        if (stopped) return;  // the listener stopped us
+      }
+    }
+  }
+
+  void PublishGauges() {
+    if (!m || stopped) return;
+    int64_t lag = 0, halted = 0, rebuilding = 0;
+    for (const Cursor& c : cursors) {
+      if (c.halt != ReplicaHalt::kNone) {
+        halted++;
+        continue;
+      }
+      if (c.rebuilding) rebuilding++;
+      const uint64_t tail = store.log(c.log).TailOffset();
+      lag = std::max<int64_t>(lag, int64_t(tail - std::min(c.confirmed, tail)));
+    }
+    m->lag.Add(lag - lag_contrib);
+    m->halted.Add(halted - halted_contrib);
+    m->rebuilding.Add(rebuilding - rebuilding_contrib);
+    lag_contrib = lag;
+    halted_contrib = halted;
+    rebuilding_contrib = rebuilding;
+  }
+
+  void Count(std::string_view outcome) {
+    if (m) m->Shipped(outcome);
+  }
+
+  storage::ShardStore& store;
+  ShardReplicatorOptions o;
+  ReplicaTransport& transport;
+  broker::Executor& ex;
+  MarkListener on_mark;
+  FencedListener on_fenced;
+  std::optional<Metrics> m;
+  std::shared_ptr<Gate> gate = std::make_shared<Gate>();
+  std::atomic<bool> pass_posted{false};
+
+  // Executor only from here on.
+  std::vector<LogKind> logs;
+  std::vector<Cursor> cursors;  // follower-major; never resized after Start
+  std::vector<std::optional<uint64_t>> follower_caps;
+  std::array<uint64_t, storage::kLogKindCount> marks{};
+  std::array<uint64_t, 3> notify_ids{};  // by index into `logs`
+  bool started = false;
+  bool stopped = false;
+  bool fenced_reported = false;
+  uint32_t rebuild_slots = 0;
+  uint64_t next_seq = 1;
+  int64_t lag_contrib = 0, halted_contrib = 0, rebuilding_contrib = 0;
+};
+
+ShardReplicator::ShardReplicator(storage::ShardStore& store, ShardReplicatorOptions options,
+                                 ReplicaTransport& transport, broker::Executor& executor,
+                                 MetricsRegistry* metrics, MarkListener on_mark,
+                                 FencedListener on_fenced)
+    : state_(std::make_shared<State>(store, std::move(options), transport, executor, metrics,
+                                     std::move(on_mark), std::move(on_fenced))) {}
+
+ShardReplicator::~ShardReplicator() {
+  Stop();
+}
+
+void ShardReplicator::Start() {
+  state_->PostGated([](State& s) { s.StartOnExecutor(); });
+}
+
+void ShardReplicator::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(state_->gate->mu);
+    if (!state_->gate->open) return;
+    state_->gate->open = false;
+  }
+  // Everything already posted runs first (the executor is FIFO); then the replicator stops on
+  // its own thread and nothing of it runs again. Answers arriving later find the gate closed.
+  std::promise<void> done;
+  auto state = state_;
+  if (state->ex.Post([state, &done] {
+        state->StopOnExecutor();
+        done.set_value();
+      })) {
+    done.get_future().wait();
+  } else {
+    state->StopOnExecutor();  // the executor already stopped: nothing else can run
+  }
+}
+
+void ShardReplicator::Wake() {
+  state_->SchedulePass();
+}
+
+uint64_t ShardReplicator::mark(storage::LogKind log) const {
+  return state_->marks[size_t(log)];
+}
+
+std::vector<ReplicaCursorStatus> ShardReplicator::status() const {
+  std::vector<ReplicaCursorStatus> out;
+  const State& s = *state_;
+  for (const State::Cursor& c : s.cursors) {
+    ReplicaCursorStatus st;
+    st.node_id = s.o.followers[c.follower].node_id;
+    st.log = c.log;
+    st.next_offset = c.next;
+    st.confirmed = c.answered ? c.confirmed : 0;
+    const uint64_t tail = s.store.log(c.log).TailOffset();
+    st.lag_records = tail - std::min(st.confirmed, tail);
+    st.in_sync = c.answered && c.halt == ReplicaHalt::kNone && st.confirmed >= tail;
+    st.stalled = c.stalled;
+    st.rebuilding = c.rebuilding;
+    st.halt = c.halt;
+    st.halt_detail = c.halt_detail;
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+}  // namespace felix::cluster

@@ -1,0 +1,874 @@
+// ShardReplicator on real leader logs (a ShardStore in a temp dir) against a scripted
+// in-process ReplicaTransport: every answer (or its loss, delay, reordering, transport failure)
+// is chosen by the test. Plus the pure mark and backoff tables.
+#include "cluster/shard_replicator.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <mutex>
+
+#include "cluster/quorum_mark.h"
+#include "cluster/rebuild_policy.h"
+#include "support/child_process.h"
+
+namespace felix::cluster {
+namespace {
+
+namespace flxi = wire::flxi;
+using namespace std::chrono_literals;
+using storage::LogKind;
+
+// --- the pure mark table ------------------------------------------------------------------------
+
+FollowerPosition At(uint64_t confirmed) {
+  return {confirmed, true, false};
+}
+FollowerPosition Unanswered(uint64_t guess) {
+  return {guess, false, false};
+}
+FollowerPosition Halted(uint64_t confirmed) {
+  return {confirmed, true, true};
+}
+
+uint64_t Mark(uint64_t tail, size_t replicas, std::vector<FollowerPosition> f,
+              bool leader_counts = true, std::optional<uint64_t> own_start = std::nullopt) {
+  MarkInputs in;
+  in.leader_tail = tail;
+  in.replicas = replicas;
+  in.leader_counts = leader_counts;
+  in.own_start = own_start;
+  return QuorumMark(in, f);
+}
+
+TEST(QuorumMarkTest, MajorityOfTheReplicaSetLeaderIncluded) {
+  EXPECT_EQ(Majority(1), 1u);
+  EXPECT_EQ(Majority(3), 2u);
+  EXPECT_EQ(Majority(4), 3u);
+  EXPECT_EQ(Majority(5), 3u);
+}
+
+TEST(QuorumMarkTest, Table) {
+  // RF 1: the leader alone.
+  EXPECT_EQ(Mark(10, 1, {}), 10u);
+  // RF 3: leader + the better follower.
+  EXPECT_EQ(Mark(10, 3, {At(7), At(4)}), 7u);
+  EXPECT_EQ(Mark(10, 3, {At(10), At(0)}), 10u);
+  // A follower never counts past the leader's tail.
+  EXPECT_EQ(Mark(10, 3, {At(50), At(0)}), 10u);
+  // RF 3, nobody answered: the leader alone is no majority; a starting guess never counts.
+  EXPECT_EQ(Mark(10, 3, {Unanswered(9), Unanswered(9)}), 0u);
+  EXPECT_EQ(Mark(10, 3, {Unanswered(9), At(3)}), 3u);
+  // Halted followers count for nothing.
+  EXPECT_EQ(Mark(10, 3, {Halted(10), At(2)}), 2u);
+  EXPECT_EQ(Mark(10, 3, {Halted(10), Halted(10)}), 0u);
+  // RF 4: majority 3 (leader + two followers).
+  EXPECT_EQ(Mark(10, 4, {At(8), At(6), At(1)}), 6u);
+  EXPECT_EQ(Mark(10, 4, {At(8), Unanswered(9), Halted(9)}), 0u);
+  // RF 5: majority 3.
+  EXPECT_EQ(Mark(10, 5, {At(9), At(5), At(2), Unanswered(9)}), 5u);
+  EXPECT_EQ(Mark(10, 5, {At(9), Halted(9), Halted(9), Unanswered(9)}), 0u);
+  // A leader whose log accepted a newer generation counts nothing.
+  EXPECT_EQ(Mark(10, 3, {At(8), At(6)}, /*leader_counts=*/false), 6u);
+  EXPECT_EQ(Mark(10, 1, {}, /*leader_counts=*/false), 0u);
+  // §8.3: a majority not past the leader's own generation start counts 0.
+  EXPECT_EQ(Mark(10, 3, {At(5), At(0)}, true, /*own_start=*/5), 0u);
+  EXPECT_EQ(Mark(10, 3, {At(6), At(0)}, true, /*own_start=*/5), 6u);
+}
+
+TEST(RebuildBackoffTest, FiveSecondsDoublingToFiveMinutes) {
+  const auto base = 5000ms, max = 300000ms;
+  EXPECT_EQ(RebuildBackoff(0, base, max), 0ms);
+  EXPECT_EQ(RebuildBackoff(1, base, max), 5000ms);
+  EXPECT_EQ(RebuildBackoff(2, base, max), 10000ms);
+  EXPECT_EQ(RebuildBackoff(3, base, max), 20000ms);
+  EXPECT_EQ(RebuildBackoff(6, base, max), 160000ms);
+  EXPECT_EQ(RebuildBackoff(7, base, max), 300000ms);
+  EXPECT_EQ(RebuildBackoff(1000, base, max), 300000ms);
+}
+
+// --- the scripted transport ---------------------------------------------------------------------
+
+struct SentFrame {
+  std::string node;
+  std::vector<uint8_t> bytes;  // the encoded frame as the pool would send it
+  PeerCallback done;
+
+  flxi::Frame frame() const {
+    auto f = flxi::DecodeFrame(bytes);
+    EXPECT_TRUE(f.has_value());
+    return f ? *f : flxi::Frame{};
+  }
+  flxi::Kind kind() const { return frame().kind; }
+  flxi::Records records() const {
+    flxi::Frame f = frame();
+    auto* r = std::get_if<flxi::Records>(&f.body);
+    EXPECT_NE(r, nullptr) << flxi::KindName(f.kind);
+    return r ? *r : flxi::Records{};
+  }
+  uint64_t first() const { return records().first_offset; }
+  uint64_t end() const {
+    auto r = records();
+    return r.first_offset + r.payloads.size();
+  }
+};
+using SentPtr = std::shared_ptr<SentFrame>;
+
+Result<PeerResponse, PeerError> Answer(const flxi::Frame& f, std::optional<uint64_t> caps) {
+  auto enc = flxi::EncodeFrame(f);
+  EXPECT_TRUE(enc.has_value());
+  PeerResponse r;
+  r.kind = uint16_t(f.kind);
+  r.body.assign(enc->begin() + 12, enc->end());
+  r.peer_capabilities = caps;
+  return r;
+}
+Result<PeerResponse, PeerError> OkAnswer(uint64_t durable, std::optional<uint64_t> caps = {}) {
+  return Answer({flxi::Kind::kReplicateOk, flxi::ReplicateOk{0, durable}}, caps);
+}
+Result<PeerResponse, PeerError> ErrAnswer(flxi::ErrorCode code, uint64_t expected = 0) {
+  return Answer({flxi::Kind::kReplicateError, flxi::ReplicateError{0, code, expected, "scripted"}},
+                std::nullopt);
+}
+Result<PeerResponse, PeerError> TransportFailure(PeerErrorKind kind) {
+  return tl::unexpected(PeerError{kind, false, "scripted"});
+}
+
+class ScriptedTransport final : public ReplicaTransport {
+ public:
+  Result<void> Send(const PeerAddress& peer, const flxi::Frame& request,
+                    PeerCallback done) override {
+    auto bytes = flxi::EncodeFrame(request);
+    if (!bytes) return tl::unexpected(bytes.error());
+    std::unique_lock<std::mutex> lock(mu_);
+    total_++;
+    if (refuse_) return Fail(ErrorCode::kUnavailable, "scripted: cannot send");
+    auto sent = std::make_shared<SentFrame>(SentFrame{peer.node_id, std::move(*bytes), done});
+    if (fail_all_) {
+      lock.unlock();
+      done(TransportFailure(PeerErrorKind::kConnectFailed));
+      return Ok();
+    }
+    queue_.push_back(sent);
+    cv_.notify_all();
+    return Ok();
+  }
+
+  // The next frame sent to `node` (any node when empty), in send order; nullptr on timeout.
+  SentPtr Next(const std::string& node = {}, std::chrono::milliseconds timeout = 5000ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    SentPtr out;
+    cv_.wait_for(lock, timeout, [&] {
+      for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+        if (node.empty() || (*it)->node == node) {
+          out = *it;
+          queue_.erase(it);
+          return true;
+        }
+      }
+      return false;
+    });
+    return out;
+  }
+  size_t Unread(const std::string& node = {}) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (auto& s : queue_) n += node.empty() || s->node == node;
+    return n;
+  }
+  size_t total() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return total_;
+  }
+  void set_refuse(bool v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refuse_ = v;
+  }
+  void set_fail_all(bool v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_all_ = v;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<SentPtr> queue_;
+  size_t total_ = 0;
+  bool refuse_ = false;
+  bool fail_all_ = false;
+};
+
+// --- fixture ------------------------------------------------------------------------------------
+
+class ShardReplicatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = felix::testing::MakeTempDir("shard-replicator"); }
+  void TearDown() override {
+    rep_.reset();
+    ex_.Stop();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void OpenStore(uint64_t initial_base = 0) {
+    storage::LogOptions lo;
+    lo.fsync_mode = storage::FsyncMode::kNone;
+    lo.initial_base_offset = initial_base;
+    auto s = storage::ShardStore::Open(dir_, storage::ShardStoreOptions::Uniform(lo));
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    store_ = std::move(*s);
+  }
+
+  // One write, so a tail watcher sees the whole batch at once.
+  void Append(LogKind log, int n, uint64_t generation = 1) {
+    std::vector<std::string> payloads;
+    for (int i = 0; i < n; ++i) {
+      payloads.push_back(std::string(storage::LogKindName(log)) + "-" + std::to_string(i));
+    }
+    std::vector<storage::AppendRecord> records;
+    for (int i = 0; i < n; ++i) {
+      records.push_back({storage::AsBytes(payloads[i]), generation, 1700000000000ull + i});
+    }
+    ASSERT_TRUE(store_->log(log).Append(records).has_value());
+  }
+
+  ShardReplicatorOptions Options(int followers) {
+    ShardReplicatorOptions o;
+    o.tenant = "t";
+    o.ns = "ns";
+    o.name = "orders";
+    o.shard = 0;
+    o.generation = 1;
+    for (int i = 0; i < followers; ++i) {
+      o.followers.push_back({"f" + std::to_string(i), HostPort{"127.0.0.1", uint16_t(7000 + i)}});
+    }
+    o.retry_delay = 20ms;
+    return o;
+  }
+
+  void Start(ShardReplicatorOptions o) {
+    rep_ = std::make_unique<ShardReplicator>(
+        *store_, std::move(o), transport_, ex_, &metrics_,
+        [this](LogKind log, uint64_t mark) {
+          std::lock_guard<std::mutex> lock(mu_);
+          marks_.push_back({log, mark});
+          cv_.notify_all();
+        },
+        [this] {
+          std::lock_guard<std::mutex> lock(mu_);
+          fenced_++;
+        });
+    rep_->Start();
+  }
+
+  template <class F>
+  auto OnExec(F f) -> decltype(f()) {
+    std::packaged_task<decltype(f())()> task(std::move(f));
+    auto future = task.get_future();
+    EXPECT_TRUE(ex_.Post([&task] { task(); }));
+    return future.get();
+  }
+  void Barrier() {
+    OnExec([] {});
+  }
+  // Delivers an answer as the pool would (any thread), then waits until it was handled.
+  void Deliver(const SentPtr& s, Result<PeerResponse, PeerError> answer) {
+    ASSERT_NE(s, nullptr);
+    s->done(std::move(answer));
+    Barrier();
+  }
+
+  uint64_t MarkOf(LogKind log) {
+    return OnExec([&] { return rep_->mark(log); });
+  }
+  ReplicaCursorStatus StatusOf(const std::string& node, LogKind log) {
+    auto all = OnExec([&] { return rep_->status(); });
+    for (auto& s : all) {
+      if (s.node_id == node && s.log == log) return s;
+    }
+    ADD_FAILURE() << "no cursor " << node;
+    return {};
+  }
+  bool WaitMark(LogKind log, uint64_t mark) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, 5s, [&] {
+      for (auto& [l, m] : marks_) {
+        if (l == log && m >= mark) return true;
+      }
+      return false;
+    });
+  }
+  std::vector<std::pair<LogKind, uint64_t>> Marks() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return marks_;
+  }
+  int fenced() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fenced_;
+  }
+  uint64_t Shipped(const std::string& outcome) {
+    std::string text = metrics_.RenderPrometheus();
+    std::string key = "felix_broker_replication_shipped_total{outcome=\"" + outcome + "\"} ";
+    auto pos = text.find(key);
+    return pos == std::string::npos ? 0 : std::stoull(text.substr(pos + key.size()));
+  }
+
+  broker::Executor ex_{"repl-test"};
+  std::string dir_;
+  std::unique_ptr<storage::ShardStore> store_;
+  ScriptedTransport transport_;
+  MetricsRegistry metrics_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<LogKind, uint64_t>> marks_;
+  int fenced_ = 0;
+  std::unique_ptr<ShardReplicator> rep_;
+};
+
+// --- starts and kinds ---------------------------------------------------------------------------
+
+TEST_F(ShardReplicatorTest, StreamStartsOneRecordBelowOwnGenerationAuxLogsAtZero) {
+  OpenStore();
+  Append(LogKind::kStream, 10, /*generation=*/1);
+  ASSERT_TRUE(store_->AcceptGeneration(1, "leader", 0).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(2, "leader", 10).has_value());
+  Append(LogKind::kStream, 5, 2);
+  Append(LogKind::kCursors, 3, 2);
+  Append(LogKind::kDeadLetters, 2, 2);
+  auto o = Options(1);
+  o.generation = 2;
+  Start(o);
+
+  auto stream = transport_.Next();
+  auto cursors = transport_.Next();
+  auto dead = transport_.Next();
+  ASSERT_TRUE(stream && cursors && dead);
+  // Before the follower said what it offers: the stream ships kind 26 with the commit offset
+  // (the mark, 0 so far); auxiliary logs their own kinds, no commit offset.
+  EXPECT_EQ(stream->kind(), flxi::Kind::kReplicateCommittedRecords);
+  EXPECT_EQ(stream->first(), 9u);
+  EXPECT_EQ(stream->records().commit_offset, std::optional<uint64_t>(0));
+  EXPECT_EQ(stream->records().shard.generation, 2u);
+  EXPECT_EQ(cursors->kind(), flxi::Kind::kReplicateGroupRecords);
+  EXPECT_EQ(cursors->first(), 0u);
+  EXPECT_EQ(dead->kind(), flxi::Kind::kReplicateDeadLetterRecords);
+  EXPECT_EQ(dead->first(), 0u);
+  auto rec = stream->records();
+  EXPECT_EQ(rec.checksum, flxi::BatchChecksum(rec.payloads, {}));
+  ASSERT_EQ(rec.payloads.size(), 6u);
+  EXPECT_EQ(rec.payloads[0], "stream-9");
+
+  // The starting guess is never counted.
+  auto st = StatusOf("f0", LogKind::kStream);
+  EXPECT_EQ(st.next_offset, 9u);
+  EXPECT_EQ(st.confirmed, 0u);
+  EXPECT_FALSE(st.in_sync);
+  EXPECT_EQ(MarkOf(LogKind::kStream), 0u);
+}
+
+TEST_F(ShardReplicatorTest, LabelledTimedKindOnceTheFollowerOfferedLabelsAndTimes) {
+  OpenStore();
+  ASSERT_TRUE(store_->AcceptGeneration(1, "leader", 0).has_value());
+  Append(LogKind::kStream, 2);
+  auto o = Options(1);
+  o.max_in_flight = 1;
+  Start(o);
+  auto first = transport_.Next("f0");
+  ASSERT_TRUE(first);
+  Deliver(first, OkAnswer(2, flxi::kCapGenerationLabels | flxi::kCapRecordTimes));
+  EXPECT_TRUE(WaitMark(LogKind::kStream, 2));
+  Append(LogKind::kStream, 3);
+  SentPtr next;
+  while ((next = transport_.Next("f0")) && next->kind() != flxi::Kind::kReplicateTimedRecords &&
+         next->first() < 2) {
+    Deliver(next, OkAnswer(next->end()));
+  }
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->kind(), flxi::Kind::kReplicateTimedRecords);
+  auto rec = next->records();
+  EXPECT_EQ(rec.first_offset, 2u);
+  ASSERT_EQ(rec.generations.size(), 1u);
+  EXPECT_EQ(rec.generations[0], (flxi::GenerationStart{1, 0}));
+  ASSERT_EQ(rec.times.size(), 3u);
+  EXPECT_EQ(rec.times[0], 1700000000000ull * 1000);
+  EXPECT_EQ(rec.commit_offset, std::optional<uint64_t>(2));  // the stream log's mark
+}
+
+TEST_F(ShardReplicatorTest, CacheShardShipsCountersBeforeCache) {
+  OpenStore();
+  Append(LogKind::kCache, 2);
+  Append(LogKind::kCounters, 2);
+  auto o = Options(1);
+  o.cache_shard = true;
+  o.name = "sessions";
+  Start(o);
+  auto a = transport_.Next();
+  auto b = transport_.Next();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->kind(), flxi::Kind::kReplicateCounterRecords);
+  EXPECT_EQ(flxi::TargetLog(b->frame()), flxi::ReplicaLog::kCache);
+  EXPECT_EQ(b->records().commit_offset, std::optional<uint64_t>(0));  // the cache log's mark
+}
+
+// --- pipelining and the answer table ------------------------------------------------------------
+
+TEST_F(ShardReplicatorTest, PipelinesUpToMaxInFlightBatches) {
+  OpenStore();
+  Append(LogKind::kStream, 20);
+  auto o = Options(1);
+  o.max_batch_records = 2;
+  o.max_in_flight = 3;
+  Start(o);
+  std::vector<SentPtr> sent;
+  for (int i = 0; i < 3; ++i) sent.push_back(transport_.Next("f0"));
+  ASSERT_TRUE(sent[0] && sent[1] && sent[2]);
+  EXPECT_EQ(sent[0]->first(), 0u);
+  EXPECT_EQ(sent[1]->first(), 2u);
+  EXPECT_EQ(sent[2]->first(), 4u);
+  EXPECT_EQ(sent[2]->records().payloads.size(), 2u);
+  Barrier();
+  rep_->Wake();
+  Barrier();
+  EXPECT_EQ(transport_.Unread("f0"), 0u) << "more than max_in_flight batches in flight";
+
+  // One answer frees one slot: exactly one more batch.
+  Deliver(sent[0], OkAnswer(2));
+  auto fourth = transport_.Next("f0");
+  ASSERT_TRUE(fourth);
+  EXPECT_EQ(fourth->first(), 6u);
+  EXPECT_EQ(transport_.Unread("f0"), 0u);
+}
+
+TEST_F(ShardReplicatorTest, OkIsClampedToTheBatchEnd) {
+  OpenStore();
+  Append(LogKind::kStream, 4);
+  auto o = Options(1);
+  o.max_batch_records = 2;
+  o.max_in_flight = 1;
+  Start(o);
+  auto s = transport_.Next("f0");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->end(), 2u);
+  // A follower (older code) answering its tail far beyond the batch is not believed.
+  Deliver(s, OkAnswer(1000));
+  auto st = StatusOf("f0", LogKind::kStream);
+  EXPECT_EQ(st.confirmed, 2u);
+  EXPECT_EQ(st.next_offset, 2u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), 2u);  // RF 2: leader + the follower's answered 2
+  auto next = transport_.Next("f0");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->first(), 2u);
+}
+
+TEST_F(ShardReplicatorTest, OutOfOrderAnswersCountWhatWasAnswered) {
+  OpenStore();
+  Append(LogKind::kStream, 6);
+  auto o = Options(1);
+  o.max_batch_records = 2;
+  o.max_in_flight = 3;
+  Start(o);
+  auto a = transport_.Next("f0"), b = transport_.Next("f0"), c = transport_.Next("f0");
+  ASSERT_TRUE(a && b && c);
+  Deliver(b, OkAnswer(4));
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 4u);
+  Deliver(a, OkAnswer(2));  // a late answer for an earlier batch does not lower it
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 4u);
+  Deliver(c, OkAnswer(6));
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 6u);
+  EXPECT_TRUE(StatusOf("f0", LogKind::kStream).in_sync);
+}
+
+TEST_F(ShardReplicatorTest, LogGapResumesFromExpectedAndDropsLaterBatches) {
+  OpenStore();
+  Append(LogKind::kStream, 20);
+  auto o = Options(1);
+  o.max_batch_records = 2;
+  o.max_in_flight = 3;
+  Start(o);
+  auto a = transport_.Next("f0"), b = transport_.Next("f0"), c = transport_.Next("f0");
+  ASSERT_TRUE(a && b && c);
+  // The follower stands at 7: the first batch is past nothing, but it says where to resume.
+  Deliver(a, ErrAnswer(flxi::ErrorCode::kLogGap, 7));
+  auto st = StatusOf("f0", LogKind::kStream);
+  EXPECT_EQ(st.next_offset, 7u);
+  EXPECT_EQ(st.confirmed, 0u);
+  auto resumed = transport_.Next("f0");
+  ASSERT_TRUE(resumed);
+  EXPECT_EQ(resumed->first(), 7u);
+  // Answers to the dropped batches are stale: they must not count.
+  Deliver(b, OkAnswer(4));
+  Deliver(c, OkAnswer(6));
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 0u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), 0u);
+  EXPECT_EQ(Shipped("resumed"), 1u);
+}
+
+TEST_F(ShardReplicatorTest, MalformedResendsTheSameBytes) {
+  OpenStore();
+  Append(LogKind::kStream, 3);
+  auto o = Options(1);
+  o.max_in_flight = 1;
+  o.retry_delay = 10s;  // a resend must not wait for it
+  Start(o);
+  auto first = transport_.Next("f0");
+  ASSERT_TRUE(first);
+  Deliver(first, ErrAnswer(flxi::ErrorCode::kMalformed));
+  auto again = transport_.Next("f0", 2000ms);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->bytes, first->bytes);
+  Deliver(again, OkAnswer(3));
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 3u);
+}
+
+TEST_F(ShardReplicatorTest, UnsupportedKindFallsBackToTheOwnKind) {
+  OpenStore();
+  Append(LogKind::kStream, 2);
+  auto o = Options(1);
+  o.max_in_flight = 1;
+  Start(o);
+  auto first = transport_.Next("f0");
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->kind(), flxi::Kind::kReplicateCommittedRecords);
+  Deliver(first, Answer({flxi::Kind::kForwardPublishError,
+                         flxi::ErrorAnswer{0, flxi::ErrorCode::kUnsupportedKind, "old"}},
+                        std::nullopt));
+  auto legacy = transport_.Next("f0");
+  ASSERT_TRUE(legacy);
+  EXPECT_EQ(legacy->kind(), flxi::Kind::kReplicateRecords);
+  EXPECT_EQ(legacy->records().payloads, first->records().payloads);
+}
+
+// --- halts, rebuilds, fencing -------------------------------------------------------------------
+
+TEST_F(ShardReplicatorTest, LogConflictHaltsAndRebuildsWithinThePolicy) {
+  OpenStore();
+  Append(LogKind::kStream, 4);
+  auto o = Options(2);
+  o.max_in_flight = 1;
+  o.rebuild_max_concurrent = 1;
+  Start(o);
+  auto a = transport_.Next("f0"), b = transport_.Next("f1");
+  ASSERT_TRUE(a && b);
+  Deliver(a, ErrAnswer(flxi::ErrorCode::kLogConflict, 2));
+  Deliver(b, ErrAnswer(flxi::ErrorCode::kLogConflict, 2));
+
+  // One slot: exactly one rebuild goes out; the other follower waits, halted.
+  auto r0 = transport_.Next();
+  ASSERT_TRUE(r0);
+  ASSERT_EQ(r0->kind(), flxi::Kind::kReplicateRebuild);
+  const std::string first_node = r0->node, other = first_node == "f0" ? "f1" : "f0";
+  auto body = std::get<flxi::Rebuild>(r0->frame().body);
+  EXPECT_EQ(body.log, flxi::ReplicaLog::kStream);
+  EXPECT_EQ(body.base_offset, 0u);
+  EXPECT_EQ(StatusOf(other, LogKind::kStream).halt, ReplicaHalt::kDiverged);
+  rep_->Wake();
+  Barrier();
+  EXPECT_EQ(transport_.Unread(), 0u);
+
+  // Accepted: halt cleared, shipping from the base, nothing counted until answered.
+  Deliver(r0, OkAnswer(0));
+  auto st = StatusOf(first_node, LogKind::kStream);
+  EXPECT_EQ(st.halt, ReplicaHalt::kNone);
+  EXPECT_TRUE(st.rebuilding);
+  EXPECT_EQ(st.confirmed, 0u);
+  auto ship = transport_.Next(first_node);
+  ASSERT_TRUE(ship);
+  EXPECT_EQ(ship->first(), 0u);
+  EXPECT_EQ(transport_.Unread(other), 0u) << "second rebuild beyond the policy";
+
+  // Level: the rebuild completes, the slot frees, the other follower's rebuild starts.
+  Deliver(ship, OkAnswer(4));
+  EXPECT_FALSE(StatusOf(first_node, LogKind::kStream).rebuilding);
+  auto r1 = transport_.Next(other);
+  ASSERT_TRUE(r1);
+  EXPECT_EQ(r1->kind(), flxi::Kind::kReplicateRebuild);
+  EXPECT_NE(metrics_.RenderPrometheus().find(
+                "felix_broker_replication_rebuilds_total{outcome=\"completed\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(ShardReplicatorTest, NoRebuildWhenThePolicySaysZero) {
+  OpenStore();
+  Append(LogKind::kStream, 2);
+  auto o = Options(1);
+  o.rebuild_max_concurrent = 0;
+  Start(o);
+  auto a = transport_.Next("f0");
+  ASSERT_TRUE(a);
+  Deliver(a, ErrAnswer(flxi::ErrorCode::kLogConflict));
+  rep_->Wake();
+  Barrier();
+  EXPECT_EQ(transport_.Unread(), 0u);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).halt, ReplicaHalt::kDiverged);
+  EXPECT_NE(metrics_.RenderPrometheus().find("felix_broker_replication_halted 1"),
+            std::string::npos);
+}
+
+TEST_F(ShardReplicatorTest, RefusedRebuildBacksOff) {
+  OpenStore();
+  Append(LogKind::kStream, 2);
+  auto o = Options(1);
+  o.rebuild_backoff = 200ms;
+  Start(o);
+  auto a = transport_.Next("f0");
+  ASSERT_TRUE(a);
+  Deliver(a, ErrAnswer(flxi::ErrorCode::kLogConflict));
+  auto r0 = transport_.Next("f0");
+  ASSERT_TRUE(r0);
+  ASSERT_EQ(r0->kind(), flxi::Kind::kReplicateRebuild);
+  const auto refused_at = std::chrono::steady_clock::now();
+  Deliver(r0, ErrAnswer(flxi::ErrorCode::kLogConflict));  // below_commit refusal
+  // A wake does not bypass the backoff.
+  rep_->Wake();
+  Barrier();
+  EXPECT_EQ(transport_.Unread(), 0u);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).halt, ReplicaHalt::kDiverged);
+  auto r1 = transport_.Next("f0");
+  ASSERT_TRUE(r1);
+  EXPECT_EQ(r1->kind(), flxi::Kind::kReplicateRebuild);
+  EXPECT_GE(std::chrono::steady_clock::now() - refused_at, 200ms);
+  // A second refusal doubles the wait.
+  const auto second_at = std::chrono::steady_clock::now();
+  Deliver(r1, ErrAnswer(flxi::ErrorCode::kUnavailable));
+  auto r2 = transport_.Next("f0");
+  ASSERT_TRUE(r2);
+  EXPECT_GE(std::chrono::steady_clock::now() - second_at, 400ms);
+}
+
+TEST_F(ShardReplicatorTest, FencedEpochStopsTheFollowerAndReportsOnce) {
+  OpenStore();
+  Append(LogKind::kStream, 4);
+  Append(LogKind::kCursors, 1);
+  auto o = Options(2);
+  o.max_batch_records = 2;
+  o.max_in_flight = 2;
+  Start(o);
+  std::vector<SentPtr> f0;
+  for (int i = 0; i < 3; ++i) f0.push_back(transport_.Next("f0"));  // stream ×2, cursors
+  ASSERT_TRUE(f0[0] && f0[1] && f0[2]);
+  Deliver(f0[0], ErrAnswer(flxi::ErrorCode::kFencedEpoch));
+  Deliver(f0[2], ErrAnswer(flxi::ErrorCode::kFencedEpoch));
+  EXPECT_EQ(fenced(), 1);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).halt, ReplicaHalt::kFenced);
+  EXPECT_EQ(StatusOf("f0", LogKind::kCursors).halt, ReplicaHalt::kFenced);
+  EXPECT_EQ(StatusOf("f0", LogKind::kDeadLetters).halt, ReplicaHalt::kFenced);
+  // An answer to a batch still out counts for nothing; nothing more goes to f0, no rebuild.
+  Deliver(f0[1], OkAnswer(4));
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 0u);
+  Append(LogKind::kStream, 2);
+  rep_->Wake();
+  Barrier();
+  EXPECT_EQ(transport_.Unread("f0"), 0u);
+  // The other follower fencing too does not run on_fenced again.
+  auto f1 = transport_.Next("f1");
+  ASSERT_TRUE(f1);
+  Deliver(f1, ErrAnswer(flxi::ErrorCode::kFencedEpoch));
+  EXPECT_EQ(fenced(), 1);
+}
+
+// --- bootstrap ----------------------------------------------------------------------------------
+
+TEST_F(ShardReplicatorTest, TrimmedOffersBootstrapNeverAboveMarkAndCommit) {
+  OpenStore(/*initial_base=*/100);
+  Append(LogKind::kStream, 5);  // offsets 100..104
+  auto o = Options(1);
+  o.max_in_flight = 1;
+  Start(o);
+  // The cursor starts at 0, below the base; the base (100) is above the mark (0) and the
+  // commit offset (0): no offer.
+  Barrier();
+  rep_->Wake();
+  Barrier();
+  EXPECT_EQ(transport_.Unread(), 0u);
+  EXPECT_TRUE(StatusOf("f0", LogKind::kStream).stalled);
+
+  OnExec([&] { ASSERT_TRUE(store_->SetCommitOffset(100).has_value()); });
+  auto offer = transport_.Next("f0");
+  ASSERT_TRUE(offer);
+  ASSERT_EQ(offer->kind(), flxi::Kind::kReplicateBootstrap);
+  EXPECT_EQ(std::get<flxi::Bootstrap>(offer->frame().body).base_offset, 100u);
+  Deliver(offer, OkAnswer(100));
+  EXPECT_EQ(Shipped("bootstrapped"), 1u);
+  auto ship = transport_.Next("f0");
+  ASSERT_TRUE(ship);
+  EXPECT_EQ(ship->first(), 100u);
+  Deliver(ship, OkAnswer(105));
+  EXPECT_EQ(MarkOf(LogKind::kStream), 105u);
+}
+
+TEST_F(ShardReplicatorTest, RefusedBootstrapHaltsNeedsBootstrapThenRebuilds) {
+  OpenStore(/*initial_base=*/50);
+  Append(LogKind::kCursors, 2);  // the cursor log: kind 17
+  Append(LogKind::kStream, 1);
+  auto o = Options(1);
+  Start(o);
+  OnExec([&] { store_->log(LogKind::kCursors).SetCommitOffset(52); });
+  SentPtr offer;
+  while ((offer = transport_.Next("f0")) && offer->kind() != flxi::Kind::kReplicateGroupBootstrap) {
+  }
+  ASSERT_TRUE(offer);
+  Deliver(offer, ErrAnswer(flxi::ErrorCode::kLogConflict, 10));
+  SentPtr rebuild;
+  while ((rebuild = transport_.Next("f0")) && rebuild->kind() != flxi::Kind::kReplicateRebuild) {
+  }
+  ASSERT_TRUE(rebuild);
+  EXPECT_EQ(std::get<flxi::Rebuild>(rebuild->frame().body).log, flxi::ReplicaLog::kGroupCursors);
+  EXPECT_EQ(Shipped("needs_bootstrap"), 1u);
+}
+
+// --- transport failures -------------------------------------------------------------------------
+
+TEST_F(ShardReplicatorTest, TransportFailureRetriesWithoutATightLoop) {
+  OpenStore();
+  Append(LogKind::kStream, 10);
+  auto o = Options(1);
+  o.max_batch_records = 2;
+  o.max_in_flight = 4;
+  o.retry_delay = 50ms;
+  transport_.set_fail_all(true);
+  const auto started = std::chrono::steady_clock::now();
+  Start(o);
+  // The first pass fills the pipeline (4 sends); after that a failing follower gets one
+  // exchange per retry_delay: nine sends take at least five delays.
+  while (transport_.total() < 9) {
+    ASSERT_LT(std::chrono::steady_clock::now() - started, 10s);
+    Barrier();
+    std::this_thread::yield();
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 5 * 50ms);
+  EXPECT_TRUE(StatusOf("f0", LogKind::kStream).stalled);
+  EXPECT_EQ(MarkOf(LogKind::kStream), 0u);
+
+  // Send refused at once is the same; then the follower comes back and catches up.
+  transport_.set_fail_all(false);
+  transport_.set_refuse(true);
+  const size_t before = transport_.total();
+  while (transport_.total() < before + 2) Barrier();
+  transport_.set_refuse(false);
+  auto s = transport_.Next("f0");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->first(), 0u);
+  Deliver(s, OkAnswer(2));
+  EXPECT_FALSE(StatusOf("f0", LogKind::kStream).stalled);
+  EXPECT_GE(Shipped("unreachable"), 6u);
+}
+
+TEST_F(ShardReplicatorTest, TimeoutRetriesFromTheFailedBatch) {
+  OpenStore();
+  Append(LogKind::kStream, 6);
+  auto o = Options(1);
+  o.max_batch_records = 2;
+  o.max_in_flight = 3;
+  Start(o);
+  auto a = transport_.Next("f0"), b = transport_.Next("f0"), c = transport_.Next("f0");
+  ASSERT_TRUE(a && b && c);
+  Deliver(a, OkAnswer(2));
+  Deliver(b, TransportFailure(PeerErrorKind::kTimeout));
+  auto retry = transport_.Next("f0");
+  ASSERT_TRUE(retry);
+  EXPECT_EQ(retry->first(), 2u);
+  Deliver(c, OkAnswer(6));  // dropped with the failed batch: stale
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 2u);
+  EXPECT_EQ(Shipped("timeout"), 1u);
+}
+
+// --- the mark -----------------------------------------------------------------------------------
+
+TEST_F(ShardReplicatorTest, MarkRisesWithAMajorityOnly) {
+  OpenStore();
+  Append(LogKind::kStream, 10);
+  auto o = Options(2);  // RF 3
+  Start(o);
+  auto a = transport_.Next("f0"), b = transport_.Next("f1");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(MarkOf(LogKind::kStream), 0u);  // the leader alone is no majority
+  Deliver(a, OkAnswer(10));
+  EXPECT_TRUE(WaitMark(LogKind::kStream, 10));
+  EXPECT_EQ(MarkOf(LogKind::kStream), 10u);
+  // f1 never answered: new records do not move the mark until someone confirms them.
+  Append(LogKind::kStream, 5);
+  auto a2 = transport_.Next("f0");
+  ASSERT_TRUE(a2);
+  EXPECT_EQ(MarkOf(LogKind::kStream), 10u);
+  Deliver(a2, OkAnswer(15));
+  EXPECT_EQ(MarkOf(LogKind::kStream), 15u);
+  // on_mark saw only rises.
+  uint64_t last = 0;
+  for (auto& [log, mark] : Marks()) {
+    if (log != LogKind::kStream) continue;
+    EXPECT_GT(mark, last);
+    last = mark;
+  }
+}
+
+TEST_F(ShardReplicatorTest, LostAnswersAreNeverCounted) {
+  OpenStore();
+  Append(LogKind::kStream, 8);
+  auto o = Options(2);
+  o.max_batch_records = 2;
+  o.max_in_flight = 4;
+  Start(o);
+  std::vector<SentPtr> f0;
+  for (int i = 0; i < 4; ++i) f0.push_back(transport_.Next("f0"));
+  ASSERT_TRUE(f0[3]);
+  // f1's answers are all lost; f0 answers only its second batch.
+  Deliver(f0[1], OkAnswer(4));
+  EXPECT_EQ(MarkOf(LogKind::kStream), 4u);
+  EXPECT_EQ(StatusOf("f1", LogKind::kStream).confirmed, 0u);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 4u);
+}
+
+TEST_F(ShardReplicatorTest, SingleReplicaMarkFollowsTheTailOnAppend) {
+  OpenStore();
+  Start(Options(0));
+  Barrier();
+  Append(LogKind::kStream, 3);  // noticed through NotifyWhen, no Wake()
+  EXPECT_TRUE(WaitMark(LogKind::kStream, 3));
+}
+
+TEST_F(ShardReplicatorTest, AppendWakesShippingWithoutWake) {
+  OpenStore();
+  Start(Options(1));
+  Barrier();
+  EXPECT_EQ(transport_.Unread(), 0u);
+  Append(LogKind::kStream, 1);
+  auto s = transport_.Next("f0");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->first(), 0u);
+  Deliver(s, OkAnswer(1));
+  Append(LogKind::kStream, 1);  // re-armed
+  auto t = transport_.Next("f0");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->first(), 1u);
+}
+
+// --- lifetime -----------------------------------------------------------------------------------
+
+TEST_F(ShardReplicatorTest, StopWithAnswersStillInFlight) {
+  OpenStore();
+  Append(LogKind::kStream, 10);
+  auto o = Options(2);
+  o.max_batch_records = 2;
+  Start(o);
+  std::vector<SentPtr> out;
+  for (int i = 0; i < 6; ++i) out.push_back(transport_.Next());
+  ASSERT_TRUE(out.back());
+  rep_->Stop();
+  rep_.reset();
+  const size_t marks_before = Marks().size();
+  const size_t sent_before = transport_.total();
+  // Answers arriving after the replicator is gone touch nothing.
+  for (auto& s : out) s->done(OkAnswer(10));
+  Append(LogKind::kStream, 3);
+  Barrier();
+  EXPECT_EQ(Marks().size(), marks_before);
+  EXPECT_EQ(transport_.total(), sent_before);
+  EXPECT_NE(metrics_.RenderPrometheus().find("felix_broker_replication_lag_records 0"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace felix::cluster
