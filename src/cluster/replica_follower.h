@@ -23,6 +23,16 @@
 // generation history; cursors, dead letters and counters are auxiliary (§5 step 2: refused
 // FencedEpoch once the shard's own log accepted a newer generation).
 //
+// What is not compared yet: storage records hold payload, generation and time only, so an
+// overlap is compared by payload bytes; producer marks and publishers (kind 25/26/32/36 marks
+// section) are covered by the batch checksum but neither stored nor compared (§5 step 6.4 asks
+// for both once storage can hold them). The generation history (ShardStore's, one per shard)
+// is kept for the shard's own log only; auxiliary logs store each record's generation (labels
+// or the sender's) but keep no history, so a conflict there is never self-repaired (halts).
+// The commit offset of kinds 26/32/36 is kept for the shard's own log (ShardStore holds one);
+// on auxiliary logs it is ignored. Ballots: at the accepted generation only the leader the
+// ballot names is answered; a generation accepted without a ballot answers any sender.
+//
 // Threading: not thread-safe. The host calls every method from one thread at a time (the
 // shard's strand). The store must outlive the follower. Blocking: an apply may wait for the
 // log's fsync.
@@ -56,10 +66,10 @@ const char* FollowerHaltName(FollowerHalt halt);
 // The answer for the leader, owning its detail text (the wire frames hold views).
 struct FollowerAnswer {
   std::variant<wire::flxi::ReplicateOk, wire::flxi::ReplicateError> answer;
-  std::string detail;    // the ReplicateError's detail (≤ 512 bytes)
-  const char* outcome;   // felix_broker_replicated_total{outcome}: ok, fenced, behind, gap,
-                         // conflict, truncated, corrupt, bootstrapped, rebuilt, below_commit,
-                         // refused, error
+  std::string detail;   // the ReplicateError's detail (≤ 512 bytes)
+  const char* outcome;  // felix_broker_replicated_total{outcome}: ok, fenced, behind, gap,
+                        // conflict, truncated, corrupt, bootstrapped, rebuilt, below_commit,
+                        // refused, error
 
   bool ok() const { return std::holds_alternative<wire::flxi::ReplicateOk>(answer); }
   // The frame to send, correlation id set; valid while this answer lives.
@@ -73,7 +83,7 @@ struct FollowerLogStatus {
   uint64_t tail = 0;            // one past the newest record held
   uint64_t durable_offset = 0;  // what the last ReplicateOk said
   FollowerHalt halt = FollowerHalt::kNone;
-  std::string halt_detail;      // names the shard's log and offsets
+  std::string halt_detail;  // names the shard's log and offsets
 };
 
 class ReplicaFollower {
@@ -115,6 +125,11 @@ class ReplicaFollower {
     std::string halt_detail;
     std::optional<uint64_t> verified_through;
     uint64_t durable_offset = 0;
+    // The generation verified_through was compared with (progress is per leader).
+    uint64_t verified_generation = 0;
+    // §9.1 (4): a leader at this generation disagreed with a committed record here; its
+    // rebuilds that would have to cut below the commit offset are refused (§13).
+    std::optional<uint64_t> committed_mismatch_generation;
   };
   LogState logs_[storage::kLogKindCount];
 };

@@ -104,7 +104,7 @@ StorageResult<void> ShardStore::WriteReplica(const ReplicaState& state) {
 }
 
 StorageResult<void> ShardStore::AcceptGeneration(uint64_t generation, const std::string& leader,
-                                                 uint64_t start_offset) {
+                                                 std::optional<uint64_t> start_offset) {
   if (generation <= replica_.generation) {
     return StorageFail(StorageErrc::kInvalidArgument, "generation " + std::to_string(generation) +
                                                           " is not above the accepted " +
@@ -119,11 +119,19 @@ StorageResult<void> ShardStore::AcceptGeneration(uint64_t generation, const std:
   if (auto w = WriteReplica(next); !w) return w;
   replica_ = next;
   ballot_ = std::move(ballot);
-  if (history_.Record(generation, start_offset)) {
+  if (start_offset && history_.Record(generation, *start_offset)) {
     // Advisory: a failed write costs automatic divergence repair, never a record.
     (void)WriteFileAtomic(dir_, kEpochsFile, history_.Encode(), true);
   }
   return {};
+}
+
+StorageResult<void> ShardStore::RelabelGenerations(uint64_t from,
+                                                   std::span<const EpochEntry> entries) {
+  bool changed = history_.TruncateFrom(from);
+  for (const EpochEntry& e : entries) changed |= history_.Record(e.generation, e.start_offset);
+  if (!changed) return {};
+  return WriteFileAtomic(dir_, kEpochsFile, history_.Encode(), true);
 }
 
 StorageResult<void> ShardStore::SetCommitOffset(uint64_t commit_offset) {

@@ -1,0 +1,289 @@
+// ReplicaFollower's records path (kinds 7, 14, 16, 18, 20, 25, 26, 32, 36): replication.md §5
+// steps 5–9, the self-repair of §9.1 and the labels of §9.2.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "cluster/follower_impl.h"
+
+namespace felix::cluster {
+
+namespace flxi = wire::flxi;
+using storage::AppendRecord;
+using storage::DurableLog;
+using storage::LogKind;
+using storage::StorageErrc;
+using storage::StorageResult;
+
+namespace {
+
+// §5 step 6: decided from one read of the tail, re-decided if another append moved it.
+constexpr int kApplyAttempts = 16;
+// Payload bytes read per step while comparing an overlap.
+constexpr uint64_t kCompareBytes = 1u << 20;
+
+enum class Step { kOk, kGap, kConflict, kBusy };
+
+struct Applied {
+  Step step = Step::kOk;
+  uint64_t offset = 0;         // kOk: durable offset to answer; kGap: expected; kConflict: d
+  uint64_t tail = 0;           // the tail the decision was made against
+  uint64_t appended_from = 0;  // where fresh records were stored (kOk)
+  uint64_t appended = 0;       // how many
+};
+
+// The first offset in [first, first + overlap.size()) whose stored payload differs from the
+// batch's, or nullopt. Records retention already removed are skipped; a short read stops
+// comparing (§5 step 6.4).
+StorageResult<std::optional<uint64_t>> FirstDifference(const DurableLog& log, uint64_t first,
+                                                       std::span<const AppendRecord> overlap) {
+  const uint64_t end = first + overlap.size();
+  uint64_t pos = std::max(first, log.BaseOffset());
+  while (pos < end) {
+    auto read = log.Read(pos, storage::ReadLimits{end - pos, kCompareBytes});
+    if (!read) {
+      if (read.error().code == StorageErrc::kTrimmed && read.error().oldest > pos) {
+        pos = read.error().oldest;
+        continue;
+      }
+      return tl::unexpected(read.error());
+    }
+    if (read->records.empty()) break;
+    for (const storage::Record& r : read->records) {
+      if (r.offset < pos || r.offset >= end) return std::optional<uint64_t>();
+      std::span<const uint8_t> want = overlap[r.offset - first].payload;
+      if (r.payload.size() != want.size() ||
+          !std::equal(want.begin(), want.end(),
+                      reinterpret_cast<const uint8_t*>(r.payload.data()))) {
+        return std::optional<uint64_t>(r.offset);
+      }
+    }
+    if (read->next_offset <= pos) break;
+    pos = read->next_offset;
+  }
+  return std::optional<uint64_t>();
+}
+
+// §5 step 6.2–6.6 against the log as it is now.
+StorageResult<Applied> ApplyAt(DurableLog& log, uint64_t first,
+                               std::span<const AppendRecord> records) {
+  for (int attempt = 0; attempt < kApplyAttempts; ++attempt) {
+    const uint64_t tail = follower::Tail(log);
+    // Everything compared or answered below must be readable and durable.
+    if (auto d = follower::EnsureDurable(log, tail); !d) return tl::unexpected(d.error());
+    const uint64_t count = records.size();
+    if (count == 0) return Applied{Step::kOk, tail, tail, 0, 0};
+    if (first > tail) return Applied{Step::kGap, tail, tail, 0, 0};
+    const uint64_t overlap = std::min<uint64_t>(tail - first, count);
+    auto diff = FirstDifference(log, first, records.first(overlap));
+    if (!diff) return tl::unexpected(diff.error());
+    if (*diff) return Applied{Step::kConflict, **diff, tail, 0, 0};
+    // Wholly below the tail: the batch's end, never the tail, so the leader does not resume
+    // past records nobody compared (cluster-etcd.md §7 item 1).
+    if (overlap == count) return Applied{Step::kOk, first + count, tail, 0, 0};
+    std::span<const AppendRecord> fresh = records.subspan(overlap);
+    auto appended = log.AppendAt(tail, fresh);
+    if (!appended) {
+      if (appended.error().code == StorageErrc::kOffsetMismatch) continue;
+      return tl::unexpected(appended.error());
+    }
+    const uint64_t end = appended->last_offset + 1;
+    if (auto d = follower::EnsureDurable(log, end); !d) {
+      return tl::unexpected(d.error());
+    }
+    return Applied{Step::kOk, end, tail, tail, fresh.size()};
+  }
+  return Applied{Step::kBusy, follower::Tail(log), 0, 0, 0};
+}
+
+// Labels must describe the sender's own past: generations rising, starts not falling, none
+// above the generation the sender acts at.
+bool ValidLabels(std::span<const flxi::GenerationStart> labels, uint64_t generation) {
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i].generation > generation) return false;
+    if (i > 0 && (labels[i].generation <= labels[i - 1].generation ||
+                  labels[i].start_offset < labels[i - 1].start_offset)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Records& batch,
+                                              LogKind log, FollowerRole role,
+                                              std::string_view sender) {
+  const std::string where = Where(batch.shard, log);
+  if (auto refused = Admit(f, batch.shard, log, role, sender, where)) return *refused;
+  const uint64_t g = batch.shard.generation;
+  const uint64_t first = batch.first_offset;
+  const uint64_t count = batch.payloads.size();
+  const std::string range = " [" + std::to_string(first) + ", +" + std::to_string(count) + ")";
+
+  // The batch must be whole before anything about its position is trusted.
+  if (count > std::numeric_limits<uint64_t>::max() - first) {
+    return Error(flxi::ErrorCode::kMalformed, 0, where + range + ": offsets overflow", "corrupt");
+  }
+  if (!batch.times.empty() && batch.times.size() != count) {
+    return Error(flxi::ErrorCode::kMalformed, 0, where + range + ": one time per record expected",
+                 "corrupt");
+  }
+  if (!ValidLabels(batch.generations, g)) {
+    return Error(flxi::ErrorCode::kMalformed, 0,
+                 where + range + ": generation labels out of order or above the sender's",
+                 "corrupt");
+  }
+  if (flxi::BatchChecksum(batch.payloads, batch.marks) != batch.checksum) {
+    return Error(flxi::ErrorCode::kMalformed, 0,
+                 where + range + ": batch checksum mismatch, resend the same records", "corrupt");
+  }
+
+  LogState& st = f.logs_[size_t(log)];
+  TrackLeader(st, g);
+  DurableLog& l = f.store_.log(log);
+  const bool own = log == OwnLog(f);
+  if (st.halt != FollowerHalt::kNone) {
+    return Error(
+        flxi::ErrorCode::kLogConflict, follower::Tail(l),
+        where + ": halted (" + FollowerHaltName(st.halt) + ") until a rebuild: " + st.halt_detail,
+        "conflict");
+  }
+
+  // 5. A newer leader must first compare what an older generation wrote here above the commit
+  // offset: a batch starting past it is sent back there.
+  const auto& history = f.store_.generation_history().entries();
+  if (own && !history.empty() && g > history.back().generation) {
+    uint64_t from = std::max(history.back().start_offset, f.store_.replica_state().commit_offset);
+    if (st.verified_through) from = std::max(from, *st.verified_through);
+    if (from < follower::Tail(l) && first > from) {
+      return Error(flxi::ErrorCode::kLogGap, from,
+                   where + range + ": records from " + std::to_string(from) +
+                       " were written under generation " +
+                       std::to_string(history.back().generation) + " and are not compared yet",
+                   "gap");
+    }
+  }
+
+  // The records as stored: the leader's generation per record (labels, else the sender's) and
+  // its time when sent (µs → ms; 0 lets the log stamp the arrival time).
+  std::vector<AppendRecord> records(count);
+  size_t label = 0;
+  const auto& labels = batch.generations;
+  for (uint64_t i = 0; i < count; ++i) {
+    const flxi::Bytes p = batch.payloads[i];
+    records[i].payload = {reinterpret_cast<const uint8_t*>(p.data()), p.size()};
+    records[i].generation = g;
+    if (!labels.empty()) {
+      while (label + 1 < labels.size() && labels[label + 1].start_offset <= first + i) ++label;
+      records[i].generation = labels[label].generation;
+    }
+    records[i].timestamp_ms = batch.times.empty() ? 0 : batch.times[i] / 1000;
+  }
+
+  // 6. Apply; 7. repair a conflict under §9.1 and apply again.
+  auto applied = ApplyAt(l, first, records);
+  if (!applied) return StorageFailed(where, applied.error());
+  const char* ok_outcome = "ok";
+  if (applied->step == Step::kConflict) {
+    const uint64_t d = applied->offset;
+    const uint64_t tail = applied->tail;
+    std::string detail = where + ": the record at " + std::to_string(d) +
+                         " disagrees with generation " + std::to_string(g) + "'s (tail " +
+                         std::to_string(tail) + ")";
+    auto halt = [&](FollowerHalt why, const std::string& reason, const char* outcome) {
+      Halt(f, log, why, detail + "; " + reason);
+      return Error(flxi::ErrorCode::kLogConflict, tail, detail + "; " + reason, outcome);
+    };
+    if (!own)
+      return halt(FollowerHalt::kDiverged, "an auxiliary log is never truncated", "conflict");
+    if (history.empty()) return halt(FollowerHalt::kDiverged, "no generation history", "conflict");
+    const storage::EpochEntry prev = history.back();
+    if (g <= prev.generation) {
+      return halt(FollowerHalt::kDiverged,
+                  "generation " + std::to_string(prev.generation) +
+                      " is the newest here: a leader disagreeing with itself",
+                  "conflict");
+    }
+    if (d < prev.start_offset) {
+      return halt(FollowerHalt::kDiverged,
+                  "it lies before generation " + std::to_string(prev.generation) + " began at " +
+                      std::to_string(prev.start_offset),
+                  "conflict");
+    }
+    if (st.verified_through && d < *st.verified_through) {
+      return halt(FollowerHalt::kDiverged,
+                  "below " + std::to_string(*st.verified_through) + ", compared with this leader",
+                  "conflict");
+    }
+    const uint64_t commit = std::max(f.store_.replica_state().commit_offset, l.CommitOffset());
+    auto below_commit = [&] {
+      st.committed_mismatch_generation = g;
+      return halt(
+          FollowerHalt::kBelowCommit,
+          "cutting there would discard records below the commit offset " + std::to_string(commit),
+          "below_commit");
+    };
+    if (d < commit) return below_commit();
+    if (auto cut = l.Truncate(d); !cut) {
+      if (cut.error().code == StorageErrc::kBelowCommit) return below_commit();
+      return StorageFailed(where, cut.error());
+    }
+    (void)f.store_.RelabelGenerations(d, {});  // advisory
+    spdlog::warn(
+        "replication: {}: truncated [{}, {}) written under generation {} for generation {}", where,
+        d, tail, prev.generation, g);
+    applied = ApplyAt(l, first, records);
+    if (!applied) return StorageFailed(where, applied.error());
+    if (applied->step == Step::kConflict) {
+      return halt(FollowerHalt::kDiverged, "still in conflict after truncation", "conflict");
+    }
+    ok_outcome = "truncated";
+  }
+  if (applied->step == Step::kGap) {
+    return Error(flxi::ErrorCode::kLogGap, applied->offset,
+                 where + range + ": begins past the tail " + std::to_string(applied->offset),
+                 "gap");
+  }
+  if (applied->step == Step::kBusy) {
+    return Error(flxi::ErrorCode::kUnavailable, 0, where + ": the tail kept moving", "error");
+  }
+
+  // 8. A newer leader fenced this one while storing: the sender must not count the records.
+  if (f.store_.replica_state().generation > g) {
+    return Error(flxi::ErrorCode::kFencedEpoch, 0, where + ": fenced while storing", "fenced");
+  }
+  if (own && applied->appended > 0) {
+    // §9.2: who wrote what was appended (runs of the records' generations), replacing any
+    // history entry at or after the appended range.
+    std::vector<storage::EpochEntry> runs;
+    for (uint64_t o = applied->appended_from; o < applied->appended_from + applied->appended; ++o) {
+      uint64_t gen = records[o - first].generation;
+      if (runs.empty() || runs.back().generation != gen) runs.push_back({gen, o});
+    }
+    (void)f.store_.RelabelGenerations(applied->appended_from, runs);  // advisory
+  }
+  if (count > 0) st.verified_through = std::max(st.verified_through.value_or(0), first + count);
+  if (own && batch.commit_offset) {
+    // Only what this batch left level with the leader may be called committed here.
+    std::optional<uint64_t> level;
+    if (count > 0) {
+      level = first + count;
+    } else if (st.verified_through && first <= *st.verified_through) {
+      level = first;
+    }
+    if (level) {
+      const uint64_t c = std::min({*batch.commit_offset, *level, applied->offset});
+      if (c > f.store_.replica_state().commit_offset) {
+        if (auto w = f.store_.SetCommitOffset(c); !w) return StorageFailed(where, w.error());
+        l.SetCommitOffset(c);
+      }
+    }
+  }
+  st.durable_offset = applied->offset;
+  return Ok(applied->offset, ok_outcome);
+}
+
+}  // namespace felix::cluster
