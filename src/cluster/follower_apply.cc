@@ -156,7 +156,7 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
   // offset: a batch starting past it is sent back there.
   const auto& history = f.store_.generation_history().entries();
   if (own && !history.empty() && g > history.back().generation) {
-    uint64_t from = std::max(history.back().start_offset, f.store_.replica_state().commit_offset);
+    uint64_t from = std::max(history.back().start_offset, CommitOffset(f));
     if (st.verified_through) from = std::max(from, *st.verified_through);
     if (from < follower::Tail(l) && first > from) {
       return Error(flxi::ErrorCode::kLogGap, from,
@@ -218,7 +218,7 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
                   "below " + std::to_string(*st.verified_through) + ", compared with this leader",
                   "conflict");
     }
-    const uint64_t commit = std::max(f.store_.replica_state().commit_offset, l.CommitOffset());
+    const uint64_t commit = CommitOffset(f);
     auto below_commit = [&] {
       st.committed_mismatch_generation = g;
       return halt(
@@ -276,8 +276,15 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
     }
     if (level) {
       const uint64_t c = std::min({*batch.commit_offset, *level, applied->offset});
-      if (c > f.store_.replica_state().commit_offset) {
-        if (auto w = f.store_.SetCommitOffset(c); !w) return StorageFailed(where, w.error());
+      if (c > CommitOffset(f)) {
+        // Under kOnCommit written through before the answer; otherwise at most once a second
+        // (read back behind after a crash: a weaker guard until a batch re-carries it, §6).
+        const auto now = std::chrono::steady_clock::now();
+        if (l.options().fsync_mode == storage::FsyncMode::kOnCommit ||
+            now - f.commit_persisted_at_ >= std::chrono::seconds(1)) {
+          if (auto w = f.store_.SetCommitOffset(c); !w) return StorageFailed(where, w.error());
+          f.commit_persisted_at_ = now;
+        }
         l.SetCommitOffset(c);
       }
     }

@@ -71,8 +71,7 @@ FollowerAnswer ReplicaFollower::ApplyRebuild(const flxi::Rebuild& rebuild, Follo
   const bool own = log == Impl::OwnLog(*this);
   const uint64_t base = l.BaseOffset();
   const uint64_t tail = follower::Tail(l);
-  const uint64_t commit =
-      own ? std::max(store_.replica_state().commit_offset, l.CommitOffset()) : l.CommitOffset();
+  const uint64_t commit = own ? Impl::CommitOffset(*this) : l.CommitOffset();
   const uint64_t from = std::max(base, rebuild.base_offset);
 
   if (from >= commit || tail <= from) {

@@ -46,6 +46,8 @@ struct ReplicaFollower::Impl {
   // Forgets verified_through when the leader's generation changed (progress is per leader).
   static void TrackLeader(LogState& state, uint64_t generation);
 
+  // The own log's commit offset: the persisted one, or newer in the log's in-memory guard.
+  static uint64_t CommitOffset(const ReplicaFollower& f);
   // Halts `log` (the leader sees LogConflict until a rebuild) and says so in the log.
   static void Halt(ReplicaFollower& f, storage::LogKind log, FollowerHalt why, std::string detail);
 

@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "cluster/follower_impl.h"
 
 namespace felix::cluster {
@@ -96,7 +98,8 @@ ReplicaFollower::ReplicaFollower(storage::ShardStore& store, bool cache_shard,
     : store_(store), cache_shard_(cache_shard), metrics_(metrics) {
   // The storage layer refuses to cut below the commit offset; it keeps it in memory only, so
   // hand it the persisted one (replication.md §6).
-  store_.log(Impl::OwnLog(*this)).SetCommitOffset(store_.replica_state().commit_offset);
+  storage::DurableLog& own = store_.log(Impl::OwnLog(*this));
+  own.SetCommitOffset(std::max(own.CommitOffset(), store_.replica_state().commit_offset));
   for (size_t i = 0; i < storage::kLogKindCount; ++i) {
     logs_[i].durable_offset = store_.log(LogKind(i)).DurableOffset();
   }
@@ -233,6 +236,10 @@ storage::StorageResult<void> follower::EnsureDurable(storage::DurableLog& log, u
   if (log.options().fsync_mode != storage::FsyncMode::kOnCommit) return {};
   if (log.DurableOffset() >= through) return {};
   return log.Sync();
+}
+
+uint64_t ReplicaFollower::Impl::CommitOffset(const ReplicaFollower& f) {
+  return std::max(f.store_.replica_state().commit_offset, f.store_.log(OwnLog(f)).CommitOffset());
 }
 
 void ReplicaFollower::Impl::Halt(ReplicaFollower& f, LogKind log, FollowerHalt why,

@@ -38,6 +38,7 @@
 // log's fsync.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -102,13 +103,18 @@ class ReplicaFollower {
   // Kinds 10, 15, 17, 19, 21 (§12, cluster-etcd.md §7 item 3): an empty log is placed at the
   // base; a log whose records span the base is answered with its tail; a log that does not
   // reach the base (or begins after it) is LogConflict(expected = tail). Never places a log
-  // over existing records.
+  // over existing records. (Clarified: "empty log placed at the base" means an empty log below
+  // the offered base, as replication.md §12 says; an empty log whose base is already above the
+  // offer begins after it → LogConflict. A halted log answers LogConflict here too.)
   FollowerAnswer ApplyBootstrap(const wire::flxi::Bootstrap& bootstrap, storage::LogKind log,
                                 FollowerRole role, std::string_view sender);
 
   // Kind 24 (§13, cluster-etcd.md §7 item 4): discards from max(own base, base_offset) unless
   // that would cut below the commit offset, in which case it keeps min(commit, tail) and
-  // answers from there; clears the log's halt.
+  // answers from there; clears the log's halt. (Clarified: "from there" is
+  // max(own base, base_offset), as §13 says — the leader re-ships the kept records to compare
+  // them. A leader at the generation that already disagreed with a committed record here is
+  // refused LogConflict, outcome below_commit, and the log stays halted.)
   FollowerAnswer ApplyRebuild(const wire::flxi::Rebuild& rebuild, FollowerRole role,
                               std::string_view sender);
 
@@ -132,6 +138,9 @@ class ReplicaFollower {
     std::optional<uint64_t> committed_mismatch_generation;
   };
   LogState logs_[storage::kLogKindCount];
+  // Under kPeriodic/kNone the commit offset is persisted at most once a second (§6); the log's
+  // in-memory guard always has the newest value.
+  std::chrono::steady_clock::time_point commit_persisted_at_{};
 };
 
 // storage ↔ wire numbering of a shard's logs. The producers log has no wire id (nullopt).

@@ -107,5 +107,28 @@ TEST(ShardStore, ADamagedEpochsFileReadsAsEmptyAndSaysWhy) {
   EXPECT_EQ((*store)->replica_state().generation, 1u);
 }
 
+TEST(ShardStore, AFollowerAcceptsWithoutHistoryAndRelabelsWhatItAppends) {
+  auto dir = test::TempDir("shard-relabel");
+  LogOptions o = test::Opts(FsyncMode::kOnCommit);
+  {
+    auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+    ASSERT_TRUE(store);
+    ASSERT_TRUE((*store)->AcceptGeneration(2, "n1", std::nullopt));
+    EXPECT_TRUE((*store)->generation_history().entries().empty()) << "nothing appended yet";
+    std::vector<EpochEntry> labels{{1, 0}, {2, 5}};
+    ASSERT_TRUE((*store)->RelabelGenerations(0, labels));
+    ASSERT_TRUE((*store)->AcceptGeneration(3, "n2", std::nullopt));
+    std::vector<EpochEntry> more{{3, 4}};
+    ASSERT_TRUE((*store)->RelabelGenerations(4, more)) << "drops (2, 5), at or after 4";
+    EXPECT_EQ((*store)->generation_history().entries(), (std::vector<EpochEntry>{{1, 0}, {3, 4}}));
+  }
+  auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+  ASSERT_TRUE(store);
+  EXPECT_EQ((*store)->generation_history().entries(), (std::vector<EpochEntry>{{1, 0}, {3, 4}}));
+  ASSERT_TRUE((*store)->RelabelGenerations(0, {}));
+  EXPECT_TRUE((*store)->generation_history().entries().empty());
+  EXPECT_EQ((*store)->replica_state().generation, 3u);
+}
+
 }  // namespace
 }  // namespace felix::storage
