@@ -35,34 +35,31 @@ const char* ReplicaHaltName(ReplicaHalt halt) {
 
 namespace {
 
-flxi::ReplicaLog WireLog(LogKind log) {
-  switch (log) {
-    case LogKind::kCache:
-      return flxi::ReplicaLog::kCache;
-    case LogKind::kCursors:
-      return flxi::ReplicaLog::kGroupCursors;
-    case LogKind::kDeadLetters:
-      return flxi::ReplicaLog::kGroupDeadLetters;
-    case LogKind::kCounters:
-      return flxi::ReplicaLog::kCounters;
-    default:
-      return flxi::ReplicaLog::kStream;
+// How each replicated log travels: its FLXI log id and its bootstrap kind.
+struct WireNames {
+  LogKind log;
+  flxi::ReplicaLog wire;
+  flxi::Kind bootstrap;
+};
+constexpr WireNames kWireNames[] = {
+    {LogKind::kStream, flxi::ReplicaLog::kStream, flxi::Kind::kReplicateBootstrap},
+    {LogKind::kCache, flxi::ReplicaLog::kCache, flxi::Kind::kReplicateCacheBootstrap},
+    {LogKind::kCursors, flxi::ReplicaLog::kGroupCursors, flxi::Kind::kReplicateGroupBootstrap},
+    {LogKind::kDeadLetters, flxi::ReplicaLog::kGroupDeadLetters,
+     flxi::Kind::kReplicateDeadLetterBootstrap},
+    {LogKind::kCounters, flxi::ReplicaLog::kCounters, flxi::Kind::kReplicateCounterBootstrap},
+};
+const WireNames& NamesOf(LogKind log) {
+  for (const WireNames& n : kWireNames) {
+    if (n.log == log) return n;
   }
+  return kWireNames[0];  // the producers log is never given a cursor
 }
-
+flxi::ReplicaLog WireLog(LogKind log) {
+  return NamesOf(log).wire;
+}
 flxi::Kind BootstrapKind(LogKind log) {
-  switch (log) {
-    case LogKind::kCache:
-      return flxi::Kind::kReplicateCacheBootstrap;
-    case LogKind::kCursors:
-      return flxi::Kind::kReplicateGroupBootstrap;
-    case LogKind::kDeadLetters:
-      return flxi::Kind::kReplicateDeadLetterBootstrap;
-    case LogKind::kCounters:
-      return flxi::Kind::kReplicateCounterBootstrap;
-    default:
-      return flxi::Kind::kReplicateBootstrap;
-  }
+  return NamesOf(log).bootstrap;
 }
 
 const char* TransportOutcome(PeerErrorKind kind) {
@@ -684,33 +681,38 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
             Cursor& c = s.cursors[index];
             if (c.control_seq != seq) return;
             c.control_seq = 0;
-            if (rebuild) {
-              s.OnRebuildAnswer(c, base, a);
+            if (!a) {
+              s.ControlFailed(c, rebuild, TransportOutcome(a.error().kind));
             } else {
-              s.OnBootstrapAnswer(c, base, a);
+              if (a->peer_capabilities) s.follower_caps[c.follower] = *a->peer_capabilities;
+              auto decoded = a->Decode();
+              const flxi::Frame* frame = decoded ? &*decoded : nullptr;
+              if (rebuild) {
+                s.OnRebuildAnswer(c, base, frame);
+              } else {
+                s.OnBootstrapAnswer(c, base, frame);
+              }
             }
             s.AfterAnswer(c);
           });
         });
     if (!sent) {
       c.control_seq = 0;
-      Count("unreachable");
-      if (rebuild) ReleaseSlot(c);
-      c.stalled = true;
-      ArmRetry(c);
+      ControlFailed(c, rebuild, "unreachable");
     }
   }
 
-  void OnBootstrapAnswer(Cursor& c, uint64_t base, const Result<PeerResponse, PeerError>& a) {
-    if (!a) {
-      Count(TransportOutcome(a.error().kind));
-      c.stalled = true;
-      ArmRetry(c);
-      return;
-    }
-    if (a->peer_capabilities) follower_caps[c.follower] = *a->peer_capabilities;
-    auto decoded = a->Decode();
-    const flxi::Frame* frame = decoded ? &*decoded : nullptr;
+  // A bootstrap or rebuild exchange that got no answer: try again after retry_delay (a rebuild
+  // gives its slot back meanwhile).
+  void ControlFailed(Cursor& c, bool rebuild, const char* outcome) {
+    Count(outcome);
+    if (rebuild) ReleaseSlot(c);
+    c.stalled = true;
+    ArmRetry(c);
+  }
+
+  // `frame` is the decoded answer, nullptr when it did not decode.
+  void OnBootstrapAnswer(Cursor& c, uint64_t base, const flxi::Frame* frame) {
     if (const auto* ok = frame ? std::get_if<flxi::ReplicateOk>(&frame->body) : nullptr) {
       if (ok->durable_offset < base) {
         Count("needs_bootstrap");
@@ -775,17 +777,8 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     }
   }
 
-  void OnRebuildAnswer(Cursor& c, uint64_t base, const Result<PeerResponse, PeerError>& a) {
-    if (!a) {
-      Count(TransportOutcome(a.error().kind));
-      ReleaseSlot(c);
-      c.stalled = true;
-      ArmRetry(c);
-      return;
-    }
-    if (a->peer_capabilities) follower_caps[c.follower] = *a->peer_capabilities;
-    auto decoded = a->Decode();
-    const flxi::Frame* frame = decoded ? &*decoded : nullptr;
+  // `frame` is the decoded answer, nullptr when it did not decode.
+  void OnRebuildAnswer(Cursor& c, uint64_t base, const flxi::Frame* frame) {
     if (const auto* ok = frame ? std::get_if<flxi::ReplicateOk>(&frame->body) : nullptr) {
       if (m) m->rebuild_started.Increment();
       spdlog::info("replication {}: rebuild accepted at base {}, shipping from {}", Where(c), base,

@@ -249,6 +249,23 @@ class ShardReplicatorTest : public ::testing::Test {
     return o;
   }
 
+  // The common shape: `records` stream records, `followers` followers, small batches.
+  ShardReplicatorOptions StreamOptions(int records, int followers, size_t batch, size_t in_flight) {
+    OpenStore();
+    Append(LogKind::kStream, records);
+    auto o = Options(followers);
+    o.max_batch_records = batch;
+    o.max_in_flight = in_flight;
+    return o;
+  }
+  // The next `n` frames sent to `node`.
+  std::vector<SentPtr> NextN(const std::string& node, int n) {
+    std::vector<SentPtr> out;
+    for (int i = 0; i < n; ++i) out.push_back(transport_.Next(node));
+    for (auto& s : out) EXPECT_NE(s, nullptr);
+    return out;
+  }
+
   void Start(ShardReplicatorOptions o) {
     rep_ = std::make_unique<ShardReplicator>(
         *store_, std::move(o), transport_, ex_, &metrics_,
@@ -416,11 +433,7 @@ TEST_F(ShardReplicatorTest, CacheShardShipsCountersBeforeCache) {
 // --- pipelining and the answer table ------------------------------------------------------------
 
 TEST_F(ShardReplicatorTest, PipelinesUpToMaxInFlightBatches) {
-  OpenStore();
-  Append(LogKind::kStream, 20);
-  auto o = Options(1);
-  o.max_batch_records = 2;
-  o.max_in_flight = 3;
+  auto o = StreamOptions(20, 1, 2, 3);
   Start(o);
   std::vector<SentPtr> sent;
   for (int i = 0; i < 3; ++i) sent.push_back(transport_.Next("f0"));
@@ -443,11 +456,7 @@ TEST_F(ShardReplicatorTest, PipelinesUpToMaxInFlightBatches) {
 }
 
 TEST_F(ShardReplicatorTest, OkIsClampedToTheBatchEnd) {
-  OpenStore();
-  Append(LogKind::kStream, 4);
-  auto o = Options(1);
-  o.max_batch_records = 2;
-  o.max_in_flight = 1;
+  auto o = StreamOptions(4, 1, 2, 1);
   Start(o);
   auto s = transport_.Next("f0");
   ASSERT_TRUE(s);
@@ -464,11 +473,7 @@ TEST_F(ShardReplicatorTest, OkIsClampedToTheBatchEnd) {
 }
 
 TEST_F(ShardReplicatorTest, OutOfOrderAnswersCountWhatWasAnswered) {
-  OpenStore();
-  Append(LogKind::kStream, 6);
-  auto o = Options(1);
-  o.max_batch_records = 2;
-  o.max_in_flight = 3;
+  auto o = StreamOptions(6, 1, 2, 3);
   Start(o);
   auto a = transport_.Next("f0"), b = transport_.Next("f0"), c = transport_.Next("f0");
   ASSERT_TRUE(a && b && c);
@@ -482,11 +487,7 @@ TEST_F(ShardReplicatorTest, OutOfOrderAnswersCountWhatWasAnswered) {
 }
 
 TEST_F(ShardReplicatorTest, LogGapResumesFromExpectedAndDropsLaterBatches) {
-  OpenStore();
-  Append(LogKind::kStream, 20);
-  auto o = Options(1);
-  o.max_batch_records = 2;
-  o.max_in_flight = 3;
+  auto o = StreamOptions(20, 1, 2, 3);
   Start(o);
   auto a = transport_.Next("f0"), b = transport_.Next("f0"), c = transport_.Next("f0");
   ASSERT_TRUE(a && b && c);
@@ -722,11 +723,7 @@ TEST_F(ShardReplicatorTest, RefusedBootstrapHaltsNeedsBootstrapThenRebuilds) {
 // --- transport failures -------------------------------------------------------------------------
 
 TEST_F(ShardReplicatorTest, TransportFailureRetriesWithoutATightLoop) {
-  OpenStore();
-  Append(LogKind::kStream, 10);
-  auto o = Options(1);
-  o.max_batch_records = 2;
-  o.max_in_flight = 4;
+  auto o = StreamOptions(10, 1, 2, 4);
   o.retry_delay = 50ms;
   transport_.set_fail_all(true);
   const auto started = std::chrono::steady_clock::now();
@@ -757,11 +754,7 @@ TEST_F(ShardReplicatorTest, TransportFailureRetriesWithoutATightLoop) {
 }
 
 TEST_F(ShardReplicatorTest, TimeoutRetriesFromTheFailedBatch) {
-  OpenStore();
-  Append(LogKind::kStream, 6);
-  auto o = Options(1);
-  o.max_batch_records = 2;
-  o.max_in_flight = 3;
+  auto o = StreamOptions(6, 1, 2, 3);
   Start(o);
   auto a = transport_.Next("f0"), b = transport_.Next("f0"), c = transport_.Next("f0");
   ASSERT_TRUE(a && b && c);
@@ -805,11 +798,7 @@ TEST_F(ShardReplicatorTest, MarkRisesWithAMajorityOnly) {
 }
 
 TEST_F(ShardReplicatorTest, LostAnswersAreNeverCounted) {
-  OpenStore();
-  Append(LogKind::kStream, 8);
-  auto o = Options(2);
-  o.max_batch_records = 2;
-  o.max_in_flight = 4;
+  auto o = StreamOptions(8, 2, 2, 4);
   Start(o);
   std::vector<SentPtr> f0;
   for (int i = 0; i < 4; ++i) f0.push_back(transport_.Next("f0"));
