@@ -48,7 +48,43 @@ Executor& BrokerCore::ExecutorFor(const std::string& key) {
   return *executors_[std::hash<std::string>{}(key) % executors_.size()];
 }
 
-namespace {}  // namespace
+ShardStoreLayout BrokerCore::StreamLayout(const catalog::Stream& stream, uint32_t shard) const {
+  return StreamStoreLayout(options_.storage_dir, options_.log_defaults, stream, shard);
+}
+
+ShardStoreLayout BrokerCore::CacheLayout(const catalog::Cache& cache, uint32_t shard) const {
+  return CacheStoreLayout(options_.storage_dir, options_.log_defaults, cache, shard);
+}
+
+Result<std::unique_ptr<storage::ShardStore>> BrokerCore::OpenStore(const std::string& key,
+                                                                   const ShardStoreLayout& layout,
+                                                                   OpenShard& open) {
+  if (options_.custody != nullptr && !options_.custody->Claim(layout.dir, StoreHolder::kCore)) {
+    // Retryable: the follower releases it once the assignment names this broker leader.
+    return Fail(ErrorCode::kUnavailable,
+                "shard " + key +
+                    " unavailable: its store is held by this broker's replication "
+                    "follower (retry once the leadership handover completed)");
+  }
+  auto store = storage::ShardStore::Open(layout.dir, layout.store_options());
+  if (!store) {
+    if (options_.custody != nullptr) options_.custody->Release(layout.dir, StoreHolder::kCore);
+    return tl::unexpected(ShardRefused(key, layout.dir, store.error()));
+  }
+  open.store_dir = layout.dir;
+  if (options_.health != nullptr) options_.health->Clear(HealthKind::kShardOpen, layout.dir);
+  return std::move(*store);
+}
+
+void BrokerCore::StoreClosing(const OpenShard& open) {
+  if (open.store && options_.on_shard_store_closing) options_.on_shard_store_closing(open.id);
+}
+
+void BrokerCore::StoreClosed(const OpenShard& open) {
+  if (!open.store_dir.empty() && options_.custody != nullptr) {
+    options_.custody->Release(open.store_dir, StoreHolder::kCore);
+  }
+}
 
 Error BrokerCore::ShardRefused(const std::string& key, const std::string& dir,
                                const storage::StorageError& error) {
@@ -84,6 +120,9 @@ void BrokerCore::StartOpen(const std::string& key, const ShardHandle<Opened>& ha
     }
     OpenShard built;
     Result<Opened> opened = open(built);
+    ShardId id = built.id;
+    storage::ShardStore* store = built.store.get();
+    bool adopted = false;
     {
       MutexLock lock(mu_);
       if (!opened) {
@@ -92,7 +131,16 @@ void BrokerCore::StartOpen(const std::string& key, const ShardHandle<Opened>& ha
         failed_opens_.Increment();
       } else if (!AdoptLocked(key, handle.cell.get(), built)) {
         opened = Fail(ErrorCode::kNotFound, "shard " + key + " was closed while it opened");
+      } else {
+        adopted = true;
       }
+    }
+    // Outside mu_: the hook may take its own locks. A Drop or Stop that races with this runs
+    // on_shard_store_closing only after taking mu_, i.e. after the adoption above, so the
+    // hook's owner may see "closing" before "opened" and must tolerate it (it does: the
+    // replication host ignores an "opened" for a store it was told is closing).
+    if (adopted && store != nullptr && options_.on_shard_store_opened) {
+      options_.on_shard_store_opened(id, *store);
     }
     handle.executor->Post([cell = handle.cell, started, opened = std::move(opened)]() mutable {
       if (opened && started) started(*opened);
@@ -130,25 +178,16 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
                                                 Executor& executor, OpenShard& open) {
   ShardId id{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream, shard_index};
   std::string key = id.ToString();
+  open.id = id;
   if (options_.before_open) options_.before_open(key);
   std::unique_ptr<RecordLog> log;
   bool bounded_retention = false;
   if (stream.durable) {
-    storage::LogOptions log_options = options_.log_defaults;
-    if (stream.fsync_mode) log_options.fsync_mode = *stream.fsync_mode;
-    if (stream.retention.max_size_bytes) {
-      log_options.retention_bytes = *stream.retention.max_size_bytes;
-    }
-    if (stream.retention.max_age_seconds) {
-      log_options.retention_age = std::chrono::seconds(*stream.retention.max_age_seconds);
-    }
-    bounded_retention = log_options.retention_bytes > 0 || log_options.retention_age.count() > 0;
-    std::filesystem::path dir = std::filesystem::path(options_.storage_dir) / stream.tenant_id /
-                                stream.namespace_name / stream.name / std::to_string(shard_index);
-    auto store =
-        storage::ShardStore::Open(dir.string(), storage::ShardStoreOptions::Uniform(log_options));
-    if (!store) return tl::unexpected(ShardRefused(key, dir.string(), store.error()));
-    if (options_.health != nullptr) options_.health->Clear(HealthKind::kShardOpen, dir.string());
+    ShardStoreLayout layout = StreamLayout(stream, shard_index);
+    bounded_retention =
+        layout.log_options.retention_bytes > 0 || layout.log_options.retention_age.count() > 0;
+    auto store = OpenStore(key, layout, open);
+    if (!store) return tl::unexpected(store.error());
     open.store = std::move(*store);
     open.fence = std::make_unique<ShardFence>(Generation(open.store->replica_state().generation));
     if (options_.lease_valid) open.fence->SetLeaseCheck(options_.lease_valid);
@@ -193,6 +232,7 @@ void BrokerCore::CloseBuilt(OpenShard& built) {
   if (built.shard) built.shard->CloseLog();
   if (built.cache) built.cache->CloseLogs();
   if (built.store) (void)built.store->Close();
+  StoreClosed(built);
   built = OpenShard{};
 }
 
@@ -227,6 +267,8 @@ bool BrokerCore::AdoptLocked(const std::string& key, const void* cell, OpenShard
   entry.groups = std::move(built.groups);
   entry.producers = std::move(built.producers);
   entry.marks_appender = std::move(built.marks_appender);
+  entry.id = std::move(built.id);
+  entry.store_dir = std::move(built.store_dir);
   if (entry.shard || entry.cache) open_shards_.Add(1);
   return true;
 }
@@ -269,20 +311,12 @@ Result<CacheShardHandle> BrokerCore::OpenCacheShard(const catalog::Cache& cache,
 Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint32_t shard_index,
                                               Executor& executor, OpenShard& open) {
   ShardId id{cache.tenant_id, cache.namespace_name, cache.name, ShardKind::kCache, shard_index};
+  open.id = id;
   if (options_.before_open) options_.before_open(id.ToString());
   std::unique_ptr<RecordLog> cache_log, counter_log;
   if (cache.durable) {
-    std::filesystem::path dir = std::filesystem::path(options_.storage_dir) / "_caches" /
-                                cache.tenant_id / cache.namespace_name / cache.name /
-                                std::to_string(shard_index);
-    // No size or age bound on cache logs: only compaction reclaims them (BrokerCoreOptions).
-    storage::LogOptions cache_log_options = options_.log_defaults;
-    cache_log_options.retention_bytes = 0;
-    cache_log_options.retention_age = std::chrono::seconds(0);
-    auto store = storage::ShardStore::Open(dir.string(),
-                                           storage::ShardStoreOptions::Uniform(cache_log_options));
-    if (!store) return tl::unexpected(ShardRefused(id.ToString(), dir.string(), store.error()));
-    if (options_.health != nullptr) options_.health->Clear(HealthKind::kShardOpen, dir.string());
+    auto store = OpenStore(id.ToString(), CacheLayout(cache, shard_index), open);
+    if (!store) return tl::unexpected(store.error());
     open.store = std::move(*store);
     open.fence = std::make_unique<ShardFence>(Generation(open.store->replica_state().generation));
     if (options_.lease_valid) open.fence->SetLeaseCheck(options_.lease_valid);
@@ -321,14 +355,13 @@ void BrokerCore::ScheduleRetention(const std::shared_ptr<StreamShard>& shard, Ex
 void BrokerCore::DropStream(const std::string& tenant, const std::string& ns,
                             const std::string& stream) {
   ShardId id{tenant, ns, stream, ShardKind::kStream, 0};
-  DropShards(id, (std::filesystem::path(options_.storage_dir) / tenant / ns / stream).string());
+  DropShards(id, StreamDir(options_.storage_dir, tenant, ns, stream));
 }
 
 void BrokerCore::DropCache(const std::string& tenant, const std::string& ns,
                            const std::string& cache) {
   ShardId id{tenant, ns, cache, ShardKind::kCache, 0};
-  DropShards(
-      id, (std::filesystem::path(options_.storage_dir) / "_caches" / tenant / ns / cache).string());
+  DropShards(id, CacheDir(options_.storage_dir, tenant, ns, cache));
 }
 
 void BrokerCore::DropShards(const ShardId& any_shard, const std::string& dir) {
@@ -352,6 +385,7 @@ void BrokerCore::DropShards(const ShardId& any_shard, const std::string& dir) {
                      any_shard.tenant + "/" + any_shard.name_space + "/" + any_shard.name +
                      " was deleted";
   for (auto& shared : dropped) {
+    StoreClosing(*shared);
     // On the shard's executor: end its readers and close its logs (pending appends complete
     // and post their answers), then, in a task queued after those answers, let go of it.
     std::promise<void> done;
@@ -372,6 +406,7 @@ void BrokerCore::DropShards(const ShardId& any_shard, const std::string& dir) {
       if (!executor->Post([&done] { done.set_value(); })) done.set_value();
     });
     if (posted) finished.wait();
+    StoreClosed(*shared);
     MutexLock lock(mu_);
     dropped_.push_back(std::move(shared));
   }
@@ -392,6 +427,14 @@ void BrokerCore::Stop() {
   }
   opener_.Stop();  // an open in progress finishes; queued ones find the core stopped
   for (auto& e : executors_) e->Stop();
+  // The replication leader lets go of every store before it closes (outside mu_: the hook
+  // waits for the replicator to stop, which may read the core's shards' logs meanwhile).
+  std::vector<const OpenShard*> closing;
+  {
+    MutexLock lock(mu_);
+    for (auto& [key, open] : shards_) closing.push_back(&open);
+  }
+  for (const OpenShard* open : closing) StoreClosing(*open);
   MutexLock lock(mu_);
   for (auto& [key, open] : shards_) {
     if (open.groups) open.groups->Stop();
@@ -404,6 +447,7 @@ void BrokerCore::Stop() {
       if (auto closed = open.store->Close(); !closed) {
         spdlog::error("shard close failed shard={} error={}", key, closed.error().ToString());
       }
+      StoreClosed(open);
     }
   }
   open_shards_.Set(0);

@@ -30,6 +30,9 @@
 #include "broker/log_appender.h"
 #include "broker/shard_cell.h"
 #include "broker/shard_producers.h"
+#include "broker/shard_router.h"
+#include "broker/shard_store_layout.h"
+#include "broker/store_custody.h"
 #include "broker/stream_groups.h"
 #include "broker/stream_shard.h"
 #include "broker/task_pool.h"
@@ -63,6 +66,17 @@ struct BrokerCoreOptions {
   // Cluster mode: whether this node's etcd lease is usable at this instant (NodeLease::ValidNow);
   // every shard's fence asks it just before an append takes its offset. Empty: always.
   std::function<bool()> lease_valid;
+  // Cluster mode (optional; must outlive the core): durable shard directories are claimed here
+  // before their store opens and released after it closed; a directory a replication follower
+  // holds is refused (kUnavailable, retryable) until it is released (store_custody.h).
+  StoreCustody* custody = nullptr;
+  // Cluster mode: a durable shard's store was opened and the shard adopted (opener thread);
+  // the store stays valid until on_shard_store_closing for the same shard has returned, which
+  // runs before the store closes (Drop, Stop; the caller's thread). The replication leader
+  // learns of the store through these without the core knowing about replication. Never call
+  // back into the core from them.
+  std::function<void(const ShardId&, storage::ShardStore&)> on_shard_store_opened;
+  std::function<void(const ShardId&)> on_shard_store_closing;
 };
 
 // What a stream shard is once open: the shard, and (durable shards only) its consumer groups,
@@ -100,6 +114,10 @@ class BrokerCore {
                                           std::string_view cache) const;
   Result<CacheShardHandle> OpenCacheShard(const catalog::Cache& cache, uint32_t shard);
 
+  // Where this core keeps a durable stream's (cache's) shard, and with which log options.
+  ShardStoreLayout StreamLayout(const catalog::Stream& stream, uint32_t shard) const;
+  ShardStoreLayout CacheLayout(const catalog::Cache& cache, uint32_t shard) const;
+
   // Broker-wide subscription ids (subscribe without an id).
   uint64_t NextSubscriptionId() { return next_subscription_id_.fetch_add(1); }
 
@@ -130,6 +148,8 @@ class BrokerCore {
   // rest is filled by the opener (under mu_) once the logs are open.
   struct OpenShard {
     Executor* executor = nullptr;
+    ShardId id;             // set by the opener
+    std::string store_dir;  // durable shards: the directory claimed in the custody
     std::shared_ptr<ShardCell<OpenedStream>> stream_cell;  // stream shards
     std::shared_ptr<ShardCell<OpenedCache>> cache_cell;    // cache shards
     std::unique_ptr<storage::ShardStore> store;            // durable shards only
@@ -162,7 +182,15 @@ class BrokerCore {
                  std::function<Result<Opened>(OpenShard&)> open,
                  std::function<void(Opened&)> started = {});
   // Closes whatever part of a shard the opener built and empties `built`.
-  static void CloseBuilt(OpenShard& built);
+  void CloseBuilt(OpenShard& built);
+  // Opens `layout`'s store for `key` under the custody claim; kUnavailable when a follower
+  // holds it.
+  Result<std::unique_ptr<storage::ShardStore>> OpenStore(const std::string& key,
+                                                         const ShardStoreLayout& layout,
+                                                         OpenShard& open);
+  // The store of `open` is about to close: the hook, then (after the close) the release.
+  void StoreClosing(const OpenShard& open);
+  void StoreClosed(const OpenShard& open);
 
   BrokerCoreOptions options_;
   const catalog::Catalog& catalog_;

@@ -1,7 +1,9 @@
 // `felix cluster status`: the cluster as one broker sees it, from GET /v1/cluster on its admin
 // HTTP API (the admin token and URL from the credential file, admin_http.h): the nodes, the
-// controller and a table of shards with leader, replicas, generation and state. --json prints
-// the broker's answer unchanged.
+// controller and a table of shards with leader, replicas, generation and state; then, from GET
+// /replication on the same broker, replication of the shards it leads (per follower and log:
+// durable offset, lag, in sync, halted reason) and of the shards it follows. --json prints the
+// /v1/cluster answer unchanged (GET /replication is JSON already).
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -95,6 +97,37 @@ void PrintStatus(const Json& answer) {
   PrintTable({"SHARD", "LEADER", "REPLICAS", "GENERATION", "STATE"}, shard_rows);
 }
 
+std::string ShardName(const Json& s) {
+  return JsonText(s, "kind") + " " + JsonText(s, "tenant") + "/" + JsonText(s, "namespace") + "/" +
+         JsonText(s, "name") + "#" + JsonText(s, "shard");
+}
+
+// What the asked broker replicates: the shards it leads (one row per follower and log) and the
+// shards it follows (one row per log). Other leaders' shards: ask them.
+void PrintReplication(const Json& answer) {
+  std::cout << "\nreplication led by " << JsonText(answer, "node_id") << "\n";
+  std::vector<Row> led;
+  for (const auto& s : ArrayField(answer, "led")) {
+    for (const auto& f : ArrayField(s, "followers")) {
+      std::string halted = JsonText(f, "halted");
+      led.push_back({ShardName(s), Cell(s, "generation"), Cell(f, "node_id"), Cell(f, "log"),
+                     Cell(f, "confirmed"), Cell(f, "lag"), f.value("in_sync", false) ? "yes" : "no",
+                     halted.empty() ? "-" : halted});
+    }
+  }
+  PrintTable({"SHARD", "GENERATION", "REPLICA", "LOG", "DURABLE", "LAG", "IN_SYNC", "HALTED"}, led);
+  std::cout << "\nreplication followed on " << JsonText(answer, "node_id") << "\n";
+  std::vector<Row> followed;
+  for (const auto& s : ArrayField(answer, "followed")) {
+    for (const auto& l : ArrayField(s, "logs")) {
+      std::string halted = JsonText(l, "halted");
+      followed.push_back({ShardName(s), Cell(s, "generation"), Cell(l, "log"), Cell(l, "tail"),
+                          Cell(l, "durable"), halted.empty() ? "-" : halted});
+    }
+  }
+  PrintTable({"SHARD", "GENERATION", "LOG", "TAIL", "DURABLE", "HALTED"}, followed);
+}
+
 }  // namespace
 
 void RegisterClusterCommands(CLI::App& app) {
@@ -102,7 +135,9 @@ void RegisterClusterCommands(CLI::App& app) {
   group->require_subcommand(1);
   auto conn = std::make_shared<AdminConnection>();
   CLI::App* status = group->add_subcommand(
-      "status", "nodes, controller and per-shard leader/replicas/generation (GET /v1/cluster)");
+      "status",
+      "nodes, controller, per-shard leader/replicas/generation (GET /v1/cluster) and the "
+      "replication this broker runs (GET /replication)");
   AddAdminConnectionOptions(status, *conn);
   status->callback([conn] {
     Json answer = AdminCall(*conn, "GET", "/v1/cluster");
@@ -111,6 +146,7 @@ void RegisterClusterCommands(CLI::App& app) {
       return;
     }
     PrintStatus(answer);
+    PrintReplication(AdminCall(*conn, "GET", "/replication"));
   });
 }
 

@@ -20,6 +20,9 @@ ClusterNode::ClusterNode(etcd::EtcdClient& etcd, ClusterNodeOptions options)
       clock_(options_.clock != nullptr ? *options_.clock : boottime_),
       view_(options_.keys, options_.metrics),
       router_(view_, options_.self.node_id, [this] { return lease_valid(); }) {
+  if (options_.on_assignments_changed) {
+    view_.SetAssignmentsListener(options_.on_assignments_changed);
+  }
   if (MetricsRegistry* m = options_.metrics) {
     lease_valid_gauge_ = &m->AddGauge("felix_node_lease_valid",
                                       "1 while this broker's etcd lease is usable (cluster mode)");

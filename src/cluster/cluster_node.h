@@ -56,6 +56,9 @@ struct ClusterNodeOptions {
   // The lease etcd granted: its id and TTL (what the controller's arithmetic must use).
   std::function<void(int64_t lease_id, int64_t ttl_ms, uint64_t incarnation)> on_registered;
   std::function<void()> on_unregistered;
+  // After each change of the assign/ mirror was applied to the view (ClusterView's listener;
+  // the mirror's thread).
+  std::function<void()> on_assignments_changed;
   // Test seam: the lease clock (CLOCK_BOOTTIME when null; must outlive the node).
   const LeaseClock* clock = nullptr;
 };

@@ -70,22 +70,28 @@ void ClusterView::ApplyNodeEvents(const std::vector<etcd::Event>& events) {
 }
 
 void ClusterView::ReplaceAssignments(const std::vector<etcd::KeyValue>& kvs) {
-  MutexLock lock(mu_);
-  for (const auto& [shard, _] : assignments_) NoteGenerationLocked(shard, 0);
-  assignments_.clear();
-  for (const auto& kv : kvs) PutAssignmentLocked(kv, /*only_newer=*/false);
+  {
+    MutexLock lock(mu_);
+    for (const auto& [shard, _] : assignments_) NoteGenerationLocked(shard, 0);
+    assignments_.clear();
+    for (const auto& kv : kvs) PutAssignmentLocked(kv, /*only_newer=*/false);
+  }
+  if (assignments_listener_) assignments_listener_();
 }
 
 void ClusterView::ApplyAssignmentEvents(const std::vector<etcd::Event>& events) {
-  MutexLock lock(mu_);
-  for (const auto& event : events) {
-    if (event.type == etcd::Event::Type::kPut) {
-      PutAssignmentLocked(event.kv, /*only_newer=*/true);
-    } else if (auto shard = keys_.ParseAssign(event.kv.key)) {
-      NoteGenerationLocked(*shard, 0);
-      assignments_.erase(*shard);
+  {
+    MutexLock lock(mu_);
+    for (const auto& event : events) {
+      if (event.type == etcd::Event::Type::kPut) {
+        PutAssignmentLocked(event.kv, /*only_newer=*/true);
+      } else if (auto shard = keys_.ParseAssign(event.kv.key)) {
+        NoteGenerationLocked(*shard, 0);
+        assignments_.erase(*shard);
+      }
     }
   }
+  if (assignments_listener_) assignments_listener_();
 }
 
 std::optional<Assignment> ClusterView::FindAssignment(const ShardRef& shard) const {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +33,13 @@ class ClusterView {
   // shard and felix_cluster_nodes.
   explicit ClusterView(ClusterKeys keys, MetricsRegistry* metrics = nullptr);
 
+  // Runs after every snapshot or batch of events of the assign/ mirror has been applied (on
+  // the mirror's thread, outside the view's mutex; it may read the view). Set before the
+  // mirror starts feeding the view; the listener must not block for long.
+  void SetAssignmentsListener(std::function<void()> listener) {
+    assignments_listener_ = std::move(listener);
+  }
+
   // nodes/ mirror.
   void ReplaceNodes(const std::vector<etcd::KeyValue>& kvs);
   void ApplyNodeEvents(const std::vector<etcd::Event>& events);
@@ -51,6 +59,7 @@ class ClusterView {
 
   const ClusterKeys keys_;
   MetricsRegistry* metrics_;
+  std::function<void()> assignments_listener_;  // set before feeding; read-only after
   Gauge* nodes_gauge_ = nullptr;
 
   mutable Mutex mu_;

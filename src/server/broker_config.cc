@@ -118,6 +118,12 @@ const std::vector<Setting>& Settings() {
         Str("FELIX_CLIENT_ADVERTISE_ADDR", nullptr, &C::client_advertise_addr),
         Str("FELIX_NODE_ZONE", "node_zone", &C::node_zone),
         U64("FELIX_NODE_LEASE_MS", "node_lease_ms", &C::node_lease_ms),
+        U64("FELIX_REPLICATION_REBUILD_MAX_CONCURRENT", "replication_rebuild_max_concurrent",
+            &C::replication_rebuild_max_concurrent),
+        U64("FELIX_REPLICATION_REBUILD_BYTES_PER_SEC", "replication_rebuild_bytes_per_sec",
+            &C::replication_rebuild_bytes_per_sec),
+        U64("FELIX_PUBLISH_QUORUM_TIMEOUT_MS", "publish_quorum_timeout_ms",
+            &C::publish_quorum_timeout_ms),
         {"FELIX_ETCD_ENDPOINTS", "etcd_endpoints", false,
          [](C& c, const std::string& v) -> Result<void> {
            c.etcd_endpoints.clear();
@@ -359,6 +365,11 @@ Result<LoadedConfig> LoadBrokerConfig(const EnvironmentMap& env, const std::stri
         config.event_batch_max_delay_us != defaults.event_batch_max_delay_us);
   inert("FELIX_SUB_QUEUE_POLICY",
         config.subscriber_queue_policy != defaults.subscriber_queue_policy);
+  // Replication: rebuild pacing and the quorum acknowledgement gate are not built yet.
+  inert("FELIX_REPLICATION_REBUILD_BYTES_PER_SEC",
+        config.replication_rebuild_bytes_per_sec != defaults.replication_rebuild_bytes_per_sec);
+  inert("FELIX_PUBLISH_QUORUM_TIMEOUT_MS",
+        config.publish_quorum_timeout_ms != defaults.publish_quorum_timeout_ms);
 
   if (auto r = ValidateBrokerConfig(config); !r) return tl::unexpected(r.error());
   return loaded;
@@ -483,6 +494,12 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
     if (!c.node_zone.empty()) {
       return refuse("FELIX_NODE_ZONE is set but FELIX_NODE_ID is not (cluster only)");
     }
+  }
+  if (c.replication_rebuild_max_concurrent > 64) {
+    return refuse("FELIX_REPLICATION_REBUILD_MAX_CONCURRENT must be between 0 and 64");
+  }
+  if (c.publish_quorum_timeout_ms < 1 || c.publish_quorum_timeout_ms > 600000) {
+    return refuse("FELIX_PUBLISH_QUORUM_TIMEOUT_MS must be between 1 and 600000");
   }
   if (c.data_dir.empty()) return refuse("FELIX_DATA_DIR must not be empty");
   return Ok();

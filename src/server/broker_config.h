@@ -44,6 +44,13 @@ struct BrokerConfig {
   std::string client_advertise_addr;  // empty: the bound client address (loopback for a wildcard)
   std::string node_zone;
   uint64_t node_lease_ms = 2000;
+  // Replication (docs/cluster.md "Replication"). Rebuilds of halted followers a leader runs at
+  // once (0: never rebuild); the rebuild byte rate (0: unpaced; accepted and validated, not
+  // enforced yet); how long a Quorum publish waits for a majority (accepted and validated; the
+  // quorum gate is not in this build yet).
+  uint64_t replication_rebuild_max_concurrent = 1;
+  uint64_t replication_rebuild_bytes_per_sec = 0;
+  uint64_t publish_quorum_timeout_ms = 5000;
 
   bool cluster_mode() const { return !node_id.empty(); }
 

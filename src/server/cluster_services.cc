@@ -90,7 +90,40 @@ ClusterServices::ClusterServices(const BrokerConfig& config, MetricsRegistry& me
     StartController(lease, ttl_ms, incarnation);
   };
   o.on_unregistered = [this] { StopController(); };
+  // The mirrors feed the view only after Start(), by when replication_ is set.
+  o.on_assignments_changed = [this] {
+    if (replication_) replication_->OnAssignmentsChanged();
+  };
   node_ = std::make_unique<cluster::ClusterNode>(*etcd_, std::move(o));
+  cluster::ReplicationHostOptions ro;
+  ro.own_node_id = config_.node_id;
+  ro.internal_addr_of = [this](std::string_view node) { return InternalAddrOf(node); };
+  ro.rebuild_max_concurrent = static_cast<uint32_t>(config_.replication_rebuild_max_concurrent);
+  replication_ = std::make_unique<cluster::ReplicationHost>(node_->view(), std::move(ro), metrics_);
+}
+
+void ClusterServices::SetReplicationHooks(broker::BrokerCoreOptions& core_options) {
+  core_options.custody = &custody_;
+  core_options.on_shard_store_opened = [host = replication_.get()](const broker::ShardId& id,
+                                                                   storage::ShardStore& store) {
+    host->OnStoreOpened(id, store);
+  };
+  core_options.on_shard_store_closing = [host = replication_.get()](const broker::ShardId& id) {
+    host->OnStoreClosing(id);
+  };
+}
+
+void ClusterServices::StartReplication(broker::BrokerCore& core,
+                                       cluster::ReplicaTransport& transport) {
+  replication_->Start(core, custody_, transport);
+}
+
+void ClusterServices::StopReplication() {
+  replication_->Stop();
+}
+
+nlohmann::ordered_json ClusterServices::ReplicationStatus() const {
+  return replication_->Status();
 }
 
 ClusterServices::~ClusterServices() {
@@ -124,7 +157,8 @@ void ClusterServices::Start(const HostPort& client_addr) {
 }
 
 void ClusterServices::Stop() {
-  node_->Stop();  // stops the controller (on_unregistered) and leaves nodes/
+  StopReplication();  // replicators and follower stores first: they read the view
+  node_->Stop();      // stops the controller (on_unregistered) and leaves nodes/
   StopController();
   catalog_->Stop();  // no catalog listener (dropping deleted data) runs after this
 }

@@ -5,6 +5,9 @@
 // router the ShardResolver asks (EtcdRouter), and the controller (campaigns with the node's
 // lease; one broker at a time places shards).
 //
+// Replication: the ReplicationHost (follower custody, the peer handlers, the leader's
+// replicators) driven by this node's ClusterView; see replication().
+//
 // Lifecycle: Create() before the catalog's users (it does no I/O: an unreachable etcd only
 // keeps the broker not ready); Start() once the client port is bound (the advertised client
 // address may default to it); Stop() after the client listener drained (it resigns the
@@ -23,11 +26,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "broker/broker_core.h"
 #include "broker/shard_router.h"
+#include "broker/store_custody.h"
 #include "catalog/catalog.h"
 #include "cluster/cluster_node.h"
 #include "cluster/controller.h"
 #include "cluster/etcd_catalog.h"
+#include "cluster/replication_host.h"
+#include "cluster/shard_replicator.h"
 #include "common/metrics.h"
 #include "common/net_address.h"
 #include "common/result.h"
@@ -57,6 +64,19 @@ class ClusterServices {
   // For BrokerCoreOptions::lease_valid: the exact check just before an append.
   std::function<bool()> LeaseCheck() const;
 
+  // Replication (cluster/replication_host.h): the host follows this node's view of the
+  // assignments. Give the core `custody()` and the hooks of ReplicationHooks(); register the
+  // host's peer handlers on the internal service (replication()); StartReplication once the
+  // core and the peer transport exist. StopReplication (also run by Stop) before the
+  // transport goes.
+  broker::StoreCustody& custody() { return custody_; }
+  cluster::ReplicationHost& replication() { return *replication_; }
+  void SetReplicationHooks(broker::BrokerCoreOptions& core_options);
+  void StartReplication(broker::BrokerCore& core, cluster::ReplicaTransport& transport);
+  void StopReplication();
+  // GET /replication.
+  nlohmann::ordered_json ReplicationStatus() const;
+
   // `client_addr`: the bound client address, advertised unless FELIX_CLIENT_ADVERTISE_ADDR.
   void Start(const HostPort& client_addr);
   void Stop();
@@ -80,6 +100,8 @@ class ClusterServices {
   const cluster::ClusterKeys keys_;
   std::unique_ptr<cluster::EtcdCatalog> catalog_;
   std::unique_ptr<cluster::ClusterNode> node_;
+  broker::StoreCustody custody_;
+  std::unique_ptr<cluster::ReplicationHost> replication_;
   std::mutex controller_mu_;  // the node's thread starts/stops it; Stop() too
   std::unique_ptr<cluster::Controller> controller_;
 };

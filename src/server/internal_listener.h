@@ -15,6 +15,7 @@
 
 #include "cluster/forward_publish_handler.h"
 #include "cluster/peer_server.h"
+#include "cluster/replication_host.h"
 #include "common/metrics.h"
 #include "common/result.h"
 #include "server/broker_config.h"
@@ -27,15 +28,21 @@ namespace felix::server {
 // without a log is answered 1..=0, never 0..=0).
 inline constexpr uint64_t kInternalCapabilities = 0;
 inline constexpr uint64_t kForwardingCapabilities = wire::flxi::kCapForwardOffsets;
+// Cluster mode also serves replication (cluster/replication_host.h): followers take per-record
+// generation labels (kind 32) and the leader's record times (kind 36).
+inline constexpr uint64_t kReplicationCapabilities =
+    wire::flxi::kCapGenerationLabels | wire::flxi::kCapRecordTimes;
 
 // Own node id (FELIX_NODE_ID, or "localhost" on a single node, the name of the self-signed
 // internal certificate), the capability bits, and the Hello identity check whenever peer mTLS
 // is configured (FELIX_INTERNAL_TLS_CA).
 cluster::PeerServerOptions InternalServerOptions(const BrokerConfig& config);
 
-// `forward_publish` (cluster mode; must outlive the service) is registered when given.
+// `forward_publish` and `replication` (cluster mode; must outlive the service) are registered
+// when given.
 Result<std::unique_ptr<cluster::PeerServer>> MakeInternalService(
     const BrokerConfig& config, MetricsRegistry& metrics,
-    cluster::ForwardPublishHandler* forward_publish = nullptr);
+    cluster::ForwardPublishHandler* forward_publish = nullptr,
+    cluster::ReplicationHost* replication = nullptr);
 
 }  // namespace felix::server

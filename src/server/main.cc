@@ -249,6 +249,7 @@ int Run(int argc, char** argv) {
     }
     cluster = std::move(*created);
     core_options.lease_valid = cluster->LeaseCheck();
+    cluster->SetReplicationHooks(core_options);
   }
   // Catalog (embedded, or the cluster's) + admin API, declared before (so destroyed after)
   // everything that uses it.
@@ -298,8 +299,8 @@ int Run(int argc, char** argv) {
         std::move(fo), service.resolver(), (*admin)->catalog(), metrics);
   }
   // The internal listener's FLXI service: handshake plus the registered internal handlers.
-  auto internal_service =
-      felix::server::MakeInternalService(config, metrics, forward_handler.get());
+  auto internal_service = felix::server::MakeInternalService(
+      config, metrics, forward_handler.get(), cluster ? &cluster->replication() : nullptr);
   if (internal_service && forward_cache_handler) {
     if (auto r = forward_cache_handler->RegisterOn(**internal_service); !r) {
       internal_service = tl::unexpected(r.error());
@@ -333,6 +334,15 @@ int Run(int argc, char** argv) {
   // endpoint (its TLS identity is this node's); shut down before the listeners stop.
   std::unique_ptr<felix::cluster::PeerPool> peer_pool;
   std::unique_ptr<felix::cluster::ForwardPublisher> forwarder;
+  std::unique_ptr<felix::cluster::PeerPoolTransport> replica_transport;
+  // Replication stops (its replicators let go of the transport) before the pool goes, on every
+  // way out of Run.
+  struct StopReplicationFirst {
+    felix::server::ClusterServices* cluster = nullptr;
+    ~StopReplicationFirst() {
+      if (cluster != nullptr) cluster->StopReplication();
+    }
+  } stop_replication_first;
   if (cluster) {
     felix::cluster::PeerPoolOptions po;
     po.own_node_id = config.node_id;
@@ -347,6 +357,10 @@ int Run(int argc, char** argv) {
         *peer_pool, (*quic)->internal_endpoint(), std::move(fo), metrics);
     service.SetPublishForwarder(forwarder.get());
     service.SetCacheForwarder(forwarder.get());
+    // Replication: follower custody, the leader's replicators (cluster/replication_host.h).
+    replica_transport = std::make_unique<felix::cluster::PeerPoolTransport>(*peer_pool);
+    cluster->StartReplication(core, *replica_transport);
+    stop_replication_first.cluster = cluster.get();
   }
   auto ca_file = ExportClientCertificate(config, (*quic)->client_tls());
   if (!ca_file) {
@@ -364,6 +378,8 @@ int Run(int argc, char** argv) {
   (*admin)->Register(http);
   if (cluster) {
     (*admin)->RegisterGuardedGet(http, "/v1/cluster", [&cluster] { return cluster->Status(); });
+    (*admin)->RegisterGuardedGet(http, "/replication",
+                                 [&cluster] { return cluster->ReplicationStatus(); });
   }
   auto http_addr = http.Start(config.metrics_bind);
   if (!http_addr) {
@@ -425,6 +441,9 @@ int Run(int argc, char** argv) {
     spdlog::warn("drain deadline expired after {} ms unfinished_sessions={}",
                  config.shutdown_drain_timeout_ms, unfinished);
   }
+  // Replication first: its replicators stop before the pool fails their exchanges, and the
+  // follower stores close before the core's.
+  if (cluster) cluster->StopReplication();
   if (peer_pool) peer_pool->Shutdown();  // fails what is still forwarding (kStopped)
   (*quic)->Stop();
   service.ReleaseAll();

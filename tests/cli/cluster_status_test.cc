@@ -24,9 +24,27 @@ const char* kAnswer =
     R"("shards":[{"kind":"stream","tenant":"default","namespace":"default","name":"orders",)"
     R"("shard":3,"leader":"n2","replicas":["n2","n1"],"generation":7,"state":"active"}]})";
 
+const char* kReplication =
+    R"({"node_id":"n2","led":[{"kind":"stream","tenant":"default","namespace":"default",)"
+    R"("name":"orders","shard":3,"generation":7,"followers":[{"node_id":"n1","log":"stream",)"
+    R"("next":40,"confirmed":40,"lag":2,"in_sync":false,"stalled":false,"rebuilding":false,)"
+    R"("halted":"","halt_detail":""},{"node_id":"n3","log":"stream","next":9,"confirmed":9,)"
+    R"("lag":33,"in_sync":false,"stalled":false,"rebuilding":false,"halted":"diverged",)"
+    R"("halt_detail":"conflict at 9"}]}],)"
+    R"("followed":[{"kind":"cache","tenant":"default","namespace":"default","name":"s",)"
+    R"("shard":0,"open":true,"generation":2,"logs":[{"log":"cache","base":0,"tail":12,)"
+    R"("durable":12,"halted":"","halt_detail":""}]}]})";
+
 class CliClusterStatus : public ::testing::Test {
  protected:
   void SetUp() override {
+    server_.Get("/replication", [](const httplib::Request& req, httplib::Response& res) {
+      if (req.get_header_value("Authorization") != "Bearer secret") {
+        res.status = 403;
+        return;
+      }
+      res.set_content(kReplication, "application/json");
+    });
     server_.Get("/v1/cluster", [this](const httplib::Request& req, httplib::Response& res) {
       if (req.get_header_value("Authorization") != "Bearer secret") {
         res.status = 403;
@@ -73,6 +91,24 @@ TEST_F(CliClusterStatus, PrintsNodesControllerAndShards) {
       << out;
   EXPECT_NE(out.find("shards (1)"), std::string::npos) << out;
   EXPECT_NE(out.find("stream default/default/orders#3  n2      n2,n1     7           active"),
+            std::string::npos)
+      << out;
+  // Replication as the asked broker runs it: per follower and log, and per followed log.
+  EXPECT_NE(out.find("replication led by n2"), std::string::npos) << out;
+  EXPECT_NE(out.find("SHARD                            GENERATION  REPLICA  LOG     DURABLE  LAG  "
+                     "IN_SYNC  HALTED"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("stream default/default/orders#3  7           n1       stream  40       2    "
+                     "no       -"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("stream default/default/orders#3  7           n3       stream  9        33   "
+                     "no       diverged"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("replication followed on n2"), std::string::npos) << out;
+  EXPECT_NE(out.find("cache default/default/s#0  2           cache  12    12       -"),
             std::string::npos)
       << out;
 }

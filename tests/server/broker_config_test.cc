@@ -190,6 +190,38 @@ TEST(BrokerConfig, ClusterSettingsAreCheckedTogether) {
                       "FELIX_CLIENT_ADVERTISE_ADDR");
 }
 
+TEST(BrokerConfig, ReplicationSettingsDefaultValidateAndSayWhatIsNotEnforced) {
+  auto defaults = Load({});
+  ASSERT_TRUE(defaults) << defaults.error().message;
+  EXPECT_EQ(defaults->config.replication_rebuild_max_concurrent, 1u);
+  EXPECT_EQ(defaults->config.replication_rebuild_bytes_per_sec, 0u);
+  EXPECT_EQ(defaults->config.publish_quorum_timeout_ms, 5000u);
+  EXPECT_TRUE(defaults->warnings.empty());
+  auto set = Load({{"FELIX_REPLICATION_REBUILD_MAX_CONCURRENT", "0"},
+                   {"FELIX_REPLICATION_REBUILD_BYTES_PER_SEC", "1048576"},
+                   {"FELIX_PUBLISH_QUORUM_TIMEOUT_MS", "250"}});
+  ASSERT_TRUE(set) << set.error().message;
+  EXPECT_EQ(set->config.replication_rebuild_max_concurrent, 0u);
+  EXPECT_EQ(set->config.replication_rebuild_bytes_per_sec, 1048576u);
+  EXPECT_EQ(set->config.publish_quorum_timeout_ms, 250u);
+  // Pacing and the quorum gate are not enforced in this build: setting them says so.
+  for (const char* name :
+       {"FELIX_REPLICATION_REBUILD_BYTES_PER_SEC", "FELIX_PUBLISH_QUORUM_TIMEOUT_MS"}) {
+    bool named = std::any_of(set->warnings.begin(), set->warnings.end(), [&](const std::string& w) {
+      return w.find(name) != std::string::npos && w.find("no effect") != std::string::npos;
+    });
+    EXPECT_TRUE(named) << name;
+  }
+  ExpectRefusedNaming(Load({{"FELIX_REPLICATION_REBUILD_MAX_CONCURRENT", "65"}}),
+                      "FELIX_REPLICATION_REBUILD_MAX_CONCURRENT");
+  ExpectRefusedNaming(Load({{"FELIX_REPLICATION_REBUILD_MAX_CONCURRENT", "x"}}),
+                      "FELIX_REPLICATION_REBUILD_MAX_CONCURRENT");
+  ExpectRefusedNaming(Load({{"FELIX_PUBLISH_QUORUM_TIMEOUT_MS", "0"}}),
+                      "FELIX_PUBLISH_QUORUM_TIMEOUT_MS");
+  ExpectRefusedNaming(Load({{"FELIX_REPLICATION_REBUILD_BYTES_PER_SEC", "-1"}}),
+                      "FELIX_REPLICATION_REBUILD_BYTES_PER_SEC");
+}
+
 TEST(BrokerConfig, SettingsWithNoEffectYetSaySoWhenSet) {
   auto quiet = Load({{"FELIX_ACK_WAIT_TIMEOUT_MS", "2000"}});  // the default: nothing to say
   ASSERT_TRUE(quiet);

@@ -1,0 +1,576 @@
+#include "cluster/replication_host.h"
+
+#include <algorithm>
+#include <future>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "cluster/replica_role.h"
+
+namespace felix::cluster {
+
+namespace flxi = wire::flxi;
+
+struct ReplicationHost::FollowerSlot {
+  ShardRef shard;
+  broker::Executor* executor = nullptr;
+  std::string dir;
+  // Executor only.
+  std::unique_ptr<storage::ShardStore> store;
+  std::unique_ptr<ReplicaFollower> follower;
+};
+
+struct ReplicationHost::LeaderSlot {
+  ShardRef shard;
+  broker::Executor* executor = nullptr;
+  uint64_t generation = 0;
+  std::vector<std::pair<std::string, std::string>> followers;  // node id, address as dialled
+  storage::ShardStore* store = nullptr;
+  std::unique_ptr<ShardReplicator> replicator;
+};
+
+namespace {
+
+ShardRef RefOf(const broker::ShardId& id) {
+  return ShardRef{id.kind == broker::ShardKind::kCache ? ShardKind::kCache : ShardKind::kStream,
+                  id.tenant, id.name_space, id.name, id.shard};
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// The logs of a shard, in the order /replication lists them.
+std::vector<storage::LogKind> LogsOf(const ShardRef& shard) {
+  if (shard.kind == ShardKind::kCache) {
+    return {storage::LogKind::kCache, storage::LogKind::kCounters};
+  }
+  return {storage::LogKind::kStream, storage::LogKind::kCursors, storage::LogKind::kDeadLetters};
+}
+
+nlohmann::ordered_json ShardJson(const ShardRef& shard) {
+  return nlohmann::ordered_json{{"kind", ShardKindName(shard.kind)},
+                                {"tenant", shard.tenant},
+                                {"namespace", shard.ns},
+                                {"name", shard.name},
+                                {"shard", shard.shard}};
+}
+
+// Runs `fn` on `executor` and waits for it; false when the executor is stopping.
+template <typename Fn>
+bool RunOn(broker::Executor& executor, Fn fn) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto finished = done->get_future();
+  if (!executor.Post([fn = std::move(fn), done]() mutable {
+        fn();
+        done->set_value();
+      })) {
+    return false;
+  }
+  finished.wait();
+  return true;
+}
+
+flxi::ErrorCode RefusalCode(FollowerRole role) {
+  switch (role) {
+    case FollowerRole::kViewNewer:
+      return flxi::ErrorCode::kFencedEpoch;
+    case FollowerRole::kViewOlder:
+      return flxi::ErrorCode::kStaleRoute;
+    case FollowerRole::kFollower:
+      return flxi::ErrorCode::kUnavailable;
+    case FollowerRole::kNotReplica:
+      break;
+  }
+  return flxi::ErrorCode::kUnauthorized;
+}
+
+constexpr flxi::Kind kServedKinds[] = {
+    flxi::Kind::kReplicateRecords,
+    flxi::Kind::kReplicateCacheRecords,
+    flxi::Kind::kReplicateGroupRecords,
+    flxi::Kind::kReplicateDeadLetterRecords,
+    flxi::Kind::kReplicateCounterRecords,
+    flxi::Kind::kReplicateMarkedRecords,
+    flxi::Kind::kReplicateCommittedRecords,
+    flxi::Kind::kReplicateLabelledRecords,
+    flxi::Kind::kReplicateTimedRecords,
+    flxi::Kind::kReplicateBootstrap,
+    flxi::Kind::kReplicateCacheBootstrap,
+    flxi::Kind::kReplicateGroupBootstrap,
+    flxi::Kind::kReplicateDeadLetterBootstrap,
+    flxi::Kind::kReplicateCounterBootstrap,
+    flxi::Kind::kReplicateRebuild,
+};
+
+}  // namespace
+
+ReplicationHost::ReplicationHost(const ClusterView& view, ReplicationHostOptions options,
+                                 MetricsRegistry& metrics)
+    : view_(view),
+      options_(std::move(options)),
+      metrics_(metrics),
+      followed_gauge_(metrics.AddGauge("felix_broker_replication_followed_shards",
+                                       "shards this broker holds as a replication follower")),
+      led_gauge_(metrics.AddGauge("felix_broker_replication_led_shards",
+                                  "shards this broker leads with a running replicator")),
+      follower_open_failures_(metrics.AddCounter(
+          "felix_broker_replication_follower_open_failures_total",
+          "follower stores that could not be opened (retried at the next reconcile)")) {
+  size_t n = std::max<size_t>(1, options_.executors);
+  for (size_t i = 0; i < n; ++i) {
+    executors_.push_back(std::make_unique<broker::Executor>("felix-repl-" + std::to_string(i)));
+  }
+}
+
+ReplicationHost::~ReplicationHost() {
+  Stop();
+}
+
+Result<void> ReplicationHost::RegisterOn(PeerServer& server) {
+  for (flxi::Kind kind : kServedKinds) {
+    auto r = server.Handle(kind, [this](const PeerRequest& request, PeerReply reply) {
+      Serve(request, std::move(reply));
+    });
+    if (!r) return r;
+  }
+  return {};
+}
+
+broker::Executor& ReplicationHost::ExecutorFor(const ShardRef& shard) {
+  return *executors_[std::hash<std::string>{}(shard.Path()) % executors_.size()];
+}
+
+void ReplicationHost::Start(broker::BrokerCore& core, broker::StoreCustody& custody,
+                            ReplicaTransport& transport) {
+  {
+    MutexLock lock(mu_);
+    if (started_ || stopped_) return;
+    core_ = &core;
+    custody_ = &custody;
+    transport_ = &transport;
+    started_ = true;
+  }
+  ScheduleReconcile();
+  // The periodic pass: catalog entries that arrive after their assignment, stores released by
+  // the core, addresses that appear.
+  auto tick_ptr = std::make_shared<std::function<void()>>();
+  *tick_ptr = [this, weak = std::weak_ptr<std::function<void()>>(tick_ptr)] {
+    ScheduleReconcile();
+    if (auto again = weak.lock()) control_.PostAfter(options_.reconcile_interval, *again);
+  };
+  periodic_ = tick_ptr;
+  control_.PostAfter(options_.reconcile_interval, *tick_ptr);
+}
+
+void ReplicationHost::Stop() {
+  {
+    MutexLock lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  control_.Stop();  // no reconcile runs after this
+  periodic_.reset();
+  std::map<ShardRef, std::shared_ptr<LeaderSlot>> leaders;
+  {
+    std::lock_guard lock(leader_mu_);
+    leaders.swap(leaders_);
+    for (auto& [shard, slot] : leaders) {
+      if (slot->replicator) slot->replicator->Stop();
+      slot->replicator.reset();
+    }
+    core_stores_.clear();
+  }
+  led_gauge_.Set(0);
+  std::map<ShardRef, std::shared_ptr<FollowerSlot>> followers;
+  {
+    MutexLock lock(mu_);
+    followers.swap(followers_);
+  }
+  for (auto& [shard, slot] : followers) CloseFollower(slot, /*wait=*/true);
+  followed_gauge_.Set(0);
+  for (auto& e : executors_) e->Stop();
+}
+
+void ReplicationHost::OnAssignmentsChanged() {
+  ScheduleReconcile();
+}
+
+void ReplicationHost::ScheduleReconcile() {
+  {
+    MutexLock lock(mu_);
+    if (!started_ || stopped_ || reconcile_queued_) return;
+    reconcile_queued_ = true;
+  }
+  control_.Post([this] {
+    {
+      MutexLock lock(mu_);
+      reconcile_queued_ = false;
+      if (stopped_) return;
+    }
+    Reconcile();
+  });
+}
+
+void ReplicationHost::Reconcile() {
+  auto assignments = view_.Assignments();
+  // Followers first: a shard this broker now leads is closed as a follower before the core is
+  // asked to open it (the handover rule).
+  ReconcileFollowers(assignments);
+  ReconcileLeaders(assignments);
+}
+
+void ReplicationHost::ReconcileFollowers(const std::map<ShardRef, Assignment>& assignments) {
+  std::set<ShardRef> wanted;
+  for (const auto& [shard, a] : assignments) {
+    if (a.state == AssignmentState::kUnavailable) continue;
+    if (a.leader != options_.own_node_id && Contains(a.replicas, options_.own_node_id)) {
+      wanted.insert(shard);
+    }
+  }
+  std::vector<std::shared_ptr<FollowerSlot>> closing;
+  std::vector<ShardRef> opening;
+  {
+    MutexLock lock(mu_);
+    for (auto it = followers_.begin(); it != followers_.end();) {
+      if (wanted.count(it->first) == 0) {
+        closing.push_back(it->second);
+        it = followers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (const auto& shard : wanted) {
+      if (followers_.count(shard) == 0) opening.push_back(shard);
+    }
+  }
+  for (auto& slot : closing) {
+    spdlog::info("replication: no longer a follower of {}: closing its store", slot->shard.Path());
+    CloseFollower(slot, /*wait=*/true);
+  }
+  for (const auto& shard : opening) OpenFollower(shard);
+  MutexLock lock(mu_);
+  followed_gauge_.Set(static_cast<int64_t>(followers_.size()));
+}
+
+void ReplicationHost::OpenFollower(const ShardRef& shard) {
+  std::optional<broker::ShardStoreLayout> layout;
+  if (shard.kind == ShardKind::kStream) {
+    auto stream = core_->FindStream(shard.tenant, shard.ns, shard.name);
+    if (!stream || !stream->durable || shard.shard >= stream->shards) return;
+    layout = core_->StreamLayout(*stream, shard.shard);
+  } else {
+    auto cache = core_->FindCache(shard.tenant, shard.ns, shard.name);
+    if (!cache || !cache->durable || shard.shard >= cache->shards) return;
+    layout = core_->CacheLayout(*cache, shard.shard);
+  }
+  if (!custody_->Claim(layout->dir, broker::StoreHolder::kFollower)) {
+    // The core still holds it (this broker led the shard before): promotion's handover.
+    spdlog::debug("replication: {} is held by the broker core; not opened as a follower",
+                  shard.Path());
+    return;
+  }
+  auto slot = std::make_shared<FollowerSlot>();
+  slot->shard = shard;
+  slot->executor = &ExecutorFor(shard);
+  slot->dir = layout->dir;
+  {
+    MutexLock lock(mu_);
+    followers_[shard] = slot;
+  }
+  bool posted = slot->executor->Post([this, slot, layout = *layout] {
+    auto store = storage::ShardStore::Open(layout.dir, layout.store_options());
+    if (!store) {
+      follower_open_failures_.Increment();
+      spdlog::error("replication: cannot open the follower store of {} dir={} error={}",
+                    slot->shard.Path(), layout.dir, store.error().ToString());
+      custody_->Release(layout.dir, broker::StoreHolder::kFollower);
+      MutexLock lock(mu_);
+      auto it = followers_.find(slot->shard);
+      if (it != followers_.end() && it->second == slot) followers_.erase(it);
+      return;
+    }
+    slot->store = std::move(*store);
+    slot->follower = std::make_unique<ReplicaFollower>(
+        *slot->store, slot->shard.kind == ShardKind::kCache, &metrics_);
+    spdlog::info("replication: following {} dir={} stream_tail={} generation={}",
+                 slot->shard.Path(), layout.dir,
+                 slot->store
+                     ->log(slot->shard.kind == ShardKind::kCache ? storage::LogKind::kCache
+                                                                 : storage::LogKind::kStream)
+                     .TailOffset(),
+                 slot->store->replica_state().generation);
+  });
+  if (!posted) custody_->Release(layout->dir, broker::StoreHolder::kFollower);
+}
+
+void ReplicationHost::CloseFollower(std::shared_ptr<FollowerSlot> slot, bool wait) {
+  auto close = [this, slot] {
+    slot->follower.reset();
+    if (slot->store) {
+      if (auto closed = slot->store->Close(); !closed) {
+        spdlog::error("replication: closing the follower store of {} failed: {}",
+                      slot->shard.Path(), closed.error().ToString());
+      }
+      slot->store.reset();
+    }
+    custody_->Release(slot->dir, broker::StoreHolder::kFollower);
+  };
+  if (wait) {
+    if (!RunOn(*slot->executor, close)) close();
+  } else if (!slot->executor->Post(close)) {
+    close();
+  }
+}
+
+void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& assignments) {
+  std::lock_guard lock(leader_mu_);
+  // Replicators whose shard is no longer led here at their generation stop.
+  for (auto it = leaders_.begin(); it != leaders_.end();) {
+    auto a = assignments.find(it->first);
+    bool keep = a != assignments.end() && a->second.leader == options_.own_node_id &&
+                a->second.generation == it->second->generation && a->second.replicas.size() > 1 &&
+                core_stores_.count(it->first) > 0;
+    if (!keep) {
+      spdlog::info("replication: stopping the replicator of {} generation={}", it->first.Path(),
+                   it->second->generation);
+      it->second->replicator->Stop();
+      it = leaders_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [shard, a] : assignments) {
+    if (a.leader != options_.own_node_id || a.replicas.size() < 2) continue;
+    if (a.state == AssignmentState::kUnavailable) continue;
+    auto store = core_stores_.find(shard);
+    if (store == core_stores_.end()) {
+      // Open it in the core now: replication starts without waiting for a client. The core
+      // reports the store through OnStoreOpened (which schedules the next pass).
+      if (shard.kind == ShardKind::kStream) {
+        auto stream = core_->FindStream(shard.tenant, shard.ns, shard.name);
+        if (stream && stream->durable) (void)core_->OpenStreamShard(*stream, shard.shard);
+      } else {
+        auto cache = core_->FindCache(shard.tenant, shard.ns, shard.name);
+        if (cache && cache->durable) (void)core_->OpenCacheShard(*cache, shard.shard);
+      }
+      continue;
+    }
+    std::vector<PeerAddress> followers;
+    std::vector<std::pair<std::string, std::string>> dialled;
+    for (const auto& node : a.replicas) {
+      if (node == options_.own_node_id) continue;
+      auto addr = options_.internal_addr_of(node);
+      // A follower not registered now is still part of the set (it counts for the majority);
+      // it is dialled at an address that fails until it registers, then the replicator is
+      // restarted with the real one.
+      HostPort where = addr ? *addr : HostPort{"127.0.0.1", 0};
+      followers.push_back(PeerAddress{node, where});
+      dialled.emplace_back(node, addr ? addr->ToString() : std::string());
+    }
+    auto existing = leaders_.find(shard);
+    if (existing != leaders_.end()) {
+      if (existing->second->followers == dialled) continue;
+      existing->second->replicator->Stop();
+      leaders_.erase(existing);
+    }
+    auto slot = std::make_shared<LeaderSlot>();
+    slot->shard = shard;
+    slot->executor = &ExecutorFor(shard);
+    slot->generation = a.generation;
+    slot->followers = dialled;
+    slot->store = store->second;
+    ShardReplicatorOptions ro;
+    ro.tenant = shard.tenant;
+    ro.ns = shard.ns;
+    ro.name = shard.name;
+    ro.shard = shard.shard;
+    ro.cache_shard = shard.kind == ShardKind::kCache;
+    ro.generation = a.generation;
+    ro.followers = std::move(followers);
+    ro.rebuild_max_concurrent = options_.rebuild_max_concurrent;
+    slot->replicator = std::make_unique<ShardReplicator>(
+        *slot->store, std::move(ro), *transport_, *slot->executor, &metrics_,
+        ShardReplicator::MarkListener{}, [this, path = shard.Path(), g = a.generation] {
+          spdlog::warn(
+              "replication: a follower fenced this broker's replication of {} at "
+              "generation {}: no longer its leader",
+              path, g);
+          ScheduleReconcile();
+        });
+    slot->replicator->Start();
+    spdlog::info("replication: replicating {} generation={} followers={}", shard.Path(),
+                 a.generation, a.replicas.size() - 1);
+    leaders_[shard] = std::move(slot);
+  }
+  led_gauge_.Set(static_cast<int64_t>(leaders_.size()));
+}
+
+void ReplicationHost::OnStoreOpened(const broker::ShardId& id, storage::ShardStore& store) {
+  {
+    std::lock_guard lock(leader_mu_);
+    core_stores_[RefOf(id)] = &store;
+  }
+  ScheduleReconcile();
+}
+
+void ReplicationHost::OnStoreClosing(const broker::ShardId& id) {
+  ShardRef shard = RefOf(id);
+  std::lock_guard lock(leader_mu_);
+  core_stores_.erase(shard);
+  auto it = leaders_.find(shard);
+  if (it == leaders_.end()) return;
+  it->second->replicator->Stop();
+  leaders_.erase(it);
+  led_gauge_.Set(static_cast<int64_t>(leaders_.size()));
+}
+
+void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
+  auto target = ReplicaTargetOf(request.frame);
+  auto refuse = [&reply](flxi::ErrorCode code, std::string detail) {
+    reply(flxi::Frame{flxi::Kind::kReplicateError, flxi::ReplicateError{0, code, 0, detail}});
+  };
+  if (!target) {
+    refuse(flxi::ErrorCode::kMalformed, "not a replication frame");
+    return;
+  }
+  FollowerRole role = FollowerRoleFor(view_.FindAssignment(target->shard), target->generation,
+                                      options_.own_node_id);
+  std::shared_ptr<FollowerSlot> slot;
+  {
+    MutexLock lock(mu_);
+    if (!started_ || stopped_) {
+      refuse(flxi::ErrorCode::kUnavailable, "replication is not running on this broker");
+      return;
+    }
+    auto it = followers_.find(target->shard);
+    if (it != followers_.end()) slot = it->second;
+  }
+  if (!slot) {
+    std::string detail =
+        role == FollowerRole::kFollower
+            ? "the follower store of " + target->shard.Path() + " is not open here yet"
+            : "no follower of " + target->shard.Path() + " at generation " +
+                  std::to_string(target->generation) + " on this broker";
+    refuse(RefusalCode(role), std::move(detail));
+    return;
+  }
+  // The frame's views die with this call: carry it as its own bytes to the shard's strand.
+  auto bytes = flxi::EncodeFrame(request.frame);
+  if (!bytes) {
+    refuse(flxi::ErrorCode::kMalformed, bytes.error().message);
+    return;
+  }
+  auto owned = std::make_shared<std::vector<uint8_t>>(std::move(*bytes));
+  // Shared: a task the executor refuses (stopping) is dropped, and the reply still runs here.
+  auto shared_reply = std::make_shared<PeerReply>(std::move(reply));
+  transport::Endpoint* endpoint = request.endpoint;
+  uint64_t correlation_id = request.correlation_id;
+  bool posted =
+      slot->executor->Post([slot, owned, role, endpoint, correlation_id, shared_reply,
+                            sender = std::string(request.peer_node_id), log = target->log] {
+        auto frame = flxi::DecodeFrame(*owned);
+        auto answer = std::make_shared<std::optional<FollowerAnswer>>();
+        std::string refusal;
+        if (!frame) {
+          refusal = "the frame did not survive its copy: " + frame.error().ToString();
+        } else if (!slot->follower) {
+          refusal = "the follower store of " + slot->shard.Path() + " is closed or not open yet";
+        } else if (const auto* records = std::get_if<flxi::Records>(&frame->body)) {
+          *answer = slot->follower->ApplyRecords(*records, StorageLog(log), role, sender);
+        } else if (const auto* bootstrap = std::get_if<flxi::Bootstrap>(&frame->body)) {
+          *answer = slot->follower->ApplyBootstrap(*bootstrap, StorageLog(log), role, sender);
+        } else if (const auto* rebuild = std::get_if<flxi::Rebuild>(&frame->body)) {
+          *answer = slot->follower->ApplyRebuild(*rebuild, role, sender);
+        } else {
+          refusal = "not a replication frame";
+        }
+        endpoint->Post([answer, refusal = std::move(refusal), correlation_id, shared_reply] {
+          if (answer->has_value()) {
+            (*shared_reply)((*answer)->ToFrame(correlation_id));
+          } else {
+            (*shared_reply)(
+                flxi::Frame{flxi::Kind::kReplicateError,
+                            flxi::ReplicateError{0, flxi::ErrorCode::kUnavailable, 0, refusal}});
+          }
+        });
+      });
+  if (!posted) {
+    std::string detail = "replication is stopping on this broker";
+    (*shared_reply)(flxi::Frame{flxi::Kind::kReplicateError,
+                                flxi::ReplicateError{0, flxi::ErrorCode::kUnavailable, 0, detail}});
+  }
+}
+
+nlohmann::ordered_json ReplicationHost::Status() const {
+  using Json = nlohmann::ordered_json;
+  Json led = Json::array();
+  {
+    std::lock_guard lock(leader_mu_);
+    for (const auto& [shard, slot] : leaders_) {
+      Json entry = ShardJson(shard);
+      entry["generation"] = slot->generation;
+      Json followers = Json::array();
+      Json marks = Json::object();
+      Json tails = Json::object();
+      RunOn(*slot->executor, [&] {
+        for (const auto& c : slot->replicator->status()) {
+          followers.push_back(Json{{"node_id", c.node_id},
+                                   {"log", storage::LogKindName(c.log)},
+                                   {"next", c.next_offset},
+                                   {"confirmed", c.confirmed},
+                                   {"lag", c.lag_records},
+                                   {"in_sync", c.in_sync},
+                                   {"stalled", c.stalled},
+                                   {"rebuilding", c.rebuilding},
+                                   {"halted", ReplicaHaltName(c.halt)},
+                                   {"halt_detail", c.halt_detail}});
+        }
+        for (auto log : LogsOf(shard)) {
+          marks[storage::LogKindName(log)] = slot->replicator->mark(log);
+          tails[storage::LogKindName(log)] = slot->store->log(log).TailOffset();
+        }
+      });
+      entry["tails"] = std::move(tails);
+      entry["marks"] = std::move(marks);
+      entry["followers"] = std::move(followers);
+      led.push_back(std::move(entry));
+    }
+  }
+  std::vector<std::shared_ptr<FollowerSlot>> slots;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [shard, slot] : followers_) slots.push_back(slot);
+  }
+  Json followed = Json::array();
+  for (const auto& slot : slots) {
+    Json entry = ShardJson(slot->shard);
+    Json logs = Json::array();
+    bool open = false;
+    uint64_t generation = 0;
+    RunOn(*slot->executor, [&] {
+      if (!slot->follower) return;
+      open = true;
+      generation = slot->store->replica_state().generation;
+      for (auto log : LogsOf(slot->shard)) {
+        auto s = slot->follower->status(log);
+        logs.push_back(Json{{"log", storage::LogKindName(log)},
+                            {"base", s.base_offset},
+                            {"tail", s.tail},
+                            {"durable", s.durable_offset},
+                            {"halted", FollowerHaltName(s.halt)},
+                            {"halt_detail", s.halt_detail}});
+      }
+    });
+    entry["open"] = open;
+    entry["generation"] = generation;
+    entry["logs"] = std::move(logs);
+    followed.push_back(std::move(entry));
+  }
+  return Json{{"node_id", options_.own_node_id},
+              {"led", std::move(led)},
+              {"followed", std::move(followed)}};
+}
+
+}  // namespace felix::cluster

@@ -1,0 +1,146 @@
+// ReplicationHost: replication wired into the cluster broker (issue 20). It follows this
+// broker's ClusterView and, for every shard whose assignment names this broker:
+//
+//   - as a follower (in `replicas`, not `leader`, of a durable stream or cache): holds the
+//     shard's ShardStore — at exactly the directory and log options BrokerCore would use
+//     (broker/shard_store_layout.h) — and a ReplicaFollower on it, both owned by one of the
+//     host's executors (the shard's strand; a small pool), opened and closed there, never on
+//     a QUIC loop thread. The store is closed once the assignment no longer names this
+//     broker a follower;
+//   - as the leader with replication_factor > 1: opens the shard in BrokerCore at once (so
+//     replication starts without waiting for a client), and runs a ShardReplicator at the
+//     assignment's generation on the core's store, from when the core reports the store open
+//     (BrokerCoreOptions::on_shard_store_opened → OnStoreOpened) until it closes
+//     (on_shard_store_closing → OnStoreClosing) or the generation, the replica set or a
+//     follower's address changes (then it is restarted with fresh cursors).
+//
+// Peer handlers (RegisterOn): kinds 7, 14, 16, 18, 20, 25, 26, 32, 36 (records), 10, 15, 17,
+// 19, 21 (bootstrap) and 24 (rebuild). The handler finds the follower for the frame's shard,
+// computes the FollowerRole from the view (replica_role.h), copies the frame (its views die
+// with the handler), posts it to the shard's executor, applies it and replies on the
+// endpoint's loop. A shard this broker holds no follower for is answered from the role:
+// FencedEpoch (view newer), StaleRoute (view older), Unavailable (a follower here whose store
+// is still opening), Unauthorized (not a replica here / unknown shard).
+//
+// Handover rule (store_custody.h): the core and the host never hold one store at once. The
+// host claims a directory before opening it as a follower and releases it after closing; it
+// does not open over the core's claim (a shard this broker led and still holds stays with the
+// core; moving it to follower custody is promotion's business, issue 16). When the view names
+// this broker leader of a shard it follows, the host closes the follower (waiting for the
+// close) before it asks the core to open the shard, and the core refuses (retryably) to open
+// a directory the follower still holds.
+//
+// Threading and lifetime: construct before the BrokerCore (whose hooks call into it) and
+// before the internal listener (RegisterOn before listen_handlers()). Start() once the core,
+// the custody and the transport exist; Stop() before the core stops and before the
+// transport's pool is destroyed (it stops every replicator and closes every follower store;
+// afterwards the hooks and handlers do nothing but answer Unavailable). Everything else is
+// thread-safe. The view, the metrics registry, the core, the custody and the transport must
+// outlive the host.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "broker/broker_core.h"
+#include "broker/executor.h"
+#include "broker/store_custody.h"
+#include "cluster/cluster_view.h"
+#include "cluster/peer_server.h"
+#include "cluster/replica_follower.h"
+#include "cluster/shard_replicator.h"
+#include "common/metrics.h"
+#include "common/mutex.h"
+#include "common/net_address.h"
+#include "common/result.h"
+
+namespace felix::cluster {
+
+struct ReplicationHostOptions {
+  std::string own_node_id;
+  // A node's internal (FLXI) address, nullopt while it is not registered.
+  std::function<std::optional<HostPort>(std::string_view node_id)> internal_addr_of;
+  size_t executors = 2;  // the follower/replicator strands
+  // FELIX_REPLICATION_REBUILD_MAX_CONCURRENT (0: never rebuild).
+  uint32_t rebuild_max_concurrent = 1;
+  // How often the host reconciles even without a view change (a catalog entry arriving after
+  // its assignment, a store the core released, a follower's address appearing).
+  std::chrono::milliseconds reconcile_interval{500};
+};
+
+class ReplicationHost {
+ public:
+  ReplicationHost(const ClusterView& view, ReplicationHostOptions options,
+                  MetricsRegistry& metrics);
+  ~ReplicationHost();
+  ReplicationHost(const ReplicationHost&) = delete;
+  ReplicationHost& operator=(const ReplicationHost&) = delete;
+
+  // The peer handlers listed above.
+  Result<void> RegisterOn(PeerServer& server);
+
+  // BrokerCore hooks (any thread).
+  void OnStoreOpened(const broker::ShardId& shard, storage::ShardStore& store);
+  void OnStoreClosing(const broker::ShardId& shard);
+  // ClusterView's assignments listener (any thread; only schedules a reconcile).
+  void OnAssignmentsChanged();
+
+  void Start(broker::BrokerCore& core, broker::StoreCustody& custody, ReplicaTransport& transport);
+  void Stop();
+
+  // GET /replication: per shard led here, per follower and log: next, confirmed, lag,
+  // in_sync, stalled, halted; per shard followed here, per log: base, tail, durable, halt.
+  nlohmann::ordered_json Status() const;
+
+  struct FollowerSlot;
+  struct LeaderSlot;
+
+ private:
+  void ScheduleReconcile();
+  void Reconcile();  // control executor only
+  void ReconcileFollowers(const std::map<ShardRef, Assignment>& assignments);
+  void ReconcileLeaders(const std::map<ShardRef, Assignment>& assignments);
+  void OpenFollower(const ShardRef& shard);
+  void CloseFollower(std::shared_ptr<FollowerSlot> slot, bool wait);
+  broker::Executor& ExecutorFor(const ShardRef& shard);
+  void Serve(const PeerRequest& request, PeerReply reply);
+
+  const ClusterView& view_;
+  const ReplicationHostOptions options_;
+  MetricsRegistry& metrics_;
+  std::vector<std::unique_ptr<broker::Executor>> executors_;
+  broker::Executor control_{"felix-repl-ctl"};
+  std::shared_ptr<std::function<void()>> periodic_;  // the periodic reconcile (Start/Stop)
+
+  // Set by Start (control executor and handlers read them once started_ is set).
+  broker::BrokerCore* core_ = nullptr;
+  broker::StoreCustody* custody_ = nullptr;
+  ReplicaTransport* transport_ = nullptr;
+
+  mutable Mutex mu_;  // the follower map and the lifecycle flags
+  bool started_ GUARDED_BY(mu_) = false;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  bool reconcile_queued_ GUARDED_BY(mu_) = false;
+  std::map<ShardRef, std::shared_ptr<FollowerSlot>> followers_ GUARDED_BY(mu_);
+
+  // The leader side: the core's stores and the replicators on them. Held across starting and
+  // stopping a replicator, so a store the core is closing is never handed to a new one.
+  mutable std::mutex leader_mu_;
+  std::map<ShardRef, storage::ShardStore*> core_stores_;     // leader_mu_
+  std::map<ShardRef, std::shared_ptr<LeaderSlot>> leaders_;  // leader_mu_
+
+  Gauge& followed_gauge_;
+  Gauge& led_gauge_;
+  Counter& follower_open_failures_;
+};
+
+}  // namespace felix::cluster

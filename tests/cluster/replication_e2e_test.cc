@@ -1,0 +1,312 @@
+// Issue 20 end to end: replication on one real etcd and three real `felix-broker` processes
+// (ClusterHarness, peer mTLS). A durable RF 3 `Leader` stream: records published to its leader
+// reach both followers (GET /replication on the leader says every follower is in sync), a
+// follower SIGKILLed mid-stream and restarted catches up from what it held, a follower whose
+// data directory was wiped is caught up from offset 0, and — with every broker stopped — the
+// stream, group-cursor and dead-letter logs on each follower (a consumer group acknowledged
+// records and dead-lettered one) are the leader's by offset (offset and payload bytes). The
+// records' generation stamp and time are not compared yet: the leader still stamps the
+// generation its store accepted (0 — taking the assignment's generation on the leader is
+// promotion's, issue 16) while a follower stamps the generation it received them at, and the
+// replicator ships its first exchange with a follower before it learnt the follower's
+// capabilities, so those records carry no leader time (docs/cluster.md "Not done yet").
+//
+// FELIX_REPLICATION_E2E_RECORDS sets how many records are published (default 1500, which keeps
+// the test well under 40 s under ASan on 2 cores). The 100k run of the issue's acceptance:
+//   FELIX_REPLICATION_E2E_RECORDS=100000 ctest --preset asan -R replication_e2e
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "broker/e2e_broker.h"
+#include "broker/flx1_test_client.h"
+#include "cluster_e2e_util.h"
+#include "storage/shard_store.h"
+#include "support/cluster_harness.h"
+#include "wire/flx1/constants.h"
+
+namespace felix::cluster {
+namespace {
+
+namespace flx1 = felix::wire::flx1;
+using broker::testing::Flx1TestClient;
+using felix::testing::ClusterHarness;
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+using e2e::Addr;
+using e2e::Eventually;
+
+size_t RecordCount() {
+  const char* n = std::getenv("FELIX_REPLICATION_E2E_RECORDS");
+  if (n == nullptr || *n == 0) return 1500;
+  return std::max<size_t>(3, std::strtoull(n, nullptr, 10));
+}
+
+struct Placed {
+  uint64_t generation = 0;
+  std::string leader;
+  std::vector<std::string> replicas;
+};
+
+int NodeNumber(const std::string& node_id) {
+  return std::stoi(node_id.substr(1));
+}
+
+// Every record of one log of a stopped broker's shard directory.
+std::vector<storage::Record> ReadLog(const std::string& dir, storage::LogKind kind) {
+  auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform({}));
+  EXPECT_TRUE(store) << dir << ": " << (store ? "" : store.error().ToString());
+  if (!store) return {};
+  std::vector<storage::Record> out;
+  const auto& log = (*store)->log(kind);
+  uint64_t from = log.BaseOffset();
+  while (from < log.TailOffset()) {
+    auto batch = log.Read(from, storage::ReadLimits{10000, 64u << 20});
+    EXPECT_TRUE(batch) << dir;
+    if (!batch || batch->records.empty()) break;
+    for (auto& r : batch->records) out.push_back(std::move(r));
+    from = batch->next_offset;
+  }
+  (void)(*store)->Close();
+  return out;
+}
+
+class ReplicationE2E : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(cluster_.StartAll()) << cluster_.error(); }
+
+  std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
+                             const Json& body = nullptr) {
+    return e2e::Admin(cluster_, n, method, path, body);
+  }
+  std::optional<Placed> Placement(int n, const std::string& stream) {
+    Json status = Admin(n, "GET", "/v1/cluster").second;
+    if (!status.is_object()) return std::nullopt;
+    for (const auto& s : status["shards"]) {
+      if (s["name"] != stream || s["shard"] != 0) continue;
+      Placed p{s["generation"].get<uint64_t>(), s["leader"].get<std::string>(),
+               s["replicas"].get<std::vector<std::string>>()};
+      if (p.leader.empty()) return std::nullopt;
+      return p;
+    }
+    return std::nullopt;
+  }
+  std::string Token() {
+    auto [status, body] =
+        Admin(1, "POST", "/v1/tenants/default/tokens",
+              Json{{"subject", "tester"},
+                   {"permissions",
+                    {"stream.publish:stream:default/*/*", "stream.subscribe:stream:default/*/*"}}});
+    EXPECT_EQ(status, 200) << body.dump();
+    return body.value("felix_token", "");
+  }
+  // Publishes payloads [from, to) to `stream` on node n in acknowledged batches; each batch's
+  // offset must follow the previous one.
+  void Publish(int n, const std::string& token, const std::string& stream, size_t from, size_t to) {
+    auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(n)), cluster_.ca_file());
+    ASSERT_TRUE(client);
+    auto s = broker::e2e::Authed(*client, token);
+    for (size_t i = from; i < to;) {
+      std::vector<std::string> payloads;
+      for (size_t end = std::min(to, i + 64); i < end; ++i) {
+        payloads.push_back("record-" + std::to_string(i) + std::string(i % 97, 'x'));
+      }
+      size_t count = payloads.size();
+      s->Send(broker::e2e::BinaryPublish(++request_id_, stream, std::move(payloads)));
+      auto ack = broker::e2e::ReadAck(*s);
+      ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk) << "record " << i;
+      ASSERT_TRUE(ack.offset);
+      ASSERT_EQ(*ack.offset + count, i) << "offsets of the leader's log";
+    }
+  }
+  // Consumer-group work on the leader, so the cursor and dead-letter logs hold records too:
+  // group "g" takes `count` records, acknowledges all but the last and dead-letters that one.
+  void GroupWork(int n, const std::string& token, const std::string& stream, uint32_t count) {
+    auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(n)), cluster_.ca_file());
+    ASSERT_TRUE(client);
+    auto s = broker::e2e::Authed(*client, token);
+    flx1::GroupPoll poll;
+    poll.tenant_id = "default";
+    poll.namespace_ = "default";
+    poll.stream = stream;
+    poll.group = "g";
+    poll.max_records = count;
+    poll.request_id = ++request_id_;
+    s->SendMessage(poll);
+    auto records = s->Read<flx1::GroupRecords>();
+    ASSERT_TRUE(records);
+    ASSERT_EQ(records->records.size(), count);
+    for (uint32_t i = 0; i < count; ++i) {
+      auto scope = [&](auto& m) {
+        m.tenant_id = "default";
+        m.namespace_ = "default";
+        m.stream = stream;
+        m.group = "g";
+        m.offset = records->records[i].offset;
+        m.request_id = ++request_id_;
+      };
+      if (i + 1 < count) {
+        flx1::GroupAck ack;
+        scope(ack);
+        s->SendMessage(ack);
+      } else {
+        flx1::GroupDeadLetter dead;
+        scope(dead);
+        s->SendMessage(dead);
+      }
+      ASSERT_TRUE(s->Read<flx1::CacheOk>()) << "group settle " << i;
+    }
+  }
+  // Node n's /replication entry for `stream` shard 0 in `side` ("led" or "followed"), or null.
+  Json Replication(int n, const char* side, const std::string& stream) {
+    auto body = cluster_.AdminGet(n, "/replication");
+    if (!body) return nullptr;
+    Json status = Json::parse(*body, nullptr, false);
+    if (!status.is_object()) return nullptr;
+    for (const auto& s : status[side]) {
+      if (s["name"] == stream && s["shard"] == 0) return s;
+    }
+    return nullptr;
+  }
+  Json Led(int leader, const std::string& stream) { return Replication(leader, "led", stream); }
+  Json Followed(int n, const std::string& stream) { return Replication(n, "followed", stream); }
+  static uint64_t FollowedTail(const Json& followed, const std::string& log) {
+    if (followed.is_null() || !followed.value("open", false)) return 0;
+    for (const auto& l : followed["logs"]) {
+      if (l["log"] == log) return l["tail"].get<uint64_t>();
+    }
+    return 0;
+  }
+  // True once the leader says every follower holds the stream log up to `records` and every
+  // non-empty log of the shard is in sync, with no halt.
+  bool InSync(int leader, const std::string& stream, const std::vector<std::string>& followers,
+              uint64_t records) {
+    Json led = Led(leader, stream);
+    if (led.is_null()) return false;
+    for (const auto& node : followers) {
+      bool stream_level = false;
+      for (const auto& f : led["followers"]) {
+        if (f["node_id"] != node) continue;
+        // An empty log is never shipped (nothing to confirm): only the others must be level.
+        bool empty = led["tails"][f["log"].get<std::string>()].get<uint64_t>() == 0;
+        if (!f["halted"].get<std::string>().empty()) return false;
+        if (!empty && !f["in_sync"].get<bool>()) return false;
+        if (f["log"] == "stream") stream_level = f["confirmed"].get<uint64_t>() == records;
+      }
+      if (!stream_level) return false;
+    }
+    return true;
+  }
+  std::string ShardDir(int n, const std::string& stream) {
+    return cluster_.data_dir(n) + "/shards/default/default/" + stream + "/0";
+  }
+
+  ClusterHarness cluster_;
+  uint64_t request_id_ = 0;
+};
+
+TEST_F(ReplicationE2E, LeaderStreamFollowersCatchUpAfterKillAndWipeAndHoldTheLeadersLog) {
+  const size_t n = RecordCount();
+  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
+                              Json{{"stream", "repl"},
+                                   {"durable", true},
+                                   {"shards", 1},
+                                   {"replication_factor", 3},
+                                   {"consistency", "Leader"}});
+  ASSERT_EQ(status, 201) << body.dump();
+  std::optional<Placed> placed;
+  ASSERT_TRUE(Eventually([&] {
+    placed = Placement(1, "repl");
+    return placed && placed->replicas.size() == 3;
+  })) << "the controller places three replicas";
+  for (int node : {2, 3}) {
+    ASSERT_TRUE(Eventually([&] {
+      auto p = Placement(node, "repl");
+      return p && p->generation == placed->generation;
+    }));
+  }
+  const int leader = NodeNumber(placed->leader);
+  std::vector<std::string> followers;
+  for (const auto& r : placed->replicas) {
+    if (r != placed->leader) followers.push_back(r);
+  }
+  ASSERT_EQ(followers.size(), 2u);
+  const int killed = NodeNumber(followers[0]);
+  const int wiped = NodeNumber(followers[1]);
+  std::string token = Token();
+  ASSERT_FALSE(token.empty());
+
+  // The leader opened the shard when the assignment arrived: its replicator runs, with both
+  // followers, before any client touched the shard.
+  ASSERT_TRUE(Eventually([&] {
+    Json led = Led(leader, "repl");
+    if (led.is_null()) return false;
+    std::set<std::string> nodes;
+    for (const auto& f : led["followers"]) nodes.insert(f["node_id"].get<std::string>());
+    return nodes == std::set<std::string>(followers.begin(), followers.end());
+  })) << Led(leader, "repl").dump();
+
+  // A third, then every follower in sync with it.
+  const size_t first = n / 3;
+  ASSERT_NO_FATAL_FAILURE(Publish(leader, token, "repl", 0, first));
+  ASSERT_TRUE(Eventually([&] { return InSync(leader, "repl", followers, first); }))
+      << Led(leader, "repl").dump();
+  EXPECT_EQ(FollowedTail(Followed(killed, "repl"), "stream"), first);
+
+  // Consumer-group acks and a dead letter: the cursor and dead-letter logs replicate too.
+  ASSERT_NO_FATAL_FAILURE(GroupWork(leader, token, "repl", 20));
+
+  // SIGKILL one follower mid-stream; the leader keeps accepting (a Leader stream acks after its
+  // own commit); the follower restarts with what it held and catches up from there.
+  cluster_.Kill(killed);
+  ASSERT_NO_FATAL_FAILURE(Publish(leader, token, "repl", first, 2 * first));
+  ASSERT_TRUE(cluster_.StartReady(killed)) << cluster_.error();
+  ASSERT_TRUE(Eventually([&] { return FollowedTail(Followed(killed, "repl"), "stream") >= first; }))
+      << "the restarted follower reopened its log at its durable offset: "
+      << Followed(killed, "repl").dump();
+
+  // Wipe the other follower's data directory: it comes back empty and is caught up from 0.
+  ASSERT_EQ(cluster_.Stop(wiped), 0);
+  std::filesystem::remove_all(cluster_.data_dir(wiped));
+  ASSERT_TRUE(cluster_.StartReady(wiped)) << cluster_.error();
+  ASSERT_NO_FATAL_FAILURE(Publish(leader, token, "repl", 2 * first, n));
+  ASSERT_TRUE(Eventually([&] { return InSync(leader, "repl", followers, n); }, 60s))
+      << Led(leader, "repl").dump();
+  for (int f : {killed, wiped}) {
+    Json followed = Followed(f, "repl");
+    EXPECT_EQ(FollowedTail(followed, "stream"), n) << followed.dump();
+  }
+
+  // Every broker stopped: each follower's logs are the leader's, record for record (offset and
+  // payload; see the header for generation and time).
+  for (int node = 1; node <= 3; ++node) ASSERT_EQ(cluster_.Stop(node), 0) << node;
+  for (auto kind :
+       {storage::LogKind::kStream, storage::LogKind::kCursors, storage::LogKind::kDeadLetters}) {
+    auto expected = ReadLog(ShardDir(leader, "repl"), kind);
+    if (kind == storage::LogKind::kStream) {
+      ASSERT_EQ(expected.size(), n);
+    } else {
+      EXPECT_FALSE(expected.empty()) << storage::LogKindName(kind) << ": the group wrote there";
+    }
+    for (int f : {killed, wiped}) {
+      auto got = ReadLog(ShardDir(f, "repl"), kind);
+      ASSERT_EQ(got.size(), expected.size()) << storage::LogKindName(kind) << " on n" << f;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].offset, expected[i].offset) << "n" << f << " record " << i;
+        ASSERT_EQ(got[i].payload, expected[i].payload) << "n" << f << " offset " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace felix::cluster
