@@ -503,6 +503,39 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
   }
 }
 
+std::vector<LeaderReport> ReplicationHost::Reports() const {
+  std::vector<LeaderReport> reports;
+  std::lock_guard lock(leader_mu_);
+  for (const auto& [shard, slot] : leaders_) {
+    bool quorum = false;
+    if (core_ != nullptr) {
+      if (shard.kind == ShardKind::kStream) {
+        auto stream = core_->FindStream(shard.tenant, shard.ns, shard.name);
+        quorum = stream && stream->consistency == catalog::Consistency::kQuorum;
+      } else {
+        auto cache = core_->FindCache(shard.tenant, shard.ns, shard.name);
+        quorum = cache && cache->consistency == catalog::Consistency::kQuorum;
+      }
+    }
+    std::vector<std::string> followers;
+    for (const auto& [node, addr] : slot->followers) followers.push_back(node);
+    RunOn(*slot->executor, [&] {
+      const auto own =
+          shard.kind == ShardKind::kCache ? storage::LogKind::kCache : storage::LogKind::kStream;
+      const uint64_t durable = slot->store->log(own).DurableOffset();
+      const uint64_t mark = slot->replicator->mark(own);
+      std::vector<CaughtUpFloor> floors = {{own, quorum ? mark : durable}};
+      if (shard.kind == ShardKind::kCache) {
+        floors.push_back({storage::LogKind::kCounters,
+                          slot->store->log(storage::LogKind::kCounters).DurableOffset()});
+      }
+      reports.push_back({shard, MakeReport(slot->generation, options_.own_node_id, durable, mark,
+                                           followers, floors, slot->replicator->status())});
+    });
+  }
+  return reports;
+}
+
 nlohmann::ordered_json ReplicationHost::Status() const {
   using Json = nlohmann::ordered_json;
   Json led = Json::array();

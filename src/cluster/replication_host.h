@@ -57,6 +57,7 @@
 #include "cluster/cluster_view.h"
 #include "cluster/peer_server.h"
 #include "cluster/replica_follower.h"
+#include "cluster/report_writer.h"
 #include "cluster/shard_replicator.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
@@ -100,6 +101,12 @@ class ReplicationHost {
   // GET /replication: per shard led here, per follower and log: next, confirmed, lag,
   // in_sync, stalled, halted; per shard followed here, per log: base, tail, durable, halt.
   nlohmann::ordered_json Status() const;
+
+  // The replica report of every shard led here with a replicator (report_writer.h): a
+  // follower is caught up when it holds the leader's durable tail (`Leader` consistency) or
+  // the mark (`Quorum`) on the shard's own log, and a cache's counter log up to its tail.
+  // Waits on each replicator's executor; any thread but those executors.
+  std::vector<LeaderReport> Reports() const;
 
   struct FollowerSlot;
   struct LeaderSlot;

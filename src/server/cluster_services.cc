@@ -116,9 +116,23 @@ void ClusterServices::SetReplicationHooks(broker::BrokerCoreOptions& core_option
 void ClusterServices::StartReplication(broker::BrokerCore& core,
                                        cluster::ReplicaTransport& transport) {
   replication_->Start(core, custody_, transport);
+  // The leaders' replica reports, which failover promotes from (controller_pass.h).
+  std::lock_guard lock(reports_mu_);
+  reports_ = std::make_unique<cluster::ReportWriter>(cluster::ReportWriterOptions{
+      .etcd = *etcd_,
+      .keys = keys_,
+      .node_id = config_.node_id,
+      .collect = [host = replication_.get()] { return host->Reports(); },
+      .metrics = &metrics_});
+  reports_->Start();
 }
 
 void ClusterServices::StopReplication() {
+  {
+    std::lock_guard lock(reports_mu_);
+    if (reports_) reports_->Stop();  // it reads the host
+    reports_.reset();
+  }
   replication_->Stop();
 }
 

@@ -34,6 +34,7 @@
 #include "cluster/controller.h"
 #include "cluster/etcd_catalog.h"
 #include "cluster/replication_host.h"
+#include "cluster/report_writer.h"
 #include "cluster/shard_replicator.h"
 #include "common/metrics.h"
 #include "common/net_address.h"
@@ -102,6 +103,8 @@ class ClusterServices {
   std::unique_ptr<cluster::ClusterNode> node_;
   broker::StoreCustody custody_;
   std::unique_ptr<cluster::ReplicationHost> replication_;
+  std::mutex reports_mu_;  // StartReplication / StopReplication (two threads may stop)
+  std::unique_ptr<cluster::ReportWriter> reports_;
   std::mutex controller_mu_;  // the node's thread starts/stops it; Stop() too
   std::unique_ptr<cluster::Controller> controller_;
 };

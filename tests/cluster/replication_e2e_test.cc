@@ -28,7 +28,10 @@
 
 #include "broker/e2e_broker.h"
 #include "broker/flx1_test_client.h"
+#include "cluster/etcd_keys.h"
+#include "cluster/etcd_records.h"
 #include "cluster_e2e_util.h"
+#include "etcd/grpc_etcd_client.h"
 #include "storage/shard_store.h"
 #include "support/cluster_harness.h"
 #include "wire/flx1/constants.h"
@@ -304,6 +307,110 @@ TEST_F(ReplicationE2E, LeaderStreamFollowersCatchUpAfterKillAndWipeAndHoldTheLea
         ASSERT_EQ(got[i].offset, expected[i].offset) << "n" << f << " record " << i;
         ASSERT_EQ(got[i].payload, expected[i].payload) << "n" << f << " offset " << i;
       }
+    }
+  }
+}
+
+// Issue 16, first slice (the `Leader` regime): the leader of an RF 3 stream is SIGKILLed once
+// every follower holds what it acknowledged and its replica report says so. The controller
+// promotes a caught-up follower at generation + 1; the shard accepts writes there again, and
+// the new leader's log holds every record acknowledged before the kill at its acknowledged
+// offset, followed by what was acknowledged after it. The time from the kill to the first
+// accepted write is printed (measured, not asserted).
+TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
+  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
+                              Json{{"stream", "fo"},
+                                   {"durable", true},
+                                   {"shards", 1},
+                                   {"replication_factor", 3},
+                                   {"consistency", "Leader"}});
+  ASSERT_EQ(status, 201) << body.dump();
+  std::optional<Placed> placed;
+  ASSERT_TRUE(Eventually([&] {
+    placed = Placement(1, "fo");
+    return placed && placed->replicas.size() == 3;
+  }));
+  const int old_leader = NodeNumber(placed->leader);
+  std::vector<std::string> followers;
+  for (const auto& r : placed->replicas) {
+    if (r != placed->leader) followers.push_back(r);
+  }
+  std::string token = Token();
+  ASSERT_FALSE(token.empty());
+  const size_t before = 300;
+  ASSERT_TRUE(Eventually([&] { return !Led(old_leader, "fo").is_null(); }));
+  ASSERT_NO_FATAL_FAILURE(Publish(old_leader, token, "fo", 0, before));
+  ASSERT_TRUE(Eventually([&] { return InSync(old_leader, "fo", followers, before); }))
+      << Led(old_leader, "fo").dump();
+
+  // The leader's report in etcd names both followers caught up at this generation.
+  etcd::GrpcEtcdOptions eo;
+  eo.call_timeout = 2000ms;
+  auto etcd_client = etcd::GrpcEtcdClient::Create(cluster_.etcd().endpoint(), eo);
+  ASSERT_TRUE(etcd_client) << etcd_client.error().ToString();
+  auto keys = ClusterKeys::Create("felix");
+  ASSERT_TRUE(keys);
+  const ShardRef ref{ShardKind::kStream, "default", "default", "fo", 0};
+  ASSERT_TRUE(Eventually([&] {
+    auto got = (*etcd_client)->Get(keys->Report(ref));
+    if (!got || !got->first) return false;
+    auto report = DecodeReport(got->first->value);
+    return report && report->generation == placed->generation &&
+           report->caught_up.size() == followers.size() &&
+           report->durable[followers[0]] == before && report->durable[followers[1]] == before;
+  })) << "the leader reports both followers caught up";
+
+  const auto killed_at = std::chrono::steady_clock::now();
+  cluster_.Kill(old_leader);
+  std::optional<Placed> promoted;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        promoted = Placement(NodeNumber(followers[0]), "fo");
+        return promoted && promoted->leader != placed->leader;
+      },
+      30s))
+      << "the controller promotes a follower once the dead leader is down";
+  EXPECT_EQ(promoted->generation, placed->generation + 1);
+  EXPECT_TRUE(promoted->leader == followers[0] || promoted->leader == followers[1]);
+  const int new_leader = NodeNumber(promoted->leader);
+
+  // The first write the new leader accepts continues the log right after the acknowledged ones.
+  auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(new_leader)), cluster_.ca_file());
+  ASSERT_TRUE(client);
+  auto session = broker::e2e::Authed(*client, token);
+  std::optional<uint64_t> first_offset;
+  ASSERT_TRUE(Eventually([&] {
+    session->Send(broker::e2e::BinaryPublish(++request_id_, "fo", {"after-failover"}));
+    // Refusals (not_leader while the view catches up, shard_unavailable while the shard
+    // opens) are retried; only an acknowledgement ends the wait.
+    auto frame = session->ReadFrame();
+    auto* ack = frame ? std::get_if<flx1::BinaryPublishAck>(&*frame) : nullptr;
+    if (!ack || ack->status != flx1::BinaryPublishAck::Status::kOk || !ack->offset) return false;
+    first_offset = ack->offset;
+    return true;
+  })) << "the new leader accepts writes";
+  const auto served_at = std::chrono::steady_clock::now();
+  EXPECT_EQ(*first_offset, before);
+  std::printf(
+      "failover: leader n%d killed; n%d accepted a write %lld ms later\n", old_leader, new_leader,
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(served_at - killed_at).count()));
+  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "fo", before + 1, before + 101));
+
+  // The new leader's log: every acknowledged record, once, at its acknowledged offset.
+  for (int node = 1; node <= 3; ++node) {
+    if (node != old_leader) {
+      ASSERT_EQ(cluster_.Stop(node), 0) << node;
+    }
+  }
+  auto log = ReadLog(ShardDir(new_leader, "fo"), storage::LogKind::kStream);
+  ASSERT_EQ(log.size(), before + 101);
+  for (size_t i = 0; i < log.size(); ++i) {
+    ASSERT_EQ(log[i].offset, i);
+    if (i == before) {
+      EXPECT_EQ(log[i].payload, "after-failover");
+    } else {
+      EXPECT_EQ(log[i].payload, "record-" + std::to_string(i) + std::string(i % 97, 'x')) << i;
     }
   }
 }
