@@ -25,7 +25,8 @@ struct ReplicationHost::LeaderSlot {
   ShardRef shard;
   broker::Executor* executor = nullptr;
   uint64_t generation = 0;
-  std::vector<std::pair<std::string, std::string>> followers;  // node id, address as dialled
+  // Node id, and the address dialled with the node's incarnation: a change restarts it.
+  std::vector<std::pair<std::string, std::string>> followers;
   storage::ShardStore* store = nullptr;
   std::unique_ptr<ShardReplicator> replicator;
 };
@@ -367,7 +368,11 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
       // restarted with the real one.
       HostPort where = addr ? *addr : HostPort{"127.0.0.1", 0};
       followers.push_back(PeerAddress{node, where});
-      dialled.emplace_back(node, addr ? addr->ToString() : std::string());
+      // The incarnation too: a follower that came back (perhaps with an empty disk) gets fresh
+      // cursors, so nothing it answered before it went away is still counted.
+      auto record = view_.FindNode(node);
+      dialled.emplace_back(node, (addr ? addr->ToString() : std::string()) + "#" +
+                                     std::to_string(record ? record->incarnation : 0));
     }
     auto existing = leaders_.find(shard);
     if (existing != leaders_.end()) {

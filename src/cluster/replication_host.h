@@ -12,7 +12,9 @@
 //     assignment's generation on the core's store, from when the core reports the store open
 //     (BrokerCoreOptions::on_shard_store_opened → OnStoreOpened) until it closes
 //     (on_shard_store_closing → OnStoreClosing) or the generation, the replica set or a
-//     follower's address changes (then it is restarted with fresh cursors).
+//     follower's address or incarnation changes (then it is restarted with fresh cursors: a
+//     follower that restarted, perhaps with an empty disk, is never counted for what it
+//     answered before).
 //
 // Peer handlers (RegisterOn): kinds 7, 14, 16, 18, 20, 25, 26, 32, 36 (records), 10, 15, 17,
 // 19, 21 (bootstrap) and 24 (rebuild). The handler finds the follower for the frame's shard,

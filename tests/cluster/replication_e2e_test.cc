@@ -8,8 +8,8 @@
 // records' generation stamp and time are not compared yet: the leader still stamps the
 // generation its store accepted (0 — taking the assignment's generation on the leader is
 // promotion's, issue 16) while a follower stamps the generation it received them at, and the
-// replicator ships its first exchange with a follower before it learnt the follower's
-// capabilities, so those records carry no leader time (docs/cluster.md "Not done yet").
+// follower still stamps its own arrival time on most records (docs/cluster.md "Not done
+// yet").
 //
 // FELIX_REPLICATION_E2E_RECORDS sets how many records are published (default 1500, which keeps
 // the test well under 40 s under ASan on 2 cores). The 100k run of the issue's acceptance:
