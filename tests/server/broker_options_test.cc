@@ -115,6 +115,18 @@ std::map<std::string, SettingCheck> Checks() {
   c["FELIX_NODE_LEASE_MS"] = {"5000", "node lease",
                               [](const Mapped& m) { EXPECT_EQ(m.config.node_lease_ms, 5000u); },
                               kCluster};
+  // Replication (ClusterServices builds the replication host from these fields).
+  c["FELIX_REPLICATION_REBUILD_MAX_CONCURRENT"] = {
+      "3", "replication host",
+      [](const Mapped& m) { EXPECT_EQ(m.config.replication_rebuild_max_concurrent, 3u); },
+      kCluster};
+  c["FELIX_REPLICATION_REBUILD_BYTES_PER_SEC"] = {
+      "1000000", "not enforced yet (warns)",
+      [](const Mapped& m) { EXPECT_EQ(m.config.replication_rebuild_bytes_per_sec, 1000000u); },
+      kCluster};
+  c["FELIX_PUBLISH_QUORUM_TIMEOUT_MS"] = {
+      "700", "no effect yet (warns)",
+      [](const Mapped& m) { EXPECT_EQ(m.config.publish_quorum_timeout_ms, 700u); }, kCluster};
   // Storage.
   c["FELIX_DATA_DIR"] = {"/srv/felix", "data directory", [](const Mapped& m) {
                            EXPECT_EQ(m.config.data_dir, "/srv/felix");
