@@ -209,6 +209,21 @@ class ReplicationE2E : public ::testing::Test {
     }
     return true;
   }
+  // Creates a durable RF 3 `Leader` stream of one shard and waits until the controller placed
+  // three replicas (as node 1 sees it); fails the test otherwise.
+  void CreatePlacedStream(const std::string& stream, std::optional<Placed>& placed) {
+    auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
+                                Json{{"stream", stream},
+                                     {"durable", true},
+                                     {"shards", 1},
+                                     {"replication_factor", 3},
+                                     {"consistency", "Leader"}});
+    ASSERT_EQ(status, 201) << body.dump();
+    ASSERT_TRUE(Eventually([&] {
+      placed = Placement(1, stream);
+      return placed && placed->replicas.size() == 3;
+    })) << "the controller places three replicas";
+  }
   std::string ShardDir(int n, const std::string& stream) {
     return cluster_.data_dir(n) + "/shards/default/default/" + stream + "/0";
   }
@@ -219,18 +234,8 @@ class ReplicationE2E : public ::testing::Test {
 
 TEST_F(ReplicationE2E, LeaderStreamFollowersCatchUpAfterKillAndWipeAndHoldTheLeadersLog) {
   const size_t n = RecordCount();
-  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
-                              Json{{"stream", "repl"},
-                                   {"durable", true},
-                                   {"shards", 1},
-                                   {"replication_factor", 3},
-                                   {"consistency", "Leader"}});
-  ASSERT_EQ(status, 201) << body.dump();
   std::optional<Placed> placed;
-  ASSERT_TRUE(Eventually([&] {
-    placed = Placement(1, "repl");
-    return placed && placed->replicas.size() == 3;
-  })) << "the controller places three replicas";
+  ASSERT_NO_FATAL_FAILURE(CreatePlacedStream("repl", placed));
   for (int node : {2, 3}) {
     ASSERT_TRUE(Eventually([&] {
       auto p = Placement(node, "repl");
@@ -318,18 +323,8 @@ TEST_F(ReplicationE2E, LeaderStreamFollowersCatchUpAfterKillAndWipeAndHoldTheLea
 // offset, followed by what was acknowledged after it. The time from the kill to the first
 // accepted write is printed (measured, not asserted).
 TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
-  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
-                              Json{{"stream", "fo"},
-                                   {"durable", true},
-                                   {"shards", 1},
-                                   {"replication_factor", 3},
-                                   {"consistency", "Leader"}});
-  ASSERT_EQ(status, 201) << body.dump();
   std::optional<Placed> placed;
-  ASSERT_TRUE(Eventually([&] {
-    placed = Placement(1, "fo");
-    return placed && placed->replicas.size() == 3;
-  }));
+  ASSERT_NO_FATAL_FAILURE(CreatePlacedStream("fo", placed));
   const int old_leader = NodeNumber(placed->leader);
   std::vector<std::string> followers;
   for (const auto& r : placed->replicas) {
