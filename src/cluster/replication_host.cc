@@ -511,7 +511,10 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
 std::vector<LeaderReport> ReplicationHost::Reports() const {
   std::vector<LeaderReport> reports;
   std::lock_guard lock(leader_mu_);
-  for (const auto& [shard, slot] : leaders_) {
+  for (const auto& entry : leaders_) {
+    // Named copies, not structured bindings: lambdas below capture them (clang 14).
+    const ShardRef& shard = entry.first;
+    const std::shared_ptr<LeaderSlot>& slot = entry.second;
     bool quorum = false;
     if (core_ != nullptr) {
       if (shard.kind == ShardKind::kStream) {
@@ -546,7 +549,9 @@ nlohmann::ordered_json ReplicationHost::Status() const {
   Json led = Json::array();
   {
     std::lock_guard lock(leader_mu_);
-    for (const auto& [shard, slot] : leaders_) {
+    for (const auto& led_slot : leaders_) {
+      const ShardRef& shard = led_slot.first;  // not a structured binding: captured below
+      const std::shared_ptr<LeaderSlot>& slot = led_slot.second;
       Json entry = ShardJson(shard);
       entry["generation"] = slot->generation;
       Json followers = Json::array();
