@@ -261,7 +261,10 @@ TEST_F(ForwardE2E, TheOwnerChecksTheClientsCredentialAndTheGenerationItself) {
                    InternalTls(certs + "n1.pem", certs + "n1-key.pem", cluster_.ca_file()));
   std::string subscribe_only = Token({"stream.subscribe:stream:default/*/*"});
   std::string publisher = Token({"stream.publish:stream:default/*/*"});
-  for (const auto& [shard, info] : shards) {
+  for (const auto& entry : shards) {
+    // Named, not structured bindings: the lambda below captures them (clang 14).
+    const auto& shard = entry.first;
+    const auto& info = entry.second;
     int owner = NodeNumber(info.leader);
     PeerAddress to{info.leader, Addr(cluster_.internal_addr(owner))};
     auto send = [&](const std::string& token, uint64_t generation) {
@@ -401,7 +404,9 @@ TEST_F(ForwardE2E, CacheOpsFromOneIngressAreAppliedOnEachKeysOwner) {
                    InternalTls(certs + "n1.pem", certs + "n1-key.pem", cluster_.ca_file()));
   std::string read_only = Token({"cache.read:cache:default/default/*"});
   std::deque<PeerResponse> answers;
-  for (const auto& [shard, info] : shards) {
+  for (const auto& entry : shards) {
+    const auto& shard = entry.first;  // not structured bindings: `op` captures them (clang 14)
+    const auto& info = entry.second;
     std::string key = key_of(shard);
     auto op = [&](int n, flxi::CacheOpKind kind, const std::string& credential) {
       flxi::CacheOp m;
