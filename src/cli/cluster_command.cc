@@ -90,9 +90,11 @@ void PrintStatus(const Json& answer) {
                        JsonText(s, "namespace") + "/" + JsonText(s, "name") + "#" +
                        JsonText(s, "shard");
     auto replicas = s.find("replicas");
-    shard_rows.push_back({name, Cell(s, "leader"),
-                          replicas != s.end() ? Joined(*replicas) : std::string("-"),
-                          Cell(s, "generation"), Cell(s, "state")});
+    shard_rows.push_back(
+        {name, Cell(s, "leader"), replicas != s.end() ? Joined(*replicas) : std::string("-"),
+         Cell(s, "generation"),
+         s.contains("joining") ? Cell(s, "state") + " (restoring to " + JsonText(s, "joining") + ")"
+                               : Cell(s, "state")});
   }
   PrintTable({"SHARD", "LEADER", "REPLICAS", "GENERATION", "STATE"}, shard_rows);
 }

@@ -38,6 +38,10 @@ Controller::Controller(ControllerOptions options)
     failovers_counter_ = &options_.metrics->AddCounter(
         "felix_cluster_failovers_total",
         "shards this broker, as controller, handed from a down leader to a caught-up follower");
+    restores_counter_ = &options_.metrics->AddCounter(
+        "felix_cluster_restore_steps_total",
+        "replica restores this broker, as controller, started, seated or abandoned (a follower "
+        "down past FELIX_SHARD_RESTORE_AFTER_MS replaced by a live broker)");
     controller_gauge_->Set(0);
   }
 }
@@ -226,6 +230,8 @@ void Controller::Lead(const ControllerTerm& term) {
   while (true) {
     std::optional<ControllerView> view;
     std::set<std::string> down;
+    std::set<std::string> lost;
+    const int64_t restore_ns = ToNs(options_.restore_after);
     const bool usable = LeaseValid();  // the caller's callback, not under mu_
     {
       MutexLock lock(mu_);
@@ -233,10 +239,15 @@ void Controller::Lead(const ControllerTerm& term) {
       // without waiting for the safety-net pass.
       auto wake = next_periodic;
       const int64_t now_ns = options_.clock.NowNs();
-      if (auto at = down_.NextDownAt(now_ns)) {
-        wake = std::min(
-            wake, std::chrono::steady_clock::now() + std::chrono::nanoseconds(*at - now_ns + 1));
-      }
+      auto wake_at = [&](std::optional<int64_t> at) {
+        if (at) {
+          wake = std::min(
+              wake, std::chrono::steady_clock::now() + std::chrono::nanoseconds(*at - now_ns + 1));
+        }
+      };
+      wake_at(down_.NextDownAt(now_ns));
+      // ... and again when one has been down for the restore grace period.
+      if (restore_ns > 0) wake_at(down_.NextDownAt(now_ns, restore_ns));
       cv_.wait_until(lock.native(), wake, [&]() NO_THREAD_SAFETY_ANALYSIS {
         return stopping_ || deposed_ || (dirty_ && view_.revision() > 0);
       });
@@ -251,7 +262,11 @@ void Controller::Lead(const ControllerTerm& term) {
       if (usable) {
         dirty_ = false;  // changes from here on call for another pass
         view.emplace(view_);
-        for (auto& id : down_.Down(options_.clock.NowNs())) down.insert(std::move(id));
+        const int64_t now = options_.clock.NowNs();
+        for (auto& id : down_.Down(now)) down.insert(std::move(id));
+        if (restore_ns > 0) {
+          for (auto& id : down_.Down(now, restore_ns)) lost.insert(std::move(id));
+        }
       }
     }
     if (!view) {  // lease not usable: no writes until it is
@@ -264,9 +279,11 @@ void Controller::Lead(const ControllerTerm& term) {
     PassOptions pass_options;
     pass_options.can_write = [this] { return LeaseValid(); };
     pass_options.down = std::move(down);
+    pass_options.lost = std::move(lost);
     PassResult result = RunPass(options_.etcd, term, *view, pass_options);
     if (writes_counter_) writes_counter_->Increment(result.writes + result.deletes);
     if (failovers_counter_) failovers_counter_->Increment(result.promotions);
+    if (restores_counter_) restores_counter_->Increment(result.restores);
     for (const auto& shard : result.leaderless) {
       spdlog::warn(
           "controller: {} is led by a down node and no follower is reported caught up; it "

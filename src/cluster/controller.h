@@ -63,6 +63,9 @@ struct ControllerOptions {
   std::function<bool()> lease_valid;
   std::chrono::milliseconds pass_interval{0};   // safety-net pass / re-campaign; 0: L
   std::chrono::milliseconds retry_interval{0};  // re-check of lease_valid; 0: L/8 (>= 10 ms)
+  // FELIX_SHARD_RESTORE_AFTER_MS: a follower down this long (after the down rule) is replaced
+  // (restore_plan.h); 0 turns restoring off.
+  std::chrono::milliseconds restore_after{300000};
 };
 
 class Controller {
@@ -115,6 +118,7 @@ class Controller {
   Counter* passes_counter_ = nullptr;
   Counter* writes_counter_ = nullptr;
   Counter* failovers_counter_ = nullptr;
+  Counter* restores_counter_ = nullptr;
 
   mutable Mutex mu_;
   mutable std::condition_variable cv_;

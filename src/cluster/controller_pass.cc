@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "cluster/restore_plan.h"
+
 namespace felix::cluster {
 namespace {
 
@@ -97,8 +99,11 @@ std::optional<Assignment> PlanShard(const std::optional<Assignment>& current,
     next.replicas.insert(next.replicas.end(), target->followers.begin(), target->followers.end());
     return next;
   }
-  // Moving and unavailable shards belong to the move and failover logic (later issues).
-  if (current->state != AssignmentState::kActive || current->leader.empty()) return std::nullopt;
+  // Moving and unavailable shards belong to the move and failover logic (later issues), and a
+  // shard with a follower joining to the restore plan.
+  if (current->state != AssignmentState::kActive || current->leader.empty() || current->joining) {
+    return std::nullopt;
+  }
 
   // The current leader stays, alive or not: a live leader only ever changes through a move,
   // and a dead one through failover once DownTracker declares its node down. Both hook in
@@ -163,8 +168,12 @@ std::optional<Assignment> PlanFailover(const std::optional<Assignment>& current,
   Assignment next;
   next.leader = *best;
   next.replicas.push_back(*best);
+  const bool keep_joiner =
+      current->joining && (*current->joining == *best || (current->replicas.size() - 1) % 2 == 0);
   for (const auto& node : current->replicas) {
-    if (node != *best) next.replicas.push_back(node);
+    if (node == *best) continue;
+    if (current->joining && node == *current->joining && !keep_joiner) continue;
+    next.replicas.push_back(node);
   }
   return next;
 }
@@ -211,10 +220,22 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
     auto report_it = view.reports().find(w.ref);
     const Report* report = report_it == view.reports().end() ? nullptr : &report_it->second;
     bool failover = false;
+    bool restore = false;
+    const std::string shard_path = w.ref.Path();
+    RestoreInputs restore_in;
+    restore_in.report = report;
+    restore_in.lost = &options.lost;
+    restore_in.down = &options.down;
+    restore_in.registered = &registered;
+    restore_in.replication_factor = w.replication_factor;
+    restore_in.shard_key = shard_path;
     auto plan = [&](const AssignmentRead& r) {
       auto promoted = PlanFailover(r.value, report, options.down, registered);
       failover = promoted.has_value();
       if (promoted) return promoted;
+      auto restored = PlanRestore(r.value, restore_in);
+      restore = restored.has_value();
+      if (restored) return restored;
       return PlanShard(r.value, shard_target, w.replication_factor, registered);
     };
     auto commit = [&](const AssignmentRead& r, const Assignment& next) {
@@ -223,9 +244,13 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
     auto done = [&](const Assignment& next, const AssignmentRead& written) {
       ++result.writes;
       if (failover) ++result.promotions;
-      spdlog::info("controller: {} {} generation={} leader={} replicas={}",
-                   failover ? "failed over" : "assigned", w.ref.Path(), written.value->generation,
-                   next.leader, Join(next.replicas));
+      if (restore) ++result.restores;
+      spdlog::info("controller: {} {} generation={} leader={} replicas={}{}",
+                   failover  ? "failed over"
+                   : restore ? "restoring replicas of"
+                             : "assigned",
+                   w.ref.Path(), written.value->generation, next.leader, Join(next.replicas),
+                   next.joining ? " joining=" + *next.joining : std::string());
     };
     if (!Converge(key, read, options, result, plan, commit, done)) return result;
     if (read.value && read.value->state == AssignmentState::kActive &&

@@ -11,7 +11,8 @@
 //   differ. A target leader other than the current one becomes a follower first (it is where a
 //   later move goes). Current followers whose node is not registered keep their slot: replacing
 //   a replica is for after its grace period (restore-RF, cluster-etcd.md §5), not for every
-//   lapse of a lease. Nothing is written when the set is unchanged.
+//   lapse of a lease. Nothing is written when the set is unchanged. A shard with a follower
+//   `joining` belongs to the restore plan (restore_plan.h) until it is seated or abandoned.
 // - a shard in state moving or unavailable, or with an undecodable value, is left alone;
 // - an assignment whose stream/cache left the catalog (or whose shard number is beyond the
 //   catalog's shard count) is deleted; one whose catalog value does not decode is left alone.
@@ -47,9 +48,11 @@ std::optional<Assignment> PlanShard(const std::optional<Assignment>& current,
 // at the current generation names caught up, that is registered and not down, is a candidate;
 // the one furthest ahead (report.durable) wins, ties go to the earlier replica. The replica set
 // is kept, the dead leader included (it comes back as a follower and is repaired there); the
-// new leader is listed first. No report at this generation, or no candidate: nullopt — the
-// shard stays with its dead leader and unavailable rather than go to a replica that may lack
-// acknowledged writes (an RF 1 shard never has a report, so it always waits for its owner).
+// new leader is listed first; a restore under way ends (the joiner stays a plain replica when it
+// joined an even-sized set, else it is dropped: replication.md §19). No report at this generation,
+// or no candidate: nullopt — the shard stays with its dead leader and unavailable rather than go to
+// a replica that may lack acknowledged writes (an RF 1 shard never has a report, so it always waits
+// for its owner).
 std::optional<Assignment> PlanFailover(const std::optional<Assignment>& current,
                                        const Report* report, const std::set<std::string>& down,
                                        const std::set<std::string>& registered);
@@ -57,6 +60,9 @@ std::optional<Assignment> PlanFailover(const std::optional<Assignment>& current,
 struct PassOptions {
   // Nodes DownTracker declares down now: their shards fail over (PlanFailover).
   std::set<std::string> down;
+  // Nodes down for at least the restore grace period: the followers they hold are replaced
+  // (restore_plan.h). Empty when restoring is off.
+  std::set<std::string> lost;
   // Checked before every write; false ends the pass early (paused) without writing.
   std::function<bool()> can_write;
   // Re-plans of one shard after lost races before the pass gives up on it (counted as error).
@@ -70,6 +76,7 @@ struct PassResult {
   uint64_t errors = 0;                // etcd errors, or a shard still racing after max_attempts
   uint64_t skipped = 0;               // shards left alone because their stored metadata is corrupt
   uint64_t promotions = 0;            // failovers written (included in `writes`)
+  uint64_t restores = 0;              // restore steps written (join/seat/abandon; in `writes`)
   std::vector<std::string> unplaced;  // shards with no node to go to
   std::vector<std::string> leaderless;  // led by a down node with no caught-up follower
   bool deposed = false;                 // the controller key is not this term's any more

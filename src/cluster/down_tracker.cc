@@ -43,18 +43,18 @@ bool DownTracker::IsDown(const std::string& node_id, int64_t now_ns) const {
   return it != absent_since_.end() && now_ns >= DownAt(it->second);
 }
 
-std::vector<std::string> DownTracker::Down(int64_t now_ns) const {
+std::vector<std::string> DownTracker::Down(int64_t now_ns, int64_t for_ns) const {
   std::vector<std::string> down;
   for (const auto& [id, since] : absent_since_) {
-    if (now_ns >= DownAt(since)) down.push_back(id);
+    if (now_ns >= DownAt(since) + for_ns) down.push_back(id);
   }
   return down;  // std::map order: sorted
 }
 
-std::optional<int64_t> DownTracker::NextDownAt(int64_t now_ns) const {
+std::optional<int64_t> DownTracker::NextDownAt(int64_t now_ns, int64_t for_ns) const {
   std::optional<int64_t> next;
   for (const auto& [id, since] : absent_since_) {
-    const int64_t at = DownAt(since);
+    const int64_t at = DownAt(since) + for_ns;
     if (at > now_ns && (!next || at < *next)) next = at;
   }
   return next;

@@ -43,11 +43,13 @@ class DownTracker {
   void Mentioned(const std::string& node_id, int64_t now_ns);
 
   bool IsDown(const std::string& node_id, int64_t now_ns) const;
-  // Every node down at `now_ns`, sorted.
-  std::vector<std::string> Down(int64_t now_ns) const;
-  // The earliest time after `now_ns` at which a node observed gone becomes down; nullopt when
-  // no such node is pending (the controller wakes then to fail its shards over).
-  std::optional<int64_t> NextDownAt(int64_t now_ns) const;
+  // Every node down at `now_ns` for at least `for_ns` (0: down at all), sorted. With `for_ns`
+  // the restore grace period, these are the "lost" replicas (replication.md §19).
+  std::vector<std::string> Down(int64_t now_ns, int64_t for_ns = 0) const;
+  // The earliest time after `now_ns` at which a node observed gone has been down for `for_ns`;
+  // nullopt when no such node is pending (the controller wakes then to fail its shards over,
+  // or to restore their replicas).
+  std::optional<int64_t> NextDownAt(int64_t now_ns, int64_t for_ns = 0) const;
   int64_t margin_ns() const { return margin_ns_; }
 
  private:

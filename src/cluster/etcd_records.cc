@@ -165,6 +165,10 @@ Result<void> ValidateAssignment(const Assignment& a) {
     return bad("move must be present exactly when the state is moving");
   }
   if (a.move && a.move->target.empty()) return bad("move without a target");
+  if (a.joining) {
+    if (!seen.contains(*a.joining)) return bad("joining " + *a.joining + " is not a replica");
+    if (*a.joining == a.leader) return bad("the leader cannot be joining");
+  }
   return Ok();
 }
 
@@ -174,6 +178,7 @@ std::string EncodeAssignment(const Assignment& a) {
             {"replicas", a.replicas},
             {"state", StateName(a.state)}};
   if (a.move) j["move"] = {{"target", a.move->target}, {"step", StepName(a.move->step)}};
+  if (a.joining) j["joining"] = *a.joining;
   return j.dump();
 }
 
@@ -220,6 +225,11 @@ Result<Assignment> DecodeAssignment(std::string_view text) {
       return Corrupt(kRec, "unknown move step '" + *step + "'");
     }
     a.move = m;
+  }
+  if (auto it = j->find("joining"); it != j->end() && !it->is_null()) {
+    auto joining = GetString(*j, "joining", kRec);
+    if (!joining) return tl::unexpected(joining.error());
+    a.joining = *joining;
   }
   if (auto ok = ValidateAssignment(a); !ok) {
     return Fail(ErrorCode::kCorruption, ok.error().message);

@@ -61,6 +61,11 @@ struct Assignment {
   std::vector<std::string> replicas;  // the full replica set, the leader included
   AssignmentState state = AssignmentState::kActive;
   std::optional<MovePlan> move;  // present exactly when kMoving
+  // A follower being copied in to restore the replication factor (replication.md §19): a
+  // member of `replicas`, never the leader. It is shipped to and counts toward the majority
+  // like any replica; the controller seats it (drops the replica it replaces and clears this)
+  // once the leader reports it caught up.
+  std::optional<std::string> joining;
   bool operator==(const Assignment&) const = default;
 };
 

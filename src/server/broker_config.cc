@@ -118,6 +118,7 @@ const std::vector<Setting>& Settings() {
         Str("FELIX_CLIENT_ADVERTISE_ADDR", nullptr, &C::client_advertise_addr),
         Str("FELIX_NODE_ZONE", "node_zone", &C::node_zone),
         U64("FELIX_NODE_LEASE_MS", "node_lease_ms", &C::node_lease_ms),
+        U64("FELIX_SHARD_RESTORE_AFTER_MS", "shard_restore_after_ms", &C::shard_restore_after_ms),
         U64("FELIX_REPLICATION_REBUILD_MAX_CONCURRENT", "replication_rebuild_max_concurrent",
             &C::replication_rebuild_max_concurrent),
         U64("FELIX_REPLICATION_REBUILD_BYTES_PER_SEC", "replication_rebuild_bytes_per_sec",
@@ -475,6 +476,11 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
       return refuse(
           "FELIX_NODE_LEASE_MS must be between 1000 and 60000 (etcd leases are whole "
           "seconds)");
+    }
+    if (c.shard_restore_after_ms > 86400000) {
+      return refuse(
+          "FELIX_SHARD_RESTORE_AFTER_MS must be at most 86400000 (one day; 0 turns restoring "
+          "off)");
     }
     if (internal_tls == 0 && !c.internal_allow_unauthenticated) {
       return refuse(

@@ -44,6 +44,9 @@ struct BrokerConfig {
   std::string client_advertise_addr;  // empty: the bound client address (loopback for a wildcard)
   std::string node_zone;
   uint64_t node_lease_ms = 2000;
+  // How long a follower stays down (after the controller's down rule) before the controller
+  // replaces it with a live broker (restore_plan.h); 0 turns restoring off.
+  uint64_t shard_restore_after_ms = 300000;
   // Replication (docs/cluster.md "Replication"). Rebuilds of halted followers a leader runs at
   // once (0: never rebuild); the rebuild byte rate (0: unpaced; accepted and validated, not
   // enforced yet); how long a Quorum publish waits for a majority (accepted and validated; the

@@ -192,6 +192,7 @@ void ClusterServices::StartController(int64_t lease, int64_t ttl_ms, uint64_t in
       .clock = clock_,
       .metrics = &metrics_,
       .lease_valid = [this] { return node_->lease_valid(); },
+      .restore_after = std::chrono::milliseconds(config_.shard_restore_after_ms),
   });
   controller->Start();
   std::lock_guard lock(controller_mu_);
@@ -235,15 +236,17 @@ nlohmann::ordered_json ClusterServices::Status() const {
                            {"version", n.version}});
     }
     for (const auto& [shard, a] : node_->view().Assignments()) {
-      shards.push_back(Json{{"kind", cluster::ShardKindName(shard.kind)},
-                            {"tenant", shard.tenant},
-                            {"namespace", shard.ns},
-                            {"name", shard.name},
-                            {"shard", shard.shard},
-                            {"leader", a.leader},
-                            {"replicas", a.replicas},
-                            {"generation", a.generation},
-                            {"state", StateName(a.state)}});
+      Json entry{{"kind", cluster::ShardKindName(shard.kind)},
+                 {"tenant", shard.tenant},
+                 {"namespace", shard.ns},
+                 {"name", shard.name},
+                 {"shard", shard.shard},
+                 {"leader", a.leader},
+                 {"replicas", a.replicas},
+                 {"generation", a.generation},
+                 {"state", StateName(a.state)}};
+      if (a.joining) entry["joining"] = *a.joining;  // a replica being restored
+      shards.push_back(std::move(entry));
     }
   }
   out["nodes"] = std::move(nodes);

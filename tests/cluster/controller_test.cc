@@ -12,6 +12,8 @@
 #include "cluster/controller_test_util.h"
 #include "cluster/down_tracker.h"
 #include "cluster/fake_lease_clock.h"
+#include "cluster/placement.h"
+#include "cluster/restore_plan.h"
 #include "etcd/fake_etcd.h"
 
 namespace felix::cluster {
@@ -576,6 +578,156 @@ TEST(DeleteAssignment, ComparesTheTermAndTheRevision) {
   auto gone = ReadAssignment(fake, key);
   ASSERT_TRUE(gone);
   EXPECT_FALSE(gone->value.has_value());
+}
+
+TEST(DownTracker, DownForAGracePeriodIsLaterThanDown) {
+  const int64_t L = 2 * kSec;
+  DownTracker down(L, 0);
+  const int64_t t0 = 100 * kSec;
+  down.Elected(t0);
+  down.Snapshot({"n1", "n2"}, t0);
+  const int64_t gone = t0 + 10 * kSec;
+  down.Absent("n2", gone);
+  const int64_t grace = 5 * kSec;
+  EXPECT_EQ(down.Down(gone + L / 4), std::vector<std::string>{"n2"});
+  EXPECT_TRUE(down.Down(gone + L / 4 + grace - 1, grace).empty());
+  EXPECT_EQ(down.Down(gone + L / 4 + grace, grace), std::vector<std::string>{"n2"});
+  EXPECT_EQ(down.NextDownAt(gone, grace), gone + L / 4 + grace);
+  EXPECT_EQ(down.NextDownAt(gone + L / 4 + grace, grace), std::nullopt);
+  down.Present("n2");
+  EXPECT_TRUE(down.Down(gone + 60 * kSec, grace).empty());
+}
+
+// The restore plan (restore_plan.h): join a live outsider, seat it once reported caught up,
+// abandon it when it dies or when nothing is lost any more.
+TEST(PlanRestore, JoinsALiveOutsiderThenSeatsItOnceCaughtUp) {
+  const std::set<std::string> registered = {"a", "b", "d", "e"};
+  const std::set<std::string> down = {"c"};
+  const std::set<std::string> lost = {"c"};
+  Assignment current = testing::Led("a", {"a", "b", "c"});
+  current.generation = 7;
+  Report report{7, "a", {"b"}, {{"a", 40}, {"b", 40}}, 40};
+  RestoreInputs in;
+  in.report = &report;
+  in.lost = &lost;
+  in.down = &down;
+  in.registered = &registered;
+  in.replication_factor = 3;
+  in.shard_key = "stream/default/default/s/0";
+
+  auto joined = PlanRestore(current, in);
+  ASSERT_TRUE(joined);
+  ASSERT_TRUE(joined->joining);
+  const std::string joiner = *joined->joining;
+  EXPECT_TRUE(joiner == "d" || joiner == "e");
+  // The rendezvous choice: the outsider with the higher score for this shard.
+  const std::string other = joiner == "d" ? "e" : "d";
+  EXPECT_GE(RendezvousScore(in.shard_key, joiner), RendezvousScore(in.shard_key, other));
+  EXPECT_EQ(joined->leader, "a");
+  EXPECT_EQ(joined->replicas, (std::vector<std::string>{"a", "b", "c", joiner}));
+  EXPECT_TRUE(ValidateAssignment([&] {
+    Assignment v = *joined;
+    v.generation = 8;
+    return v;
+  }()));
+
+  // While copying: nothing to write until the report at the new generation names it caught up.
+  Assignment copying = *joined;
+  copying.generation = 8;
+  EXPECT_FALSE(PlanRestore(copying, in));  // report still at generation 7
+  Report at8{8, "a", {"b"}, {{"a", 40}, {"b", 40}, {joiner, 10}}, 40};
+  in.report = &at8;
+  EXPECT_FALSE(PlanRestore(copying, in));
+  Report caught{8, "a", {"b", joiner}, {{"a", 40}, {"b", 40}, {joiner, 40}}, 40};
+  in.report = &caught;
+  auto seated = PlanRestore(copying, in);
+  ASSERT_TRUE(seated);
+  EXPECT_FALSE(seated->joining);
+  EXPECT_EQ(seated->replicas, (std::vector<std::string>{"a", "b", joiner}));
+  // PlanShard leaves a shard with a joiner alone (it would trim the set back to RF).
+  ReplicaSet target{"a", {"b", "d"}};
+  EXPECT_FALSE(PlanShard(copying, &target, 3, registered));
+}
+
+TEST(PlanRestore, WaitsForALeadersReportAndAFreeBrokerAndAbandonsADeadCopy) {
+  const std::set<std::string> registered = {"a", "b", "d"};
+  const std::set<std::string> none;
+  const std::set<std::string> down = {"c"};
+  const std::set<std::string> lost = {"c"};
+  Assignment current = testing::Led("a", {"a", "b", "c"});
+  current.generation = 3;
+  Report report{3, "a", {"b"}, {{"a", 5}, {"b", 5}}, 5};
+  RestoreInputs in;
+  in.report = &report;
+  in.lost = &lost;
+  in.down = &down;
+  in.registered = &registered;
+  in.replication_factor = 3;
+  in.shard_key = "k";
+  ASSERT_TRUE(PlanRestore(current, in));
+
+  // Not yet lost (only down), no report, a report of an older generation: nothing starts.
+  in.lost = &none;
+  EXPECT_FALSE(PlanRestore(current, in));
+  in.lost = &lost;
+  in.report = nullptr;
+  EXPECT_FALSE(PlanRestore(current, in));
+  Report old = report;
+  old.generation = 2;
+  in.report = &old;
+  EXPECT_FALSE(PlanRestore(current, in));
+  in.report = &report;
+  // No broker outside the set that is alive: nothing to copy to.
+  const std::set<std::string> only_members = {"a", "b"};
+  in.registered = &only_members;
+  EXPECT_FALSE(PlanRestore(current, in));
+  in.registered = &registered;
+  // A down leader is failover's business, not restore's.
+  const std::set<std::string> leader_down = {"a", "c"};
+  in.down = &leader_down;
+  EXPECT_FALSE(PlanRestore(current, in));
+  in.down = &down;
+
+  // The copy dies: abandoned (removed, joining cleared).
+  Assignment copying = testing::Led("a", {"a", "b", "c", "d"});
+  copying.generation = 4;
+  copying.joining = "d";
+  const std::set<std::string> copy_down = {"c", "d"};
+  in.down = &copy_down;
+  auto abandoned = PlanRestore(copying, in);
+  ASSERT_TRUE(abandoned);
+  EXPECT_FALSE(abandoned->joining);
+  EXPECT_EQ(abandoned->replicas, (std::vector<std::string>{"a", "b", "c"}));
+  in.down = &down;
+  // The lost replica came back before the copy was seated: abandoned too.
+  in.lost = &none;
+  auto back = PlanRestore(copying, in);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->replicas, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_FALSE(back->joining);
+}
+
+TEST(PlanFailover, ARestoreUnderWayEndsWithTheFailover) {
+  const std::set<std::string> registered = {"b", "c", "d"};
+  const std::set<std::string> down = {"a"};
+  // Joined an odd-sized set (3 → 4): the copy is dropped.
+  Assignment current = testing::Led("a", {"a", "b", "c", "d"});
+  current.generation = 9;
+  current.joining = "d";
+  Report report{9, "a", {"b"}, {{"a", 10}, {"b", 10}}, 10};
+  auto promoted = PlanFailover(current, &report, down, registered);
+  ASSERT_TRUE(promoted);
+  EXPECT_EQ(promoted->leader, "b");
+  EXPECT_FALSE(promoted->joining);
+  EXPECT_EQ(promoted->replicas, (std::vector<std::string>{"b", "a", "c"}));
+  // Joined an even-sized set (2 → 3): it stays as a plain replica.
+  Assignment even = testing::Led("a", {"a", "b", "d"});
+  even.generation = 9;
+  even.joining = "d";
+  auto kept = PlanFailover(even, &report, down, registered);
+  ASSERT_TRUE(kept);
+  EXPECT_FALSE(kept->joining);
+  EXPECT_EQ(kept->replicas, (std::vector<std::string>{"b", "a", "d"}));
 }
 
 }  // namespace

@@ -35,6 +35,19 @@ TEST(EtcdRecords, AssignmentRoundTripsWithAndWithoutMove) {
   EXPECT_EQ(*back3, u);
 }
 
+TEST(EtcdRecords, AJoiningReplicaRoundTripsAndMustBeAFollower) {
+  Assignment a{5, "n1", {"n1", "n2", "n3", "n4"}, AssignmentState::kActive, std::nullopt, "n4"};
+  auto back = DecodeAssignment(EncodeAssignment(a));
+  ASSERT_TRUE(back) << back.error().ToString();
+  EXPECT_EQ(*back, a);
+  EXPECT_FALSE(ValidateAssignment(
+      {5, "n1", {"n1", "n2"}, AssignmentState::kActive, std::nullopt, std::string("n9")}));
+  EXPECT_FALSE(ValidateAssignment(
+      {5, "n1", {"n1", "n2"}, AssignmentState::kActive, std::nullopt, std::string("n1")}));
+  EXPECT_FALSE(DecodeAssignment(
+      R"({"generation":5,"leader":"n1","replicas":["n1"],"state":"active","joining":7})"));
+}
+
 TEST(EtcdRecords, ReportRoundTrips) {
   Report r{4, "n1", {"n2"}, {{"n1", 100}, {"n2", 90}}, 90};
   auto back = DecodeReport(EncodeReport(r));

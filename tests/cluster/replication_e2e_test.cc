@@ -16,6 +16,7 @@
 //   FELIX_REPLICATION_E2E_RECORDS=100000 ctest --preset asan -R replication_e2e
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -85,6 +86,8 @@ std::vector<storage::Record> ReadLog(const std::string& dir, storage::LogKind ki
 
 class ReplicationE2E : public ::testing::Test {
  protected:
+  explicit ReplicationE2E(felix::testing::ClusterOptions options = {})
+      : cluster_(std::move(options)) {}
   void SetUp() override { ASSERT_TRUE(cluster_.StartAll()) << cluster_.error(); }
 
   std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
@@ -407,6 +410,79 @@ TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
     } else {
       EXPECT_EQ(log[i].payload, "record-" + std::to_string(i) + std::string(i % 97, 'x')) << i;
     }
+  }
+}
+
+// Four brokers, an RF 3 stream, restoring after 1 s: a follower SIGKILLed and kept down is
+// replaced by the fourth broker (joined, copied, seated), whose log then holds the leader's.
+class RestoreE2E : public ReplicationE2E {
+ protected:
+  static felix::testing::ClusterOptions Options() {
+    felix::testing::ClusterOptions o;
+    o.nodes = 4;
+    o.env["FELIX_SHARD_RESTORE_AFTER_MS"] = "1000";
+    return o;
+  }
+  RestoreE2E() : ReplicationE2E(Options()) {}
+};
+
+TEST_F(RestoreE2E, AFollowerDownPastTheGracePeriodIsReplacedByALiveBroker) {
+  std::optional<Placed> placed;
+  ASSERT_NO_FATAL_FAILURE(CreatePlacedStream("rs", placed));
+  const int leader = NodeNumber(placed->leader);
+  std::string outsider, lost, kept;
+  for (int n = 1; n <= 4; ++n) {
+    const std::string id = cluster_.node_id(n);
+    if (std::find(placed->replicas.begin(), placed->replicas.end(), id) == placed->replicas.end()) {
+      outsider = id;
+    } else if (id != placed->leader) {
+      (lost.empty() ? lost : kept) = id;
+    }
+  }
+  ASSERT_FALSE(outsider.empty());
+  std::string token = Token();
+  ASSERT_FALSE(token.empty());
+  ASSERT_TRUE(Eventually([&] { return !Led(leader, "rs").is_null(); }));
+  ASSERT_NO_FATAL_FAILURE(Publish(leader, token, "rs", 0, 200));
+  ASSERT_TRUE(Eventually([&] {
+    return InSync(leader, "rs", {lost, kept}, 200);
+  })) << Led(leader, "rs").dump();
+
+  cluster_.Kill(NodeNumber(lost));
+  // The controller joins the outsider beside the lost follower, and seats it once the leader
+  // reports it caught up: the set is back to three, without the lost one.
+  std::optional<Placed> restored;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        restored = Placement(leader, "rs");
+        return restored && restored->replicas.size() == 3 &&
+               std::find(restored->replicas.begin(), restored->replicas.end(), outsider) !=
+                   restored->replicas.end();
+      },
+      60s))
+      << "the lost follower is replaced by " << outsider << ": "
+      << Admin(leader, "GET", "/v1/cluster").second.dump();
+  EXPECT_EQ(restored->leader, placed->leader);
+  EXPECT_EQ(std::count(restored->replicas.begin(), restored->replicas.end(), lost), 0);
+  EXPECT_GE(restored->generation, placed->generation + 2) << "join, then seat";
+
+  // The stream keeps going, and the new replica holds every record at the leader's offsets.
+  ASSERT_NO_FATAL_FAILURE(Publish(leader, token, "rs", 200, 250));
+  ASSERT_TRUE(Eventually([&] {
+    return InSync(leader, "rs", {kept, outsider}, 250);
+  })) << Led(leader, "rs").dump();
+  for (int n = 1; n <= 4; ++n) {
+    if (cluster_.node_id(n) != lost) {
+      ASSERT_EQ(cluster_.Stop(n), 0) << n;
+    }
+  }
+  auto want = ReadLog(ShardDir(leader, "rs"), storage::LogKind::kStream);
+  auto got = ReadLog(ShardDir(NodeNumber(outsider), "rs"), storage::LogKind::kStream);
+  ASSERT_EQ(want.size(), 250u);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got[i].offset, want[i].offset) << i;
+    ASSERT_EQ(got[i].payload, want[i].payload) << i;
   }
 }
 

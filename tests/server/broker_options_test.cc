@@ -115,6 +115,9 @@ std::map<std::string, SettingCheck> Checks() {
   c["FELIX_NODE_LEASE_MS"] = {"5000", "node lease",
                               [](const Mapped& m) { EXPECT_EQ(m.config.node_lease_ms, 5000u); },
                               kCluster};
+  c["FELIX_SHARD_RESTORE_AFTER_MS"] = {
+      "1500", "controller restore grace",
+      [](const Mapped& m) { EXPECT_EQ(m.config.shard_restore_after_ms, 1500u); }, kCluster};
   // Replication (ClusterServices builds the replication host from these fields).
   c["FELIX_REPLICATION_REBUILD_MAX_CONCURRENT"] = {
       "3", "replication host",
