@@ -307,6 +307,8 @@ struct GatedShard : ShardFixture {
   Counter& not_leading = metrics.AddCounter("not_leading", "");
   std::vector<std::pair<uint64_t, Result<uint64_t>>> answers;  // (publish number, answer)
   uint64_t published = 0;
+  // The executor stops before the counters and answers the shard's callbacks use go.
+  ~GatedShard() override { executor.Stop(); }
 
   void OpenGated(std::chrono::milliseconds timeout = std::chrono::hours(1)) {
     Open();
