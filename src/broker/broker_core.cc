@@ -30,6 +30,13 @@ BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalo
     executors_.push_back(std::make_unique<Executor>("felix-shard-" + std::to_string(i)));
   }
   options_.log_defaults.metrics = &metrics;
+  const char* quorum_failed_help =
+      "Quorum publishes answered without a majority (timed_out: quorum_timeout; not_leading: "
+      "the shard closed while they waited)";
+  options_.commit_gate.timed_out = &metrics.AddCounter("felix_broker_publish_quorum_failed_total",
+                                                       quorum_failed_help, "reason=\"timed_out\"");
+  options_.commit_gate.not_leading = &metrics.AddCounter(
+      "felix_broker_publish_quorum_failed_total", quorum_failed_help, "reason=\"not_leading\"");
 }
 
 BrokerCore::~BrokerCore() {
@@ -199,6 +206,20 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
     log = std::make_unique<RingRecordLog>(options_.ring);
   }
   open.shard = std::make_shared<StreamShard>(id, executor, std::move(log), options_.shard);
+  if (open.store && stream.consistency == catalog::Consistency::kQuorum &&
+      options_.gate_quorum_shard) {
+    std::weak_ptr<StreamShard> weak = open.shard;
+    auto advance = [weak, &executor](uint64_t offset) {
+      executor.Post([weak, offset] {
+        if (auto shard = weak.lock()) shard->AdvanceCommit(offset);
+      });
+    };
+    if (options_.gate_quorum_shard(id, std::move(advance))) {
+      open.shard->InstallCommitGate(options_.commit_gate);
+      spdlog::info("shard {} acknowledges behind a replica majority (Quorum, timeout {} ms)", key,
+                   options_.commit_gate.timeout.count());
+    }
+  }
   if (open.store) {
     // Consumer groups live beside the shard, on its executor, with their own two logs.
     open.cursors_appender = std::make_unique<LogAppender>(

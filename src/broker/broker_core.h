@@ -77,6 +77,18 @@ struct BrokerCoreOptions {
   // back into the core from them.
   std::function<void(const ShardId&, storage::ShardStore&)> on_shard_store_opened;
   std::function<void(const ShardId&)> on_shard_store_closing;
+  // The commit gate of `Quorum` shards (FELIX_PUBLISH_QUORUM_TIMEOUT_MS); the core fills the
+  // counters (felix_broker_publish_quorum_failed_total).
+  CommitGateOptions commit_gate;
+  // Cluster mode (replication.md §8.2–8.4): asked on the opener thread, before a durable
+  // `Quorum` stream shard serves anything (after its store opened, before
+  // on_shard_store_opened), whether its publishes wait for a replica majority. True installs the
+  // shard's commit gate (commit_gate.h); `advance` (any thread; posts to the shard's executor;
+  // does nothing once the shard is gone) then moves its commit offset — the replication leader
+  // calls it with the stream log's mark. False or unset: the shard acknowledges after its own
+  // commit (replication factor 1: the leader alone is the majority). Never call back into the
+  // core from it.
+  std::function<bool(const ShardId&, std::function<void(uint64_t)> advance)> gate_quorum_shard;
 };
 
 // What a stream shard is once open: the shard, and (durable shards only) its consumer groups,

@@ -552,9 +552,12 @@ bool ClientSession::Publish(PublishRequest request) {
                      NowMicrosRoundedToMillis()};
   bool binary = request.binary;
   bool durable = target.stream.durable;
-  // Answered after the write only when commit acks were negotiated; otherwise at enqueue
-  // below (semantics.md §2.3).
-  std::optional<uint64_t> commit_answer_id = commit_acks_ ? answer_id : std::nullopt;
+  // Answered after the write when commit acks were negotiated, and always on a `Quorum`
+  // stream (after its commit gate, when the shard has one); otherwise at enqueue below
+  // (semantics.md §2.3).
+  const bool after_write =
+      commit_acks_ || target.stream.consistency == catalog::Consistency::kQuorum;
+  std::optional<uint64_t> commit_answer_id = after_write ? answer_id : std::nullopt;
   std::optional<uint64_t> ticket = current_ticket_;
   std::atomic<size_t>* inflight_total = &service_.inflight_total();  // outlives completions
   bool queued =
@@ -593,7 +596,7 @@ bool ClientSession::Publish(PublishRequest request) {
     inflight_total->fetch_sub(bytes);
     return refuse(Code(ProtocolErrorCode::kShardUnavailable), "shard is closing");
   }
-  if (answer_id && !commit_acks_) AnswerPublishQueued(binary, *answer_id);
+  if (answer_id && !after_write) AnswerPublishQueued(binary, *answer_id);
   return true;
 }
 

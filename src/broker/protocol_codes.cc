@@ -14,6 +14,10 @@ uint16_t ProtocolCodeFor(const Error& error) {
       return Code(ProtocolErrorCode::kInvalidRequest);
     case ErrorCode::kNotFound:
       return Code(ProtocolErrorCode::kNotFound);
+    case ErrorCode::kTimeout:
+      // The one timeout a broker request path answers: a `Quorum` write a majority did not
+      // confirm in time (commit_gate.h). Class outcome_unknown, as `internal` would be.
+      return Code(ProtocolErrorCode::kQuorumTimeout);
     default:
       return Code(ProtocolErrorCode::kInternal);
   }

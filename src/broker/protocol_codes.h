@@ -14,7 +14,8 @@ inline uint16_t Code(wire::flx1::ProtocolErrorCode code) {
 }
 
 // Storage failures → storage, unavailable → shard_unavailable, invalid argument →
-// invalid_request, not found → not_found, anything else → internal.
+// invalid_request, not found → not_found, timeout → quorum_timeout (the commit gate's),
+// anything else → internal.
 uint16_t ProtocolCodeFor(const Error& error);
 
 }  // namespace felix::broker

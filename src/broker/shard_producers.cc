@@ -66,14 +66,25 @@ void ShardProducers::Publish(PayloadBatch batch, uint64_t producer, uint64_t seq
   switch (verdict.kind) {
     case Kind::kAppend: {
       std::weak_ptr<ShardProducers*> alive = alive_;
-      shard_.Publish(std::move(batch), [alive, producer, sequence, digest, count,
-                                        done = std::move(done)](Result<uint64_t> result) mutable {
-        // StreamShard runs this on the executor.
+      // A `Quorum` batch answered quorum_timeout is written all the same: it keeps its sequence
+      // (a resend waits for it) and is committed here once a majority holds it (`late`).
+      auto late = [alive, producer, sequence, digest, count](Result<uint64_t> result) {
         if (auto self = alive.lock()) {
           (*self)->OnAppended(producer, sequence, digest, count, std::move(result),
-                              std::move(done));
+                              [](const IdempotentOutcome&) {});
         }
-      });
+      };
+      shard_.Publish(
+          std::move(batch),
+          [alive, producer, sequence, digest, count,
+           done = std::move(done)](Result<uint64_t> result) mutable {
+            // StreamShard runs this on the executor.
+            if (auto self = alive.lock()) {
+              (*self)->OnAppended(producer, sequence, digest, count, std::move(result),
+                                  std::move(done));
+            }
+          },
+          std::move(late));
       return;
     }
     case Kind::kDuplicate:
@@ -95,6 +106,15 @@ void ShardProducers::Publish(PayloadBatch batch, uint64_t producer, uint64_t seq
 
 void ShardProducers::OnAppended(uint64_t producer, uint64_t sequence, uint64_t digest,
                                 uint32_t count, Result<uint64_t> result, Done done) {
+  if (!result && result.error().code == ErrorCode::kTimeout) {
+    // Not vouched for by a majority yet, but in the log: outcome unknown for this publisher;
+    // resends under the sequence wait for the late commit (or the shard's reopen).
+    IdempotentOutcome unknown;
+    unknown.kind = IdempotentOutcome::Kind::kFailed;
+    unknown.error = result.error();
+    done(unknown);
+    return;
+  }
   if (!result) {
     table_.Failed(producer, sequence);
     IdempotentOutcome failed;

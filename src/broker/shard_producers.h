@@ -11,6 +11,10 @@
 // a mark: its resend is appended again (at-least-once, never a loss). In-memory shards keep
 // marks in memory only (a restart forgets every producer: `unknown_producer`).
 //
+// On a `Quorum` shard with a commit gate, a batch answered `quorum_timeout` is written all the
+// same: it keeps its sequence (a resend waits, as for a batch still being written) and is
+// committed here, mark and all, when a majority holds it after all (StreamShard's `late`).
+//
 // Threading: every method runs on the shard's executor; completions are posted back to it.
 // Lifetime: as StreamShard's (the executor is drained and the log closed before destruction).
 #pragma once

@@ -16,7 +16,7 @@ StreamShard::StreamShard(ShardId id, Executor& executor, std::unique_ptr<RecordL
       options_(options),
       committed_next_(log_->next_offset()) {}
 
-void StreamShard::Publish(PayloadBatch batch, PublishDone done) {
+void StreamShard::Publish(PayloadBatch batch, PublishDone done, PublishDone late) {
 #if FELIX_FAULT_INJECTION
   if (options_.drop_acked_every != 0 && ++seam_publishes_ % options_.drop_acked_every == 0) {
     executor_.Post([next = log_->next_offset(), done = std::move(done)] { done(next); });
@@ -26,8 +26,13 @@ void StreamShard::Publish(PayloadBatch batch, PublishDone done) {
   // The log keeps borrowing the payloads until completion: the copy of `batch` in the
   // callback holds their owner.
   auto shared = std::make_shared<PayloadBatch>(std::move(batch));
-  log_->Append(*shared, [this, shared, done = std::move(done)](Result<uint64_t> result) mutable {
-    executor_.Post([this, shared, result = std::move(result), done = std::move(done)]() mutable {
+  log_->Append(*shared, [this, shared, done = std::move(done),
+                         late = std::move(late)](Result<uint64_t> result) mutable {
+    executor_.Post([this, shared, result = std::move(result), done = std::move(done),
+                    late = std::move(late)]() mutable {
+      if (gate_ && result && !shared->payloads.empty()) {  // Quorum: wait for a majority
+        return gate_->Hold(std::move(shared), *result, std::move(done), std::move(late));
+      }
       OnAppended(*shared, std::move(result), done);
     });
   });
@@ -73,6 +78,37 @@ void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
     if (commit_listener_) commit_listener_();
   }
   done(first);
+}
+
+void StreamShard::InstallCommitGate(CommitGateOptions options) {
+  gate_ = std::make_unique<CommitGate>(executor_, options, [this](HeldBatch& held) {
+    static const PublishDone kAnswered = [](Result<uint64_t>) {};  // timed out, no `late`
+    OnAppended(*held.batch, held.first, held.done ? held.done : kAnswered);
+  });
+}
+
+void StreamShard::AdvanceCommit(uint64_t offset) {
+  if (gate_) gate_->Advance(offset);
+}
+
+RecordLog::ReadOutcome StreamShard::Read(uint64_t from, size_t max_records, size_t max_bytes) {
+  RecordLog::ReadOutcome read = log_->Read(from, max_records, max_bytes);
+  if (auto* records = std::get_if<RecordRead>(&read); records != nullptr && gate_) {
+    // Held records are not committed yet for any reader.
+    while (!records->records.empty() && records->records.back().offset >= committed_next_) {
+      records->records.pop_back();
+    }
+  }
+  return read;
+}
+
+void StreamShard::CloseLog() {
+  log_->Close();
+  // After the executor stopped (BrokerCore::Stop) the held answers go with it, as the
+  // completions of pending appends do: those clients see their connection end (unknown).
+  if (gate_ && executor_.InExecutorThread()) {
+    gate_->Close("shard " + id_.ToString() + " closed");
+  }
 }
 
 std::variant<Subscription, CursorError> StreamShard::Subscribe(StartPosition start,

@@ -19,6 +19,11 @@
 // A replay read that fails (corruption in a sealed segment) ends the subscription with an
 // error naming the offset and the file: never a silent jump to the tail.
 //
+// Quorum streams (commit_gate.h): with a commit gate installed, a batch the log committed is
+// held until AdvanceCommit covers it, and only then fanned out and answered; committed_next(),
+// Subscribe, replay, Read and the commit listener all stop at the gate's released offset, so
+// no reader sees a record a failover could still lose. Without a gate nothing changes.
+//
 // Threading: every method runs on `executor` (the shard's owner); other threads Post to it.
 // The executor and the shard must outlive every pending append completion: close the log
 // (completing or failing its appends) and drain the executor before destroying the shard.
@@ -31,6 +36,7 @@
 #include <optional>
 #include <variant>
 
+#include "broker/commit_gate.h"
 #include "broker/executor.h"
 #include "broker/record_log.h"
 #include "broker/shard_router.h"
@@ -82,8 +88,10 @@ class StreamShard {
   StreamShard& operator=(const StreamShard&) = delete;
 
   using PublishDone = std::function<void(Result<uint64_t>)>;
-  // `done` runs on the executor with the batch's first offset, after fanout.
-  void Publish(PayloadBatch batch, PublishDone done);
+  // `done` runs on the executor with the batch's first offset, after fanout. Gated shards only:
+  // `late` runs (executor, with the offset) when a batch `done` was answered quorum_timeout for
+  // is released after all.
+  void Publish(PayloadBatch batch, PublishDone done, PublishDone late = {});
 
   // `on_ready` runs (on any thread) when the subscriber's queue turns non-empty.
   // `requested_capacity` 0 = the default; otherwise clamped to 1..max_queue_capacity.
@@ -99,18 +107,26 @@ class StreamShard {
   void EndAll(const QueueEnd& end);
 
   // Consumer groups (StreamGroups): `listener` runs on the executor after each commit's fanout,
-  // and Read gives them committed records.
+  // and Read gives them committed records (never past committed_next()).
   void SetCommitListener(std::function<void()> listener) { commit_listener_ = std::move(listener); }
-  RecordLog::ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) {
-    return log_->Read(from, max_records, max_bytes);
-  }
+  RecordLog::ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes);
+
+  // Makes this a gated (`Quorum`) shard: before the shard is shared with any other thread
+  // (BrokerCore's opener) or on the executor before the first Publish.
+  void InstallCommitGate(CommitGateOptions options);
+  // The quorum commit offset of the stream log rose to `offset` (executor only; nothing
+  // without a gate): releases the held batches it covers.
+  void AdvanceCommit(uint64_t offset);
+  bool gated() const { return gate_ != nullptr; }
 
   // Retention pass over the record log (executor only; blocks on the unlinks). Subscribers
   // and groups below the new start offset learn it on their next read (too_old / settled).
   Result<uint64_t> EnforceRetention() { return log_->EnforceRetention(); }
 
-  // Closes the log (pending appends complete first). Only once the executor has stopped.
-  void CloseLog() { log_->Close(); }
+  // Closes the log (pending appends complete first). On the executor (then held batches are
+  // answered outcome-unknown: CommitGate::Close), or once the executor has stopped (then their
+  // answers are dropped, like the completions of pending appends).
+  void CloseLog();
 
   const ShardId& id() const { return id_; }
   uint64_t committed_next() const { return committed_next_; }
@@ -146,6 +162,7 @@ class StreamShard {
   uint64_t live_drops_ = 0;
   uint64_t replay_fallbacks_ = 0;
   std::function<void()> commit_listener_;
+  std::unique_ptr<CommitGate> gate_;  // Quorum shards led with replication only
 };
 
 }  // namespace felix::broker

@@ -45,6 +45,22 @@ std::variant<broker::LocalStreamShard, ForwardAnswer> ForwardPublishHandler::Dec
   return std::move(std::get<broker::LocalStreamShard>(resolved));
 }
 
+ForwardAnswer WrittenAnswer(const Result<uint64_t>& written, uint64_t count, bool durable) {
+  if (!written) {
+    return ForwardAnswer::Error(written.error().code == ErrorCode::kUnavailable
+                                    ? flxi::ErrorCode::kUnavailable
+                                    : flxi::ErrorCode::kStorageFailed,
+                                written.error().message);
+  }
+  ForwardAnswer a;
+  a.type = ForwardAnswer::Type::kOk;
+  if (durable) {
+    a.first_offset = *written;
+    a.last_offset = *written + count - 1;
+  }  // else 1..=0: no log, no offsets
+  return a;
+}
+
 void ForwardPublishHandler::Handle(const PeerRequest& request, PeerReply reply) {
   const auto& forward = std::get<flxi::ForwardPublish>(request.frame.body);
   const flxi::Kind kind = request.frame.kind;
@@ -73,19 +89,7 @@ void ForwardPublishHandler::Handle(const PeerRequest& request, PeerReply reply) 
   const bool durable = local.stream.durable;
   transport::Endpoint* loop = request.endpoint;
   auto answer = [this, loop, reply, corr, kind, count, durable](Result<uint64_t> written) {
-    ForwardAnswer a;
-    if (!written) {
-      a = ForwardAnswer::Error(written.error().code == ErrorCode::kUnavailable
-                                   ? flxi::ErrorCode::kUnavailable
-                                   : flxi::ErrorCode::kStorageFailed,
-                               written.error().message);
-    } else {
-      a.type = ForwardAnswer::Type::kOk;
-      if (durable) {
-        a.first_offset = *written;
-        a.last_offset = *written + count - 1;
-      }  // else 1..=0: no log, no offsets
-    }
+    ForwardAnswer a = WrittenAnswer(written, count, durable);
     loop->Post([this, reply, corr, kind, a = std::move(a)] {
       CountReceived(metrics_, kind, a);
       reply(a.ToFrame(corr));

@@ -22,7 +22,11 @@
 // exactly as a direct publish (broker::PublishWhenOpen: LogAppender, fanout), and answered
 // after the write: ForwardPublishOk(first, last), or first=1,last=0 for a stream without a log;
 // a failed write → StorageFailed (or Unavailable when the failure is one the client path calls
-// retryable).
+// retryable) — WrittenAnswer. A `Quorum` shard's batch waits at the owner's commit gate like a
+// direct publish (broker/commit_gate.h); one not confirmed by a majority in time (or still
+// waiting when the shard closed) may still be applied, so it is answered StorageFailed, which
+// the ingress never retries and reports `storage` (outcome_unknown) — FLXI has no quorum code,
+// and Unavailable would tell the ingress nothing was written.
 //
 // What the owner cannot check: the body carries payloads, not keys, so it cannot recompute
 // key → shard. The named shard is the one the ingress resolved (ForwardPublisher sends
@@ -47,6 +51,9 @@
 #include "wire/flxi/flxi.h"
 
 namespace felix::cluster {
+
+// The answer to a forwarded publish once the owner's write settled (the rule above).
+ForwardAnswer WrittenAnswer(const Result<uint64_t>& written, uint64_t count, bool durable);
 
 class ForwardPublishHandler {
  public:

@@ -395,9 +395,16 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
     ro.generation = a.generation;
     ro.followers = std::move(followers);
     ro.rebuild_max_concurrent = options_.rebuild_max_concurrent;
+    ShardReplicator::MarkListener on_mark;
+    if (auto gate = gates_.find(shard); gate != gates_.end()) {
+      // Quorum: the stream log's mark is the commit offset publishers and readers wait for.
+      on_mark = [advance = gate->second](storage::LogKind log, uint64_t mark) {
+        if (log == storage::LogKind::kStream) advance(mark);
+      };
+    }
     slot->replicator = std::make_unique<ShardReplicator>(
-        *slot->store, std::move(ro), *transport_, *slot->executor, &metrics_,
-        ShardReplicator::MarkListener{}, [this, path = shard.Path(), g = a.generation] {
+        *slot->store, std::move(ro), *transport_, *slot->executor, &metrics_, std::move(on_mark),
+        [this, path = shard.Path(), g = a.generation] {
           spdlog::warn(
               "replication: a follower fenced this broker's replication of {} at "
               "generation {}: no longer its leader",
@@ -420,10 +427,21 @@ void ReplicationHost::OnStoreOpened(const broker::ShardId& id, storage::ShardSto
   ScheduleReconcile();
 }
 
+bool ReplicationHost::GateQuorumShard(const broker::ShardId& id,
+                                      std::function<void(uint64_t)> advance) {
+  ShardRef shard = RefOf(id);
+  auto a = view_.FindAssignment(shard);
+  if (!a || a->leader != options_.own_node_id || a->replicas.size() < 2) return false;
+  std::lock_guard lock(leader_mu_);
+  gates_[shard] = std::move(advance);
+  return true;
+}
+
 void ReplicationHost::OnStoreClosing(const broker::ShardId& id) {
   ShardRef shard = RefOf(id);
   std::lock_guard lock(leader_mu_);
   core_stores_.erase(shard);
+  gates_.erase(shard);
   auto it = leaders_.find(shard);
   if (it == leaders_.end()) return;
   it->second->replicator->Stop();

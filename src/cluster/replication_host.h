@@ -14,7 +14,8 @@
 //     (on_shard_store_closing → OnStoreClosing) or the generation, the replica set or a
 //     follower's address or incarnation changes (then it is restarted with fresh cursors: a
 //     follower that restarted, perhaps with an empty disk, is never counted for what it
-//     answered before).
+//     answered before). For a `Quorum` stream shard the core gated (GateQuorumShard), every
+//     rise of the stream log's mark advances the shard's commit gate (broker/commit_gate.h).
 //
 // Peer handlers (RegisterOn): kinds 7, 14, 16, 18, 20, 25, 26, 32, 36 (records), 10, 15, 17,
 // 19, 21 (bootstrap) and 24 (rebuild). The handler finds the follower for the frame's shard,
@@ -94,6 +95,12 @@ class ReplicationHost {
   // BrokerCore hooks (any thread).
   void OnStoreOpened(const broker::ShardId& shard, storage::ShardStore& store);
   void OnStoreClosing(const broker::ShardId& shard);
+  // BrokerCoreOptions::gate_quorum_shard (opener thread): a durable `Quorum` stream shard this
+  // broker leads with a replica set of more than one is gated (true), and its replicator's
+  // stream-log mark goes to `advance` (from the replicator's executor; advance posts to the
+  // shard's). The decision is taken once, when the shard opens: a replica set that changes size
+  // later does not add or remove the gate (docs/cluster.md).
+  bool GateQuorumShard(const broker::ShardId& shard, std::function<void(uint64_t)> advance);
   // ClusterView's assignments listener (any thread; only schedules a reconcile).
   void OnAssignmentsChanged();
 
@@ -146,6 +153,7 @@ class ReplicationHost {
   mutable std::mutex leader_mu_;
   std::map<ShardRef, storage::ShardStore*> core_stores_;     // leader_mu_
   std::map<ShardRef, std::shared_ptr<LeaderSlot>> leaders_;  // leader_mu_
+  std::map<ShardRef, std::function<void(uint64_t)>> gates_;  // leader_mu_: gated shards' advance
 
   Gauge& followed_gauge_;
   Gauge& led_gauge_;

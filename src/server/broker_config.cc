@@ -366,11 +366,9 @@ Result<LoadedConfig> LoadBrokerConfig(const EnvironmentMap& env, const std::stri
         config.event_batch_max_delay_us != defaults.event_batch_max_delay_us);
   inert("FELIX_SUB_QUEUE_POLICY",
         config.subscriber_queue_policy != defaults.subscriber_queue_policy);
-  // Replication: rebuild pacing and the quorum acknowledgement gate are not built yet.
+  // Replication: rebuild pacing is not built yet.
   inert("FELIX_REPLICATION_REBUILD_BYTES_PER_SEC",
         config.replication_rebuild_bytes_per_sec != defaults.replication_rebuild_bytes_per_sec);
-  inert("FELIX_PUBLISH_QUORUM_TIMEOUT_MS",
-        config.publish_quorum_timeout_ms != defaults.publish_quorum_timeout_ms);
 
   if (auto r = ValidateBrokerConfig(config); !r) return tl::unexpected(r.error());
   return loaded;

@@ -49,8 +49,8 @@ struct BrokerConfig {
   uint64_t shard_restore_after_ms = 300000;
   // Replication (docs/cluster.md "Replication"). Rebuilds of halted followers a leader runs at
   // once (0: never rebuild); the rebuild byte rate (0: unpaced; accepted and validated, not
-  // enforced yet); how long a Quorum publish waits for a majority (accepted and validated; the
-  // quorum gate is not in this build yet).
+  // enforced yet); how long a Quorum publish waits for a majority (the commit gate's timeout,
+  // broker/commit_gate.h).
   uint64_t replication_rebuild_max_concurrent = 1;
   uint64_t replication_rebuild_bytes_per_sec = 0;
   uint64_t publish_quorum_timeout_ms = 5000;

@@ -19,6 +19,7 @@ broker::BrokerCoreOptions CoreOptionsFromConfig(const BrokerConfig& config) {
   o.shard.max_queue_capacity = config.subscriber_queue_capacity_max;
   o.shard.event_batch_max_records = config.event_batch_max_events;
   o.shard.event_batch_max_bytes = config.event_batch_max_bytes;
+  o.commit_gate.timeout = std::chrono::milliseconds(config.publish_quorum_timeout_ms);
   o.groups.visibility_timeout = std::chrono::milliseconds(config.group_visibility_timeout_ms);
   o.groups.max_attempts = static_cast<uint32_t>(config.group_max_attempts);
   o.groups.max_wait = std::chrono::milliseconds(config.group_max_wait_ms);

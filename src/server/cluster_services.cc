@@ -111,6 +111,11 @@ void ClusterServices::SetReplicationHooks(broker::BrokerCoreOptions& core_option
   core_options.on_shard_store_closing = [host = replication_.get()](const broker::ShardId& id) {
     host->OnStoreClosing(id);
   };
+  core_options.gate_quorum_shard = [host = replication_.get()](
+                                       const broker::ShardId& id,
+                                       std::function<void(uint64_t)> advance) {
+    return host->GateQuorumShard(id, std::move(advance));
+  };
 }
 
 void ClusterServices::StartReplication(broker::BrokerCore& core,

@@ -202,5 +202,48 @@ TEST_F(StreamGroupsTest, WaitingPollIsServedByACommit) {
   EXPECT_EQ((*got)[0].offset, 0u);
 }
 
+TEST_F(StreamGroupsTest, AQuorumShardsGroupsSeeOnlyWhatTheCommitGateReleased) {
+  OnExecutor(executor_, [&] {
+    shard_->InstallCommitGate(CommitGateOptions{std::chrono::hours(1)});
+    return 0;
+  });
+  ASSERT_TRUE(OpenGroups());
+  // A poll parked before anything is committed for readers.
+  auto promise = std::make_shared<std::promise<GroupResult<std::vector<GroupDelivery>>>>();
+  auto future = promise->get_future();
+  auto answered = std::make_shared<std::atomic<int>>(0);
+  OnExecutor(executor_, [&] {
+    groups_->Poll("g", GroupPollRequest{10, 10s, 0ms},
+                  [promise](auto r) { promise->set_value(std::move(r)); });
+    for (auto batch : {std::vector<std::string>{"a", "b"}, std::vector<std::string>{"c"}}) {
+      shard_->Publish(Batch(batch), [answered](Result<uint64_t>) { ++*answered; });
+    }
+    return 0;
+  });
+  OnExecutor(executor_, [] { return 0; });  // the local commits landed in the gate
+  EXPECT_EQ(log_->next_offset(), 3u);
+  EXPECT_EQ(answered->load(), 0);
+  EXPECT_EQ(future.wait_for(0s), std::future_status::timeout);  // nothing to deliver yet
+  EXPECT_EQ(Describe("g").tail, 0u);
+  OnExecutor(executor_, [&] {
+    shard_->AdvanceCommit(2);  // a majority holds the first batch
+    return 0;
+  });
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  auto got = future.get();
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->size(), 2u);  // never offset 2: it could still be lost by a failover
+  EXPECT_EQ((*got)[1].offset, 1u);
+  EXPECT_EQ(Poll("g", 10).size(), 0u);
+  OnExecutor(executor_, [&] {
+    shard_->AdvanceCommit(3);
+    return 0;
+  });
+  auto rest = Poll("g", 10);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].offset, 2u);
+  EXPECT_EQ(answered->load(), 2);
+}
+
 }  // namespace
 }  // namespace felix::broker

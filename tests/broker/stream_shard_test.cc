@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "broker/fake_record_log.h"
+#include "broker/protocol_codes.h"
+#include "broker/shard_producers.h"
+#include "common/metrics.h"
 
 namespace felix::broker {
 namespace {
@@ -292,6 +295,204 @@ TEST_F(ShardFixture, UnsubscribedQueuesGetNothingMore) {
   Publish({"x"});
   EXPECT_FALSE(sub.queue->Pop());
   EXPECT_EQ(OnExecutor(executor, [&] { return shard->subscriber_count(); }), 0u);
+}
+
+// ---- The commit gate of a `Quorum` shard (commit_gate.h) ------------------------------------
+
+// A gated shard on the fake log; publishes are answered into `answers` (executor only) in the
+// order the shard answers them.
+struct GatedShard : ShardFixture {
+  MetricsRegistry metrics;
+  Counter& timed_out = metrics.AddCounter("timed_out", "");
+  Counter& not_leading = metrics.AddCounter("not_leading", "");
+  std::vector<std::pair<uint64_t, Result<uint64_t>>> answers;  // (publish number, answer)
+  uint64_t published = 0;
+  // The executor stops before the counters and answers the shard's callbacks use go.
+  ~GatedShard() override { executor.Stop(); }
+
+  void OpenGated(std::chrono::milliseconds timeout = std::chrono::hours(1)) {
+    Open();
+    CommitGateOptions options;
+    options.timeout = timeout;
+    options.timed_out = &timed_out;
+    options.not_leading = &not_leading;
+    shard->InstallCommitGate(options);  // before the shard is shared, as BrokerCore does
+  }
+  // Publishes without waiting for the answer; returns once the log committed it locally.
+  void PublishHeld(std::initializer_list<std::string> payloads) {
+    OnExecutor(executor, [&, n = published++, batch = Batch(payloads)]() mutable {
+      shard->Publish(std::move(batch),
+                     [this, n](Result<uint64_t> r) { answers.emplace_back(n, r); });
+      return 0;
+    });
+    Drain(executor);
+  }
+  void Advance(uint64_t offset) {
+    OnExecutor(executor, [&] {
+      shard->AdvanceCommit(offset);
+      return 0;
+    });
+  }
+  size_t AnswerCount() {
+    return OnExecutor(executor, [&] { return answers.size(); });
+  }
+  uint64_t Committed() {
+    return OnExecutor(executor, [&] { return shard->committed_next(); });
+  }
+  size_t Readable(uint64_t from) {
+    return OnExecutor(executor, [&] {
+      auto read = shard->Read(from, 100, 1 << 20);
+      return std::get<RecordRead>(read).records.size();
+    });
+  }
+};
+
+TEST_F(GatedShard, HoldsALocallyCommittedBatchFromReadersAndPublisherUntilCovered) {
+  OpenGated();
+  Subscription sub = Subscribe({});
+  std::atomic<int> commits{0};
+  OnExecutor(executor, [&] {
+    shard->SetCommitListener([&] { ++commits; });
+    return 0;
+  });
+  PublishHeld({"a", "b"});
+  PublishHeld({"c"});
+  EXPECT_EQ(log->next_offset(), 3u);  // written locally...
+  EXPECT_EQ(AnswerCount(), 0u);       // ...but neither answered
+  EXPECT_FALSE(sub.queue->Pop());     // nor delivered
+  EXPECT_EQ(Committed(), 0u);
+  EXPECT_EQ(Readable(0), 0u);  // consumer groups read through here
+  EXPECT_EQ(commits.load(), 0);
+  // A subscriber joining now sees the commit offset, not the log's tail.
+  Subscription late = Subscribe({StartPosition::Kind::kEarliest});
+  EXPECT_EQ(late.live_offset, 0u);
+  EXPECT_FALSE(std::holds_alternative<Subscription>(OnExecutor(executor, [&] {
+    return shard->Subscribe({StartPosition::Kind::kOffset, 2}, 0, [] {});
+  })));  // offset 2 is in the future for readers
+
+  Advance(2);  // covers the first batch only
+  ASSERT_EQ(AnswerCount(), 1u);
+  EXPECT_EQ(answers[0].first, 0u);
+  EXPECT_EQ(answers[0].second.value_or(UINT64_MAX), 0u);
+  EXPECT_EQ(Committed(), 2u);
+  EXPECT_EQ(Readable(0), 2u);
+  EXPECT_EQ(commits.load(), 1);
+  EXPECT_EQ(PopAll(*sub.queue),
+            (std::vector<std::pair<uint64_t, std::string>>{{0, "a"}, {1, "b"}}));
+  Drain(executor);
+  EXPECT_EQ(PopAll(*late.queue),
+            (std::vector<std::pair<uint64_t, std::string>>{{0, "a"}, {1, "b"}}));
+
+  Advance(3);
+  ASSERT_EQ(AnswerCount(), 2u);
+  EXPECT_EQ(answers[1].second.value_or(UINT64_MAX), 2u);
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{2, "c"}}));
+  Drain(executor);
+  EXPECT_EQ(PopAll(*late.queue), (std::vector<std::pair<uint64_t, std::string>>{{2, "c"}}));
+  EXPECT_EQ(timed_out.Value(), 0u);
+}
+
+TEST_F(GatedShard, ReleasesInOffsetOrderAndWaitsForTheLocalCommitToo) {
+  OpenGated();
+  Subscription sub = Subscribe({});
+  PublishHeld({"a"});
+  PublishHeld({"b", "c"});
+  PublishHeld({"d"});
+  Advance(10);  // ahead of everything: all three at once, in order
+  ASSERT_EQ(AnswerCount(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(answers[i].first, i);
+  EXPECT_EQ(answers[2].second.value_or(UINT64_MAX), 3u);
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{
+                                    {0, "a"}, {1, "b"}, {2, "c"}, {3, "d"}}));
+  // The mark may run ahead of the shard's own commit (a majority of followers): the batch
+  // still waits for the local commit, then goes at once.
+  log->hold_completions = true;
+  PublishHeld({"e"});
+  EXPECT_EQ(AnswerCount(), 3u);
+  OnExecutor(executor, [&] {
+    log->CompleteHeld();
+    return 0;
+  });
+  Drain(executor);
+  ASSERT_EQ(AnswerCount(), 4u);
+  EXPECT_EQ(answers[3].second.value_or(UINT64_MAX), 4u);
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{4, "e"}}));
+}
+
+TEST_F(GatedShard, AnUncoveredBatchIsAnsweredQuorumTimeoutOnceAndStillReleasedLater) {
+  OpenGated(std::chrono::milliseconds(1));
+  Subscription sub = Subscribe({});
+  PublishHeld({"a"});
+  // Wait for the event (the timeout's answer), not for a duration.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (AnswerCount() == 0 && std::chrono::steady_clock::now() < deadline) Drain(executor);
+  ASSERT_EQ(AnswerCount(), 1u);
+  ASSERT_FALSE(answers[0].second);
+  EXPECT_EQ(answers[0].second.error().code, ErrorCode::kTimeout);
+  EXPECT_NE(answers[0].second.error().message.find("quorum_timeout"), std::string::npos);
+  // Sent as quorum_timeout, whose class is outcome_unknown: never "failed".
+  uint16_t code = ProtocolCodeFor(answers[0].second.error());
+  EXPECT_EQ(code, Code(wire::flx1::ProtocolErrorCode::kQuorumTimeout));
+  EXPECT_EQ(wire::flx1::DefaultRetryClass(code), wire::flx1::RetryClass::kOutcomeUnknown);
+  EXPECT_EQ(timed_out.Value(), 1u);
+  EXPECT_FALSE(sub.queue->Pop());  // still not vouched for: no reader sees it
+  EXPECT_EQ(Committed(), 0u);
+
+  Advance(1);  // a majority holds it after all: readers get it, the publisher no second answer
+  Drain(executor);
+  EXPECT_EQ(AnswerCount(), 1u);
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{0, "a"}}));
+  EXPECT_EQ(Committed(), 1u);
+  EXPECT_EQ(timed_out.Value(), 1u);
+}
+
+TEST_F(GatedShard, ClosingAnswersHeldBatchesOutcomeUnknownAndLaterOnesAtOnce) {
+  OpenGated();
+  PublishHeld({"a"});
+  OnExecutor(executor, [&] {
+    shard->CloseLog();
+    return 0;
+  });
+  ASSERT_EQ(AnswerCount(), 1u);
+  ASSERT_FALSE(answers[0].second);
+  EXPECT_EQ(answers[0].second.error().code, ErrorCode::kInternal);
+  EXPECT_EQ(wire::flx1::DefaultRetryClass(ProtocolCodeFor(answers[0].second.error())),
+            wire::flx1::RetryClass::kOutcomeUnknown);
+  EXPECT_EQ(not_leading.Value(), 1u);
+  Advance(1);  // nothing is released after the close
+  EXPECT_EQ(Committed(), 0u);
+  EXPECT_EQ(AnswerCount(), 1u);
+}
+
+TEST_F(GatedShard, AnIdempotentBatchThatTimedOutKeepsItsSequenceAndIsNeverWrittenTwice) {
+  OpenGated(std::chrono::milliseconds(1));
+  ShardProducers producers(executor, *shard, nullptr);
+  std::vector<IdempotentOutcome> outcomes;  // executor only
+  auto publish = [&] {
+    OnExecutor(executor, [&] {
+      producers.Publish(Batch({"once"}), 7, 0,
+                        [&](IdempotentOutcome o) { outcomes.push_back(std::move(o)); });
+      return 0;
+    });
+  };
+  auto outcome_count = [&] { return OnExecutor(executor, [&] { return outcomes.size(); }); };
+  publish();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (outcome_count() == 0 && std::chrono::steady_clock::now() < deadline) Drain(executor);
+  ASSERT_EQ(outcome_count(), 1u);
+  EXPECT_EQ(outcomes[0].kind, IdempotentOutcome::Kind::kFailed);
+  EXPECT_EQ(outcomes[0].error.code, ErrorCode::kTimeout);
+  // The client may resend an outcome-unknown idempotent batch: it waits for the original...
+  publish();
+  Drain(executor);
+  EXPECT_EQ(outcome_count(), 1u);
+  EXPECT_EQ(log->next_offset(), 1u);  // ...and is not appended again
+  Advance(1);                         // a majority holds the original after all
+  Drain(executor);
+  ASSERT_EQ(outcome_count(), 2u);
+  EXPECT_EQ(outcomes[1].kind, IdempotentOutcome::Kind::kDuplicate);
+  EXPECT_EQ(outcomes[1].first_offset, std::optional<uint64_t>(0));
+  EXPECT_EQ(log->next_offset(), 1u);
 }
 
 }  // namespace

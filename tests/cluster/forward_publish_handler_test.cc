@@ -7,7 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
+
+#include "broker/publish_path.h"
 #include "forward_owner_test_util.h"
+#include "wire/flx1/constants.h"
 
 namespace felix::cluster {
 namespace {
@@ -29,7 +33,17 @@ class ForwardPublishHandlerTest : public test::OwnerFixture {
     s.shards = 4;
     s.durable = true;
     ASSERT_TRUE(catalog_->CreateStream(s));
-    StartCore();
+    // A `Quorum` stream whose shards are gated and never see a majority (no replicator).
+    s.name = "gated";
+    s.shards = 1;
+    s.consistency = catalog::Consistency::kQuorum;
+    ASSERT_TRUE(catalog_->CreateStream(s));
+    StartCore([](broker::BrokerCoreOptions& o) {
+      o.commit_gate.timeout = std::chrono::milliseconds(1);
+      o.gate_quorum_shard = [](const broker::ShardId&, std::function<void(uint64_t)>) {
+        return true;
+      };
+    });
     handler_ = std::make_unique<ForwardPublishHandler>(test::OwnerOptions(), *resolver_, *catalog_,
                                                        metrics_);
   }
@@ -164,6 +178,41 @@ TEST_F(ForwardPublishHandlerTest, AnswersCarryOutcomeLabelsAndEncode) {
   auto stale = ForwardAnswer::Error(flxi::ErrorCode::kStaleRoute, std::string(600, 'x'));
   EXPECT_EQ(stale.Outcome(), "stale_route");
   EXPECT_TRUE(flxi::EncodeFrame(stale.ToFrame(1)));  // detail cut to 512 bytes
+}
+
+// A forwarded batch takes the owner's commit gate like a direct publish; one no majority
+// confirmed in time may still be applied, so it is answered StorageFailed — never retried by
+// the ingress, reported `storage` (outcome_unknown) — and never Unavailable (retried as if
+// nothing had been written).
+TEST_F(ForwardPublishHandlerTest, AQuorumBatchWithoutAMajorityIsAnsweredAsPossiblyApplied) {
+  router_.Set(LocalRoute(1));
+  flxi::ForwardPublish fp = Request(0, 1, PublishToken());
+  fp.shard.stream = "gated";
+  auto d = Decide(fp);
+  auto* local = std::get_if<broker::LocalStreamShard>(&d);
+  ASSERT_NE(local, nullptr) << AnswerOf(d).detail;
+  auto written = std::make_shared<std::promise<Result<uint64_t>>>();
+  auto future = written->get_future();
+  ASSERT_TRUE(local->handle.executor->Post([cell = local->handle.cell, written] {
+    auto owner = std::make_shared<std::string>("ab");
+    broker::PayloadBatch batch{owner, {{reinterpret_cast<const uint8_t*>(owner->data()), 2}}, 0};
+    broker::PublishWhenOpen(*cell, std::move(batch),
+                            [written](Result<uint64_t> r) { written->set_value(r); });
+  }));
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  auto result = future.get();
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().code, ErrorCode::kTimeout) << result.error().message;
+  ForwardAnswer a = WrittenAnswer(result, 1, true);
+  EXPECT_EQ(a.type, ForwardAnswer::Type::kError);
+  EXPECT_EQ(a.code, flxi::ErrorCode::kStorageFailed);
+  EXPECT_FALSE(flxi::IsRetryable(a.code));
+  EXPECT_EQ(
+      wire::flx1::DefaultRetryClass(static_cast<uint16_t>(wire::flx1::ProtocolErrorCode::kStorage)),
+      wire::flx1::RetryClass::kOutcomeUnknown);
+  // A refusal before the write stays retryable.
+  EXPECT_EQ(WrittenAnswer(Fail(ErrorCode::kUnavailable, "opening"), 1, true).code,
+            flxi::ErrorCode::kUnavailable);
 }
 
 }  // namespace

@@ -204,14 +204,15 @@ TEST(BrokerConfig, ReplicationSettingsDefaultValidateAndSayWhatIsNotEnforced) {
   EXPECT_EQ(set->config.replication_rebuild_max_concurrent, 0u);
   EXPECT_EQ(set->config.replication_rebuild_bytes_per_sec, 1048576u);
   EXPECT_EQ(set->config.publish_quorum_timeout_ms, 250u);
-  // Pacing and the quorum gate are not enforced in this build: setting them says so.
-  for (const char* name :
-       {"FELIX_REPLICATION_REBUILD_BYTES_PER_SEC", "FELIX_PUBLISH_QUORUM_TIMEOUT_MS"}) {
-    bool named = std::any_of(set->warnings.begin(), set->warnings.end(), [&](const std::string& w) {
+  // Pacing is not enforced in this build: setting it says so. The quorum timeout is live (the
+  // commit gate's), so it warns about nothing.
+  auto warned = [&](const char* name) {
+    return std::any_of(set->warnings.begin(), set->warnings.end(), [&](const std::string& w) {
       return w.find(name) != std::string::npos && w.find("no effect") != std::string::npos;
     });
-    EXPECT_TRUE(named) << name;
-  }
+  };
+  EXPECT_TRUE(warned("FELIX_REPLICATION_REBUILD_BYTES_PER_SEC"));
+  EXPECT_FALSE(warned("FELIX_PUBLISH_QUORUM_TIMEOUT_MS"));
   ExpectRefusedNaming(Load({{"FELIX_REPLICATION_REBUILD_MAX_CONCURRENT", "65"}}),
                       "FELIX_REPLICATION_REBUILD_MAX_CONCURRENT");
   ExpectRefusedNaming(Load({{"FELIX_REPLICATION_REBUILD_MAX_CONCURRENT", "x"}}),

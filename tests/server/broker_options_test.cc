@@ -128,8 +128,8 @@ std::map<std::string, SettingCheck> Checks() {
       [](const Mapped& m) { EXPECT_EQ(m.config.replication_rebuild_bytes_per_sec, 1000000u); },
       kCluster};
   c["FELIX_PUBLISH_QUORUM_TIMEOUT_MS"] = {
-      "700", "no effect yet (warns)",
-      [](const Mapped& m) { EXPECT_EQ(m.config.publish_quorum_timeout_ms, 700u); }, kCluster};
+      "700", "Quorum commit gate (quorum_e2e_test)",
+      [](const Mapped& m) { EXPECT_EQ(m.core.commit_gate.timeout, ms(700)); }, kCluster};
   // Storage.
   c["FELIX_DATA_DIR"] = {"/srv/felix", "data directory", [](const Mapped& m) {
                            EXPECT_EQ(m.config.data_dir, "/srv/felix");
