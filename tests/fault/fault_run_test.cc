@@ -17,6 +17,9 @@
 // PorcupineCatchesACacheThatServesStaleReads — cache gets miss every 3rd write (values written at
 // offsets divisible by 3 read as absent, FELIX_TEST_STALE_GET_EVERY), not linearizable (rule 7).
 //
+// ctest runs the seeded run (fault_run_test) and the broken builds (fault_broken_build_test) as
+// two entries of this binary (CMakeLists.txt), side by side under `ctest -j`.
+//
 // Each run writes its files to $FELIX_FAULT_DIR when set (kept), else to a temp directory that
 // is kept and printed only when the test fails.
 #include <gtest/gtest.h>
