@@ -1,10 +1,32 @@
 #include "broker/cache_shard.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <spdlog/spdlog.h>
 
 namespace felix::broker {
+
+#if FELIX_FAULT_INJECTION
+namespace {
+
+// Test seam FELIX_TEST_STALE_GET_EVERY=<N> (a deliberately broken cache for the fault harness's
+// linearizability check, docs/reliability.md): a get of a key whose current value was written
+// at a log offset divisible by N answers "absent" — the value of every Nth write is invisible to
+// gets, as if read from a copy that has not applied it (a stale read). Read once from the
+// environment here, not carried in CacheShardOptions, so that a seam of test builds adds
+// nothing to a header most of the broker includes; immutable after that first read. 0 = off.
+uint64_t StaleGetEvery() {
+  static const uint64_t every = [] {
+    const char* text = std::getenv("FELIX_TEST_STALE_GET_EVERY");
+    return text == nullptr ? uint64_t{0} : std::strtoull(text, nullptr, 10);
+  }();
+  return every;
+}
+
+}  // namespace
+#endif
+
 namespace {
 
 constexpr size_t kReplayRecords = 4096;
@@ -213,6 +235,11 @@ std::optional<std::string> CacheShard::Get(const std::string& key) {
     if (options_.metrics) options_.metrics->misses.Increment();
     return std::nullopt;
   }
+#if FELIX_FAULT_INJECTION
+  if (uint64_t every = StaleGetEvery(); every != 0 && it->second.version % every == 0) {
+    return std::nullopt;
+  }
+#endif
   if (options_.metrics) options_.metrics->hits.Increment();
   return it->second.value;
 }

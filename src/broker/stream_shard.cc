@@ -1,12 +1,32 @@
 #include "broker/stream_shard.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <spdlog/spdlog.h>
 
 #include "broker/protocol_codes.h"
 
 namespace felix::broker {
+
+#if FELIX_FAULT_INJECTION
+namespace {
+
+// Test seam FELIX_TEST_DUPLICATE_EVERY=<N> (a deliberately broken broker for the fault harness's
+// checker, docs/reliability.md): every Nth publish batch of a shard is written twice in one
+// append, the acknowledgement naming the first copy. Read once from the environment here, not
+// carried in StreamShardOptions, so that a seam of test builds adds nothing to a header most
+// of the broker includes; immutable after that first read. 0 = off.
+uint32_t DuplicateEvery() {
+  static const uint32_t every = [] {
+    const char* text = std::getenv("FELIX_TEST_DUPLICATE_EVERY");
+    return text == nullptr ? 0u : static_cast<uint32_t>(std::strtoul(text, nullptr, 10));
+  }();
+  return every;
+}
+
+}  // namespace
+#endif
 
 StreamShard::StreamShard(ShardId id, Executor& executor, std::unique_ptr<RecordLog> log,
                          StreamShardOptions options)
@@ -21,6 +41,13 @@ void StreamShard::Publish(PayloadBatch batch, PublishDone done, PublishDone late
   if (options_.drop_acked_every != 0 && ++seam_publishes_ % options_.drop_acked_every == 0) {
     executor_.Post([next = log_->next_offset(), done = std::move(done)] { done(next); });
     return;
+  }
+  // seam_publishes_ counts for whichever seam is on (both on: they share the count).
+  if (uint32_t every = DuplicateEvery();
+      every != 0 &&
+      (options_.drop_acked_every != 0 ? seam_publishes_ : ++seam_publishes_) % every == 0) {
+    size_t records = batch.payloads.size();
+    for (size_t i = 0; i < records; ++i) batch.payloads.push_back(batch.payloads[i]);
   }
 #endif
   // The log keeps borrowing the payloads until completion: the copy of `batch` in the

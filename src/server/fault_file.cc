@@ -40,6 +40,8 @@ void FaultFile::Apply() {
   if (text.str() == applied_) return;
   applied_ = text.str();
   int write_errno = 0;
+  int sync_errno = 0;
+  long long clock_offset_ms = 0;
   bool hold_syncs = false;
   std::string line;
   while (std::getline(text, line)) {
@@ -49,12 +51,17 @@ void FaultFile::Apply() {
     int value = std::atoi(line.c_str() + eq + 1);
     if (key == "write_errno") write_errno = value;
     if (key == "hold_syncs") hold_syncs = value != 0;
+    if (key == "sync_errno") sync_errno = value;
+    if (key == "clock_offset_ms") clock_offset_ms = std::atoll(line.c_str() + eq + 1);
   }
   faults_->FailWrites(write_errno != 0 ? INT_MAX : 0, write_errno);
+  faults_->FailSyncs(sync_errno != 0 ? INT_MAX : 0, sync_errno);
   faults_->HoldSyncs(hold_syncs);
+  clock_offset_ms_.store(clock_offset_ms);
   // Machine-readable, like the listening line: tests wait for it before relying on the fault.
-  std::printf("felix-broker faults write_errno=%d hold_syncs=%d\n", write_errno,
-              hold_syncs ? 1 : 0);
+  std::printf(
+      "felix-broker faults write_errno=%d hold_syncs=%d sync_errno=%d clock_offset_ms=%lld\n",
+      write_errno, hold_syncs ? 1 : 0, sync_errno, clock_offset_ms);
   std::fflush(stdout);
 }
 

@@ -80,12 +80,26 @@ void DropAckedSeam(broker::BrokerCoreOptions& o) {
 }
 #endif
 
+#if FELIX_FAULT_INJECTION
+// Test seam FELIX_TEST_CLEAR_POISON=1: logs poisoned by a failed fsync (an injected EIO) open
+// again after a restart (LogOptions::clear_poison) — how the fault harness heals its fsync-EIO
+// fault. (FELIX_TEST_DUPLICATE_EVERY and FELIX_TEST_STALE_GET_EVERY, the fault harness's other
+// broken builds, are read where they act: stream_shard.cc, cache_shard.cc.)
+void ClearPoisonSeam(broker::BrokerCoreOptions& o) {
+  const char* clear = std::getenv("FELIX_TEST_CLEAR_POISON");
+  if (clear == nullptr || std::string(clear) != "1") return;
+  o.log_defaults.clear_poison = true;
+  spdlog::warn("test seam: opening logs poisoned by a failed fsync");
+}
+#endif
+
 broker::BrokerCoreOptions CoreOptions(const BrokerConfig& config, felix::HealthRegistry& health) {
   broker::BrokerCoreOptions o = CoreOptionsFromConfig(config);
   o.health = &health;
 #if FELIX_FAULT_INJECTION
   HoldShardOpenSeam(o);
   DropAckedSeam(o);
+  ClearPoisonSeam(o);
 #endif
   return o;
 }
@@ -224,6 +238,13 @@ int Run(int argc, char** argv) {
   if (const char* file = std::getenv("FELIX_STORAGE_FAULT_FILE"); file != nullptr && *file) {
     core_options.log_defaults.faults = std::make_shared<felix::storage::FaultInjector>();
     fault_file = std::make_unique<felix::server::FaultFile>(file, core_options.log_defaults.faults);
+    // clock_offset_ms= steps the caches' wall clock (TTLs); the lease clock is monotonic.
+    core_options.cache.now_ms = [faults = fault_file.get()] {
+      auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+      return static_cast<uint64_t>(now + faults->clock_offset_ms());
+    };
   }
 #endif
   // /ready follows the cluster's readiness once the listeners are up (ReadyHook), never after

@@ -95,8 +95,13 @@ class Run {
   felix::testing::ClusterOptions MakeClusterOptions() const {
     felix::testing::ClusterOptions o;
     o.nodes = 3;
+    o.etcd_members = options_.etcd_members;
     o.env = options_.env;
     o.env["FELIX_DURABLE_FSYNC_MODE"] = "on_commit";
+    // Claims of polls whose answer was lost lapse soon (the group drain waits for them).
+    o.env["FELIX_GROUP_VISIBILITY_TIMEOUT_MS"] = "2000";
+    // The fsync-EIO fault poisons logs; the restart that heals it reopens them (test seam).
+    o.env["FELIX_TEST_CLEAR_POISON"] = "1";
     if (lab_) {
       o.etcd_host = lab_->etcd_host();
       for (int n = 1; n <= o.nodes; ++n) {
@@ -112,6 +117,11 @@ class Run {
   std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
                              const Json& body = nullptr, std::chrono::milliseconds timeout = 5s);
   double Metric(int n, const std::string& name);
+  // The sum of every series of `name` (any labels) on node n; -1 when unreadable.
+  double MetricSum(int n, const std::string& name);
+  // Replaces node n's FELIX_STORAGE_FAULT_FILE (atomically: the broker re-reads it every 10 ms).
+  bool WriteFaultFile(int n, const std::string& text);
+  std::string FaultFile(int n) const { return options_.dir + "/faults-n" + std::to_string(n); }
   // shard → leader node number of the stream (or the cache), from node n's /v1/cluster (only
   // shards with a leader).
   std::map<uint32_t, int> Leaders(int n, const std::string& kind = "stream");
@@ -122,6 +132,25 @@ class Run {
   void CacheLoop(int client, const std::function<bool(felix::Client&, Op&)>& request);
   void Counter();
   void CacheClient(int client);
+  // One group poll on shard 0's leader and the acks (and, with `nacks`, some nacks) of what it
+  // claimed: the number of records claimed, -1 when a request failed.
+  int GroupStep(std::unique_ptr<felix::Client>& c, std::mt19937_64& rng, bool nacks);
+  void GroupConsumer();
+  // After the heal: polls and acks until the group owes nothing (≤ 30 s).
+  bool DrainGroup(FaultRunResult& result);
+  // Disk and clock faults through the fault file: inject and prove, then heal.
+  void InjectLocal(const Fault& fault, FaultOutcome& out);
+  void HealLocal(const Fault& fault, FaultOutcome& out);
+  // The node a disk fault goes to: `node` when it leads a shard, else a leader.
+  int DiskTarget(int node) const;
+  // Puts the clock probe (TTL 10 min) on the cache leader and reads it back: present?
+  std::optional<bool> ClockProbe(bool put);
+  // etcd member m's own id and the leader it follows (POST /v3/maintenance/status), if it answers.
+  std::optional<std::pair<std::string, std::string>> EtcdStatus(int m);
+  // Kills a follower or the leader of a multi-member etcd and proves the survivors lead on.
+  void InjectEtcd(const Fault& fault, FaultOutcome& out);
+  void HealEtcd(FaultOutcome& out);
+  void PauseAllEtcd(bool pause);
   void CheckCache(FaultRunResult& result);
   bool ReadCounters(FaultRunResult& result, std::map<std::string, int64_t>& values);
   FaultOutcome Inject(const Fault& fault);
@@ -142,6 +171,7 @@ class Run {
   std::vector<std::string> keys_;    // shard → a key routed to it
   std::map<uint32_t, int> leaders_;  // fixed before the clients start (no failover yet)
   int cache_leader_ = 0;             // the counters cache's one shard
+  felix::GroupRef group_;            // the consumer group on shard 0
   History history_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> not_sent_{0};
@@ -167,6 +197,31 @@ double Run::Metric(int n, const std::string& name) {
   return std::stod(text->substr(at + name.size() + 2));
 }
 
+double Run::MetricSum(int n, const std::string& name) {
+  auto text = cluster_.AdminGet(n, "/metrics");
+  if (!text) return -1;
+  double sum = 0;
+  for (size_t at = text->find("\n" + name); at != std::string::npos;
+       at = text->find("\n" + name, at + 1)) {
+    size_t end = at + 1 + name.size();
+    if (end >= text->size() || ((*text)[end] != ' ' && (*text)[end] != '{')) continue;
+    size_t value_at = end + 1;
+    if ((*text)[end] == '{') {
+      size_t close = text->find("} ", end);
+      if (close == std::string::npos) continue;
+      value_at = close + 2;
+    }
+    sum += std::stod(text->substr(value_at));
+  }
+  return sum;
+}
+
+bool Run::WriteFaultFile(int n, const std::string& text) {
+  std::string tmp = FaultFile(n) + ".tmp";
+  std::ofstream(tmp) << text;
+  return std::rename(tmp.c_str(), FaultFile(n).c_str()) == 0;
+}
+
 std::map<uint32_t, int> Run::Leaders(int n, const std::string& kind) {
   std::map<uint32_t, int> out;
   Json status = Admin(n, "GET", "/v1/cluster").second;
@@ -186,6 +241,9 @@ bool Run::Setup(FaultRunResult& result) {
     result.setup_error = std::move(why);
     return false;
   };
+  for (int n = 1; n <= cluster_.size(); ++n) {
+    cluster_.SetNodeEnv(n, "FELIX_STORAGE_FAULT_FILE", FaultFile(n));
+  }
   if (!cluster_.StartAll()) return fail("cluster: " + cluster_.error());
   auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
                               Json{{"stream", kStream},
@@ -215,7 +273,8 @@ bool Run::Setup(FaultRunResult& result) {
             Json{{"subject", "fault-run"},
                  {"permissions",
                   {"stream.publish:stream:default/*/*", "stream.subscribe:stream:default/*/*",
-                   "cache.read:cache:default/default/*", "cache.write:cache:default/default/*"}}});
+                   "cache.read:cache:default/default/*", "cache.write:cache:default/default/*",
+                   "group.manage:group:default/default/fault/*"}}});
   if (token.first != 200) return fail("token: " + token.second.dump());
   token_ = token.second.value("felix_token", "");
   for (uint32_t shard = 0; shard < options_.shards; ++shard) {
@@ -226,6 +285,12 @@ bool Run::Setup(FaultRunResult& result) {
         break;
       }
     }
+  }
+  group_ = felix::GroupRef{felix::StreamRef{"default", kStream}, 0, "g"};
+  auto c = Connect(leaders_.at(0));
+  if (!c) return fail("group: no connection to shard 0's leader");
+  if (auto seek = c->GroupSeek(group_, felix::StartPosition::Earliest(), true); !seek) {
+    return fail("group: " + seek.error().ToString());
   }
   return true;
 }
@@ -265,12 +330,16 @@ void Run::Publisher(int client) {
     op.kind = OpKind::kPublish;
     op.shard = shard;
     op.key = keys_[shard];
-    op.value = "c" + std::to_string(client) + "-" + std::to_string(seq++);
+    // One publish in four is a batch of three records (rule 8: all or nothing).
+    std::vector<std::string> values(rng() % 4 == 0 ? 3 : 1);
+    for (auto& v : values) v = "c" + std::to_string(client) + "-" + std::to_string(seq++);
+    op.value = values[0];
+    if (values.size() > 1) op.batch = values;
     op.node = node;
     felix::PublishOptions po;
     po.key = op.key;
     op.invoke_us = NowUs();
-    auto r = c->Publish(stream, {op.value}, po);
+    auto r = c->Publish(stream, values, po);
     op.complete_us = NowUs();
     if (!NoteAnswer(op, r)) c.reset();
     bool refused = op.outcome == Outcome::kFail;
@@ -385,6 +454,92 @@ void Run::CacheClient(int client) {
   });
 }
 
+int Run::GroupStep(std::unique_ptr<felix::Client>& c, std::mt19937_64& rng, bool nacks) {
+  const int node = leaders_.at(0);
+  if (!c) c = Connect(node);
+  if (!c) {
+    std::this_thread::sleep_for(100ms);  // back off from a broker that is down
+    return -1;
+  }
+  auto op_for = [&](OpKind kind) {
+    Op op;
+    op.client = 70;
+    op.kind = kind;
+    op.shard = group_.shard;
+    op.key = group_.group;
+    op.node = node;
+    return op;
+  };
+  Op poll = op_for(OpKind::kPoll);
+  felix::GroupPollOptions po;
+  po.max_records = 20;
+  po.wait = 200ms;
+  po.visibility = 2000ms;
+  poll.invoke_us = NowUs();
+  auto claimed = c->GroupPoll(group_, po);
+  poll.complete_us = NowUs();
+  if (claimed) {
+    for (const auto& r : *claimed) poll.read.emplace_back(r.offset, r.payload);
+  }
+  bool keep = NoteAnswer(poll, claimed);
+  bool refused = poll.outcome == Outcome::kFail;
+  history_.Add(std::move(poll));
+  if (!keep) c.reset();
+  if (!claimed) {
+    if (refused) std::this_thread::sleep_for(20ms);
+    return -1;
+  }
+  for (const auto& record : *claimed) {
+    // A tenth of first deliveries are handed back: each must come again (group checker).
+    bool nack = nacks && record.attempts <= 1 && rng() % 10 == 0;
+    Op op = op_for(nack ? OpKind::kNack : OpKind::kAck);
+    op.offset = record.offset;
+    op.invoke_us = NowUs();
+    auto answer = nack ? c->GroupNack(group_, record.offset) : c->GroupAck(group_, record.offset);
+    op.complete_us = NowUs();
+    keep = NoteAnswer(op, answer);
+    history_.Add(std::move(op));
+    if (!keep) {
+      c.reset();
+      return -1;
+    }
+  }
+  return static_cast<int>(claimed->size());
+}
+
+// One consumer of group "g" on shard 0: polls, acks, and nacks a tenth of first deliveries.
+void Run::GroupConsumer() {
+  std::mt19937_64 rng(options_.seed * 31337);
+  std::unique_ptr<felix::Client> c;
+  while (!stop_.load()) GroupStep(c, rng, true);
+}
+
+bool Run::DrainGroup(FaultRunResult& result) {
+  std::mt19937_64 rng(options_.seed * 31338);
+  std::unique_ptr<felix::Client> c;
+  auto deadline = Clock::now() + 30s;
+  std::string last = "nothing polled";
+  while (Clock::now() < deadline) {
+    if (GroupStep(c, rng, false) != 0 || !c) continue;
+    // Nothing available now: done when nothing is owed or claimed and the cursor is at the tail.
+    auto info = c->GroupDescribe(group_);
+    if (!info) {
+      last = "describe: " + info.error().ToString();
+      c.reset();
+      continue;
+    }
+    last = "committed " + (info->committed ? std::to_string(*info->committed) : "none") + " tail " +
+           std::to_string(info->tail) + " in_flight " + std::to_string(info->in_flight) + " owed " +
+           std::to_string(info->owed) + " dead_letters " + std::to_string(info->dead_letters);
+    if (info->owed == 0 && info->in_flight == 0 && info->committed == info->tail) {
+      result.group_drain = "drained: " + last;
+      return true;
+    }
+  }
+  result.group_drain = "not drained within 30 s: " + last;
+  return false;
+}
+
 // Runs porcupine-check on the history as written to the run's directory.
 void Run::CheckCache(FaultRunResult& result) {
   std::string path = options_.dir + "/history.jsonl";
@@ -456,7 +611,7 @@ FaultOutcome Run::Inject(const Fault& fault) {
       break;
     }
     case FaultKind::kPauseEtcd: {
-      cluster_.etcd().Pause();
+      PauseAllEtcd(true);
       int lapsed = 0;
       bool seen = Eventually(
           [&] {
@@ -481,6 +636,15 @@ FaultOutcome Run::Inject(const Fault& fault) {
     case FaultKind::kSlowLink:
       InjectNetwork(fault, out);
       break;
+    case FaultKind::kDiskFull:
+    case FaultKind::kFsyncEio:
+    case FaultKind::kClockJump:
+      InjectLocal(fault, out);
+      break;
+    case FaultKind::kKillEtcdMember:
+    case FaultKind::kKillEtcdLeader:
+      InjectEtcd(fault, out);
+      break;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(fault.hold_ms));  // the fault's span
   switch (fault.kind) {
@@ -494,7 +658,7 @@ FaultOutcome Run::Inject(const Fault& fault) {
       out.heal = out.healed ? "resumed, ready" : cluster_.error();
       break;
     case FaultKind::kPauseEtcd:
-      cluster_.etcd().Resume();
+      PauseAllEtcd(false);
       out.healed = true;
       for (int m = 1; m <= cluster_.size(); ++m) out.healed &= cluster_.WaitReady(m, 60s);
       out.heal = out.healed ? "etcd resumed, every broker ready" : cluster_.error();
@@ -514,6 +678,15 @@ FaultOutcome Run::Inject(const Fault& fault) {
       }
       break;
     }
+    case FaultKind::kDiskFull:
+    case FaultKind::kFsyncEio:
+    case FaultKind::kClockJump:
+      HealLocal(fault, out);
+      break;
+    case FaultKind::kKillEtcdMember:
+    case FaultKind::kKillEtcdLeader:
+      HealEtcd(out);
+      break;
   }
   std::string missing;
   if (out.healed && !Eventually([&] { return AllReadyAndLed(&missing); }, 60s)) {
@@ -522,6 +695,193 @@ FaultOutcome Run::Inject(const Fault& fault) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(fault.gap_ms));  // quiet time
   return out;
+}
+
+int Run::DiskTarget(int node) const {
+  for (const auto& [shard, leader] : leaders_) {
+    if (leader == node) return node;
+  }
+  return leaders_.begin()->second;
+}
+
+std::optional<bool> Run::ClockProbe(bool put) {
+  auto c = Connect(cache_leader_);
+  if (!c) return std::nullopt;
+  felix::CacheRef cache{"default", kCache};
+  if (put && !c->CachePut(cache, "clock-probe", "t", std::chrono::minutes(10))) return std::nullopt;
+  auto value = c->CacheGet(cache, "clock-probe");
+  if (!value) return std::nullopt;
+  return value->has_value();
+}
+
+// A full disk (every log write ENOSPC) or failing fsyncs (EIO) on a broker that leads shards,
+// proved by its storage counters rising while the workload writes; or the cache leader's wall
+// clock stepped an hour ahead, proved by a put with a 10 min TTL expiring while the broker
+// keeps its lease (leases run on the monotonic clock, which the step does not touch).
+void Run::InjectLocal(const Fault& fault, FaultOutcome& out) {
+  out.fault.node = fault.kind == FaultKind::kClockJump ? cache_leader_ : DiskTarget(fault.node);
+  const int n = out.fault.node;
+  const std::string id = "n" + std::to_string(n);
+  if (fault.kind == FaultKind::kClockJump) {
+    auto before = ClockProbe(true);
+    bool stepped = before == true && WriteFaultFile(n, "clock_offset_ms=3600000\n");
+    bool expired = stepped && Eventually([&] { return ClockProbe(false) == false; }, 15s);
+    bool lease = expired && Metric(n, "felix_node_lease_valid") == 1;
+    out.proved = expired && lease;
+    out.proof = id + ": a put with a 10 min TTL " +
+                (before == true ? "read back" : "could not be read back") +
+                (expired ? ", then expired once the clock stepped 1 h ahead" : ", never expired") +
+                (lease ? "; the lease still held (monotonic clock)" : "; the lease was lost");
+    return;
+  }
+  const bool full = fault.kind == FaultKind::kDiskFull;
+  const std::string counter =
+      full ? "felix_storage_full_total" : "felix_storage_sync_failures_total";
+  double before = MetricSum(n, counter);
+  double after = before;
+  bool written = WriteFaultFile(n, full ? "write_errno=28\n" : "sync_errno=5\n");
+  out.proved = written && before >= 0 &&
+               Eventually(
+                   [&] {
+                     after = MetricSum(n, counter);
+                     return after > before;
+                   },
+                   15s);
+  out.proof = id + " " + counter + " " + std::to_string(static_cast<int64_t>(before)) + " -> " +
+              std::to_string(static_cast<int64_t>(after)) +
+              (full ? " (log writes refused: ENOSPC)" : " (fdatasync failed: EIO, logs poisoned)");
+}
+
+void Run::HealLocal(const Fault& fault, FaultOutcome& out) {
+  const int n = out.fault.node;
+  bool cleared = WriteFaultFile(n, "");
+  switch (fault.kind) {
+    case FaultKind::kDiskFull:
+      // A failing log stays on /health until one of its writes succeeds again.
+      out.healed =
+          cleared &&
+          Eventually(
+              [&] { return MetricSum(n, "felix_health_problems{kind=\"storage_write\"}") <= 0; },
+              60s);
+      out.heal = out.healed ? "space again, no storage_write problem left on /health"
+                            : "storage_write still listed on /health";
+      break;
+    case FaultKind::kFsyncEio:
+      // A poisoned log stays refused until a restart reopens it (FELIX_TEST_CLEAR_POISON).
+      cluster_.Kill(n);
+      out.healed = cleared && cluster_.StartReady(n, 60s);
+      out.heal = out.healed ? "fsyncs succeed again; restarted (poisoned logs reopened), ready"
+                            : "restart failed: " + cluster_.error();
+      break;
+    default:
+      out.healed = cleared && Eventually([&] { return ClockProbe(true) == true; }, 15s);
+      out.heal = out.healed ? "clock back; a put with a 10 min TTL reads back"
+                            : "a put with a 10 min TTL does not read back";
+      break;
+  }
+}
+
+void Run::PauseAllEtcd(bool pause) {
+  for (int m = 1; m <= cluster_.etcd_members(); ++m) {
+    pause ? cluster_.etcd_member(m).Pause() : cluster_.etcd_member(m).Resume();
+  }
+}
+
+std::optional<std::pair<std::string, std::string>> Run::EtcdStatus(int m) {
+  auto& member = cluster_.etcd_member(m);
+  if (!member.running()) return std::nullopt;
+  httplib::Client client("127.0.0.1", member.client_port());
+  client.set_connection_timeout(500ms);
+  client.set_read_timeout(500ms);
+  auto r = client.Post("/v3/maintenance/status", "{}", "application/json");
+  if (!r || r->status != 200) return std::nullopt;
+  Json status = Json::parse(r->body, nullptr, false);
+  if (!status.is_object() || !status.contains("header")) return std::nullopt;
+  return std::make_pair(status["header"].value("member_id", ""), status.value("leader", ""));
+}
+
+void Run::InjectEtcd(const Fault& fault, FaultOutcome& out) {
+  const bool leader_kill = fault.kind == FaultKind::kKillEtcdLeader;
+  std::map<int, std::string> ids;
+  std::string leader;
+  std::vector<int> followers;
+  for (int m = 1; m <= cluster_.etcd_members(); ++m) {
+    if (auto status = EtcdStatus(m)) {
+      ids[m] = status->first;
+      leader = status->second;
+    }
+  }
+  int target = 0;
+  for (const auto& [m, id] : ids) {
+    if (id == leader) {
+      if (leader_kill) target = m;
+    } else {
+      followers.push_back(m);
+    }
+  }
+  if (!leader_kill && !followers.empty()) {
+    target = followers[static_cast<size_t>(fault.node) % followers.size()];
+  }
+  out.fault.node = target;
+  if (target == 0 || leader.empty()) {
+    out.proof = "no etcd " + std::string(leader_kill ? "leader" : "follower") + " found (" +
+                std::to_string(ids.size()) + " of " + std::to_string(cluster_.etcd_members()) +
+                " members answered)";
+    return;
+  }
+  auto& member = cluster_.etcd_member(target);
+  member.Kill();
+  bool gone = !member.running() && !member.Healthy(300ms);
+  std::string now_leader;
+  // The survivors keep (a follower died) or elect (the leader died) a leader among themselves.
+  bool led = gone && Eventually(
+                         [&] {
+                           for (const auto& [m, id] : ids) {
+                             if (m == target) continue;
+                             auto status = EtcdStatus(m);
+                             if (!status || status->second.empty() || status->second == "0") {
+                               continue;
+                             }
+                             if (leader_kill && status->second == leader) continue;
+                             now_leader = status->second;
+                             return true;
+                           }
+                           return false;
+                         },
+                         15s);
+  out.proved = gone && led;
+  out.proof =
+      "etcd " + member.name() + " (" + (leader_kill ? "the leader" : "a follower") + ", id " +
+      ids[target] + ") killed: " + (gone ? "no process, /health unanswered" : "still answering") +
+      "; " +
+      (led ? "the survivors' leader is " + now_leader +
+                 (leader_kill ? " (was " + leader + ")" : " (unchanged)")
+           : "the survivors report no " + std::string(leader_kill ? "new " : "") + "leader");
+}
+
+void Run::HealEtcd(FaultOutcome& out) {
+  const int m = out.fault.node;
+  if (m == 0) {
+    out.heal = "nothing was killed";
+    return;
+  }
+  auto& member = cluster_.etcd_member(m);
+  bool up = member.Start(30s);
+  std::string leader;
+  // Back in the cluster: it follows the same leader as another member.
+  bool joined = up && Eventually(
+                          [&] {
+                            auto own = EtcdStatus(m);
+                            auto other = EtcdStatus(m % cluster_.etcd_members() + 1);
+                            if (!own || !other || own->second.empty()) return false;
+                            leader = own->second;
+                            return own->second == other->second;
+                          },
+                          30s);
+  out.healed = joined;
+  out.heal = !up      ? "restart failed: " + member.error()
+             : joined ? "restarted " + member.name() + ", healthy, follows leader " + leader
+                      : "restarted " + member.name() + " but it does not agree on a leader";
 }
 
 // Cuts links in the hub (or slows one) and proves the effect through the brokers' own view —
@@ -740,6 +1100,7 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
                                            {"brokers", cluster_.size()},
                                            {"shards", options_.shards},
                                            {"publishers", options_.publishers},
+                                           {"etcd_members", options_.etcd_members},
                                            {"duration_ms", result.duration_ms},
                                            {"network", result.network},
                                            {"env", options_.env}}
@@ -779,7 +1140,9 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
   verdict << "liveness " << (result.live_after_heal ? "ok" : "FAILED") << ": " << result.liveness
           << "\nfinal_read " << (result.final_read ? "ok" : "FAILED: " + result.final_read_error)
           << "\nnot_sent " << result.not_sent << "\n"
-          << result.verdict.Summary() << "counter_adds " << result.counter_adds << "\ncounters "
+          << result.verdict.Summary() << "group_drain " << (result.group_drained ? "ok" : "FAILED")
+          << ": " << result.group_drain << "\n"
+          << result.groups.Summary() << "counter_adds " << result.counter_adds << "\ncounters "
           << (result.counters.ok() ? "PASS" : "FAIL") << "\ncache_ops " << result.cache_ops
           << "\ncache "
           << (!result.cache_checked       ? "NOT CHECKED"
@@ -792,6 +1155,10 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
     std::ofstream(dir + "/broker-" + std::to_string(n) + ".log") << cluster_.LogTail(n, 65536);
   }
   std::ofstream(dir + "/etcd.log") << cluster_.etcd().LogTail(65536);
+  for (int m = 2; m <= cluster_.etcd_members(); ++m) {
+    std::ofstream(dir + "/etcd-e" + std::to_string(m) + ".log")
+        << cluster_.etcd_member(m).LogTail(65536);
+  }
 }
 
 FaultRunResult Run::Go() {
@@ -809,9 +1176,10 @@ FaultRunResult Run::Go() {
     threads.emplace_back([this] { Counter(); });
     for (int c = 0; c < options_.cache_clients; ++c)
       threads.emplace_back([this, c] { CacheClient(60 + c); });
-    const int kinds = lab_ ? kAllFaultKinds : kProcessFaultKinds;
+    threads.emplace_back([this] { GroupConsumer(); });
+    const auto kinds = lab_ ? AllFaultKinds() : LocalFaultKinds();
     auto schedule = NemesisSchedule(options_.seed, 64, cluster_.size(), kinds);
-    const int min_faults = std::max(options_.min_faults, kinds);
+    const int min_faults = std::max(options_.min_faults, static_cast<int>(kinds.size()));
     auto end = t0_ + std::chrono::seconds(options_.seconds);
     // Let the workload run a moment before the first fault, so there is history to lose.
     std::this_thread::sleep_for(1s);
@@ -826,6 +1194,8 @@ FaultRunResult Run::Go() {
     stop_ = true;
     for (auto& t : threads) t.join();
     result.live_after_heal = Liveness(result);
+    // After the probes (shard 0 takes one too): the group must reach the final tail.
+    result.group_drained = result.live_after_heal && DrainGroup(result);
     result.final_read = result.live_after_heal && ReadFinal(result, logs);
     std::map<std::string, int64_t> counters;
     result.final_read = result.final_read && ReadCounters(result, counters);
@@ -833,6 +1203,7 @@ FaultRunResult Run::Go() {
       auto ops = history_.ops();
       result.verdict = CheckStreams(ops, logs);
       result.counters = CheckCounters(ops, counters);
+      if (result.group_drained) result.groups = CheckGroups(ops, logs);
       for (const Op& op : ops) {
         result.counter_adds += op.kind == OpKind::kAdd ? 1 : 0;
         bool cache =

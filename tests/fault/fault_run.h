@@ -1,11 +1,13 @@
 // FaultRun: one seeded fault run on a real cluster (cluster-etcd.md §6, issue 17) — one etcd and
 // three `felix-broker` processes (ClusterHarness), a durable stream with fsync on_commit, client
-// threads publishing unique keyed records straight to each shard's leader through the C++
-// client library (acks after the write, with offsets), a reader thread taking snapshot reads
-// from earliest, and a nemesis that runs a schedule derived from the seed: SIGKILL + restart of
+// threads publishing unique keyed records (single records and three-record batches) straight to
+// each shard's leader through the C++ client library (acks after the write, with offsets), a
+// reader thread taking snapshot reads from earliest, a consumer-group client acking and nacking
+// shard 0's records, and a nemesis that runs a schedule derived from the seed: SIGKILL + restart of
 // a broker, SIGSTOP/SIGCONT of a broker, SIGSTOP/SIGCONT of etcd, and — as root, with each broker
 // in its own network namespace (net_lab.h) — a broker isolated, a majority/minority split, one-way
-// loss and a slow, lossy link. Each fault is proved to have
+// loss and a slow, lossy link; through the broker's fault file (test builds) a full disk, failing
+// fsyncs (EIO) and a wall-clock step. Each fault is proved to have
 // taken effect before it is healed. After the last heal the run waits (≤ 60 s) until every
 // broker is ready and every shard is led and accepts a probe publish, reads every shard's final
 // log from its leader and the counters' final values, and runs the stream and counter checkers;
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "fault/group_checker.h"
 #include "fault/history.h"
 #include "fault/nemesis.h"
 #include "fault/stream_checker.h"
@@ -44,6 +47,7 @@ struct FaultRunOptions {
   int publishers = 4;
   int cache_clients = 2;  // puts / gets / deletes on a few keys, checked by porcupine/
   uint32_t shards = 6;
+  int etcd_members = 3;                    // etcd member faults need 3
   std::string dir;                         // where the run writes its files (must exist)
   std::map<std::string, std::string> env;  // added to every broker's environment
 };
@@ -69,6 +73,9 @@ struct FaultRunResult {
   std::string final_read_error;
   StreamVerdict verdict;
   CounterVerdict counters;
+  bool group_drained = false;       // the consumer group owed nothing after the heal
+  std::string group_drain;          // its state when drained, or what was left
+  GroupVerdict groups;              // checked when drained
   size_t counter_adds = 0;          // add ops in the history
   size_t cache_ops = 0;             // put / get / delete ops in the history
   bool cache_checked = false;       // porcupine-check decided (exit 0 or 1)

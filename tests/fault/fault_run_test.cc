@@ -9,9 +9,16 @@
 // only and says so in its verdict ("network:"). scripts/fault-run SEED [SECONDS] runs this test
 // with its own seed and length.
 //
-// TheCheckerCatchesABrokerThatDropsAcknowledgedRecords (fault-seam builds only): the same
-// workload against brokers that acknowledge every 5th publish batch without writing it
-// (FELIX_TEST_DROP_ACKED_EVERY); the checker must report those records lost (rule 1).
+// The checker catches deliberately broken brokers (fault-seam builds only; the same workload,
+// 3 s, no nemesis): TheCheckerCatchesABrokerThatDropsAcknowledgedRecords — every 5th publish
+// batch acknowledged without being written (FELIX_TEST_DROP_ACKED_EVERY), reported lost (rule 1);
+// TheCheckerCatchesABrokerThatWritesBatchesTwice — every 7th batch written twice
+// (FELIX_TEST_DUPLICATE_EVERY), reported as duplicates (rule 2);
+// PorcupineCatchesACacheThatServesStaleReads — cache gets miss every 3rd write (values written at
+// offsets divisible by 3 read as absent, FELIX_TEST_STALE_GET_EVERY), not linearizable (rule 7).
+//
+// ctest runs the seeded run (fault_run_test) and the broken builds (fault_broken_build_test) as
+// two entries of this binary (CMakeLists.txt), side by side under `ctest -j`.
 //
 // Each run writes its files to $FELIX_FAULT_DIR when set (kept), else to a temp directory that
 // is kept and printed only when the test fails.
@@ -23,6 +30,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "fault/fault_run.h"
 #include "support/child_process.h"
@@ -75,20 +83,23 @@ TEST(FaultRun, SeededNemesisRunKeepsEveryAcknowledgedRecord) {
     EXPECT_TRUE(result.partitions) << result.network;
   }
   ASSERT_TRUE(result.started) << result.setup_error;
-  const int kinds = result.partitions ? kAllFaultKinds : kProcessFaultKinds;
-  ASSERT_GE(result.faults.size(), static_cast<size_t>(kinds));
+  const size_t kinds = (result.partitions ? AllFaultKinds() : LocalFaultKinds()).size();
+  ASSERT_GE(result.faults.size(), kinds);
   std::set<FaultKind> seen;
   for (const auto& f : result.faults) {
     EXPECT_TRUE(f.proved) << FaultKindName(f.fault.kind) << " n" << f.fault.node << ": " << f.proof;
     EXPECT_TRUE(f.healed) << FaultKindName(f.fault.kind) << " n" << f.fault.node << ": " << f.heal;
     seen.insert(f.fault.kind);
   }
-  EXPECT_EQ(seen.size(), static_cast<size_t>(kinds)) << "every kind of fault at least once";
+  EXPECT_EQ(seen.size(), kinds) << "every kind of fault at least once";
   ASSERT_TRUE(result.live_after_heal) << result.liveness;
   ASSERT_TRUE(result.final_read) << result.final_read_error;
   EXPECT_GT(result.verdict.acknowledged, 0u);
   EXPECT_GT(result.verdict.reads, 0u);
   EXPECT_TRUE(result.verdict.ok()) << result.verdict.Summary();
+  EXPECT_TRUE(result.group_drained) << result.group_drain;
+  EXPECT_GT(result.groups.acks, 0u) << result.groups.Summary();
+  EXPECT_TRUE(result.groups.ok()) << result.groups.Summary();
   EXPECT_GT(result.counter_adds, 0u);
   for (const auto& v : result.counters.violations) ADD_FAILURE() << v;
   EXPECT_GT(result.cache_ops, 0u);
@@ -98,25 +109,70 @@ TEST(FaultRun, SeededNemesisRunKeepsEveryAcknowledgedRecord) {
 }
 
 #if FELIX_FAULT_INJECTION
-TEST(FaultRun, TheCheckerCatchesABrokerThatDropsAcknowledgedRecords) {
+// The same workload for 3 s, no nemesis, on loopback, against brokers built broken by `seam`
+// (a FELIX_TEST_* variable of test builds).
+FaultRunResult RunBroken(const std::string& name, const std::string& seam, const std::string& value,
+                         std::string* dir, bool* temporary) {
   FaultRunOptions options;
   options.seed = kCiSeed;
   options.seconds = 3;
-  options.nemesis = false;     // the broken broker loses records without any help
+  options.nemesis = false;     // the broken broker misbehaves without any help
   options.partitions = false;  // no network faults: loopback is enough
-  options.env["FELIX_TEST_DROP_ACKED_EVERY"] = "5";
-  auto [dir, temporary] = RunDir("drop-acked");
-  options.dir = dir;
-  FaultRunResult result = RunFaults(options);
+  options.env[seam] = value;
+  std::tie(*dir, *temporary) = RunDir(name);
+  options.dir = *dir;
+  return RunFaults(options);
+}
+
+TEST(FaultRun, TheCheckerCatchesABrokerThatDropsAcknowledgedRecords) {
+  std::string dir;
+  bool temporary = false;
+  auto result = RunBroken("drop-acked", "FELIX_TEST_DROP_ACKED_EVERY", "5", &dir, &temporary);
   ASSERT_TRUE(result.started) << result.setup_error;
   ASSERT_TRUE(result.final_read) << result.liveness << " " << result.final_read_error;
   ASSERT_GE(result.verdict.acknowledged, 50u);
-  // Every 5th batch of a shard was acknowledged and never written: lost, and only that.
+  // Every 5th batch of a shard was acknowledged and never written: lost (rule 1), and the next
+  // batch acknowledged at the same offset after it, or a read stopping short of it (rule 4,
+  // order / stale_read) — and only that.
   EXPECT_GE(result.verdict.Count(1), result.verdict.acknowledged / 5 - 6)
       << result.verdict.Summary();
-  EXPECT_EQ(result.verdict.Count(1), result.verdict.violations.size()) << result.verdict.Summary();
-  for (const auto& v : result.verdict.violations) EXPECT_EQ(v.what, "lost") << v.ToString();
+  EXPECT_EQ(result.verdict.Count(1) + result.verdict.Count(4), result.verdict.violations.size())
+      << result.verdict.Summary();
+  for (const auto& v : result.verdict.violations) {
+    EXPECT_TRUE(v.what == "lost" || v.rule == 4) << v.ToString();
+  }
   EXPECT_EQ(result.verdict.indeterminate, 0u);  // no faults: every publish was answered
+  Finish(dir, temporary);
+}
+
+TEST(FaultRun, TheCheckerCatchesABrokerThatWritesBatchesTwice) {
+  std::string dir;
+  bool temporary = false;
+  auto result = RunBroken("duplicate", "FELIX_TEST_DUPLICATE_EVERY", "7", &dir, &temporary);
+  ASSERT_TRUE(result.started) << result.setup_error;
+  ASSERT_TRUE(result.final_read) << result.liveness << " " << result.final_read_error;
+  ASSERT_GE(result.verdict.acknowledged, 50u);
+  // Every 7th batch of a shard is in the log twice: duplicates (rule 2), and nothing else.
+  EXPECT_GE(result.verdict.Count(2), result.verdict.acknowledged / 7 / 2)
+      << result.verdict.Summary();
+  EXPECT_EQ(result.verdict.Count(2), result.verdict.violations.size()) << result.verdict.Summary();
+  for (const auto& v : result.verdict.violations) EXPECT_EQ(v.what, "duplicate") << v.ToString();
+  EXPECT_TRUE(result.cache_linearizable) << result.cache_report;
+  Finish(dir, temporary);
+}
+
+TEST(FaultRun, PorcupineCatchesACacheThatServesStaleReads) {
+  std::string dir;
+  bool temporary = false;
+  auto result = RunBroken("stale-cache", "FELIX_TEST_STALE_GET_EVERY", "3", &dir, &temporary);
+  ASSERT_TRUE(result.started) << result.setup_error;
+  ASSERT_TRUE(result.final_read) << result.liveness << " " << result.final_read_error;
+  EXPECT_TRUE(result.verdict.ok()) << result.verdict.Summary();  // streams are not broken
+  ASSERT_GT(result.cache_ops, 50u);
+  // Values written at offsets divisible by 3 read as absent (stale): not linearizable.
+  EXPECT_TRUE(result.cache_checked) << result.cache_report;
+  EXPECT_FALSE(result.cache_linearizable) << result.cache_report;
+  EXPECT_NE(result.cache_report.find("NOT LINEARIZABLE"), std::string::npos) << result.cache_report;
   Finish(dir, temporary);
 }
 #endif

@@ -42,8 +42,19 @@ std::string_view OpKindName(OpKind kind) {
       return "get";
     case OpKind::kDelete:
       return "delete";
+    case OpKind::kPoll:
+      return "poll";
+    case OpKind::kAck:
+      return "ack";
+    case OpKind::kNack:
+      return "nack";
   }
   return "publish";
+}
+
+std::vector<std::string> PublishedValues(const Op& op) {
+  if (!op.batch.empty()) return op.batch;
+  return {op.value};
 }
 
 namespace {
@@ -70,7 +81,8 @@ Json ToJson(const Op& op) {
   if (!op.value.empty() || op.found) j["value"] = op.value;
   if (op.offset) j["offset"] = *op.offset;
   if (op.kind == OpKind::kAdd) j["delta"] = op.delta;
-  if (op.kind == OpKind::kRead) {
+  if (!op.batch.empty()) j["batch"] = op.batch;
+  if (op.kind == OpKind::kRead || op.kind == OpKind::kPoll) {
     Json read = Json::array();
     for (const auto& [offset, value] : op.read) read.push_back(Json::array({offset, value}));
     j["read"] = std::move(read);
@@ -85,9 +97,10 @@ Result<Op> FromJson(const Json& j) {
   try {
     op.id = j.at("id").get<uint64_t>();
     op.client = j.at("client").get<int>();
-    auto kind = Parse<OpKind>(j.at("kind").get<std::string>(), OpKindName,
-                              {OpKind::kPublish, OpKind::kRead, OpKind::kAdd, OpKind::kPut,
-                               OpKind::kGet, OpKind::kDelete});
+    auto kind =
+        Parse<OpKind>(j.at("kind").get<std::string>(), OpKindName,
+                      {OpKind::kPublish, OpKind::kRead, OpKind::kAdd, OpKind::kPut, OpKind::kGet,
+                       OpKind::kDelete, OpKind::kPoll, OpKind::kAck, OpKind::kNack});
     auto outcome = Parse<Outcome>(j.at("outcome").get<std::string>(), OutcomeName,
                                   {Outcome::kOk, Outcome::kFail, Outcome::kIndeterminate});
     if (!kind || !outcome) return Fail(ErrorCode::kInvalidArgument, "unknown kind or outcome");
@@ -102,6 +115,7 @@ Result<Op> FromJson(const Json& j) {
     op.found = (op.kind == OpKind::kGet || op.kind == OpKind::kDelete) && j.contains("value");
     if (j.contains("offset")) op.offset = j.at("offset").get<uint64_t>();
     op.delta = j.value("delta", int64_t{0});
+    if (j.contains("batch")) op.batch = j.at("batch").get<std::vector<std::string>>();
     if (j.contains("read")) {
       for (const auto& pair : j.at("read")) {
         op.read.emplace_back(pair.at(0).get<uint64_t>(), pair.at(1).get<std::string>());

@@ -37,6 +37,9 @@ enum class OpKind {
   kPut,      // cache put of `value` under `key`
   kGet,      // cache get of `key`; ok: `found` and the `value` it returned
   kDelete,   // cache delete of `key`; ok: `found` and the `value` it held
+  kPoll,     // group poll of `shard` (group `key`): the records it claimed, in `read`
+  kAck,      // group ack of `offset` of `shard` (group `key`)
+  kNack,     // group nack (hand back for redelivery) of `offset` of `shard` (group `key`)
 };
 
 struct Op {
@@ -48,11 +51,14 @@ struct Op {
   Outcome outcome = Outcome::kIndeterminate;
   uint32_t shard = 0;
   std::string key;
-  std::string value;   // publish: the (unique) payload; put: written; get/delete: returned
-  bool found = false;  // get/delete ok: the key held a value (JSON: "value" present)
-  std::optional<uint64_t> offset;                      // publish ok: the acknowledged offset
-  int64_t delta = 0;                                   // add
-  std::vector<std::pair<uint64_t, std::string>> read;  // read: (offset, value)
+  std::string value;  // publish: the (unique) payload; put: written; get/delete: returned
+  // publish of more than one record: every record of the batch (batch[0] == value), one
+  // publish request; the acknowledged offset is the first's, record i sits at offset + i.
+  std::vector<std::string> batch;
+  bool found = false;              // get/delete ok: the key held a value (JSON: "value" present)
+  std::optional<uint64_t> offset;  // publish ok: the acknowledged offset; ack/nack: the record
+  int64_t delta = 0;               // add
+  std::vector<std::pair<uint64_t, std::string>> read;  // read / poll: (offset, value)
   std::string error;  // refusal code/message or why it is indeterminate; "" when ok
   int node = 0;       // the broker (1..N) the request went to, 0 when none
 };
@@ -64,6 +70,8 @@ Outcome RefusalOutcome(std::string_view retry_class);
 
 std::string_view OutcomeName(Outcome outcome);
 std::string_view OpKindName(OpKind kind);
+// The records a publish carried: `batch`, or `value` alone.
+std::vector<std::string> PublishedValues(const Op& op);
 
 class History {
  public:

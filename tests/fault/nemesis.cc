@@ -21,18 +21,41 @@ std::string_view FaultKindName(FaultKind kind) {
       return "one_way";
     case FaultKind::kSlowLink:
       return "slow_link";
+    case FaultKind::kDiskFull:
+      return "disk_full";
+    case FaultKind::kFsyncEio:
+      return "fsync_eio";
+    case FaultKind::kClockJump:
+      return "clock_jump";
+    case FaultKind::kKillEtcdMember:
+      return "kill_etcd_member";
+    case FaultKind::kKillEtcdLeader:
+      return "kill_etcd_leader";
   }
   return "kill_broker";
 }
 
-std::vector<Fault> NemesisSchedule(uint64_t seed, int count, int nodes, int kind_count) {
+std::vector<FaultKind> LocalFaultKinds() {
+  return {FaultKind::kKillBroker,     FaultKind::kPauseBroker,   FaultKind::kPauseEtcd,
+          FaultKind::kDiskFull,       FaultKind::kFsyncEio,      FaultKind::kClockJump,
+          FaultKind::kKillEtcdMember, FaultKind::kKillEtcdLeader};
+}
+
+std::vector<FaultKind> AllFaultKinds() {
+  return {FaultKind::kKillBroker,    FaultKind::kPauseBroker,    FaultKind::kPauseEtcd,
+          FaultKind::kIsolateBroker, FaultKind::kSplit,          FaultKind::kOneWay,
+          FaultKind::kSlowLink,      FaultKind::kDiskFull,       FaultKind::kFsyncEio,
+          FaultKind::kClockJump,     FaultKind::kKillEtcdMember, FaultKind::kKillEtcdLeader};
+}
+
+std::vector<Fault> NemesisSchedule(uint64_t seed, int count, int nodes,
+                                   const std::vector<FaultKind>& all) {
   // mt19937_64 is specified bit for bit by the standard, and only its raw output is used (no
   // distribution objects, whose results differ between standard libraries).
   std::mt19937_64 rng(seed);
   std::vector<Fault> out;
   while (static_cast<int>(out.size()) < count) {
-    std::vector<FaultKind> kinds;
-    for (int k = 0; k < kind_count; ++k) kinds.push_back(static_cast<FaultKind>(k));
+    std::vector<FaultKind> kinds = all;
     for (size_t i = kinds.size() - 1; i > 0; --i) std::swap(kinds[i], kinds[rng() % (i + 1)]);
     for (FaultKind kind : kinds) {
       if (static_cast<int>(out.size()) == count) break;

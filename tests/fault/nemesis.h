@@ -8,18 +8,27 @@
 
 namespace felix::fault {
 
-// Process faults (any machine), then network faults (NetLab: root and network namespaces).
+// Process faults (any machine), network faults (NetLab: root and network namespaces), then disk
+// and clock faults (any machine: the broker's FELIX_STORAGE_FAULT_FILE seam, test builds), then
+// etcd member faults (a 3-member etcd).
 enum class FaultKind {
-  kKillBroker,     // SIGKILL a broker, restart it
-  kPauseBroker,    // SIGSTOP / SIGCONT a broker
-  kPauseEtcd,      // SIGSTOP / SIGCONT etcd
-  kIsolateBroker,  // a broker cut from its peers and etcd, both ways
-  kSplit,          // {one broker, etcd} | {the other brokers}: the majority loses etcd
-  kOneWay,         // packets to a broker from its peers and etcd dropped; its own still leave
-  kSlowLink,       // delay and loss on a broker's link (tc netem, or tbf without netem)
+  kKillBroker,      // SIGKILL a broker, restart it
+  kPauseBroker,     // SIGSTOP / SIGCONT a broker
+  kPauseEtcd,       // SIGSTOP / SIGCONT etcd
+  kIsolateBroker,   // a broker cut from its peers and etcd, both ways
+  kSplit,           // {one broker, etcd} | {the other brokers}: the majority loses etcd
+  kOneWay,          // packets to a broker from its peers and etcd dropped; its own still leave
+  kSlowLink,        // delay and loss on a broker's link (tc netem, or tbf without netem)
+  kDiskFull,        // every log write of a broker fails ENOSPC, then space again
+  kFsyncEio,        // every log fdatasync of a broker fails EIO (its logs poison), then restart
+  kClockJump,       // the cache leader's wall clock steps an hour ahead, then back
+  kKillEtcdMember,  // SIGKILL a follower member of the 3-member etcd, restart it
+  kKillEtcdLeader,  // SIGKILL the etcd leader member, restart it
 };
-constexpr int kProcessFaultKinds = 3;
-constexpr int kAllFaultKinds = 7;
+// The kinds a run without network namespaces can inject (process, disk, clock, etcd member),
+// and all.
+std::vector<FaultKind> LocalFaultKinds();
+std::vector<FaultKind> AllFaultKinds();
 std::string_view FaultKindName(FaultKind kind);
 
 struct Fault {
@@ -29,10 +38,10 @@ struct Fault {
   int gap_ms = 0;   // quiet time after the heal
 };
 
-// The nemesis schedule for `seed`: `count` faults of the first `kinds` kinds (kProcessFaultKinds
-// or kAllFaultKinds), every kind once in each group of `kinds` (in a seed-chosen order), targets
-// and durations drawn from the seed. Same seed and kinds, same schedule.
+// The nemesis schedule for `seed`: `count` faults of `kinds`, every kind once in each group of
+// kinds.size() (in a seed-chosen order), targets and durations drawn from the seed. Same seed
+// and kinds, same schedule.
 std::vector<Fault> NemesisSchedule(uint64_t seed, int count, int nodes,
-                                   int kinds = kProcessFaultKinds);
+                                   const std::vector<FaultKind>& kinds);
 
 }  // namespace felix::fault

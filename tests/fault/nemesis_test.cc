@@ -1,6 +1,6 @@
 // The nemesis schedule is a function of the seed: the same seed gives the same faults, another
-// seed other ones, and every group has one fault of each kind on a real node (three process
-// kinds, or all seven with the network faults).
+// seed other ones, and every group has one fault of each kind on a real node (the eight local
+// kinds, or all twelve with the network faults).
 #include "fault/nemesis.h"
 
 #include <gtest/gtest.h>
@@ -22,10 +22,12 @@ bool Same(const std::vector<Fault>& a, const std::vector<Fault>& b) {
 }
 
 TEST(Nemesis, TheSeedNamesTheSchedule) {
-  auto a = NemesisSchedule(1717, 12, 3);
+  const std::vector<FaultKind> three = {FaultKind::kKillBroker, FaultKind::kPauseBroker,
+                                        FaultKind::kPauseEtcd};
+  auto a = NemesisSchedule(1717, 12, 3, three);
   ASSERT_EQ(a.size(), 12u);
-  EXPECT_TRUE(Same(a, NemesisSchedule(1717, 12, 3)));
-  EXPECT_FALSE(Same(a, NemesisSchedule(1718, 12, 3)));
+  EXPECT_TRUE(Same(a, NemesisSchedule(1717, 12, 3, three)));
+  EXPECT_FALSE(Same(a, NemesisSchedule(1718, 12, 3, three)));
   for (size_t group = 0; group < a.size(); group += 3) {
     std::set<FaultKind> kinds;
     for (size_t i = group; i < group + 3; ++i) {
@@ -38,23 +40,28 @@ TEST(Nemesis, TheSeedNamesTheSchedule) {
     EXPECT_EQ(kinds.size(), 3u) << "group " << group / 3;
   }
   EXPECT_EQ(FaultKindName(FaultKind::kPauseEtcd), "pause_etcd");
-  // Process faults only by default: the schedule of a seed did not change with partitions.
-  EXPECT_TRUE(Same(a, NemesisSchedule(1717, 12, 3, kProcessFaultKinds)));
+  EXPECT_EQ(LocalFaultKinds().size(), 8u);
 }
 
-TEST(Nemesis, WithPartitionsEveryGroupHasEveryKind) {
-  auto a = NemesisSchedule(1717, 14, 3, kAllFaultKinds);
-  ASSERT_EQ(a.size(), 14u);
-  EXPECT_TRUE(Same(a, NemesisSchedule(1717, 14, 3, kAllFaultKinds)));
-  for (size_t group = 0; group < a.size(); group += kAllFaultKinds) {
+TEST(Nemesis, EveryGroupHasEveryKind) {
+  const auto all = AllFaultKinds();
+  ASSERT_EQ(all.size(), 12u);
+  auto a = NemesisSchedule(1717, 24, 3, all);
+  ASSERT_EQ(a.size(), 24u);
+  EXPECT_TRUE(Same(a, NemesisSchedule(1717, 24, 3, all)));
+  for (size_t group = 0; group < a.size(); group += all.size()) {
     std::set<FaultKind> kinds;
-    for (size_t i = group; i < group + kAllFaultKinds; ++i) kinds.insert(a[i].kind);
-    EXPECT_EQ(kinds.size(), static_cast<size_t>(kAllFaultKinds)) << "group " << group / 7;
+    for (size_t i = group; i < group + all.size(); ++i) kinds.insert(a[i].kind);
+    EXPECT_EQ(kinds.size(), all.size()) << "group " << group / all.size();
   }
   EXPECT_EQ(FaultKindName(FaultKind::kIsolateBroker), "isolate_broker");
   EXPECT_EQ(FaultKindName(FaultKind::kSplit), "split");
   EXPECT_EQ(FaultKindName(FaultKind::kOneWay), "one_way");
   EXPECT_EQ(FaultKindName(FaultKind::kSlowLink), "slow_link");
+  EXPECT_EQ(FaultKindName(FaultKind::kDiskFull), "disk_full");
+  EXPECT_EQ(FaultKindName(FaultKind::kFsyncEio), "fsync_eio");
+  EXPECT_EQ(FaultKindName(FaultKind::kClockJump), "clock_jump");
+  EXPECT_EQ(FaultKindName(FaultKind::kKillEtcdLeader), "kill_etcd_leader");
 }
 
 }  // namespace

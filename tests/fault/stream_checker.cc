@@ -1,5 +1,7 @@
 #include "fault/stream_checker.h"
 
+#include <algorithm>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -8,7 +10,12 @@ namespace felix::fault {
 
 std::string Violation::ToString() const {
   std::ostringstream out;
-  out << "rule " << rule << " " << what << ": shard " << shard << " value \"" << value << "\"";
+  if (rule == 0) {
+    out << "group " << what;
+  } else {
+    out << "rule " << rule << " " << what;
+  }
+  out << ": shard " << shard << " value \"" << value << "\"";
   if (expected) out << " expected at offset " << *expected;
   out << " found at [";
   for (size_t i = 0; i < found.size(); ++i) out << (i ? "," : "") << found[i];
@@ -39,6 +46,55 @@ struct Place {
   uint32_t shard;
   uint64_t offset;
 };
+
+using AddViolation = std::function<void(int, std::string, uint32_t, std::string,
+                                        std::optional<uint64_t>, std::vector<uint64_t>, uint64_t)>;
+
+// Rule 4, real-time order, per shard: (a) an acknowledged publish that completed before another
+// was invoked has the lower offsets ("order"); (b) a read that completed normally and was
+// invoked after an acknowledged publish completed reached that publish's last offset — it read
+// up to the tail the broker reported, so a shorter read saw a stale tail ("stale_read").
+void CheckRealTimeOrder(const std::vector<Op>& history, const AddViolation& add) {
+  struct Acked {
+    const Op* op;
+    uint64_t last;  // offset of its last record
+  };
+  std::map<uint32_t, std::vector<Acked>> by_complete;
+  std::map<uint32_t, std::vector<const Op*>> invoked;  // publishes (acked) and reads (ok)
+  for (const Op& op : history) {
+    if (op.outcome != Outcome::kOk) continue;
+    if (op.kind == OpKind::kPublish && op.offset) {
+      by_complete[op.shard].push_back({&op, *op.offset + PublishedValues(op).size() - 1});
+      invoked[op.shard].push_back(&op);
+    } else if (op.kind == OpKind::kRead) {
+      invoked[op.shard].push_back(&op);
+    }
+  }
+  for (auto& [shard, acked] : by_complete) {
+    std::sort(acked.begin(), acked.end(),
+              [](const Acked& a, const Acked& b) { return a.op->complete_us < b.op->complete_us; });
+    auto& ops = invoked[shard];
+    std::sort(ops.begin(), ops.end(),
+              [](const Op* a, const Op* b) { return a->invoke_us < b->invoke_us; });
+    // The highest offset acknowledged before the current op was invoked, and by whom.
+    std::optional<Acked> highest;
+    size_t next = 0;
+    for (const Op* op : ops) {
+      for (; next < acked.size() && acked[next].op->complete_us < op->invoke_us; ++next) {
+        if (!highest || acked[next].last > highest->last) highest = acked[next];
+      }
+      if (!highest) continue;
+      if (op->kind == OpKind::kPublish && *op->offset <= highest->last) {
+        add(4, "order", shard, op->value, op->offset, {highest->last}, op->id);
+      } else if (op->kind == OpKind::kRead &&
+                 (op->read.empty() || op->read.back().first < highest->last)) {
+        std::vector<uint64_t> reached;
+        if (!op->read.empty()) reached.push_back(op->read.back().first);
+        add(4, "stale_read", shard, highest->op->value, highest->last, reached, op->id);
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -81,30 +137,59 @@ StreamVerdict CheckStreams(const std::vector<Op>& history, const FinalLogs& fina
   std::set<std::string> published;
   for (const Op& op : history) {
     if (op.kind != OpKind::kPublish) continue;
-    published.insert(op.value);
+    const std::vector<std::string> values = PublishedValues(op);
+    size_t present = 0;
+    for (const auto& v : values) {
+      published.insert(v);
+      present += where.count(v) ? 1 : 0;
+    }
+    // Rule 8: a batch is all in the final state, at consecutive offsets in its order, or not at
+    // all (whatever its outcome).
+    if (values.size() > 1 && present > 0) {
+      bool whole = present == values.size();
+      for (size_t i = 1; whole && i < values.size(); ++i) {
+        const Place& first = where.at(values[0])[0];
+        const auto& places = where.at(values[i]);
+        whole = places[0].shard == first.shard && places[0].offset == first.offset + i;
+      }
+      if (!whole) {
+        for (const auto& v : values) {
+          if (!where.count(v)) add(8, "partial_batch", op.shard, v, std::nullopt, {}, op.id);
+        }
+        if (present == values.size()) {
+          add(8, "batch_split", op.shard, values[0], std::nullopt, found_of(values[0]), op.id);
+        }
+      }
+    }
     switch (op.outcome) {
       case Outcome::kOk: {
         ++verdict.acknowledged;
-        auto it = where.find(op.value);
-        if (it == where.end()) {
-          add(1, "lost", op.shard, op.value, op.offset, {}, op.id);
-          break;
+        for (size_t i = 0; i < values.size(); ++i) {
+          const std::string& v = values[i];
+          std::optional<uint64_t> expected;
+          if (op.offset) expected = *op.offset + i;
+          auto it = where.find(v);
+          if (it == where.end()) {
+            add(1, "lost", op.shard, v, expected, {}, op.id);
+            continue;
+          }
+          bool exact = false;
+          for (const auto& p : it->second) exact |= p.shard == op.shard && expected == p.offset;
+          if (!exact) add(1, "wrong_offset", op.shard, v, expected, found_of(v), op.id);
         }
-        bool exact = false;
-        for (const auto& p : it->second) exact |= p.shard == op.shard && op.offset == p.offset;
-        if (!exact)
-          add(1, "wrong_offset", op.shard, op.value, op.offset, found_of(op.value), op.id);
         break;
       }
       case Outcome::kFail:
         ++verdict.failed;
-        if (where.count(op.value)) {
-          add(6, "failed_but_present", op.shard, op.value, std::nullopt, found_of(op.value), op.id);
+        for (const auto& v : values) {
+          if (where.count(v)) {
+            add(6, "failed_but_present", op.shard, v, std::nullopt, found_of(v), op.id);
+          }
         }
         break;
       case Outcome::kIndeterminate:
         ++verdict.indeterminate;
-        verdict.indeterminate_present += where.count(op.value) ? 1 : 0;
+        verdict.indeterminate_present += present > 0 ? 1 : 0;
         break;
     }
   }
@@ -130,6 +215,7 @@ StreamVerdict CheckStreams(const std::vector<Op>& history, const FinalLogs& fina
       }
     }
   }
+  CheckRealTimeOrder(history, add);
   return verdict;
 }
 

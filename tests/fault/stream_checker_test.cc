@@ -151,6 +151,76 @@ TEST(StreamChecker, Rule6ADefiniteFailureThatApplied) {
   EXPECT_TRUE(CheckStreams(history, final).ok());
 }
 
+Op Timed(Op op, int64_t invoke_us, int64_t complete_us) {
+  op.invoke_us = invoke_us;
+  op.complete_us = complete_us;
+  return op;
+}
+
+TEST(StreamChecker, Rule4RealTimeOrderOfAcknowledgementsAndReads) {
+  // a acknowledged at offset 1 before b was sent; b acknowledged at offset 0: b was ordered
+  // before a write that had finished before b began.
+  std::vector<Op> history = {Timed(Publish(1, 0, "a", Outcome::kOk, 1), 0, 10),
+                             Timed(Publish(2, 0, "b", Outcome::kOk, 0), 20, 30)};
+  FinalLogs final = {{0, {{0, "b"}, {1, "a"}}}};
+  auto verdict = CheckStreams(history, final);
+  ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].rule, 4);
+  EXPECT_EQ(verdict.violations[0].what, "order");
+  EXPECT_EQ(verdict.violations[0].value, "b");
+  EXPECT_EQ(verdict.violations[0].found, std::vector<uint64_t>{1});
+  // Overlapping in time, either order is fine.
+  history[1] = Timed(Publish(2, 0, "b", Outcome::kOk, 0), 5, 30);
+  EXPECT_TRUE(CheckStreams(history, final).ok()) << CheckStreams(history, final).Summary();
+
+  // A read invoked after b's acknowledgement that stops before b: a stale tail.
+  history = {Timed(Publish(1, 0, "a", Outcome::kOk, 0), 0, 10),
+             Timed(Publish(2, 0, "b", Outcome::kOk, 1), 0, 20),
+             Timed(Read(3, 0, {{0, "a"}}), 25, 30)};
+  verdict = CheckStreams(history, final = {{0, {{0, "a"}, {1, "b"}}}});
+  ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].rule, 4);
+  EXPECT_EQ(verdict.violations[0].what, "stale_read");
+  EXPECT_EQ(verdict.violations[0].value, "b");
+  EXPECT_EQ(verdict.violations[0].op_id, 3u);
+  // The same read invoked before b completed is fine.
+  history[2] = Timed(Read(3, 0, {{0, "a"}}), 15, 30);
+  EXPECT_TRUE(CheckStreams(history, final).ok());
+}
+
+Op Batch(uint64_t id, std::vector<std::string> values, Outcome outcome,
+         std::optional<uint64_t> offset) {
+  Op op = Publish(id, 0, values[0], outcome, offset);
+  op.batch = std::move(values);
+  return op;
+}
+
+TEST(StreamChecker, Rule8NoPartialBatch) {
+  // A three-record batch acknowledged at 1: every record at its offset passes.
+  std::vector<Op> history = {Publish(1, 0, "a", Outcome::kOk, 0),
+                             Batch(2, {"x", "y", "z"}, Outcome::kOk, 1)};
+  FinalLogs whole = {{0, {{0, "a"}, {1, "x"}, {2, "y"}, {3, "z"}}}};
+  EXPECT_TRUE(CheckStreams(history, whole).ok()) << CheckStreams(history, whole).Summary();
+  // An indeterminate batch of which only a part applied.
+  history[1].outcome = Outcome::kIndeterminate;
+  history[1].offset.reset();
+  FinalLogs part = {{0, {{0, "a"}, {1, "x"}, {2, "y"}}}};
+  auto verdict = CheckStreams(history, part);
+  ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].rule, 8);
+  EXPECT_EQ(verdict.violations[0].what, "partial_batch");
+  EXPECT_EQ(verdict.violations[0].value, "z");
+  EXPECT_EQ(verdict.violations[0].op_id, 2u);
+  // All of it, but split by another record.
+  FinalLogs split = {{0, {{0, "x"}, {1, "a"}, {2, "y"}, {3, "z"}}}};
+  history[0].offset = 1;
+  verdict = CheckStreams(history, split);
+  ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].what, "batch_split");
+  // None of it is fine for an indeterminate batch.
+  EXPECT_TRUE(CheckStreams(history, {{0, {{0, "a"}}}}).Count(8) == 0);
+}
+
 Op Add(std::string key, int64_t delta, Outcome outcome) {
   Op op;
   op.kind = OpKind::kAdd;

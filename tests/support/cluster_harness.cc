@@ -80,6 +80,19 @@ ClusterHarness::ClusterHarness(ClusterOptions options)
       admin_token_(RandomToken()),
       etcd_(options_.etcd_host) {
   if (options_.nodes < 1) throw std::invalid_argument("a cluster needs at least one node");
+  if (options_.etcd_members > 1) {
+    for (int m = 2; m <= options_.etcd_members; ++m) {
+      etcd_more_.push_back(std::make_unique<EtcdProcess>(options_.etcd_host));
+    }
+    std::string initial;
+    for (int m = 1; m <= etcd_members(); ++m) {
+      initial += (m > 1 ? "," : "") + std::string("e") + std::to_string(m) + "=" +
+                 etcd_member(m).peer_url();
+    }
+    for (int m = 1; m <= etcd_members(); ++m) {
+      etcd_member(m).JoinCluster("e" + std::to_string(m), initial);
+    }
+  }
   std::filesystem::create_directories(dir_ + "/certs");
   transport::CertSpec ca_spec;
   ca_spec.common_name = "felix test cluster CA";
@@ -112,7 +125,7 @@ ClusterHarness::ClusterHarness(ClusterOptions options)
     std::map<std::string, std::string> own = {
         {"FELIX_NODE_ID", id},
         {"FELIX_CLUSTER_NAME", options_.cluster_name},
-        {"FELIX_ETCD_ENDPOINTS", etcd_.endpoint()},
+        {"FELIX_ETCD_ENDPOINTS", etcd_endpoints()},
         {"FELIX_NODE_ADVERTISE_ADDR", internal_addr(n)},
         {"FELIX_CLIENT_ADVERTISE_ADDR", client_addr(n)},
         {"FELIX_DATA_DIR", data_dir(n)},
@@ -139,8 +152,20 @@ ClusterHarness::~ClusterHarness() {
   }
   nodes_.clear();
   etcd_.Kill();
+  for (auto& member : etcd_more_) member->Kill();
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
+}
+
+EtcdProcess& ClusterHarness::etcd_member(int m) {
+  if (m < 1 || m > etcd_members()) throw std::out_of_range("no etcd member " + std::to_string(m));
+  return m == 1 ? etcd_ : *etcd_more_[static_cast<size_t>(m - 2)];
+}
+
+std::string ClusterHarness::etcd_endpoints() const {
+  std::string out = etcd_.endpoint();
+  for (const auto& member : etcd_more_) out += "," + member->endpoint();
+  return out;
 }
 
 ClusterHarness::Node& ClusterHarness::node(int n) {
@@ -160,7 +185,15 @@ bool ClusterHarness::Fail(std::string message) {
 
 bool ClusterHarness::StartAll(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  if (!etcd_.Start(timeout)) return Fail("etcd: " + etcd_.error());
+  // Every member first: a member is healthy only once a quorum of them runs.
+  for (int m = 1; m <= etcd_members(); ++m) {
+    if (!etcd_member(m).StartNoWait()) return Fail("etcd: " + etcd_member(m).error());
+  }
+  for (int m = 1; m <= etcd_members(); ++m) {
+    if (!etcd_member(m).WaitHealthy(timeout)) {
+      return Fail("etcd member " + std::to_string(m) + ": " + etcd_member(m).error());
+    }
+  }
   for (int n = 1; n <= size(); ++n) {
     if (!Start(n)) return false;
   }

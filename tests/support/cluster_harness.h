@@ -46,6 +46,9 @@ struct ClusterOptions {
   std::vector<std::vector<std::string>> node_launch_prefix;
   // The address etcd also listens on and advertises to the brokers (default: loopback only).
   std::string etcd_host = "127.0.0.1";
+  // etcd members (1, or 3 for the etcd-fault tests): e1..eN on the same host, brokers given
+  // every member's endpoint.
+  int etcd_members = 1;
 };
 
 class ClusterHarness {
@@ -97,6 +100,11 @@ class ClusterHarness {
   std::string ca_file() const { return dir_ + "/certs/ca.pem"; }  // verifies every node
   const std::string& dir() const { return dir_; }
   EtcdProcess& etcd() { return etcd_; }
+  // etcd member m (1..etcd_members(); 1 is etcd()).
+  EtcdProcess& etcd_member(int m);
+  int etcd_members() const { return 1 + static_cast<int>(etcd_more_.size()); }
+  // FELIX_ETCD_ENDPOINTS: every member's client URL, comma-separated.
+  std::string etcd_endpoints() const;
   const std::string& error() const { return error_; }
   std::string LogTail(int n, size_t bytes = 4000) const;
 
@@ -116,6 +124,7 @@ class ClusterHarness {
   std::string dir_;
   std::string admin_token_;
   EtcdProcess etcd_;
+  std::vector<std::unique_ptr<EtcdProcess>> etcd_more_;  // members 2..N
   std::vector<Node> nodes_;
   std::string error_;
 };

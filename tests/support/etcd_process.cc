@@ -60,15 +60,28 @@ std::string EtcdProcess::other_endpoint() const {
   return "http://127.0.0.1:" + std::to_string(other_port_);
 }
 
+void EtcdProcess::JoinCluster(std::string name, std::string initial_cluster) {
+  name_ = std::move(name);
+  initial_cluster_ = std::move(initial_cluster);
+}
+
+std::string EtcdProcess::peer_url() const {
+  return "http://127.0.0.1:" + std::to_string(peer_port_);
+}
+
 bool EtcdProcess::Start(std::chrono::milliseconds timeout) {
-  return Launch(client_port_, timeout);
+  return Spawn(client_port_) && WaitHealthy(timeout);
+}
+
+bool EtcdProcess::StartNoWait() {
+  return Spawn(client_port_);
 }
 
 bool EtcdProcess::StartOnOtherPort(std::chrono::milliseconds timeout) {
-  return Launch(other_port_, timeout);
+  return Spawn(other_port_) && WaitHealthy(timeout);
 }
 
-bool EtcdProcess::Launch(int client_port, std::chrono::milliseconds timeout) {
+bool EtcdProcess::Spawn(int client_port) {
   if (child_) {
     error_ = "etcd is already running";
     return false;
@@ -78,10 +91,11 @@ bool EtcdProcess::Launch(int client_port, std::chrono::milliseconds timeout) {
   // Healthy() asks on loopback; brokers in other network namespaces use host_.
   std::string advertised = "http://" + host_ + ":" + std::to_string(client_port);
   std::string listen = host_ == "127.0.0.1" ? client : client + "," + advertised;
-  std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+  std::string peer = peer_url();
+  std::string initial = initial_cluster_.empty() ? name_ + "=" + peer : initial_cluster_;
   child_ = std::make_unique<ChildProcess>("/usr/bin/etcd",
                                           std::vector<std::string>{"--name",
-                                                                   "test",
+                                                                   name_,
                                                                    "--data-dir",
                                                                    dir_ + "/data",
                                                                    "--listen-client-urls",
@@ -93,13 +107,21 @@ bool EtcdProcess::Launch(int client_port, std::chrono::milliseconds timeout) {
                                                                    "--initial-advertise-peer-urls",
                                                                    peer,
                                                                    "--initial-cluster",
-                                                                   "test=" + peer,
+                                                                   initial,
                                                                    "--initial-cluster-state",
                                                                    "new",
                                                                    "--logger",
                                                                    "zap",
                                                                    "--log-outputs",
                                                                    dir_ + "/etcd.log"});
+  return true;
+}
+
+bool EtcdProcess::WaitHealthy(std::chrono::milliseconds timeout) {
+  if (!child_) {
+    error_ = "etcd is not running";
+    return false;
+  }
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (Healthy(std::chrono::milliseconds(200))) return true;

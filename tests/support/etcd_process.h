@@ -1,5 +1,6 @@
-// EtcdProcess: a real single-member etcd (Debian etcd-server, /usr/bin/etcd) for tests, on free
-// loopback ports with its data in a fresh temp directory (removed by the destructor).
+// EtcdProcess: a real etcd (Debian etcd-server, /usr/bin/etcd) for tests — a single member, or
+// (JoinCluster) one member of a multi-member cluster — on free loopback ports with its data in a
+// fresh temp directory (removed by the destructor).
 //
 // Start() launches it and waits (deadline, polling /health) until it serves; Kill() is SIGKILL,
 // Restart() starts it again on the same ports and data; Pause()/Resume() are SIGSTOP/SIGCONT;
@@ -24,8 +25,19 @@ class EtcdProcess {
   EtcdProcess(const EtcdProcess&) = delete;
   EtcdProcess& operator=(const EtcdProcess&) = delete;
 
+  // Makes this process member `name` of the cluster `initial_cluster` ("e1=<peer url>,…", each
+  // member's peer_url()) instead of a cluster of its own. Before the first Start.
+  void JoinCluster(std::string name, std::string initial_cluster);
+  std::string peer_url() const;  // "http://127.0.0.1:<peer port>"
+  const std::string& name() const { return name_; }
+
   // Each returns false (with the reason in error()) instead of throwing.
   bool Start(std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // Launches without waiting: the members of a cluster only become healthy together.
+  bool StartNoWait();
+  // Polls /health until it answers (a member: once the cluster has a quorum and a leader).
+  bool WaitHealthy(std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  bool running() const { return child_ != nullptr; }
   bool Restart(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
     return Start(timeout);
   }
@@ -51,7 +63,9 @@ class EtcdProcess {
  private:
   std::string dir_;
   std::string host_;
-  bool Launch(int client_port, std::chrono::milliseconds timeout);
+  std::string name_ = "test";
+  std::string initial_cluster_;  // empty: a cluster of this one member
+  bool Spawn(int client_port);
 
   int client_port_ = 0;
   int other_port_ = 0;

@@ -1,0 +1,92 @@
+#include "fault/group_checker.h"
+
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace felix::fault {
+
+std::string GroupVerdict::Summary() const {
+  std::ostringstream out;
+  out << "groups " << (ok() ? "PASS" : "FAIL") << "\ngroup_polls " << polls << "\ngroup_deliveries "
+      << deliveries << " (redeliveries " << redeliveries << ")\ngroup_acks " << acks
+      << "\ngroup_nacks " << nacks << "\n";
+  for (const auto& v : violations) out << v.ToString() << "\n";
+  return out.str();
+}
+
+GroupVerdict CheckGroups(const std::vector<Op>& history, const FinalLogs& final_logs) {
+  GroupVerdict verdict;
+  struct Delivery {
+    int64_t invoke_us;
+    uint64_t op_id;
+    std::string value;
+  };
+  struct GroupOps {
+    uint32_t shard = 0;
+    std::map<uint64_t, std::vector<Delivery>> deliveries;  // offset → each delivery
+    std::vector<const Op*> acks, nacks;                    // acknowledged ones
+  };
+  std::map<std::pair<std::string, uint32_t>, GroupOps> groups;
+  for (const Op& op : history) {
+    if (op.outcome != Outcome::kOk) continue;
+    if (op.kind != OpKind::kPoll && op.kind != OpKind::kAck && op.kind != OpKind::kNack) continue;
+    GroupOps& g = groups[{op.key, op.shard}];
+    g.shard = op.shard;
+    if (op.kind == OpKind::kPoll) {
+      ++verdict.polls;
+      for (const auto& [offset, value] : op.read) {
+        auto& list = g.deliveries[offset];
+        verdict.redeliveries += list.empty() ? 0 : 1;
+        list.push_back({op.invoke_us, op.id, value});
+        ++verdict.deliveries;
+      }
+    } else if (op.offset) {
+      (op.kind == OpKind::kAck ? g.acks : g.nacks).push_back(&op);
+    }
+  }
+  auto add = [&](std::string what, uint32_t shard, std::string value,
+                 std::optional<uint64_t> offset, std::vector<uint64_t> found, uint64_t op) {
+    verdict.violations.push_back(
+        Violation{0, std::move(what), shard, std::move(value), offset, std::move(found), op});
+  };
+  for (const auto& [id, g] : groups) {
+    std::map<uint64_t, const std::string*> log;
+    if (auto it = final_logs.find(g.shard); it != final_logs.end()) {
+      for (const auto& [offset, value] : it->second) log[offset] = &value;
+    }
+    verdict.acks += g.acks.size();
+    verdict.nacks += g.nacks.size();
+    for (const Op* ack : g.acks) {
+      auto it = g.deliveries.find(*ack->offset);
+      if (it == g.deliveries.end()) continue;
+      for (const Delivery& d : it->second) {
+        if (d.invoke_us > ack->complete_us) {
+          add("redelivered_after_ack", g.shard, d.value, ack->offset, {*ack->offset}, d.op_id);
+        }
+      }
+    }
+    for (const Op* nack : g.nacks) {
+      auto it = g.deliveries.find(*nack->offset);
+      bool again = false;
+      if (it != g.deliveries.end()) {
+        for (const Delivery& d : it->second) again |= d.invoke_us > nack->complete_us;
+      }
+      if (!again) add("nack_not_redelivered", g.shard, "", nack->offset, {}, nack->id);
+    }
+    for (const auto& [offset, list] : g.deliveries) {
+      auto in_log = log.find(offset);
+      for (const Delivery& d : list) {
+        if (in_log == log.end() || *in_log->second != d.value) {
+          add("delivery_mismatch", g.shard, d.value, offset, {}, d.op_id);
+        }
+      }
+    }
+    for (const auto& [offset, value] : log) {
+      if (!g.deliveries.count(offset)) add("undelivered", g.shard, *value, offset, {}, 0);
+    }
+  }
+  return verdict;
+}
+
+}  // namespace felix::fault
