@@ -146,7 +146,7 @@ uint32_t ServerFeatures(const ClientServiceOptions& options) {
   if (options.durable_storage) {
     features |= flx1::kFeatureConsumerGroup | flx1::kFeatureGroupDeadLetters |
                 flx1::kFeatureGroupAdmin | flx1::kFeatureGroupClaimControl |
-                flx1::kFeatureSubscriptionLagged;
+                flx1::kFeatureSubscriptionLagged | flx1::kFeatureGroupConsumer;
   }
   return features;
 }

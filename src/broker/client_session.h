@@ -39,6 +39,9 @@ uint32_t CacheFeatures(const ClientServiceOptions& options);
 // State shared by the sessions of one client connection.
 class ClientSession;
 struct ClientConnectionState {
+  // Grows with each accepted connection (ClientService): a consumer-group member's newer
+  // connection reclaims the claims of its older ones (consumer-groups.md §2 step 1).
+  uint64_t id = 0;
   bool any_stream_authenticated = false;
   size_t subscriptions = 0;
   // Every session and writer of the connection, so shutdown can break their handler cycles
