@@ -227,6 +227,15 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
                                  bool single_shot, const CacheResultAnswer& answer);
   void SendCacheError(const Error& error);
   // ---- end of cache and counters ---------------------------------------------------------
+  // ---- Atomic commits and shard state (client_session_commit.cc) ----
+  // commit and state_get; nullopt for other messages, else whether the stream is read on.
+  std::optional<bool> HandleCommitRequest(const wire::flx1::Message& message);
+  // The owning, durable shard `key` routes to; answers and returns nullopt otherwise.
+  std::optional<LocalStreamShard> ResolveCommitShard(std::string_view tenant, std::string_view ns,
+                                                     std::string_view stream,
+                                                     const std::vector<uint8_t>& key,
+                                                     const char* what);
+  // ---- end of atomic commits ----
   // ---- Consumer groups (client_session_groups.cc) ----
   // True if `message` is a group_* request; it is then served (answer from the shard's
   // executor) and `*keep_reading` says whether the stream goes on.
