@@ -184,67 +184,67 @@ std::optional<std::string> ValueOf(const flx1::StateValue& v) {
 TEST_F(CommitMemberE2E, CommitAppendsTheEventAndStateAsOneRecordAndSurvivesARestart) {
   broker->CreateStream("default", "orders", /*durable=*/true);
   std::string token = broker->FullToken();
-  auto client = broker->Connect();
-  auto s = Authed(*client, token);
-  s->SendMessage(CommitOf("orders", "e", "E1", {Put("k1", "v1"), Put("k2", "v2")}, 1));
-  auto ok1 = s->Read<flx1::CommitOk>();
-  ASSERT_TRUE(ok1);
-  EXPECT_EQ(ok1->request_id, 1u);
-  EXPECT_EQ(ok1->offset, 0u);
-  s->Send(BinaryPublish(2, "orders", {"plain"}));
-  EXPECT_EQ(ReadAck(*s).offset, 1u);
-  s->SendMessage(CommitOf("orders", "e", "E2", {Put("k1", "v1b"), Delete("k2")}, 3));
-  auto ok2 = s->Read<flx1::CommitOk>();
-  ASSERT_TRUE(ok2);
-  EXPECT_EQ(ok2->offset, 2u);
-  s->SendMessage(CommitOf("orders", "e", "E3", {}, 4));  // an event alone
-  auto ok3 = s->Read<flx1::CommitOk>();
-  ASSERT_TRUE(ok3);
-  EXPECT_EQ(ok3->offset, 3u);
+  {  // everything before the restart, on a connection that closes with it
+    auto client = broker->Connect();
+    auto s = Authed(*client, token);
+    s->SendMessage(CommitOf("orders", "e", "E1", {Put("k1", "v1"), Put("k2", "v2")}, 1));
+    auto ok1 = s->Read<flx1::CommitOk>();
+    ASSERT_TRUE(ok1);
+    EXPECT_EQ(ok1->request_id, 1u);
+    EXPECT_EQ(ok1->offset, 0u);
+    s->Send(BinaryPublish(2, "orders", {"plain"}));
+    EXPECT_EQ(ReadAck(*s).offset, 1u);
+    s->SendMessage(CommitOf("orders", "e", "E2", {Put("k1", "v1b"), Delete("k2")}, 3));
+    auto ok2 = s->Read<flx1::CommitOk>();
+    ASSERT_TRUE(ok2);
+    EXPECT_EQ(ok2->offset, 2u);
+    s->SendMessage(CommitOf("orders", "e", "E3", {}, 4));  // an event alone
+    auto ok3 = s->Read<flx1::CommitOk>();
+    ASSERT_TRUE(ok3);
+    EXPECT_EQ(ok3->offset, 3u);
 
-  auto check_state = [&](TestStream& stream) {
-    stream.SendMessage(StateGetOf("orders", "e", "k1", 10));
-    auto k1 = stream.Read<flx1::StateValue>();
-    ASSERT_TRUE(k1);
-    EXPECT_EQ(ValueOf(*k1), "v1b");
-    EXPECT_EQ(k1->version, 2u);
-    EXPECT_EQ(k1->as_of, 3u);
-    EXPECT_EQ(k1->request_id, 10u);
-    stream.SendMessage(StateGetOf("orders", "e", "k2", 11));
-    auto k2 = stream.Read<flx1::StateValue>();
-    ASSERT_TRUE(k2);
-    EXPECT_EQ(ValueOf(*k2), std::nullopt);  // deleted by the second commit
-    EXPECT_EQ(k2->version, std::nullopt);
-    EXPECT_EQ(k2->as_of, 3u);
-  };
-  check_state(*s);
+    auto check_state = [&](TestStream& stream) {
+      stream.SendMessage(StateGetOf("orders", "e", "k1", 10));
+      auto k1 = stream.Read<flx1::StateValue>();
+      ASSERT_TRUE(k1);
+      EXPECT_EQ(ValueOf(*k1), "v1b");
+      EXPECT_EQ(k1->version, 2u);
+      EXPECT_EQ(k1->as_of, 3u);
+      EXPECT_EQ(k1->request_id, 10u);
+      stream.SendMessage(StateGetOf("orders", "e", "k2", 11));
+      auto k2 = stream.Read<flx1::StateValue>();
+      ASSERT_TRUE(k2);
+      EXPECT_EQ(ValueOf(*k2), std::nullopt);  // deleted by the second commit
+      EXPECT_EQ(k2->version, std::nullopt);
+      EXPECT_EQ(k2->as_of, 3u);
+    };
+    check_state(*s);
 
-  // Subscribers and groups see each commit as its event bytes at its offset.
-  auto sub = Authed(*client, token);
-  flx1::Subscribe subscribe;
-  subscribe.tenant_id = "default";
-  subscribe.namespace_ = "default";
-  subscribe.stream = "orders";
-  subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
-  sub->SendMessage(subscribe);
-  auto events = client->AcceptEventStream();
-  ASSERT_TRUE(events);
-  ASSERT_TRUE(events->Read<flx1::EventStreamHello>());
-  auto history = ReadEvents(*events, 4);
-  EXPECT_EQ(history, (std::vector<std::pair<uint64_t, std::string>>{
-                         {0, "E1"}, {1, "plain"}, {2, "E2"}, {3, "E3"}}));
-  s->SendMessage(CommitOf("orders", "e", "E4", {Put("k3", "v3")}, 5));
-  ASSERT_TRUE(s->Read<flx1::CommitOk>());
-  EXPECT_EQ(ReadEvents(*events, 1), (std::vector<std::pair<uint64_t, std::string>>{{4, "E4"}}));
-  auto group = Authed(*client, token);
-  group->SendMessage(Poll("orders", std::nullopt, false, 6));
-  auto records = group->Read<flx1::GroupRecords>();
-  ASSERT_TRUE(records);
-  ASSERT_EQ(records->records.size(), 5u);
-  EXPECT_EQ(std::string(records->records[2].payload.begin(), records->records[2].payload.end()),
-            "E2");
-
-  client.reset();
+    // Subscribers and groups see each commit as its event bytes at its offset.
+    auto sub = Authed(*client, token);
+    flx1::Subscribe subscribe;
+    subscribe.tenant_id = "default";
+    subscribe.namespace_ = "default";
+    subscribe.stream = "orders";
+    subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
+    sub->SendMessage(subscribe);
+    auto events = client->AcceptEventStream();
+    ASSERT_TRUE(events);
+    ASSERT_TRUE(events->Read<flx1::EventStreamHello>());
+    auto history = ReadEvents(*events, 4);
+    EXPECT_EQ(history, (std::vector<std::pair<uint64_t, std::string>>{
+                           {0, "E1"}, {1, "plain"}, {2, "E2"}, {3, "E3"}}));
+    s->SendMessage(CommitOf("orders", "e", "E4", {Put("k3", "v3")}, 5));
+    ASSERT_TRUE(s->Read<flx1::CommitOk>());
+    EXPECT_EQ(ReadEvents(*events, 1), (std::vector<std::pair<uint64_t, std::string>>{{4, "E4"}}));
+    auto group = Authed(*client, token);
+    group->SendMessage(Poll("orders", std::nullopt, false, 6));
+    auto records = group->Read<flx1::GroupRecords>();
+    ASSERT_TRUE(records);
+    ASSERT_EQ(records->records.size(), 5u);
+    EXPECT_EQ(std::string(records->records[2].payload.begin(), records->records[2].payload.end()),
+              "E2");
+  }
   broker->Restart();
   auto again = broker->Connect();
   auto s2 = Authed(*again, token);
