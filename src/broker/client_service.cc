@@ -115,6 +115,7 @@ void ClientService::OnConnection(const std::shared_ptr<transport::Connection>& c
   ++open_connections_;
   metrics_->connections.Add(1);
   auto state = std::make_shared<ClientConnectionState>();
+  state->id = next_connection_id_++;
   {
     MutexLock lock(mu_);
     std::erase_if(connections_, [](const auto& weak) { return weak.expired(); });

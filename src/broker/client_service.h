@@ -140,6 +140,7 @@ class ClientService {
   std::vector<std::weak_ptr<struct ClientConnectionState>> connections_ GUARDED_BY(mu_);
   std::map<std::string, size_t> per_ip_;  // loop thread: open connections by source address
   size_t open_connections_ = 0;           // loop thread
+  uint64_t next_connection_id_ = 1;       // loop thread: ClientConnectionState::id
 };
 
 }  // namespace felix::broker

@@ -146,8 +146,12 @@ uint32_t ServerFeatures(const ClientServiceOptions& options) {
   if (options.durable_storage) {
     features |= flx1::kFeatureConsumerGroup | flx1::kFeatureGroupDeadLetters |
                 flx1::kFeatureGroupAdmin | flx1::kFeatureGroupClaimControl |
-                flx1::kFeatureSubscriptionLagged;
+                flx1::kFeatureSubscriptionLagged | flx1::kFeatureGroupConsumer;
   }
+  // Advertised always, as the reference does (client-protocol.md §7): commits are served on
+  // durable streams (refused on in-memory ones and, for now, in a cluster); `shard_moved` is
+  // encoded per §6.4 but a standalone broker never moves a shard, so it never sends one.
+  features |= flx1::kFeatureAtomicCommit | flx1::kFeatureShardMoved;
   return features;
 }
 
@@ -330,6 +334,7 @@ bool ClientSession::HandleMessage(flx1::Message message) {
   }
   if (auto handled = HandleCacheRequest(message)) return *handled;
   if (bool keep_reading = true; HandleGroupRequest(message, &keep_reading)) return keep_reading;
+  if (auto handled = HandleCommitRequest(message)) return *handled;
 
   // A request this broker does not serve (it did not advertise it).
   bool negotiated_unsupported = (peer_features_ & flx1::kFeatureUnsupported) != 0;

@@ -39,6 +39,9 @@ uint32_t CacheFeatures(const ClientServiceOptions& options);
 // State shared by the sessions of one client connection.
 class ClientSession;
 struct ClientConnectionState {
+  // Grows with each accepted connection (ClientService): a consumer-group member's newer
+  // connection reclaims the claims of its older ones (consumer-groups.md §2 step 1).
+  uint64_t id = 0;
   bool any_stream_authenticated = false;
   size_t subscriptions = 0;
   // Every session and writer of the connection, so shutdown can break their handler cycles
@@ -224,6 +227,15 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
                                  bool single_shot, const CacheResultAnswer& answer);
   void SendCacheError(const Error& error);
   // ---- end of cache and counters ---------------------------------------------------------
+  // ---- Atomic commits and shard state (client_session_commit.cc) ----
+  // commit and state_get; nullopt for other messages, else whether the stream is read on.
+  std::optional<bool> HandleCommitRequest(const wire::flx1::Message& message);
+  // The owning, durable shard `key` routes to; answers and returns nullopt otherwise.
+  std::optional<LocalStreamShard> ResolveCommitShard(std::string_view tenant, std::string_view ns,
+                                                     std::string_view stream,
+                                                     const std::vector<uint8_t>& key,
+                                                     const char* what);
+  // ---- end of atomic commits ----
   // ---- Consumer groups (client_session_groups.cc) ----
   // True if `message` is a group_* request; it is then served (answer from the shard's
   // executor) and `*keep_reading` says whether the stream goes on.

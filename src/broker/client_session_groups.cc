@@ -138,6 +138,12 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     request.max_records = m->max_records;
     request.wait = std::chrono::milliseconds(m->wait_ms);
     request.visibility = std::chrono::milliseconds(m->visibility_ms.value_or(0));
+    if (m->consumer) {
+      // A member is the consumer name scoped to the authenticated principal (semantics.md §9).
+      request.member.member = auth_->subject + '\0' + *m->consumer;
+      request.member.connection = connection_->id;
+      request.reclaim = m->reclaim.value_or(false);
+    }
     std::string group = m->group;
     uint64_t request_id = m->request_id;
     Executor* executor = handle->executor;

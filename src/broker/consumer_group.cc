@@ -45,15 +45,47 @@ std::optional<uint64_t> ConsumerGroup::NextCandidate(uint64_t tail) {
   return std::nullopt;
 }
 
-uint32_t ConsumerGroup::Claim(uint64_t offset, GroupTime visible_until) {
+uint32_t ConsumerGroup::Claim(uint64_t offset, GroupTime visible_until, const GroupMember& holder) {
   owed_.erase(offset);
   if (offset >= next_new_) next_new_ = offset + 1;
   uint32_t attempts = ++attempts_[offset];
   DropClaim(offset);
-  claims_[offset] = ClaimState{attempts, visible_until};
+  claims_[offset] = ClaimState{attempts, visible_until, holder};
   claim_deadlines_.insert({visible_until, offset});
   touched_ = true;
   return attempts;
+}
+
+size_t ConsumerGroup::Reclaim(const GroupMember& who) {
+  if (who.member.empty()) return 0;
+  uint64_t& last = last_reclaim_[who.member];
+  // Only the first reclaim per connection reserves, and never from a connection older than
+  // the last one that reclaimed (it would take claims back from its successor).
+  if (who.connection <= last) return 0;
+  last = who.connection;
+  size_t reserved = 0;
+  for (const auto& [offset, claim] : claims_) {
+    if (claim.holder.member == who.member && claim.holder.connection < who.connection) {
+      reserved_[offset] = who.connection;
+      ++reserved;
+    }
+  }
+  return reserved;
+}
+
+std::optional<uint64_t> ConsumerGroup::NextReserved(uint64_t connection) const {
+  for (const auto& [offset, holder] : reserved_) {
+    if (holder == connection) return offset;
+  }
+  return std::nullopt;
+}
+
+bool ConsumerGroup::DeadLetterIfAtBound(uint64_t offset) {
+  if (AttemptsOf(offset) < limits_.max_attempts) return false;
+  DropClaim(offset);
+  dead_letter_pending_.insert(offset);
+  dead_letter_work_.push_back(offset);
+  return true;
 }
 
 void ConsumerGroup::Release(uint64_t offset, uint32_t attempts) {
@@ -69,6 +101,7 @@ bool ConsumerGroup::SkipTrimmed(uint64_t oldest) {
   auto below = [oldest](uint64_t o) { return o < oldest; };
   for (auto it = claims_.begin(); it != claims_.end() && it->first < oldest;) {
     claim_deadlines_.erase({it->second.visible_until, it->first});
+    reserved_.erase(it->first);
     it = claims_.erase(it);
   }
   std::erase_if(owed_, below);  // a redriven entry stays listed, but nothing is left to deliver
@@ -243,6 +276,7 @@ void ConsumerGroup::ApplyDiscard(uint64_t offset) {
 
 void ConsumerGroup::Seek(uint64_t position) {
   claims_.clear();
+  reserved_.clear();
   claim_deadlines_.clear();
   delayed_.clear();
   owed_.clear();
@@ -267,6 +301,7 @@ void ConsumerGroup::DropClaim(uint64_t offset) {
   if (it == claims_.end()) return;
   claim_deadlines_.erase({it->second.visible_until, offset});
   claims_.erase(it);
+  reserved_.erase(offset);  // settled or lapsed: no longer reserved for a reclaimer
 }
 
 void ConsumerGroup::MakeOwed(uint64_t offset) {

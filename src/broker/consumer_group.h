@@ -17,6 +17,14 @@
 // o < position → duplicate (ok); o ≥ tail → invalid; o ≥ T0 and not yet handed out by this
 // tracker → stale_claim; otherwise accepted.
 //
+// Named members (FEATURE_GROUP_CONSUMER, consumer-groups.md §2 step 1): a claim remembers the
+// member (principal + consumer name) and connection it went to. The first poll with `reclaim`
+// on a connection newer than the member's last reclaiming one reserves every claim the member
+// holds from older connections for that connection; its polls take them first (another
+// attempt each; one at the attempt bound is dead-lettered instead). A reserved claim that
+// lapses, or is settled, is no longer reserved (lapsed: owed to the whole group). Members are
+// memory only, like claims: a rebuild leaves nothing to reclaim.
+//
 // Threading: not thread-safe; owned by the stream shard's executor.
 #pragma once
 
@@ -39,6 +47,12 @@ using GroupTime = GroupClock::time_point;
 struct ConsumerGroupLimits {
   uint32_t max_attempts = 5;       // FELIX_GROUP_MAX_ATTEMPTS
   uint64_t max_in_flight = 10000;  // FELIX_GROUP_MAX_IN_FLIGHT
+};
+
+// Who a poll is from. `member` empty: an anonymous poll (no `consumer`).
+struct GroupMember {
+  std::string member;       // principal and consumer name, as one key
+  uint64_t connection = 0;  // grows with each client connection: larger = newer
 };
 
 enum class SettleVerdict : uint8_t {
@@ -71,8 +85,18 @@ class ConsumerGroup {
   // The next offset a poll would hand out: the lowest owed one, else the lowest never handed
   // out below `tail` that is not finished. nullopt: nothing available.
   std::optional<uint64_t> NextCandidate(uint64_t tail);
-  // Claims `offset` (a NextCandidate) until `visible_until`; returns its attempt number.
-  uint32_t Claim(uint64_t offset, GroupTime visible_until);
+  // Claims `offset` (a NextCandidate) until `visible_until` for `holder`; returns its attempt
+  // number.
+  uint32_t Claim(uint64_t offset, GroupTime visible_until, const GroupMember& holder = {});
+  // A `reclaim` poll: reserves for `who.connection` every claim `who.member` holds from older
+  // connections, if this is the first reclaim from a connection newer than the member's last
+  // reclaiming one. Returns how many claims were reserved.
+  size_t Reclaim(const GroupMember& who);
+  // The lowest claim reserved for `connection`, if any.
+  std::optional<uint64_t> NextReserved(uint64_t connection) const;
+  // A reserved claim that reached the attempt bound: queued as dead-letter work instead of
+  // being delivered again. True if it was at the bound (and is no longer claimed).
+  bool DeadLetterIfAtBound(uint64_t offset);
   // Gives back a claim whose records never reached the consumer (its connection went away):
   // owed again, and the attempt does not count.
   void Release(uint64_t offset, uint32_t attempts);
@@ -131,6 +155,7 @@ class ConsumerGroup {
   struct ClaimState {
     uint32_t attempts = 0;
     GroupTime visible_until;
+    GroupMember holder;
   };
   // Settle-rule check shared by ack/nack/dead-letter; nullopt = go on.
   std::optional<SettleOutcome> CheckSettle(uint64_t offset, uint64_t tail) const;
@@ -156,6 +181,8 @@ class ConsumerGroup {
   std::map<uint64_t, DeadLetterState> dead_letters_;
   std::set<uint64_t> dead_letter_pending_;  // being written to the dead-letter log
   std::vector<uint64_t> dead_letter_work_;
+  std::map<uint64_t, uint64_t> reserved_;         // claimed offset → reclaiming connection
+  std::map<std::string, uint64_t> last_reclaim_;  // member → its last reclaiming connection
 };
 
 }  // namespace felix::broker

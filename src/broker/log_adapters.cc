@@ -1,5 +1,8 @@
 #include "broker/log_adapters.h"
 
+#include "broker/commit_record.h"
+#include "storage/record_format.h"
+
 namespace felix::broker {
 namespace {
 
@@ -7,7 +10,8 @@ std::vector<storage::AppendRecord> ToRecords(const PayloadBatch& batch) {
   std::vector<storage::AppendRecord> records;
   records.reserve(batch.payloads.size());
   for (auto payload : batch.payloads) {
-    records.push_back(storage::AppendRecord{payload, 0, batch.timestamp_micros / 1000});
+    records.push_back(
+        storage::AppendRecord{payload, 0, batch.timestamp_micros / 1000, batch.record_flags});
   }
   return records;
 }
@@ -22,10 +26,20 @@ RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> re
   RecordRead out;
   out.records.reserve(owner->size());
   for (const storage::Record& r : *owner) {
-    out.records.push_back(
-        RecordView{r.offset,
-                   r.timestamp_ms * 1000,
-                   {reinterpret_cast<const uint8_t*>(r.payload.data()), r.payload.size()}});
+    std::span<const uint8_t> bytes{reinterpret_cast<const uint8_t*>(r.payload.data()),
+                                   r.payload.size()};
+    if ((r.flags & storage::kRecordFlagCommit) == 0) {
+      out.records.push_back(RecordView{r.offset, r.timestamp_ms * 1000, bytes, {}});
+      continue;
+    }
+    // Every reader but replication sees a commit record as its event bytes.
+    auto event = CommitEventBytes(bytes);
+    if (!event) {
+      if (!out.records.empty()) break;  // what came before is good; the next read fails
+      return Error{ErrorCode::kCorruption, "commit record at offset " + std::to_string(r.offset) +
+                                               ": " + CommitRecordErrorName(event.error())};
+    }
+    out.records.push_back(RecordView{r.offset, r.timestamp_ms * 1000, *event, bytes});
   }
   out.owner = std::move(owner);
   return out;

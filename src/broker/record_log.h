@@ -26,12 +26,15 @@ struct PayloadBatch {
   std::shared_ptr<const void> owner;
   std::vector<std::span<const uint8_t>> payloads;
   uint64_t timestamp_micros = 0;  // append time, µs since the Unix epoch
+  // storage::kRecordFlagCommit: the one payload is an encoded CommitRecord (durable logs only).
+  uint32_t record_flags = 0;
 };
 
 struct RecordView {
   uint64_t offset = 0;
   uint64_t timestamp_micros = 0;
-  std::span<const uint8_t> payload;
+  std::span<const uint8_t> payload;      // a commit record's event bytes
+  std::span<const uint8_t> commit_body;  // a commit record's whole body; empty otherwise
 };
 
 struct RecordRead {

@@ -116,6 +116,7 @@ StreamGroups::Entry& StreamGroups::EntryFor(const std::string& group) {
 void StreamGroups::Poll(const std::string& group, GroupPollRequest request,
                         Done<std::vector<GroupDelivery>> done) {
   Entry& entry = EntryFor(group);
+  if (request.reclaim) entry.state.Reclaim(request.member);
   auto records = Fill(group, entry, request);
   AfterChange(group, entry);
   auto wait = std::min(request.wait, options_.max_wait);
@@ -150,13 +151,24 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
   const uint64_t tail = shard_.committed_next();
   size_t bytes = 0;
   RecordRead cached;
-  if (state.AtInFlightCap()) {
+  const bool has_reserved =
+      !request.member.member.empty() && state.NextReserved(request.member.connection);
+  if (state.AtInFlightCap() && !has_reserved) {
     metrics_.polls_capped.Increment();
     return out;
   }
-  while (out.size() < max_records && bytes < options_.max_bytes_per_poll &&
-         !state.AtInFlightCap()) {
-    auto candidate = state.NextCandidate(tail);
+  while (out.size() < max_records && bytes < options_.max_bytes_per_poll) {
+    // Claims reserved for this connection by a reclaim go first (they are in flight already,
+    // so the cap does not hold them back); one at the attempt bound is dead-lettered instead.
+    std::optional<uint64_t> candidate;
+    if (!request.member.member.empty()) {
+      candidate = state.NextReserved(request.member.connection);
+      if (candidate && state.DeadLetterIfAtBound(*candidate)) continue;
+    }
+    if (!candidate) {
+      if (state.AtInFlightCap()) break;
+      candidate = state.NextCandidate(tail);
+    }
     if (!candidate) break;
     uint64_t offset = *candidate;
     const RecordView* view = nullptr;
@@ -190,7 +202,7 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
     // Bounded by the encoded answer, not raw payload bytes: base64 grows them by a third.
     size_t encoded = GroupRecordEncodedBytes(view->payload.size());
     if (!out.empty() && bytes + encoded > options_.max_bytes_per_poll) break;
-    uint32_t attempts = state.Claim(offset, visible_until);
+    uint32_t attempts = state.Claim(offset, visible_until, request.member);
     if (attempts > 1) metrics_.redeliveries.Increment();
     out.push_back(GroupDelivery{offset, attempts, view->timestamp_micros,
                                 std::vector<uint8_t>(view->payload.begin(), view->payload.end())});
@@ -498,6 +510,7 @@ void StreamGroups::ServeWaiting() {
       continue;
     }
     auto records = Fill(it->second.group, *entry, it->second.request);
+    ProcessDeadLetters(it->second.group, *entry, {});  // reserved claims past the bound
     if (records && records->empty()) {
       ++it;
       continue;

@@ -97,6 +97,8 @@ struct GroupPollRequest {
   uint32_t max_records = 1;
   std::chrono::milliseconds wait{0};
   std::chrono::milliseconds visibility{0};  // 0: the broker's visibility timeout
+  GroupMember member;                       // who polls (member empty: anonymous)
+  bool reclaim = false;                     // take back the member's older claims first
 };
 
 struct GroupDescription {

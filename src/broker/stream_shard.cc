@@ -5,7 +5,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "broker/commit_record.h"
 #include "broker/protocol_codes.h"
+#include "storage/record_format.h"
 
 namespace felix::broker {
 
@@ -65,6 +67,47 @@ void StreamShard::Publish(PayloadBatch batch, PublishDone done, PublishDone late
   });
 }
 
+void StreamShard::Commit(std::shared_ptr<const std::vector<uint8_t>> body,
+                         uint64_t timestamp_micros, PublishDone done) {
+  PayloadBatch batch;
+  batch.payloads.emplace_back(body->data(), body->size());
+  batch.owner = std::move(body);
+  batch.timestamp_micros = timestamp_micros;
+  batch.record_flags = storage::kRecordFlagCommit;
+  Publish(std::move(batch), std::move(done));
+}
+
+Result<StateLookup> StreamShard::StateGet(const std::string& key) {
+  if (!state_) {
+    ShardState loaded;
+    uint64_t from = log_->start_offset();
+    while (from < committed_next_) {
+      auto read = log_->Read(from, 1024, 4u << 20);
+      if (auto* trimmed = std::get_if<Trimmed>(&read)) {
+        from = std::max(from + 1, trimmed->oldest_offset);  // retention moved on meanwhile
+        continue;
+      }
+      if (auto* error = std::get_if<Error>(&read)) return tl::unexpected(*error);
+      const auto& records = std::get<RecordRead>(read).records;
+      if (records.empty()) break;
+      for (const RecordView& r : records) {
+        if (r.offset >= committed_next_) break;
+        if (r.commit_body.empty()) continue;
+        auto commit = DecodeCommitRecord(r.commit_body);
+        if (!commit) {
+          return Fail(ErrorCode::kCorruption, "commit record at offset " +
+                                                  std::to_string(r.offset) + ": " +
+                                                  CommitRecordErrorName(commit.error()));
+        }
+        loaded.Apply(r.offset, commit->ops);
+      }
+      from = records.back().offset + 1;
+    }
+    state_ = std::move(loaded);
+  }
+  return state_->Get(key);
+}
+
 void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
                              const PublishDone& done) {
   if (!result) {
@@ -73,14 +116,26 @@ void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
   }
   uint64_t first = *result;
   committed_next_ = std::max(committed_next_, first + batch.payloads.size());
-  if (!batch.payloads.empty()) {
+  PayloadBatch commit_event;  // a commit fans out its event bytes, not its body
+  const PayloadBatch* fanout = &batch;
+  if ((batch.record_flags & storage::kRecordFlagCommit) != 0 && batch.payloads.size() == 1) {
+    auto commit = DecodeCommitRecord(batch.payloads[0]);  // encoded by the broker itself
+    if (commit) {
+      if (state_) state_->Apply(first, commit->ops);
+      commit_event = batch;
+      commit_event.payloads[0] = *CommitEventBytes(batch.payloads[0]);
+      fanout = &commit_event;
+    }
+  }
+  if (!fanout->payloads.empty()) {
+    const PayloadBatch& out = *fanout;
     auto event = std::make_shared<EventBatch>();
-    event->owner = batch.owner;
+    event->owner = out.owner;
     event->base_offset = first;
-    event->record_count = static_cast<uint32_t>(batch.payloads.size());
-    event->records.reserve(batch.payloads.size());
-    for (size_t i = 0; i < batch.payloads.size(); ++i) {
-      event->records.push_back(RecordView{first + i, batch.timestamp_micros, batch.payloads[i]});
+    event->record_count = static_cast<uint32_t>(out.payloads.size());
+    event->records.reserve(out.payloads.size());
+    for (size_t i = 0; i < out.payloads.size(); ++i) {
+      event->records.push_back(RecordView{first + i, out.timestamp_micros, out.payloads[i]});
     }
     EventBatchRef shared_event = std::move(event);
     std::vector<uint64_t> ended;

@@ -40,6 +40,7 @@
 #include "broker/executor.h"
 #include "broker/record_log.h"
 #include "broker/shard_router.h"
+#include "broker/shard_state.h"
 #include "broker/subscriber_queue.h"
 
 namespace felix::broker {
@@ -92,6 +93,17 @@ class StreamShard {
   // `late` runs (executor, with the offset) when a batch `done` was answered quorum_timeout for
   // is released after all.
   void Publish(PayloadBatch batch, PublishDone done, PublishDone late = {});
+
+  // Atomic commit (semantics.md §8): `body` is an encoded CommitRecord, appended as one
+  // commit-flagged record through the same path as a publish (durable logs only; a ring log
+  // refuses it). Subscribers and groups see its event bytes at the offset `done` gets; the
+  // state view applies its ops in the same executor task as the fanout, before `done`.
+  void Commit(std::shared_ptr<const std::vector<uint8_t>> body, uint64_t timestamp_micros,
+              PublishDone done);
+  // The state view at the committed tail. Loaded from the log (every retained commit record,
+  // in offset order) on first use, then kept current by each commit; a read failure (a
+  // corrupt record) is answered as the error and the load is retried next time.
+  Result<StateLookup> StateGet(const std::string& key);
 
   // `on_ready` runs (on any thread) when the subscriber's queue turns non-empty.
   // `requested_capacity` 0 = the default; otherwise clamped to 1..max_queue_capacity.
@@ -163,6 +175,7 @@ class StreamShard {
   uint64_t replay_fallbacks_ = 0;
   std::function<void()> commit_listener_;
   std::unique_ptr<CommitGate> gate_;  // Quorum shards led with replication only
+  std::optional<ShardState> state_;  // loaded on first StateGet
 };
 
 }  // namespace felix::broker

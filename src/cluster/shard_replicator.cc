@@ -336,6 +336,18 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
         return;
       }
       if (read->records.empty()) return;
+      for (const storage::Record& r : read->records) {
+        if (r.flags == 0) continue;
+        // An atomic-commit record (written on a standalone broker; a cluster refuses commits)
+        // would need FLXI mark byte 4, which is not shipped yet: stall rather than let the
+        // follower store the commit body as a plain event.
+        spdlog::warn("replication {}: record {} is an atomic commit, which is not replicated yet",
+                     Where(c), r.offset);
+        Count("read_failed");
+        c.stalled = true;
+        ArmRetry(c);
+        return;
+      }
       auto batch = std::make_shared<Batch>();
       batch->first = read->records.front().offset;
       batch->end = read->records.back().offset + 1;

@@ -325,6 +325,9 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
           StorageErrc::kInvalidArgument,
           "record of " + std::to_string(r.payload.size()) + " bytes exceeds the 64 MiB limit");
     }
+    if ((r.flags & ~kKnownRecordFlags) != 0) {
+      return StorageFail(StorageErrc::kInvalidArgument, "unknown record flags");
+    }
     total += RecordBytes(r.payload.size());
   }
   const uint64_t now_ms = WallMs();
@@ -359,7 +362,7 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
     uint64_t last_ts = 0;
     for (const auto& r : records) {
       uint64_t ts = r.timestamp_ms != 0 ? r.timestamp_ms : now_ms;
-      EncodeRecord(staging_.data() + at, offset, r.generation, ts, r.payload);
+      EncodeRecord(staging_.data() + at, offset, r.generation, ts, r.payload, r.flags);
       uint64_t step = RecordBytes(r.payload.size());
       builder_.Add(offset, pos + at, step, &new_entries_);
       at += step;
@@ -982,6 +985,7 @@ StorageResult<ReadBatch> DurableLog::Read(uint64_t from, ReadLimits limits) cons
       rec.offset = h.offset;
       rec.generation = h.generation;
       rec.timestamp_ms = h.timestamp_ms;
+      rec.flags = h.flags;
       rec.payload.assign(reinterpret_cast<const char*>(payload), h.payload_len);
       batch.records.push_back(std::move(rec));
       used += h.payload_len;

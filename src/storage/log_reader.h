@@ -32,6 +32,7 @@ struct AppendRecord {
   std::span<const uint8_t> payload;
   uint64_t generation = 0;
   uint64_t timestamp_ms = 0;
+  uint32_t flags = 0;  // record_format.h kRecordFlag* (a durable log only; a ring refuses them)
 };
 
 inline std::span<const uint8_t> AsBytes(std::string_view s) {
@@ -49,6 +50,7 @@ struct Record {
   uint64_t generation = 0;
   uint64_t timestamp_ms = 0;
   std::string payload;
+  uint32_t flags = 0;  // as appended
 };
 
 struct ReadLimits {

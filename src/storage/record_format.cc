@@ -63,10 +63,10 @@ uint32_t HeaderCrc(const uint8_t* p) {
 }  // namespace
 
 void EncodeRecord(uint8_t* out, uint64_t offset, uint64_t generation, uint64_t timestamp_ms,
-                  std::span<const uint8_t> payload) {
+                  std::span<const uint8_t> payload, uint32_t flags) {
   PutU32(out, uint32_t(payload.size()));
   PutU32(out + 8, Crc32c(payload.data(), payload.size()));
-  PutU32(out + 12, 0);
+  PutU32(out + 12, flags);
   PutU64(out + 16, offset);
   PutU64(out + 24, generation);
   PutU64(out + 32, timestamp_ms);
@@ -177,7 +177,7 @@ ScanOutcome ScanRecords(std::span<const uint8_t> file, uint64_t start, uint64_t 
       out.damage = "record too large (" + std::to_string(h.payload_len) + " bytes)";
       break;
     }
-    if (h.flags != 0) {
+    if ((h.flags & ~kKnownRecordFlags) != 0) {
       out.stop = ScanStop::kDamaged;
       out.damage = "unknown record flags " + std::to_string(h.flags);
       break;

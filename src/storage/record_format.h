@@ -40,7 +40,7 @@ std::optional<SegmentHeader> DecodeSegmentHeader(std::span<const uint8_t> bytes,
 
 // ---- record frame (40-byte header, then payload):
 //  0 u32 payload_len      4 u32 header_crc (crc32c of bytes 0..4 then 8..40)
-//  8 u32 payload_crc     12 u32 flags (0)
+//  8 u32 payload_crc     12 u32 flags (0, or kRecordFlagCommit)
 // 16 u64 offset          24 u64 generation        32 u64 timestamp_ms
 struct RecordHeader {
   uint32_t payload_len = 0;
@@ -50,12 +50,17 @@ struct RecordHeader {
   uint64_t generation = 0;
   uint64_t timestamp_ms = 0;
 };
+// The record's payload is an atomic-commit body (event + state changes, storage.md §3.4; the
+// broker's CommitRecord), not a plain event: readers outside replication present its event
+// bytes. Any other flag bit is damage.
+inline constexpr uint32_t kRecordFlagCommit = 0x1;
+inline constexpr uint32_t kKnownRecordFlags = kRecordFlagCommit;
 inline size_t RecordBytes(size_t payload_len) {
   return kRecordHeaderBytes + payload_len;
 }
 // Writes RecordBytes(payload.size()) bytes at `out`.
 void EncodeRecord(uint8_t* out, uint64_t offset, uint64_t generation, uint64_t timestamp_ms,
-                  std::span<const uint8_t> payload);
+                  std::span<const uint8_t> payload, uint32_t flags = 0);
 // Decodes the 40 bytes at `p`; false if the header checksum fails.
 bool DecodeRecordHeader(const uint8_t* p, RecordHeader* out);
 bool PayloadCrcMatches(const RecordHeader& h, const uint8_t* payload);

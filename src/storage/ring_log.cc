@@ -27,6 +27,10 @@ StorageResult<AppendResult> RingLog::AppendImpl(std::optional<uint64_t> expected
                                                 std::span<const AppendRecord> records) {
   if (records.empty()) return StorageFail(StorageErrc::kInvalidArgument, "empty append");
   for (const auto& r : records) {
+    if (r.flags != 0) {
+      return StorageFail(StorageErrc::kInvalidArgument,
+                         "an in-memory log holds plain records only");
+    }
     if (r.payload.size() > kMaxPayloadBytes) {
       return StorageFail(StorageErrc::kInvalidArgument, "record exceeds the 64 MiB limit");
     }

@@ -254,5 +254,44 @@ TEST_F(ConsumerGroupTest, TrimmedRedrivenRecordIsNoLongerOwed) {
   EXPECT_EQ(g.DeadLetters(), std::vector<uint64_t>{2});
 }
 
+// Named members (consumer-groups.md §2 step 1): a newer connection of the same member
+// reclaims its older claims first, with another attempt each; nobody else takes them; only the
+// first reclaim per connection reserves and an older connection never takes claims back.
+TEST_F(ConsumerGroupTest, ReclaimReservesTheMembersOlderClaimsForTheNewConnection) {
+  ConsumerGroup g(std::nullopt, 0, {});
+  const GroupMember old_conn{"alice/w1", 1};
+  const GroupMember new_conn{"alice/w1", 3};
+  const GroupMember other{"bob/w1", 2};
+  EXPECT_EQ(g.Claim(0, At(1000), old_conn), 1u);
+  EXPECT_EQ(g.Claim(1, At(1000), other), 1u);
+  EXPECT_EQ(g.Claim(2, At(1000), old_conn), 1u);
+  EXPECT_EQ(g.Reclaim(new_conn), 2u);  // 0 and 2, not bob's 1
+  EXPECT_EQ(g.NextReserved(3), 0u);
+  EXPECT_FALSE(g.NextReserved(2).has_value());
+  EXPECT_EQ(g.Claim(0, At(2000), new_conn), 2u);  // another attempt
+  EXPECT_EQ(g.NextReserved(3), 2u);
+  // A second reclaim on the same connection, or one from an older connection, reserves nothing.
+  EXPECT_EQ(g.Reclaim(new_conn), 0u);
+  EXPECT_EQ(g.Reclaim(GroupMember{"alice/w1", 2}), 0u);
+  // A reserved claim that lapses is owed to the whole group, no longer reserved.
+  g.Expire(At(1500));
+  EXPECT_FALSE(g.NextReserved(3).has_value());
+  EXPECT_EQ(g.NextCandidate(5), 1u);  // bob's lapsed claim and alice's lapsed 2 are owed
+  EXPECT_EQ(g.owed(), 2u);
+}
+
+TEST_F(ConsumerGroupTest, ReservedClaimAtTheAttemptBoundIsDeadLetteredInsteadOfDelivered) {
+  ConsumerGroup g(std::nullopt, 0, ConsumerGroupLimits{2, 100});
+  g.Claim(0, At(10), GroupMember{"m", 1});
+  g.Expire(At(20));
+  EXPECT_EQ(g.Claim(0, At(1000), GroupMember{"m", 1}), 2u);
+  EXPECT_EQ(g.Reclaim(GroupMember{"m", 2}), 1u);
+  ASSERT_EQ(g.NextReserved(2), 0u);
+  EXPECT_TRUE(g.DeadLetterIfAtBound(0));
+  EXPECT_FALSE(g.IsClaimed(0));
+  EXPECT_FALSE(g.NextReserved(2).has_value());
+  EXPECT_EQ(g.TakeDeadLetterWork(), std::vector<uint64_t>{0});
+}
+
 }  // namespace
 }  // namespace felix::broker

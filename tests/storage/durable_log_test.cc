@@ -10,6 +10,8 @@
 
 #include "common/metrics.h"
 #include "storage/durable_log.h"
+#include "storage/record_format.h"
+#include "storage/ring_log.h"
 #include "test_util.h"
 
 namespace felix::storage {
@@ -499,6 +501,32 @@ TEST(DurableLog, RefusesNonsenseOptions) {
   EXPECT_FALSE(DurableLog::Open(TempDir("opts"), o));
   EXPECT_EQ(ParseFsyncMode("on_commit"), FsyncMode::kOnCommit);
   EXPECT_FALSE(ParseFsyncMode("always"));
+}
+
+// A record's flags are stored and read back (after a reopen too); unknown flags are refused
+// at append, and an in-memory ring holds plain records only.
+TEST(DurableLog, RecordFlagsRoundTripAndUnknownOnesAreRefused) {
+  std::string dir = TempDir("flags");
+  {
+    auto log = MustOpen(dir, Opts());
+    ASSERT_TRUE(log);
+    ASSERT_TRUE(log->Append(AppendRecord{AsBytes("plain")}));
+    ASSERT_TRUE(log->Append(AppendRecord{AsBytes("body"), 0, 0, kRecordFlagCommit}));
+    auto refused = log->Append(AppendRecord{AsBytes("x"), 0, 0, 0x4});
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, StorageErrc::kInvalidArgument);
+  }
+  auto log = MustOpen(dir, Opts());
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->TailOffset(), 2u);
+  auto read = log->Read(0, ReadLimits{10, 1 << 20});
+  ASSERT_TRUE(read);
+  ASSERT_EQ(read->records.size(), 2u);
+  EXPECT_EQ(read->records[0].flags, 0u);
+  EXPECT_EQ(read->records[1].flags, kRecordFlagCommit);
+  EXPECT_EQ(read->records[1].payload, "body");
+  RingLog ring(RingOptions{});
+  EXPECT_FALSE(ring.Append(AppendRecord{AsBytes("body"), 0, 0, kRecordFlagCommit}));
 }
 
 }  // namespace

@@ -163,5 +163,24 @@ TEST(RecordFormat, ZeroFilledTailIsTorn) {
   EXPECT_EQ(ClassifyTail(garbage, s, uint64_t(garbage.size())).verdict, TailVerdict::kCorrupt);
 }
 
+// The commit flag is the one known record flag: it survives the header CRC and the scanner;
+// any other bit is damage.
+TEST(RecordFormat, CommitFlagIsKnownAndOtherFlagsAreDamage) {
+  auto seg = Segment(1);
+  size_t at = seg.size();
+  seg.resize(at + RecordBytes(3));
+  EncodeRecord(seg.data() + at, 1, 7, 5, AsBytes("abc"), kRecordFlagCommit);
+  RecordHeader h;
+  ASSERT_TRUE(DecodeRecordHeader(seg.data() + at, &h));
+  EXPECT_EQ(h.flags, kRecordFlagCommit);
+  auto clean = ScanRecords(seg, kSegmentHeaderBytes, 0, nullptr, nullptr);
+  EXPECT_EQ(clean.stop, ScanStop::kEnd);
+  EXPECT_EQ(clean.records, 2u);
+  EncodeRecord(seg.data() + at, 1, 7, 5, AsBytes("abc"), 0x2);
+  auto damaged = ScanRecords(seg, kSegmentHeaderBytes, 0, nullptr, nullptr);
+  EXPECT_EQ(damaged.stop, ScanStop::kDamaged);
+  EXPECT_EQ(damaged.records, 1u);
+}
+
 }  // namespace
 }  // namespace felix::storage

@@ -444,5 +444,62 @@ TEST(Flx1Golden, SpecExamplesEncodeExactly) {
   }
 }
 
+// Event-stream endings a broker serves (§6.4): `shard_moved` (FEATURE_SHARD_MOVED, advertised
+// by every broker; sent when a shard moves in a cluster) and `subscription_lagged`, built as
+// the broker builds them, encode in the spec's field order with optional fields omitted.
+TEST(Flx1Golden, ShardMovedAndSubscriptionLaggedEncodeInSpecOrder) {
+  ShardMoved full;
+  full.subscription_id = 7;
+  full.resume_from = 42;
+  full.node_id = "broker-b";
+  full.addr = "10.0.0.5:5000";
+  full.generation = 3;
+  auto text = EncodeMessageJson(full);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text,
+            R"({"type":"shard_moved","subscription_id":7,"resume_from":42,"node_id":"broker-b",)"
+            R"("addr":"10.0.0.5:5000","generation":3})");
+  ShardMoved in_memory;  // no resume point, successor unknown
+  in_memory.subscription_id = 7;
+  in_memory.generation = 3;
+  text = EncodeMessageJson(in_memory);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, R"({"type":"shard_moved","subscription_id":7,"generation":3})");
+  auto back = DecodeMessageJson(*text);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(std::get<ShardMoved>(*back), in_memory);
+
+  SubscriptionLagged lagged;
+  lagged.subscription_id = 9;
+  lagged.resume_from = 1200;
+  text = EncodeMessageJson(lagged);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, R"({"type":"subscription_lagged","subscription_id":9,"resume_from":1200})");
+  // As a frame: the 12-byte envelope with flags 0, then exactly that JSON.
+  auto frame = EncodeMessageFrame(lagged);
+  ASSERT_TRUE(frame);
+  ASSERT_EQ(frame->size(), 12 + text->size());
+  EXPECT_EQ(std::string(frame->begin() + 12, frame->end()), *text);
+}
+
+// §6.8: `changes` is always emitted, `state_value.value` is null when absent.
+TEST(Flx1Golden, CommitAndStateMessagesEncodeInSpecOrder) {
+  const std::vector<std::string> examples = {
+      R"({"type":"commit","tenant_id":"t","namespace":"n","stream":"s","entity_key":"ZQ==","event":"RQ==","changes":[{"op":"put","key":"k","value":"dg=="},{"op":"delete","key":"d"}],"request_id":1})",
+      R"({"type":"commit","tenant_id":"t","namespace":"n","stream":"s","entity_key":"","event":"","changes":[],"request_id":2})",
+      R"({"type":"commit_ok","request_id":1,"offset":11})",
+      R"({"type":"state_get","tenant_id":"t","namespace":"n","stream":"s","entity_key":"ZQ==","key":"k","request_id":3})",
+      R"({"type":"state_value","value":"dg==","version":11,"as_of":12,"request_id":3})",
+      R"({"type":"state_value","value":null,"request_id":4})",
+  };
+  for (const auto& text : examples) {
+    auto m = DecodeMessageJson(text);
+    ASSERT_TRUE(m) << text << ": " << m.error().ToString();
+    auto again = EncodeMessageJson(*m);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(*again, text);
+  }
+}
+
 }  // namespace
 }  // namespace felix::wire::flx1
