@@ -422,7 +422,14 @@ void BrokerCore::DropShards(const ShardId& any_shard, const std::string& dir) {
         shared->shard->EndAll(end);
         shared->shard->CloseLog();
       }
-      if (shared->cache) shared->cache->CloseLogs();
+      if (shared->cache) {
+        WatchEnd end;
+        end.kind = WatchEnd::Kind::kError;
+        end.code = Code(wire::flx1::ProtocolErrorCode::kNotFound);
+        end.message = what;
+        shared->cache->EndWatches(end);
+        shared->cache->CloseLogs();
+      }
       if (shared->store) (void)shared->store->Close();
       if (!executor->Post([&done] { done.set_value(); })) done.set_value();
     });

@@ -29,8 +29,14 @@ void RunConditional(CacheShard& shard, CacheCommand command, CacheCommandDone do
         Error{ErrorCode::kInvalidArgument, "a condition applies to a put or a delete only"}));
   }
   if (shard.WriteInFlight(command.key)) {
-    return done(tl::unexpected(
-        Error{ErrorCode::kUnavailable, "another write to this key is in flight; retry"}));
+    // semantics.md §10: a pending write to the key is awaited first, so two racing conditional
+    // writes never decide on the same state. The shard outlives its pending writes.
+    std::string key = command.key;
+    CacheShard* on = &shard;
+    return shard.WhenKeyIdle(key,
+                             [on, command = std::move(command), done = std::move(done)]() mutable {
+                               RunConditional(*on, std::move(command), std::move(done));
+                             });
   }
   std::optional<uint64_t> current = shard.VersionOf(command.key);
   const CacheCondition& c = *command.condition;

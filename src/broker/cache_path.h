@@ -41,9 +41,9 @@ struct CacheCommand {
   std::string value{};               // kPut
   std::optional<uint64_t> ttl_ms{};  // kPut: nullopt = the cache's default TTL (if any)
   int64_t delta = 0;                 // kCounterAdd
-  // kPut / kDelete: written only if the condition holds when the shard decides. A write to
-  // the key still in flight refuses it kUnavailable (retry), so that two racing conditional
-  // writes cannot both see the same state.
+  // kPut / kDelete: written only if the condition holds when the shard decides. Writes to the
+  // key still in flight are awaited first, so that two racing conditional writes cannot both
+  // see the same state.
   std::optional<CacheCondition> condition{};
   bool want_version = false;  // kGet: report the value's version
 
@@ -74,9 +74,8 @@ const char* CacheAuthorizationRefusal(const auth::AuthContext& auth, auth::Actio
 using CacheCommandDone = std::function<void(Result<CacheCommandResult>)>;
 
 // Applies `command` to `shard` (on its executor). kInvalidArgument for a counter on an
-// in-memory cache or a condition on anything but a put or delete; kUnavailable for a
-// conditional write while another write to the key is in flight; the log's error when a
-// write failed.
+// in-memory cache or a condition on anything but a put or delete; the log's error when a
+// write failed. A conditional write waits for writes to its key in flight.
 void RunCacheCommand(CacheShard& shard, CacheCommand command, CacheCommandDone done);
 
 // RunCacheCommand once the shard of `cell` is open (or the error that refused the open).

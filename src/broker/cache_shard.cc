@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "broker/protocol_codes.h"
+
 namespace felix::broker {
 
 #if FELIX_FAULT_INJECTION
@@ -40,6 +42,12 @@ int64_t WrappingAdd(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
 }
 
+uint64_t WallMicros() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
 uint64_t WallMs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
@@ -63,6 +71,9 @@ CacheShard::CacheShard(ShardId id, Executor& executor, std::unique_ptr<RecordLog
       options_(std::move(options)) {
   cache_state_.log = cache_log_.get();
   counter_state_.log = counter_log_.get();
+  // semantics.md §10: without a log, versions come from a counter seeded by the wall clock, so
+  // a version handed out before a restart is not handed out again for another value.
+  if (!durable()) memory_version_ = WallMicros();
 }
 
 CacheShard::~CacheShard() = default;
@@ -75,6 +86,7 @@ Result<void> CacheShard::Open() {
   if (!durable()) return {};
   if (auto replayed = Replay(LogId::kCache); !replayed) return replayed;
   if (auto replayed = Replay(LogId::kCounter); !replayed) return replayed;
+  applied_next_ = cache_log_->next_offset();
   spdlog::info("cache shard opened shard={} entries={} counters={} cache_next={} counter_next={}",
                id_.ToString(), entries_.size(), counters_.size(), cache_log_->next_offset(),
                counter_log_->next_offset());
@@ -134,17 +146,21 @@ void CacheShard::EraseEntry(const std::string& key) {
   if (it == entries_.end()) return;
   cache_state_.live_bytes -= std::min(cache_state_.live_bytes, it->second.record_bytes);
   SetExpiry(key, it->second.expires_at, 0);
+  ordered_keys_.erase(std::string_view(it->first));
   entries_.erase(it);
 }
 
 void CacheShard::ApplyCache(const CacheRecord& record, uint64_t offset, uint64_t bytes) {
   cache_state_.total_bytes += bytes;
+  if (durable()) applied_next_ = std::max(applied_next_, offset + 1);
   std::string key(record.key);
   if (record.op == CacheRecord::Op::kDelete) {
     EraseEntry(key);
     return;
   }
-  Entry& entry = entries_[key];
+  auto [slot, created] = entries_.try_emplace(key);
+  if (created) ordered_keys_.insert(std::string_view(slot->first));
+  Entry& entry = slot->second;
   uint64_t old_expiry = entry.expires_at;
   cache_state_.live_bytes -= std::min(cache_state_.live_bytes, entry.record_bytes);
   entry.value.assign(record.value.begin(), record.value.end());
@@ -214,10 +230,11 @@ void CacheShard::Put(std::string key, std::string value, std::optional<uint64_t>
   Append(LogId::kCache, std::move(records),
          [this, key = std::move(key), expires_at, value = std::move(value),
           done = std::move(done)](Result<uint64_t> offset) {
-           if (--pending_keys_[key] == 0) pending_keys_.erase(key);
+           ReleaseKey(pending_keys_, key);
            if (!offset) return done(tl::unexpected(offset.error()));
            CacheRecord applied{CacheRecord::Op::kPut, expires_at, std::nullopt, key, Bytes(value)};
            ApplyCache(applied, *offset, kCacheRecordHeaderBytes + key.size() + value.size());
+           NotifyWatchers(key, &value, *offset, expires_at);
            done({});
          });
 }
@@ -269,11 +286,12 @@ void CacheShard::Delete(std::string key, ValueDone done) {
   ++pending_keys_[key];
   Append(LogId::kCache, std::move(records),
          [this, key = std::move(key), live_value, done = std::move(done)](Result<uint64_t> offset) {
-           if (--pending_keys_[key] == 0) pending_keys_.erase(key);
+           ReleaseKey(pending_keys_, key);
            if (!offset) return done(tl::unexpected(offset.error()));
            auto removed = live_value(key);
            ApplyCache(CacheRecord{CacheRecord::Op::kDelete, 0, std::nullopt, key, {}}, *offset,
                       kCacheRecordHeaderBytes + key.size());
+           NotifyWatchers(key, nullptr, *offset, 0);
            done(std::move(removed));
          });
 }
@@ -289,7 +307,7 @@ void CacheShard::CounterAdd(std::string key, int64_t delta, CounterDone done) {
   ++pending_counters_[key];
   Append(LogId::kCounter, std::move(records),
          [this, key = std::move(key), delta, done = std::move(done)](Result<uint64_t> offset) {
-           if (--pending_counters_[key] == 0) pending_counters_.erase(key);
+           ReleaseKey(pending_counters_, key);
            if (!offset) return done(tl::unexpected(offset.error()));
            ApplyCounter(CounterRecord{CounterRecord::Op::kDelta, delta, key}, *offset,
                         kCounterRecordHeaderBytes + key.size());
@@ -348,11 +366,12 @@ void CacheShard::SweepExpired() {
            sweeping_ = false;
            for (size_t i = 0; i < keys.size(); ++i) {
              const std::string& key = keys[i];
-             if (--pending_keys_[key] == 0) pending_keys_.erase(key);
+             ReleaseKey(pending_keys_, key);
              if (!offset) continue;
              bool existed = entries_.count(key) != 0;
              ApplyCache(CacheRecord{CacheRecord::Op::kDelete, 0, std::nullopt, key, {}},
                         *offset + i, kCacheRecordHeaderBytes + key.size());
+             NotifyWatchers(key, nullptr, *offset + i, 0);  // an expiry is a delete
              if (existed && options_.metrics) options_.metrics->expiries.Increment();
            }
            if (!offset) {
@@ -488,7 +507,7 @@ void CacheShard::CompactRound(LogId which) {
             failed](Result<uint64_t> offset) {
              for (size_t i = 0; i < batch_keys.size(); ++i) {
                const std::string& k = batch_keys[i];
-               if (--pending[k] == 0) pending.erase(k);
+               ReleaseKey(pending, k);
                if (!offset) continue;
                const auto& bytes = (*payloads)[i];
                if (which == LogId::kCache) {
@@ -520,8 +539,31 @@ void CacheShard::FinishCompaction(LogId which, Result<void> result) {
   for (auto& w : waiters) w(result);
 }
 
+void CacheShard::ReleaseKey(std::unordered_map<std::string, uint32_t>& pending,
+                            const std::string& key) {
+  auto it = pending.find(key);
+  if (it == pending.end() || --it->second > 0) return;
+  pending.erase(it);
+  if (&pending != &pending_keys_) return;
+  auto waiting = key_waiters_.find(key);
+  if (waiting == key_waiters_.end()) return;
+  // In later tasks: after the write that just landed was applied and answered.
+  for (auto& fn : waiting->second) executor_.Post(std::move(fn));
+  key_waiters_.erase(waiting);
+}
+
+void CacheShard::WhenKeyIdle(const std::string& key, std::function<void()> fn) {
+  if (!pending_keys_.count(key)) return fn();
+  key_waiters_[key].push_back(std::move(fn));
+}
+
 void CacheShard::CloseLogs() {
   closed_ = true;
+  WatchEnd end;
+  end.kind = WatchEnd::Kind::kError;
+  end.code = Code(wire::flx1::ProtocolErrorCode::kShardUnavailable);
+  end.message = "cache shard " + id_.ToString() + " is closing";
+  EndWatches(end);
   // The sweep task holds `this`: it must not outlive a shard dropped while the broker runs.
   if (sweep_timer_ != 0) executor_.Cancel(sweep_timer_);
   sweep_timer_ = 0;

@@ -24,7 +24,19 @@
 // stay for the next pass.
 //
 // In-memory shards (no logs) apply mutations at once, offer no counters (they need durable
-// storage) and expire lazily plus by the sweep.
+// storage) and expire lazily plus by the sweep. Their versions come from a counter seeded
+// with the wall clock in microseconds (semantics.md §10 "Versions").
+//
+// Watches (durable shards only; cache_shard_watch.cc): a watcher is registered before
+// anything is read ("register-before-read"), at the applied frontier (the offset after the
+// last applied record). A retained watch (or a resume below the log's start: resnapshot) first
+// walks the current values of its keys in key order, a bounded step per executor task, taking
+// only entries written below the frontier; a resume from an offset then reads the log from
+// there up to the frontier (compaction copies are skipped: compaction is silent to watchers);
+// the watcher turns live in the executor task in which the walk reaches the frontier, so live
+// changes follow with no gap and no duplicate. The state and history phases wait for queue
+// room; a live change that finds the queue full ends the watch lagged at its offset.
+// Writes notify watchers in offset order, after they applied and before they are answered.
 //
 // Threading: every method runs on `executor` (the shard's owner); other threads Post to it.
 // Open() may also run before the shard is shared. The executor and the shard must outlive
@@ -34,17 +46,22 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "broker/cache_record.h"
+#include "broker/cache_watch_queue.h"
 #include "broker/executor.h"
 #include "broker/record_log.h"
 #include "broker/shard_router.h"
+#include "broker/stream_shard.h"
 #include "common/metrics.h"
 
 namespace felix::broker {
@@ -70,6 +87,36 @@ struct CacheShardOptions {
   // Wall clock in Unix milliseconds (injectable for tests).
   std::function<uint64_t()> now_ms;
   CacheMetrics* metrics = nullptr;  // optional; must outlive the shard
+  // Watches: each watcher's queue bound (changes, and bytes of keys plus values), and how many
+  // changes one executor task hands to a watcher in its state or history phase.
+  size_t watch_queue_changes = 4096;
+  size_t watch_queue_bytes = 16u << 20;
+  size_t watch_changes_per_step = 64;
+};
+
+// What a watch follows: one key, or every key starting with a prefix ("" = all keys).
+struct CacheWatchFilter {
+  bool prefix = false;
+  std::string text;
+  bool Matches(std::string_view key) const {
+    return prefix ? key.substr(0, text.size()) == text : key == text;
+  }
+};
+
+// Where a watch starts: live at the frontier, from an offset (the first change not yet seen),
+// or with the current values first (retained).
+struct CacheWatchStart {
+  enum class Kind : uint8_t { kLive, kFromOffset, kRetained };
+  Kind kind = Kind::kLive;
+  uint64_t from_offset = 0;
+};
+
+struct CacheWatchRegistration {
+  uint64_t id = 0;
+  uint64_t resume_offset = 0;  // the applied frontier: live changes start here
+  bool resnapshot = false;     // the resume point was compacted away: current values come first
+  std::optional<uint64_t> retained_count;  // retained watches: matching keys at registration
+  std::shared_ptr<CacheWatchQueue> queue;
 };
 
 class CacheShard {
@@ -129,6 +176,22 @@ class CacheShard {
   // A put or delete of `key` is appended but not applied yet (a conditional write must not
   // decide on the value it is about to replace).
   bool WriteInFlight(const std::string& key) const { return pending_keys_.count(key) != 0; }
+  // Runs `fn` once no write of `key` is in flight: at once (inline) if none is, else in a later
+  // executor task, after the last one in flight applied and was answered.
+  void WhenKeyIdle(const std::string& key, std::function<void()> fn);
+
+  // ---- Watches (cache_shard_watch.cc) ----
+  // Registers a watcher; `on_ready` runs (any thread) when its queue turns non-empty or ends.
+  // kInvalidArgument on an in-memory shard; a from_offset past the frontier is a CursorError
+  // (in_future, available = the frontier).
+  std::variant<CacheWatchRegistration, CursorError, Error> Watch(CacheWatchFilter filter,
+                                                                 CacheWatchStart start,
+                                                                 std::function<void()> on_ready);
+  void Unwatch(uint64_t id);
+  // Ends every watch with `end` (after what is queued) and forgets them.
+  void EndWatches(const WatchEnd& end);
+  size_t watcher_count() const { return watchers_.size(); }
+  uint64_t applied_next() const { return applied_next_; }
 
  private:
   struct Entry {
@@ -165,6 +228,28 @@ class CacheShard {
   void Append(LogId which, std::vector<std::vector<uint8_t>> records,
               std::function<void(Result<uint64_t>)> done);
   LogState& State(LogId which) { return which == LogId::kCache ? cache_state_ : counter_state_; }
+  // Drops one in-flight count of `key`; the last one wakes WhenKeyIdle callers.
+  void ReleaseKey(std::unordered_map<std::string, uint32_t>& pending, const std::string& key);
+  // ---- Watches (cache_shard_watch.cc) ----
+  struct Watcher {
+    enum class Phase : uint8_t { kState, kHistory, kLive };
+    CacheWatchFilter filter;
+    std::shared_ptr<CacheWatchQueue> queue;
+    Phase phase = Phase::kLive;
+    std::optional<std::string> state_after;  // state walk: the last key handled
+    uint64_t state_below = 0;                // state walk: entries written below this only
+    uint64_t history_next = 0;               // history: next log offset to read
+    CacheChangeRef pending;                  // refused for lack of room, offered again first
+  };
+  // A write applied live: hands it to every live watcher whose filter matches.
+  // `value` null for a delete (a pointer: nothing is copied unless a watcher takes it).
+  void NotifyWatchers(const std::string& key, const std::string* value, uint64_t offset,
+                      uint64_t expires_at);
+  void WatchStep(uint64_t id);
+  // One step of each phase; false when the watcher must wait (room) or ended.
+  bool StateStep(uint64_t id, Watcher& w, size_t* budget);
+  bool HistoryStep(uint64_t id, Watcher& w, size_t* budget);
+  void EndWatch(uint64_t id, WatchEnd end);
   bool Expired(const Entry& entry, uint64_t now) const {
     return entry.expires_at != 0 && entry.expires_at <= now;
   }
@@ -183,10 +268,17 @@ class CacheShard {
   std::unique_ptr<RecordLog> counter_log_;
   CacheShardOptions options_;
   std::unordered_map<std::string, Entry> entries_;
+  // The keys of entries_ in byte order (views of the map's own keys, which never move): the
+  // state walk of retained watches resumes from a key and scans a prefix.
+  std::set<std::string_view> ordered_keys_;
   std::set<std::pair<uint64_t, std::string>> by_expiry_;  // entries with an expiry
   std::unordered_map<std::string, CounterEntry> counters_;
   std::unordered_map<std::string, uint32_t> pending_keys_;      // cache writes in flight
   std::unordered_map<std::string, uint32_t> pending_counters_;  // counter adds in flight
+  std::unordered_map<std::string, std::vector<std::function<void()>>> key_waiters_;
+  uint64_t applied_next_ = 0;  // cache log: the offset after the last applied record
+  std::map<uint64_t, Watcher> watchers_;
+  uint64_t next_watcher_id_ = 1;
   LogState cache_state_;
   LogState counter_state_;
   uint64_t memory_version_ = 0;  // in-memory shards: versions from a counter

@@ -201,7 +201,11 @@ void ClientConnectionState::ReleaseAll() {
   for (auto& weak : sessions) {
     if (auto session = weak.lock()) session->ForceRelease();
   }
+  for (auto& weak : watch_writers) {
+    if (auto writer = weak.lock()) writer->ForceRelease();
+  }
   writers.clear();
+  watch_writers.clear();
   sessions.clear();
 }
 

@@ -21,6 +21,7 @@
 
 #include "auth/token.h"
 #include "broker/cache_path.h"
+#include "broker/cache_watch_writer.h"
 #include "broker/client_service.h"
 #include "broker/event_stream_writer.h"
 #include "broker/publish_path.h"
@@ -33,7 +34,8 @@ namespace felix::broker {
 
 // The features this broker advertises in auth_ok.
 uint32_t ServerFeatures(const ClientServiceOptions& options);
-// The cache part of them: CACHE_DELETE, CACHE_SHARDS, and COUNTERS with durable storage.
+// The cache part of them: CACHE_DELETE, CACHE_SHARDS, CACHE_CONDITIONAL, and with durable
+// storage COUNTERS, CACHE_WATCH and CACHE_WATCH_RETAINED.
 uint32_t CacheFeatures(const ClientServiceOptions& options);
 
 // State shared by the sessions of one client connection.
@@ -48,6 +50,7 @@ struct ClientConnectionState {
   // even if the transport never reports their streams' end.
   std::vector<std::weak_ptr<ClientSession>> sessions;
   std::vector<std::weak_ptr<EventStreamWriter>> writers;
+  std::vector<std::weak_ptr<CacheWatchWriter>> watch_writers;  // cache watches
   // Stops every writer and drops every session's handlers (after the endpoint stopped).
   void ReleaseAll();
 };
@@ -226,6 +229,16 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   static void AnswerCacheCommand(ClientSession* self, const Result<CacheCommandResult>& result,
                                  bool single_shot, const CacheResultAnswer& answer);
   void SendCacheError(const Error& error);
+  // cache_put_if / cache_delete_if (FEATURE_CACHE_CONDITIONAL): answered
+  // cache_condition_result with applied and the version.
+  std::optional<bool> HandleConditionalCacheRequest(const wire::flx1::Message& message);
+  // cache_watch (client_session_watch.cc): validated, authorized (cache.read on the key or
+  // prefix), registered on the shard's executor; answered cache_watch_started after the
+  // event stream opened with its hello (§9.4), and the stream is read on.
+  bool HandleCacheWatch(const wire::flx1::CacheWatch& request);
+  void OnCacheWatched(const CacheShardHandle& handle,
+                      std::variant<CacheWatchRegistration, CursorError, Error> result,
+                      const std::shared_ptr<void>& writer_slot, uint64_t client_id);
   // ---- end of cache and counters ---------------------------------------------------------
   // ---- Atomic commits and shard state (client_session_commit.cc) ----
   // commit and state_get; nullopt for other messages, else whether the stream is read on.

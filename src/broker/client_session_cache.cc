@@ -28,8 +28,13 @@ std::string ToString(const flx1::Bytes& bytes) {
 }  // namespace
 
 uint32_t CacheFeatures(const ClientServiceOptions& options) {
-  uint32_t features = flx1::kFeatureCacheDelete | flx1::kFeatureCacheShards;
-  if (options.durable_storage) features |= flx1::kFeatureCounters;
+  uint32_t features =
+      flx1::kFeatureCacheDelete | flx1::kFeatureCacheShards | flx1::kFeatureCacheConditional;
+  if (options.durable_storage) {
+    // Watches read the cache log: only log-backed (durable) caches serve them (§7).
+    features |=
+        flx1::kFeatureCounters | flx1::kFeatureCacheWatch | flx1::kFeatureCacheWatchRetained;
+  }
   return features;
 }
 
@@ -57,11 +62,14 @@ std::optional<bool> ClientSession::HandleCacheRequest(const flx1::Message& messa
       answer = flx1::CacheValue{m.tenant_id, m.namespace_, m.cache, m.key, {}, m.request_id, {}};
     }
     CacheCommand command{is_get ? Op::kGet : Op::kDelete, answer.key, {}, std::nullopt, 0};
+    // §6.5: a hit's version only to a client that offered CACHE_CONDITIONAL.
+    command.want_version = is_get && (peer_features_ & flx1::kFeatureCacheConditional) != 0;
     std::string tenant = answer.tenant_id, ns = answer.namespace_, cache = answer.cache;
     return ServeCacheCommand(tenant, ns, cache, std::move(command), !answer.request_id,
                              [answer](ClientSession& session, const CacheCommandResult& result) {
                                flx1::CacheValue out = answer;
                                if (result.value) out.value = ToBytes(*result.value);
+                               if (result.value) out.version = result.version;
                                session.Send(out);
                              });
   }
@@ -81,7 +89,36 @@ std::optional<bool> ClientSession::HandleCacheRequest(const flx1::Message& messa
                              answer_sum(get->request_id));
   }
   if (auto* shards = std::get_if<flx1::CacheShards>(&message)) return HandleCacheShards(*shards);
-  return std::nullopt;
+  if (auto* watch = std::get_if<flx1::CacheWatch>(&message)) return HandleCacheWatch(*watch);
+  return HandleConditionalCacheRequest(message);
+}
+
+std::optional<bool> ClientSession::HandleConditionalCacheRequest(const flx1::Message& message) {
+  using Op = CacheCommand::Op;
+  CacheCommand command;
+  std::string tenant, ns, cache;
+  uint64_t request_id = 0;
+  if (auto* put = std::get_if<flx1::CachePutIf>(&message)) {
+    command = CacheCommand{Op::kPut, put->key, ToString(put->value), put->ttl_ms, 0};
+    command.condition =
+        put->condition.kind == flx1::CacheCondition::Kind::kAbsent
+            ? CacheCondition{CacheCondition::Type::kAbsent, 0}
+            : CacheCondition{CacheCondition::Type::kVersion, put->condition.version};
+    tenant = put->tenant_id, ns = put->namespace_, cache = put->cache;
+    request_id = put->request_id;
+  } else if (auto* del = std::get_if<flx1::CacheDeleteIf>(&message)) {
+    command = CacheCommand{Op::kDelete, del->key, {}, std::nullopt, 0};
+    command.condition = CacheCondition{CacheCondition::Type::kVersion, del->version};
+    tenant = del->tenant_id, ns = del->namespace_, cache = del->cache;
+    request_id = del->request_id;
+  } else {
+    return std::nullopt;
+  }
+  return ServeCacheCommand(
+      tenant, ns, cache, std::move(command), false,
+      [request_id](ClientSession& session, const CacheCommandResult& result) {
+        session.Send(flx1::CacheConditionResult{result.applied, result.version, request_id});
+      });
 }
 
 bool ClientSession::HandleCacheShards(const flx1::CacheShards& request) {

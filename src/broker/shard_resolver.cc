@@ -72,13 +72,29 @@ Resolution<LocalCacheShard> ShardResolver::ResolveCacheKey(std::string_view tena
                                            std::string(ns) + "/" + std::string(cache)};
   }
   uint32_t shard = CacheShardForKey(*found, key);
-  ShardId id{found->tenant_id, found->namespace_name, found->name, ShardKind::kCache, shard};
+  return RouteCache(std::move(*found), shard);
+}
+
+Resolution<LocalCacheShard> ShardResolver::ResolveCacheShard(std::string_view tenant,
+                                                             std::string_view ns,
+                                                             std::string_view cache,
+                                                             uint32_t shard) {
+  auto found = core_.FindCache(tenant, ns, cache);
+  if (!found) {
+    return Error{ErrorCode::kNotFound, "cache scope not found: " + std::string(tenant) + "/" +
+                                           std::string(ns) + "/" + std::string(cache)};
+  }
+  return RouteCache(std::move(*found), shard);
+}
+
+Resolution<LocalCacheShard> ShardResolver::RouteCache(catalog::Cache cache, uint32_t shard) {
+  ShardId id{cache.tenant_id, cache.namespace_name, cache.name, ShardKind::kCache, shard};
   Route route = router_.RouteShard(id);
   if (route.is_remote()) return ToRemote(route, shard);
   if (!route.is_local()) return Unavailable(route, id);
-  auto handle = core_.OpenCacheShard(*found, shard);
+  auto handle = core_.OpenCacheShard(cache, shard);
   if (!handle) return handle.error();
-  return LocalCacheShard{std::move(*handle), std::move(*found), shard, route.generation};
+  return LocalCacheShard{std::move(*handle), std::move(cache), shard, route.generation};
 }
 
 }  // namespace felix::broker

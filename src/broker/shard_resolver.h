@@ -70,6 +70,10 @@ class ShardResolver {
   // The cache shard `key` routes to.
   Resolution<LocalCacheShard> ResolveCacheKey(std::string_view tenant, std::string_view ns,
                                               std::string_view cache, std::string_view key);
+  // A cache shard named by the request (prefix cache watches); the caller checked `shard`
+  // against the cache's shard count.
+  Resolution<LocalCacheShard> ResolveCacheShard(std::string_view tenant, std::string_view ns,
+                                                std::string_view cache, uint32_t shard);
 
   // Who serves one shard (no shard is opened): shard_owners and topology answers.
   Route RouteOf(const ShardId& shard) const { return router_.RouteShard(shard); }
@@ -87,6 +91,7 @@ class ShardResolver {
 
  private:
   Resolution<LocalStreamShard> RouteStream(catalog::Stream stream, uint32_t shard);
+  Resolution<LocalCacheShard> RouteCache(catalog::Cache cache, uint32_t shard);
 
   BrokerCore& core_;
   const ShardRouter& router_;

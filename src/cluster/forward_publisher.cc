@@ -37,6 +37,11 @@ struct ForwardPublisher::Attempt {
   // A lost answer leaves the outcome unknown for anything that may have written; a read
   // (cache get, counter get) lands on the same state twice and may be re-sent.
   bool IsRead() const { return is_cache && !cache.command.is_write(); }
+  // A conditional write or a versioned get travels as kind 34 (internal-protocol-bodies.md
+  // §6.9: a condition present selects it).
+  bool IsConditional() const {
+    return is_cache && (cache.command.condition.has_value() || cache.command.want_version);
+  }
   std::string ShardText() const {
     if (is_cache) {
       return cache.tenant + "/" + cache.ns + "/" + cache.cache + "#" +
@@ -126,7 +131,9 @@ void ForwardPublisher::ForwardCache(broker::ForwardCacheRequest request,
 void ForwardPublisher::Count(const Attempt& attempt, std::string_view outcome) {
   flxi::Kind k =
       attempt.is_cache
-          ? (attempt.legacy ? flxi::Kind::kForwardCacheOp : flxi::Kind::kAuthorizedForwardCacheOp)
+          ? (attempt.IsConditional() ? flxi::Kind::kConditionalForwardCacheOp
+                                     : (attempt.legacy ? flxi::Kind::kForwardCacheOp
+                                                       : flxi::Kind::kAuthorizedForwardCacheOp))
           : (attempt.legacy ? flxi::Kind::kForwardPublish : flxi::Kind::kAuthorizedForwardPublish);
   const char* kind = flxi::KindName(k);
   metrics_
@@ -212,6 +219,14 @@ flxi::Frame ForwardPublisher::CacheFrame(const Attempt& attempt, std::string& co
   }
   op.key = c.key;
   if (!attempt.legacy && !r.credential.empty()) op.credential = r.credential;
+  if (c.condition) {
+    op.condition = c.condition->type == broker::CacheCondition::Type::kAbsent
+                       ? flxi::Condition{flxi::CacheCondition::kAbsent, 0}
+                       : flxi::Condition{flxi::CacheCondition::kVersion, c.condition->version};
+  } else if (c.want_version) {
+    op.condition = flxi::Condition{flxi::CacheCondition::kNone, 0};  // a versioned get
+  }
+  if (op.condition && !op.credential) op.credential = std::string_view();  // OptCred: none
   return flxi::Frame{flxi::CacheOpFrameKind(op), std::move(op)};
 }
 
@@ -298,6 +313,17 @@ void ForwardPublisher::OnAnswer(const std::shared_ptr<Attempt>& attempt,
   if (const auto* ok = std::get_if<flxi::ForwardCacheOk>(&frame->body); ok && attempt->is_cache) {
     return OnCacheOk(attempt, *ok);
   }
+  if (const auto* ok = std::get_if<flxi::ConditionalCacheOk>(&frame->body);
+      ok && attempt->IsConditional()) {
+    Count(*attempt, "ok");
+    broker::CacheCommandResult& result = attempt->cache_result;
+    result.applied = ok->applied;
+    result.version = ok->version;
+    if (ok->value) result.value = std::string(*ok->value);
+    broker::ForwardPublishOutcome done;
+    done.ok = true;
+    return Finish(attempt, std::move(done));
+  }
   if (const auto* ok = std::get_if<flxi::ForwardPublishOk>(&frame->body);
       ok && !attempt->is_cache) {
     Count(*attempt, "ok");
@@ -351,6 +377,18 @@ void ForwardPublisher::OnAnswer(const std::shared_ptr<Attempt>& attempt,
       attempt->last_failure = Failure(ProtocolErrorCode::kOverloaded, detail);
       return RetryLater(attempt, detail);
     case ErrorCode::kUnsupportedKind:
+      if (attempt->IsConditional()) {
+        // An owner from before kind 34: a versioned get is asked again as a plain get (its
+        // answer has no version); a conditional write is refused, never sent unconditionally.
+        if (attempt->cache.command.condition) {
+          return Finish(attempt,
+                        Failure(ProtocolErrorCode::kInternal,
+                                detail + " (the shard owner does not serve conditional writes)"));
+        }
+        attempt->cache.command.want_version = false;
+        attempt->tried.erase({attempt->node_id, attempt->generation});
+        return Send(attempt);
+      }
       if (!attempt->legacy && !attempt->Credential().empty()) {
         attempt->legacy = true;  // an owner from before kind 22 (23): the legacy kind, once
         attempt->tried.erase({attempt->node_id, attempt->generation});

@@ -32,6 +32,11 @@
 // (put, delete, counter add) is `unacknowledged` as above — re-sending a put would restart its
 // TTL — while a read (get, counter get) is re-sent within the budget, and refused
 // `shard_unavailable` once the budget is spent (an unroutable read is an error, never a miss).
+// A conditional write or a versioned get (a CacheCommand with a condition or want_version) is
+// sent as ConditionalForwardCacheOp (kind 34) and answered from ConditionalForwardCacheOk
+// (kind 35: applied, version, value); on UnsupportedKind a versioned get is re-sent as a plain
+// get and a conditional write is refused `internal` (never sent unconditionally). A lost answer
+// to a conditional write is `unacknowledged` like any write (never re-sent).
 // Every send counts against `max_attempts`; a redirect to an untried broker is followed even
 // at the same generation (a freshly formed cluster sits at one generation everywhere).
 //

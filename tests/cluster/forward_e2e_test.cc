@@ -438,6 +438,50 @@ TEST_F(ForwardE2E, CacheOpsFromOneIngressAreAppliedOnEachKeysOwner) {
     ASSERT_EQ(refused.kind, flxi::Kind::kForwardCacheError) << "shard " << shard;
     EXPECT_EQ(std::get<flxi::ErrorAnswer>(refused.body).code, flxi::ErrorCode::kUnauthorized);
   }
+  // A conditional op on a key another broker owns travels as kind 34 and is decided by the
+  // owner: put if absent, a versioned get, a stale version refused, delete at the version.
+  {
+    uint32_t remote = kShards;
+    for (const auto& [shard, info] : shards) {
+      if (info.leader != "n1") remote = shard;
+    }
+    ASSERT_LT(remote, kShards);
+    const std::string cas = KeyForShard(kShards, remote, 2);
+    auto conditional = broker::e2e::Authed(
+        *ingress, token, "default", broker::e2e::kDefaultFeatures | flx1::kFeatureCacheConditional);
+    flx1::CachePutIf put_if;
+    put_if.tenant_id = "default";
+    put_if.namespace_ = "default";
+    put_if.cache = "fwdcache";
+    put_if.key = cas;
+    put_if.value = flx1::Bytes{'c'};
+    put_if.request_id = ++request_id;
+    conditional->SendMessage(put_if);
+    auto applied = conditional->Read<flx1::CacheConditionResult>();
+    ASSERT_TRUE(applied && applied->version) << "owner " << shards[remote].leader;
+    EXPECT_TRUE(applied->applied);
+    EXPECT_EQ(applied->request_id, request_id);
+    conditional->SendMessage(flx1::CacheGet{"default", "default", "fwdcache", cas, ++request_id});
+    auto versioned = conditional->Read<flx1::CacheValue>();
+    ASSERT_TRUE(versioned);
+    EXPECT_EQ(versioned->value, bytes("c"));
+    EXPECT_EQ(versioned->version, applied->version) << "the owner's version, forwarded";
+    put_if.condition =
+        flx1::CacheCondition{flx1::CacheCondition::Kind::kVersion, *applied->version + 1};
+    put_if.request_id = ++request_id;
+    conditional->SendMessage(put_if);
+    auto stale = conditional->Read<flx1::CacheConditionResult>();
+    ASSERT_TRUE(stale);
+    EXPECT_FALSE(stale->applied);
+    EXPECT_EQ(stale->version, applied->version);
+    conditional->SendMessage(flx1::CacheDeleteIf{"default", "default", "fwdcache", cas,
+                                                 *applied->version, ++request_id});
+    auto deleted = conditional->Read<flx1::CacheConditionResult>();
+    ASSERT_TRUE(deleted);
+    EXPECT_TRUE(deleted->applied);
+    EXPECT_FALSE(deleted->version);
+    EXPECT_EQ(get(*one, cas), std::nullopt);
+  }
   // Deletes through the ingress answer the removed value; afterwards no broker finds it.
   for (uint32_t shard = 0; shard < kShards; ++shard) {
     one->SendMessage(
@@ -463,6 +507,8 @@ TEST_F(ForwardE2E, CacheOpsFromOneIngressAreAppliedOnEachKeysOwner) {
   auto m1 = cluster_.AdminGet(1, "/metrics");
   ASSERT_TRUE(m1);
   EXPECT_NE(m1->find("felix_forward_sent_total{kind=\"AuthorizedForwardCacheOp\",outcome=\"ok\"}"),
+            std::string::npos);
+  EXPECT_NE(m1->find("felix_forward_sent_total{kind=\"ConditionalForwardCacheOp\",outcome=\"ok\"}"),
             std::string::npos);
 }
 
