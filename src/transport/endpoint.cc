@@ -1199,7 +1199,10 @@ void EndpointImpl::SendPackets(const sockaddr* to, socklen_t tolen, const uint8_
     }
   };
   if (gso_ && len > seg) {
-    if (send_one(data, len, true) >= 0) return;
+    if (send_one(data, len, true) >= 0) {
+      metrics_.datagrams_sent->Increment((len + seg - 1) / seg);
+      return;
+    }
     if (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP) {
       gso_ = false;  // the kernel or device refuses GSO: per-packet from now on
     } else {
@@ -1207,11 +1210,13 @@ void EndpointImpl::SendPackets(const sockaddr* to, socklen_t tolen, const uint8_
       return;
     }
   }
-  for (size_t off = 0; off < len; off += seg)
+  for (size_t off = 0; off < len; off += seg) {
     if (send_one(data + off, std::min(seg, len - off), false) < 0) {
       metrics_.send_errors->Increment();
       return;
     }
+    metrics_.datagrams_sent->Increment();
+  }
 }
 
 void EndpointImpl::Dial(const HostPort& remote, DialOptions options, DialCallback done) {
@@ -1340,6 +1345,7 @@ void EndpointImpl::ReadPackets() {
         }
       }
       const uint8_t* p = rx_bufs_.data() + size_t(i) * kRxBufSize;
+      if (len > 0) metrics_.datagrams_received->Increment((len + seg - 1) / seg);
       for (size_t off = 0; off < len; off += seg)
         Dispatch(p + off, std::min(seg, len - off), reinterpret_cast<const sockaddr*>(&from[i]),
                  mm[i].msg_hdr.msg_namelen);
@@ -1443,6 +1449,7 @@ void EndpointImpl::Loop() {
     }
     pollfd fds[2] = {{fd_, POLLIN, 0}, {event_fd_, POLLIN, 0}};
     int rv = ppoll(fds, 2, tsp, nullptr);
+    metrics_.loop_wakeups->Increment();
     if (rv < 0 && errno != EINTR) {
       spdlog::error("quic endpoint ppoll: {}", std::strerror(errno));
       break;
