@@ -45,6 +45,23 @@ int Fail(const char* what, natsStatus s) {
   return 1;
 }
 
+// Creates (again, empty) the JetStream stream `name` on `subject`, file or memory storage.
+natsStatus RecreateStream(jsCtx* js, const char* name, const char* subject, bool durable) {
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  js_DeleteStream(js, name, nullptr, &jerr);
+  jsStreamConfig sc;
+  jsStreamConfig_Init(&sc);
+  sc.Name = name;
+  const char* subjects[] = {subject};
+  sc.Subjects = subjects;
+  sc.SubjectsLen = 1;
+  sc.Storage = durable ? js_FileStorage : js_MemoryStorage;
+  jsStreamInfo* si = nullptr;
+  natsStatus s = js_AddStream(&si, js, &sc, nullptr, &jerr);
+  if (s == NATS_OK) jsStreamInfo_Destroy(si);
+  return s;
+}
+
 int RunQueue(const std::string& url, const felix::bench::Workload& w) {
   const char* subject = "bench.q";
   natsConnection* nc = nullptr;
@@ -55,18 +72,10 @@ int RunQueue(const std::string& url, const felix::bench::Workload& w) {
   jsOptions_Init(&jo);
   jo.PublishAsync.MaxPending = 256;
   if ((s = natsConnection_JetStream(&js, nc, &jo)) != NATS_OK) return Fail("jetstream", s);
+  if ((s = RecreateStream(js, "BENCHQ", subject, w.durable)) != NATS_OK) {
+    return Fail("add stream", s);
+  }
   jsErrCode jerr = static_cast<jsErrCode>(0);
-  js_DeleteStream(js, "BENCHQ", nullptr, &jerr);
-  jsStreamConfig sc;
-  jsStreamConfig_Init(&sc);
-  sc.Name = "BENCHQ";
-  const char* subjects[] = {subject};
-  sc.Subjects = subjects;
-  sc.SubjectsLen = 1;
-  sc.Storage = w.durable ? js_FileStorage : js_MemoryStorage;
-  jsStreamInfo* si = nullptr;
-  if ((s = js_AddStream(&si, js, &sc, nullptr, &jerr)) != NATS_OK) return Fail("add stream", s);
-  jsStreamInfo_Destroy(si);
   std::string payload(w.payload_bytes, 'q');
   for (uint64_t i = 0; i < w.messages; ++i) {
     s = js_PublishAsync(js, subject, payload.data(), static_cast<int>(payload.size()), nullptr);
@@ -165,18 +174,9 @@ int main(int argc, char** argv) {
     jsOptions_Init(&jo);
     jo.PublishAsync.MaxPending = std::max<uint32_t>(w.batch, 1);
     if ((s = natsConnection_JetStream(&js, nc, &jo)) != NATS_OK) return Fail("jetstream", s);
-    jsErrCode jerr = static_cast<jsErrCode>(0);
-    js_DeleteStream(js, "BENCH", nullptr, &jerr);
-    jsStreamConfig sc;
-    jsStreamConfig_Init(&sc);
-    sc.Name = "BENCH";
-    const char* subjects[] = {subject};
-    sc.Subjects = subjects;
-    sc.SubjectsLen = 1;
-    sc.Storage = w.durable ? js_FileStorage : js_MemoryStorage;
-    jsStreamInfo* si = nullptr;
-    if ((s = js_AddStream(&si, js, &sc, nullptr, &jerr)) != NATS_OK) return Fail("add stream", s);
-    jsStreamInfo_Destroy(si);
+    if ((s = RecreateStream(js, "BENCH", subject, w.durable)) != NATS_OK) {
+      return Fail("add stream", s);
+    }
   }
 
   std::vector<std::unique_ptr<Subscriber>> subs;
