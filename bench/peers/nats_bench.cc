@@ -3,12 +3,16 @@
 // Acked publishes go through JetStream (stream BENCH on subject bench.x, file or memory
 // storage); batch B = B async publishes then wait for all their acks. Fire-and-forget uses
 // core NATS publish. Fanout subscribers are core NATS subscriptions on the subject, each on
-// its own connection, measuring publish→deliver latency from a stamp in the payload.
+// its own connection, measuring publish→deliver latency from a stamp in the payload. Queue
+// mode (--queue) is felix-bench's --group drain: a backlog of --messages records in stream
+// BENCHQ, then --clients connections share one durable pull consumer (explicit acks), each
+// fetching up to --batch and acknowledging every message with AckSync (one round trip each).
 #include <nats/nats.h>
 
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -41,15 +45,123 @@ int Fail(const char* what, natsStatus s) {
   return 1;
 }
 
+// Creates (again, empty) the JetStream stream `name` on `subject`, file or memory storage.
+natsStatus RecreateStream(jsCtx* js, const char* name, const char* subject, bool durable) {
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  js_DeleteStream(js, name, nullptr, &jerr);
+  jsStreamConfig sc;
+  jsStreamConfig_Init(&sc);
+  sc.Name = name;
+  const char* subjects[] = {subject};
+  sc.Subjects = subjects;
+  sc.SubjectsLen = 1;
+  sc.Storage = durable ? js_FileStorage : js_MemoryStorage;
+  jsStreamInfo* si = nullptr;
+  natsStatus s = js_AddStream(&si, js, &sc, nullptr, &jerr);
+  if (s == NATS_OK) jsStreamInfo_Destroy(si);
+  return s;
+}
+
+int RunQueue(const std::string& url, const felix::bench::Workload& w) {
+  const char* subject = "bench.q";
+  natsConnection* nc = nullptr;
+  natsStatus s = natsConnection_ConnectTo(&nc, url.c_str());
+  if (s != NATS_OK) return Fail("connect", s);
+  jsCtx* js = nullptr;
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.PublishAsync.MaxPending = 256;
+  if ((s = natsConnection_JetStream(&js, nc, &jo)) != NATS_OK) return Fail("jetstream", s);
+  if ((s = RecreateStream(js, "BENCHQ", subject, w.durable)) != NATS_OK) {
+    return Fail("add stream", s);
+  }
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  std::string payload(w.payload_bytes, 'q');
+  for (uint64_t i = 0; i < w.messages; ++i) {
+    s = js_PublishAsync(js, subject, payload.data(), static_cast<int>(payload.size()), nullptr);
+    if (s != NATS_OK) return Fail("publish async", s);
+  }
+  if ((s = js_PublishAsyncComplete(js, nullptr)) != NATS_OK) return Fail("backlog acks", s);
+  jsConsumerConfig cc;
+  jsConsumerConfig_Init(&cc);
+  cc.Durable = "drain";
+  cc.AckPolicy = js_AckExplicit;
+  cc.DeliverPolicy = js_DeliverAll;
+  jsConsumerInfo* ci = nullptr;
+  if ((s = js_AddConsumer(&ci, js, "BENCHQ", &cc, nullptr, &jerr)) != NATS_OK) {
+    return Fail("add consumer", s);
+  }
+  jsConsumerInfo_Destroy(ci);
+
+  uint32_t clients = w.clients == 0 ? 1 : w.clients;
+  std::atomic<uint64_t> acked{0};
+  std::atomic<bool> failed{false};
+  std::vector<LatencyHistogram> latencies(clients);
+  std::vector<std::thread> threads;
+  uint64_t start = NowNanos();
+  for (uint32_t t = 0; t < clients; ++t) {
+    threads.emplace_back([&, t] {
+      natsConnection* cn = nullptr;
+      jsCtx* cjs = nullptr;
+      natsSubscription* sub = nullptr;
+      jsErrCode e = static_cast<jsErrCode>(0);
+      if (natsConnection_ConnectTo(&cn, url.c_str()) != NATS_OK ||
+          natsConnection_JetStream(&cjs, cn, nullptr) != NATS_OK ||
+          js_PullSubscribe(&sub, cjs, subject, "drain", nullptr, nullptr, &e) != NATS_OK) {
+        std::fprintf(stderr, "peer-bench-nats: consumer %u could not start\n", t);
+        failed.store(true);
+        return;
+      }
+      while (acked.load() < w.messages && !failed.load() && w.More(0, start, NowNanos())) {
+        natsMsgList list{};
+        natsStatus fs = natsSubscription_Fetch(&list, sub, static_cast<int>(w.batch), 200, &e);
+        if (fs == NATS_TIMEOUT) continue;
+        if (fs != NATS_OK) {
+          Fail("fetch", fs);
+          failed.store(true);
+          break;
+        }
+        for (int i = 0; i < list.Count; ++i) {
+          uint64_t t0 = NowNanos();
+          if (natsMsg_AckSync(list.Msgs[i], nullptr, &e) != NATS_OK) {
+            failed.store(true);
+            break;
+          }
+          latencies[t].Record(NowNanos() - t0);
+          acked.fetch_add(1);
+        }
+        natsMsgList_Destroy(&list);
+      }
+      natsSubscription_Destroy(sub);
+      jsCtx_Destroy(cjs);
+      natsConnection_Destroy(cn);
+    });
+  }
+  for (auto& th : threads) th.join();
+  double seconds = static_cast<double>(NowNanos() - start) / 1e9;
+  LatencyHistogram all, none;
+  for (auto& h : latencies) all.Merge(h);
+  std::printf("%s\n", felix::bench::ResultJson("nats-jetstream-pull", w, seconds, acked.load(), all,
+                                               none, 0, 0)
+                          .c_str());
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+  nats_Close();
+  return failed.load() ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"peer-bench-nats: bench-compare workload against NATS JetStream"};
   felix::bench::Workload w;
   std::string url = "nats://127.0.0.1:4222";
+  bool queue = false;
   app.add_option("--url", url, "NATS server");
+  app.add_flag("--queue", queue, "queue drain mode (pull consumer, fetch --batch, ack each)");
   felix::bench::AddWorkloadOptions(app, w);
   CLI11_PARSE(app, argc, argv);
+  if (queue) return RunQueue(url, w);
   const char* subject = "bench.x";
 
   natsConnection* nc = nullptr;
@@ -62,18 +174,9 @@ int main(int argc, char** argv) {
     jsOptions_Init(&jo);
     jo.PublishAsync.MaxPending = std::max<uint32_t>(w.batch, 1);
     if ((s = natsConnection_JetStream(&js, nc, &jo)) != NATS_OK) return Fail("jetstream", s);
-    jsErrCode jerr = static_cast<jsErrCode>(0);
-    js_DeleteStream(js, "BENCH", nullptr, &jerr);
-    jsStreamConfig sc;
-    jsStreamConfig_Init(&sc);
-    sc.Name = "BENCH";
-    const char* subjects[] = {subject};
-    sc.Subjects = subjects;
-    sc.SubjectsLen = 1;
-    sc.Storage = w.durable ? js_FileStorage : js_MemoryStorage;
-    jsStreamInfo* si = nullptr;
-    if ((s = js_AddStream(&si, js, &sc, nullptr, &jerr)) != NATS_OK) return Fail("add stream", s);
-    jsStreamInfo_Destroy(si);
+    if ((s = RecreateStream(js, "BENCH", subject, w.durable)) != NATS_OK) {
+      return Fail("add stream", s);
+    }
   }
 
   std::vector<std::unique_ptr<Subscriber>> subs;

@@ -4,12 +4,16 @@
 // replies); durability is the server's setting (bench-compare starts it with appendfsync
 // always for the durable rows). Fire-and-forget uses PUBLISH (pub/sub), pipelined. Fanout
 // readers use XREAD BLOCK (streams) or SUBSCRIBE (pub/sub) on their own connections. Cache
-// mode runs GET/SET from --clients threads, one connection each.
+// mode runs GET/SET from --clients threads, one connection each. Queue mode (--queue) is
+// felix-bench's --group drain: a backlog of --messages XADDs, then --clients consumers of one
+// consumer group each XREADGROUP COUNT --batch and XACK every entry, one round trip each.
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -133,6 +137,69 @@ int RunCache(const std::string& host, int port, const felix::bench::Workload& w)
   return 0;
 }
 
+int RunQueue(const std::string& host, int port, const felix::bench::Workload& w) {
+  redisContext* c = Connect(host, port);
+  freeReplyObject(redisCommand(c, "DEL bench:q"));
+  std::string payload(w.payload_bytes, 'q');
+  for (uint64_t queued = 0; queued < w.messages;) {  // the backlog, 256 pipelined XADDs a time
+    uint64_t n = std::min<uint64_t>(256, w.messages - queued);
+    for (uint64_t i = 0; i < n; ++i) {
+      redisAppendCommand(c, "XADD bench:q * p %b", payload.data(), payload.size());
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+      redisReply* r = nullptr;
+      if (redisGetReply(c, reinterpret_cast<void**>(&r)) != REDIS_OK) Check(nullptr, c);
+      Check(r, c);
+      freeReplyObject(r);
+    }
+    queued += n;
+  }
+  redisReply* created = static_cast<redisReply*>(redisCommand(c, "XGROUP CREATE bench:q drain 0"));
+  Check(created, c);
+  freeReplyObject(created);
+
+  std::atomic<uint64_t> acked{0};
+  std::vector<LatencyHistogram> latencies(w.clients);
+  std::vector<std::thread> threads;
+  uint64_t start = NowNanos();
+  for (uint32_t t = 0; t < w.clients; ++t) {
+    threads.emplace_back([&, t] {
+      redisContext* rc = Connect(host, port);
+      std::string consumer = "c" + std::to_string(t);
+      while (acked.load() < w.messages && w.More(0, start, NowNanos())) {
+        redisReply* r = static_cast<redisReply*>(
+            redisCommand(rc, "XREADGROUP GROUP drain %s COUNT %u BLOCK 200 STREAMS bench:q >",
+                         consumer.c_str(), w.batch));
+        Check(r, rc);
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
+          redisReply* entries = r->element[0]->element[1];
+          for (size_t i = 0; i < entries->elements; ++i) {
+            redisReply* id = entries->element[i]->element[0];
+            uint64_t t0 = NowNanos();
+            redisReply* a = static_cast<redisReply*>(
+                redisCommand(rc, "XACK bench:q drain %b", id->str, id->len));
+            Check(a, rc);
+            freeReplyObject(a);
+            latencies[t].Record(NowNanos() - t0);
+            acked.fetch_add(1);
+          }
+        }
+        freeReplyObject(r);
+      }
+      redisFree(rc);
+    });
+  }
+  for (auto& th : threads) th.join();
+  double seconds = static_cast<double>(NowNanos() - start) / 1e9;
+  LatencyHistogram all, none;
+  for (auto& h : latencies) all.Merge(h);
+  std::printf("%s\n", felix::bench::ResultJson("redis-streams-group", w, seconds, acked.load(), all,
+                                               none, 0, 0)
+                          .c_str());
+  redisFree(c);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,14 +207,16 @@ int main(int argc, char** argv) {
   felix::bench::Workload w;
   std::string host = "127.0.0.1";
   int port = 6379;
-  bool cache = false;
+  bool cache = false, queue = false;
   app.add_option("--host", host);
   app.add_option("--port", port);
   app.add_flag("--cache", cache, "cache GET/SET mode");
+  app.add_flag("--queue", queue, "queue drain mode (consumer group, XREADGROUP + XACK)");
   felix::bench::AddWorkloadOptions(app, w);
   CLI11_PARSE(app, argc, argv);
   if (w.clients == 0) w.clients = 1;
   if (cache) return RunCache(host, port, w);
+  if (queue) return RunQueue(host, port, w);
 
   redisContext* c = Connect(host, port);
   freeReplyObject(redisCommand(c, "DEL bench:x"));

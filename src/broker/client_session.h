@@ -186,10 +186,12 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void MaybeRelease();
 
   // ---- Shared by every request path (client_session_routing.cc) ----
-  // Runs `work` on a shard's executor. `work` hands back, exactly once and from any thread, a
-  // reply that runs on the loop thread with this session — or with nullptr when the session is
-  // gone (so the reply can release what it holds). The request counts as pending until then.
-  // Returns false, with nothing pending, when the executor is stopping; the caller answers.
+  // Runs `work` on a shard's executor — on this loop thread, holding the executor, when it is
+  // idle (Executor::RunOrPost); the reply never runs inside this call. `work` hands back, exactly
+  // once and from any thread, a reply that runs on the loop thread with this session — or with
+  // nullptr when the session is gone (so the reply can release what it holds). The request counts
+  // as pending until then. Returns false, with nothing pending, when the executor is stopping; the
+  // caller answers.
   using SessionReply = std::function<void(ClientSession*)>;
   using ShardWork = std::function<void(std::function<void(SessionReply)>)>;
   bool RunOnShard(Executor& executor, ShardWork work);

@@ -30,7 +30,12 @@ std::function<void(ClientSession::SessionReply)> ClientSession::PendingReply() {
 
 bool ClientSession::RunOnShard(Executor& executor, ShardWork work) {
   auto back_to_loop = PendingReply();
-  if (executor.Post([work = std::move(work), back_to_loop] { work(back_to_loop); })) return true;
+  // Inline on the loop thread when the executor is idle (no wakeup there and back); the reply
+  // is then a post to this same thread, run before the loop sleeps, so the answer leaves in
+  // the packets of this loop iteration.
+  if (executor.RunOrPost([work = std::move(work), back_to_loop] { work(back_to_loop); })) {
+    return true;
+  }
   --pending_ops_;  // the executor is stopping: nothing was done
   return false;
 }

@@ -18,13 +18,59 @@ Executor::~Executor() {
 }
 
 bool Executor::Post(Task task) {
+  bool wake;
   {
     MutexLock lock(mu_);
     if (stopping_) return false;
-    tasks_.push_back(std::move(task));
+    wake = Enqueue(std::move(task));
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
   return true;
+}
+
+bool Executor::Enqueue(Task task) {
+  tasks_.push_back(std::move(task));
+  // During an inline run the thread is woken when the executor is handed back.
+  return !inline_run_;
+}
+
+bool Executor::RunOrPost(Task task) {
+  {
+    MutexLock lock(mu_);
+    if (stopping_) return false;
+    if (busy_ || !tasks_.empty()) {
+      bool wake = Enqueue(std::move(task));
+      lock.Unlock();
+      if (wake) wake_.notify_one();
+      return true;
+    }
+    busy_ = inline_run_ = true;
+  }
+  inline_thread_.store(std::this_thread::get_id(), std::memory_order_release);
+  task();
+  // Continuations the task posted (a shard answering itself on its executor) run here too,
+  // but only as many as were queued when it ended: a task that keeps re-posting itself (a
+  // replay yielding) goes back to the executor's own thread.
+  MutexLock lock(mu_);
+  for (size_t n = tasks_.size(); n > 0 && !tasks_.empty(); --n) {
+    Task next = PopTask();
+    lock.Unlock();
+    next();
+    lock.Lock();
+  }
+  inline_thread_.store(std::thread::id(), std::memory_order_release);
+  busy_ = inline_run_ = false;
+  bool wake = thread_waits_ || !tasks_.empty();
+  thread_waits_ = false;
+  lock.Unlock();
+  if (wake) wake_.notify_one();
+  return true;
+}
+
+Executor::Task Executor::PopTask() {
+  Task task = std::move(tasks_.front());
+  tasks_.pop_front();
+  return task;
 }
 
 Executor::TimerId Executor::PostAfter(Clock::duration delay, Task task) {
@@ -59,6 +105,12 @@ void Executor::Stop() {
 void Executor::Run() {
   MutexLock lock(mu_);
   while (true) {
+    if (inline_run_) {
+      // RunOrPost's caller holds the executor; it wakes us when it hands it back.
+      thread_waits_ = true;
+      wake_.wait(lock.native());
+      continue;
+    }
     // Due timers first, so a steady stream of posts cannot starve them.
     auto now = Clock::now();
     while (!timers_.empty() && timers_.top().deadline <= now && !stopping_) {
@@ -68,16 +120,19 @@ void Executor::Run() {
       if (it == timer_tasks_.end()) continue;  // cancelled
       Task task = std::move(it->second);
       timer_tasks_.erase(it);
+      busy_ = true;
       lock.Unlock();
       task();
       lock.Lock();
+      busy_ = false;
     }
     if (!tasks_.empty()) {
-      Task task = std::move(tasks_.front());
-      tasks_.pop_front();
+      Task task = PopTask();
+      busy_ = true;
       lock.Unlock();
       task();
       lock.Lock();
+      busy_ = false;
       continue;
     }
     if (stopping_) break;

@@ -338,6 +338,7 @@ class EndpointImpl final : public Endpoint {
 
   HostPort local_address() const override { return local_hp_; }
   void Post(std::function<void()> fn) override {
+    bool wake = false;
     {
       std::unique_lock<std::mutex> lock(post_mu_);
       if (loop_done_) {
@@ -347,10 +348,15 @@ class EndpointImpl final : public Endpoint {
         return;
       }
       posted_.push_back(std::move(fn));
+      // The loop thread drains what it posts itself before it sleeps (Settle), and one
+      // eventfd write not yet read wakes it for every later post: write only when needed.
+      if (!InLoopThread() && !wake_pending_) wake = wake_pending_ = true;
     }
-    uint64_t one = 1;
-    ssize_t w = ::write(event_fd_, &one, sizeof(one));
-    (void)w;
+    if (wake) {
+      uint64_t one = 1;
+      ssize_t w = ::write(event_fd_, &one, sizeof(one));
+      (void)w;
+    }
   }
   bool InLoopThread() const override { return std::this_thread::get_id() == loop_thread_id_; }
   void Dial(const HostPort& remote, DialOptions options, DialCallback done) override;
@@ -410,7 +416,10 @@ class EndpointImpl final : public Endpoint {
   void Accept(const uint8_t* data, size_t len, const sockaddr* from, socklen_t fromlen);
   void SendStatelessReset(const ngtcp2_version_cid& vc, size_t len, const sockaddr* from,
                           socklen_t fromlen);
-  void RunPosted();
+  // Runs what was posted so far. `woken`: the eventfd was just read, so the next post from
+  // another thread must write it again.
+  void RunPosted(bool woken);
+  bool HasPosted();
   void RunTimers();
   void Settle();
   void Reschedule(ConnImpl* c);
@@ -432,6 +441,8 @@ class EndpointImpl final : public Endpoint {
   bool stopping_ = false;
   bool reap_needed_ = false;
   bool loop_done_ = false;  // guarded by post_mu_
+  // An eventfd write is outstanding (not yet read by the loop); guarded by post_mu_.
+  bool wake_pending_ = false;
   std::mutex post_mu_;
   std::vector<std::function<void()>> posted_;
   std::deque<std::function<void()>> deferred_;
@@ -1199,7 +1210,10 @@ void EndpointImpl::SendPackets(const sockaddr* to, socklen_t tolen, const uint8_
     }
   };
   if (gso_ && len > seg) {
-    if (send_one(data, len, true) >= 0) return;
+    if (send_one(data, len, true) >= 0) {
+      metrics_.datagrams_sent->Increment((len + seg - 1) / seg);
+      return;
+    }
     if (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP) {
       gso_ = false;  // the kernel or device refuses GSO: per-packet from now on
     } else {
@@ -1207,11 +1221,13 @@ void EndpointImpl::SendPackets(const sockaddr* to, socklen_t tolen, const uint8_
       return;
     }
   }
-  for (size_t off = 0; off < len; off += seg)
+  for (size_t off = 0; off < len; off += seg) {
     if (send_one(data + off, std::min(seg, len - off), false) < 0) {
       metrics_.send_errors->Increment();
       return;
     }
+    metrics_.datagrams_sent->Increment();
+  }
 }
 
 void EndpointImpl::Dial(const HostPort& remote, DialOptions options, DialCallback done) {
@@ -1340,6 +1356,7 @@ void EndpointImpl::ReadPackets() {
         }
       }
       const uint8_t* p = rx_bufs_.data() + size_t(i) * kRxBufSize;
+      if (len > 0) metrics_.datagrams_received->Increment((len + seg - 1) / seg);
       for (size_t off = 0; off < len; off += seg)
         Dispatch(p + off, std::min(seg, len - off), reinterpret_cast<const sockaddr*>(&from[i]),
                  mm[i].msg_hdr.msg_namelen);
@@ -1348,13 +1365,19 @@ void EndpointImpl::ReadPackets() {
   }
 }
 
-void EndpointImpl::RunPosted() {
+void EndpointImpl::RunPosted(bool woken) {
   std::vector<std::function<void()>> batch;
   {
     std::lock_guard<std::mutex> lock(post_mu_);
+    if (woken) wake_pending_ = false;
     batch.swap(posted_);
   }
   for (auto& fn : batch) fn();
+}
+
+bool EndpointImpl::HasPosted() {
+  std::lock_guard<std::mutex> lock(post_mu_);
+  return !posted_.empty();
 }
 
 void EndpointImpl::Reschedule(ConnImpl* c) {
@@ -1402,12 +1425,18 @@ void EndpointImpl::RunTimers() {
 
 void EndpointImpl::Settle() {
   for (int guard = 0; guard < 1000; ++guard) {
+    // What the loop posted to itself in this iteration (a shard answer computed inline, say)
+    // runs now, so its bytes leave in this iteration's packets.
+    if (HasPosted()) RunPosted(false);
     while (!deferred_.empty()) {
       auto fn = std::move(deferred_.front());
       deferred_.pop_front();
       fn();
     }
-    if (dirty_.empty()) break;
+    if (dirty_.empty()) {
+      if (HasPosted()) continue;
+      break;
+    }
     auto dirty = std::move(dirty_);
     dirty_.clear();
     for (auto& c : dirty) {
@@ -1441,18 +1470,26 @@ void EndpointImpl::Loop() {
       ts.tv_nsec = long(wait % NGTCP2_SECONDS);
       tsp = &ts;
     }
+    // Posts the loop made to itself do not write the eventfd: never sleep on them.
+    if (HasPosted()) {
+      ts = timespec{};
+      tsp = &ts;
+    }
     pollfd fds[2] = {{fd_, POLLIN, 0}, {event_fd_, POLLIN, 0}};
     int rv = ppoll(fds, 2, tsp, nullptr);
+    metrics_.loop_wakeups->Increment();
     if (rv < 0 && errno != EINTR) {
       spdlog::error("quic endpoint ppoll: {}", std::strerror(errno));
       break;
     }
+    bool woken = false;
     if (fds[1].revents & POLLIN) {
       uint64_t v;
       ssize_t r = ::read(event_fd_, &v, sizeof(v));
       (void)r;
+      woken = true;
     }
-    RunPosted();
+    RunPosted(woken);
     if (fds[0].revents & POLLIN) ReadPackets();
     RunTimers();
     Settle();
@@ -1468,7 +1505,7 @@ void EndpointImpl::Shutdown() {
       c->Write();
     }
   }
-  RunPosted();
+  RunPosted(false);
   for (int guard = 0; guard < 100 && !deferred_.empty(); ++guard) {
     auto fn = std::move(deferred_.front());
     deferred_.pop_front();

@@ -26,6 +26,12 @@ TransportMetrics TransportMetrics::Register(MetricsRegistry& r, const std::strin
                                          "Version Negotiation packets sent", ep);
   m.send_errors = &r.AddCounter("felix_transport_udp_send_errors_total",
                                 "UDP sends that failed (datagrams left to loss recovery)", ep);
+  m.datagrams_sent = &r.AddCounter("felix_transport_udp_datagrams_sent_total",
+                                   "UDP datagrams sent (each GSO segment counts)", ep);
+  m.datagrams_received = &r.AddCounter("felix_transport_udp_datagrams_received_total",
+                                       "UDP datagrams received (each GRO segment counts)", ep);
+  m.loop_wakeups = &r.AddCounter("felix_transport_loop_wakeups_total",
+                                 "Times the endpoint's loop thread returned from ppoll", ep);
   return m;
 }
 

@@ -20,6 +20,11 @@ struct TransportMetrics {
   Counter* stateless_resets = nullptr;
   Counter* version_negotiations = nullptr;
   Counter* send_errors = nullptr;
+  // Per-request costs (docs/performance.md): UDP datagrams each way (a GSO send counts each
+  // segment) and wakeups of the endpoint's loop thread (ppoll returns).
+  Counter* datagrams_sent = nullptr;
+  Counter* datagrams_received = nullptr;
+  Counter* loop_wakeups = nullptr;
 
   static TransportMetrics Register(MetricsRegistry& registry, const std::string& endpoint);
 };

@@ -1,6 +1,7 @@
 #include "broker/executor.h"
 
 #include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -53,6 +54,86 @@ TEST(Executor, StopRunsPostedTasksThenRefusesNewOnes) {
   EXPECT_FALSE(executor.Post([&] { ++ran; }));
   EXPECT_EQ(executor.PostAfter(0ms, [] {}), 0u);
   executor.Stop();  // idempotent
+}
+
+TEST(Executor, RunOrPostRunsInlineWhenIdleWithItsContinuations) {
+  Executor executor("inline");
+  std::vector<int> order;
+  auto caller = std::this_thread::get_id();
+  ASSERT_TRUE(executor.RunOrPost([&] {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    EXPECT_TRUE(executor.InExecutorThread());
+    order.push_back(1);
+    // A continuation on the same executor runs before the executor is handed back.
+    executor.Post([&] {
+      EXPECT_EQ(std::this_thread::get_id(), caller);
+      order.push_back(2);
+    });
+  }));
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_FALSE(executor.InExecutorThread());
+}
+
+TEST(Executor, RunOrPostQueuesBehindARunningTaskAndKeepsOrder) {
+  Executor executor("busy");
+  std::vector<int> order;
+  std::promise<void> started, release, done;
+  ASSERT_TRUE(executor.Post([&] {
+    started.set_value();
+    release.get_future().wait();
+    order.push_back(1);
+  }));
+  started.get_future().wait();
+  auto caller = std::this_thread::get_id();
+  // The executor is busy: both are queued, and run on its thread in order.
+  ASSERT_TRUE(executor.RunOrPost([&] {
+    EXPECT_NE(std::this_thread::get_id(), caller);
+    order.push_back(2);
+  }));
+  ASSERT_TRUE(executor.RunOrPost([&] {
+    EXPECT_NE(std::this_thread::get_id(), caller);
+    order.push_back(3);
+    done.set_value();
+  }));
+  release.set_value();
+  ASSERT_EQ(done.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(Executor, TasksPostedDuringAnInlineRunWaitForIt) {
+  Executor executor("exclusive");
+  std::vector<int> order;
+  std::promise<void> posted, done;
+  std::thread other;
+  ASSERT_TRUE(executor.RunOrPost([&] {
+    // Another thread posts while the inline task holds the executor: its task may not start
+    // before this one ends.
+    other = std::thread([&] {
+      executor.Post([&] {
+        order.push_back(2);
+        done.set_value();
+      });
+      posted.set_value();
+    });
+    posted.get_future().wait();
+    order.push_back(1);
+  }));
+  other.join();
+  ASSERT_EQ(done.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+TEST(Executor, StopAfterInlineRunsRunsWhatWasQueued) {
+  int ran = 0;
+  Executor executor("stop-inline");
+  ASSERT_TRUE(executor.RunOrPost([&] {
+    ++ran;
+    for (int i = 0; i < 3; ++i) executor.Post([&] { ++ran; });
+  }));
+  executor.Stop();
+  EXPECT_EQ(ran, 4);
+  EXPECT_FALSE(executor.RunOrPost([&] { ++ran; }));
+  EXPECT_EQ(ran, 4);
 }
 
 }  // namespace
