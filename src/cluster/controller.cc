@@ -38,6 +38,10 @@ Controller::Controller(ControllerOptions options)
     failovers_counter_ = &options_.metrics->AddCounter(
         "felix_cluster_failovers_total",
         "shards this broker, as controller, handed from a down leader to a caught-up follower");
+    unavailable_gauge_ = &options_.metrics->AddGauge(
+        "felix_cluster_unavailable_shards",
+        "shards nobody may serve after this controller's last pass: led by a down node with no "
+        "caught-up follower, or with no node to go to (0 on brokers that are not controller)");
     controller_gauge_->Set(0);
   }
 }
@@ -115,6 +119,7 @@ void Controller::SetRole(std::optional<ControllerTerm> term) {
     MutexLock lock(mu_);
     term_ = std::move(term);
     if (controller_gauge_) controller_gauge_->Set(term_ ? 1 : 0);
+    if (unavailable_gauge_ && !term_) unavailable_gauge_->Set(0);
   }
   cv_.notify_all();
 }
@@ -289,6 +294,10 @@ void Controller::Lead(const ControllerTerm& term) {
       continue;
     }
     if (!result.complete()) continue;
+    if (unavailable_gauge_) {
+      unavailable_gauge_->Set(
+          static_cast<int64_t>(result.leaderless.size() + result.unplaced.size()));
+    }
     error_backoff.Reset();
     if (passes_counter_) passes_counter_->Increment();
     {

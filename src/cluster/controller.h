@@ -115,6 +115,7 @@ class Controller {
   Counter* passes_counter_ = nullptr;
   Counter* writes_counter_ = nullptr;
   Counter* failovers_counter_ = nullptr;
+  Gauge* unavailable_gauge_ = nullptr;  // felix_cluster_unavailable_shards
 
   mutable Mutex mu_;
   mutable std::condition_variable cv_;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,10 +73,12 @@ class OwnerFixture : public ::testing::Test {
     ASSERT_TRUE(c) << c.error().ToString();
     catalog_ = std::move(*c);
   }
-  void StartCore() {
+  // `tweak` (optional) adjusts the core's options before it starts.
+  void StartCore(const std::function<void(broker::BrokerCoreOptions&)>& tweak = {}) {
     broker::BrokerCoreOptions o;
     o.storage_dir = dir_ + "/data";
     o.executors = 1;
+    if (tweak) tweak(o);
     core_ = std::make_unique<broker::BrokerCore>(std::move(o), *catalog_, metrics_);
     resolver_ = std::make_unique<broker::ShardResolver>(*core_, router_);
   }
