@@ -116,6 +116,65 @@ WriteFaultReporting BrokerCore::Reporting(const char* log_kind) {
   return r;
 }
 
+Result<Generation> BrokerCore::TakeGeneration(const ShardId& id, storage::ShardStore* store,
+                                              storage::LogKind own) {
+  if (options_.router == nullptr) {
+    return store != nullptr ? Generation(store->replica_state().generation) : Generation();
+  }
+  const std::string key = id.ToString();
+  Route route = options_.router->RouteShard(id);
+  if (!route.is_local()) {
+    // The request that opened it resolved Local a moment ago; the view moved on since.
+    return Fail(ErrorCode::kUnavailable,
+                "shard " + key + " unavailable: this broker does not lead it now" +
+                    (route.is_remote() ? " (" + route.owner_node_id + " does)"
+                                       : ": " + route.unavailable_reason));
+  }
+  if (store == nullptr) return route.generation;
+  const uint64_t g = route.generation.value();
+  const uint64_t accepted = store->replica_state().generation;
+  const auto& ballot = store->ballot();
+  if (accepted > g ||
+      (accepted == g && ballot && ballot->generation == g && ballot->leader != options_.node_id)) {
+    // This store took a newer generation (or this one from another leader) as a follower:
+    // the view naming this broker leader at g lags. Serving would fork the log.
+    return Fail(ErrorCode::kUnavailable, "shard " + key +
+                                             " unavailable: its store accepted generation " +
+                                             std::to_string(accepted) +
+                                             (ballot ? " from " + ballot->leader : std::string()) +
+                                             ", the view names this broker leader at generation " +
+                                             std::to_string(g) + " (the view lags; retry)");
+  }
+  if (accepted < g) {
+    // The leader takes its generation before it serves (replication.md §9.3): the ballot,
+    // then the replica file, then the history entry "g begins at my tail".
+    const uint64_t start = store->log(own).TailOffset();
+    if (auto taken = store->AcceptGeneration(g, options_.node_id, start); !taken) {
+      return tl::unexpected(taken.error().ToError());
+    }
+    spdlog::info("shard {} takes generation {} as its leader (was {}), starting at offset {}", key,
+                 g, accepted, start);
+  }
+  return route.generation;
+}
+
+void BrokerCore::ArmFence(const ShardId& id, ShardFence& fence) {
+  if (options_.router == nullptr) return;
+  fence.SetLeadershipCheck([router = options_.router, id,
+                            g = fence.generation()]() -> Result<void> {
+    Route route = router->RouteShard(id);
+    if (route.is_local() && route.generation == g) return {};
+    std::string now = route.is_remote() ? "led by " + route.owner_node_id + " at generation " +
+                                              std::to_string(route.generation.value())
+                      : route.is_local()
+                          ? "led here at generation " + std::to_string(route.generation.value())
+                          : "unavailable: " + route.unavailable_reason;
+    return Fail(ErrorCode::kUnavailable, "shard " + id.ToString() + " is " + now +
+                                             ", not at generation " + std::to_string(g.value()) +
+                                             " by this broker: nothing written (retry)");
+  });
+}
+
 template <typename Opened>
 void BrokerCore::StartOpen(const std::string& key, const ShardHandle<Opened>& handle,
                            std::function<Result<Opened>(OpenShard&)> open,
@@ -196,13 +255,20 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
     auto store = OpenStore(key, layout, open);
     if (!store) return tl::unexpected(store.error());
     open.store = std::move(*store);
-    open.fence = std::make_unique<ShardFence>(Generation(open.store->replica_state().generation));
+    auto generation = TakeGeneration(id, open.store.get(), storage::LogKind::kStream);
+    if (!generation) return tl::unexpected(generation.error());
+    open.led_generation = *generation;
+    open.fence = std::make_unique<ShardFence>(*generation);
     if (options_.lease_valid) open.fence->SetLeaseCheck(options_.lease_valid);
+    ArmFence(id, *open.fence);
     log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream),
                                              *open.fence, Reporting("stream"));
     spdlog::info("shard opened shard={} durable=true next_offset={} generation={}", key,
                  log->next_offset(), open.fence->generation().value());
   } else {
+    auto generation = TakeGeneration(id, nullptr, storage::LogKind::kStream);
+    if (!generation) return tl::unexpected(generation.error());
+    open.led_generation = *generation;
     log = std::make_unique<RingRecordLog>(options_.ring);
   }
   open.shard = std::make_shared<StreamShard>(id, executor, std::move(log), options_.shard);
@@ -281,6 +347,7 @@ bool BrokerCore::AdoptLocked(const std::string& key, const void* cell, OpenShard
   OpenShard& entry = it->second;
   entry.store = std::move(built.store);
   entry.fence = std::move(built.fence);
+  entry.led_generation = built.led_generation;
   entry.cursors_appender = std::move(built.cursors_appender);
   entry.dead_letters_appender = std::move(built.dead_letters_appender);
   entry.shard = std::move(built.shard);
@@ -339,12 +406,21 @@ Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint3
     auto store = OpenStore(id.ToString(), CacheLayout(cache, shard_index), open);
     if (!store) return tl::unexpected(store.error());
     open.store = std::move(*store);
-    open.fence = std::make_unique<ShardFence>(Generation(open.store->replica_state().generation));
+    auto generation = TakeGeneration(id, open.store.get(), storage::LogKind::kCache);
+    if (!generation) return tl::unexpected(generation.error());
+    open.led_generation = *generation;
+    open.fence = std::make_unique<ShardFence>(*generation);
     if (options_.lease_valid) open.fence->SetLeaseCheck(options_.lease_valid);
+    ArmFence(id, *open.fence);
     cache_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCache),
                                                    *open.fence, Reporting("cache"));
     counter_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCounters),
                                                      *open.fence, Reporting("counters"));
+  }
+  if (!cache.durable) {
+    auto generation = TakeGeneration(id, nullptr, storage::LogKind::kCache);
+    if (!generation) return tl::unexpected(generation.error());
+    open.led_generation = *generation;
   }
   CacheShardOptions cache_options = options_.cache;
   cache_options.default_ttl_ms = cache.default_ttl_ms;
@@ -405,38 +481,12 @@ void BrokerCore::DropShards(const ShardId& any_shard, const std::string& dir) {
   std::string what = std::string(any_shard.kind == ShardKind::kCache ? "cache " : "stream ") +
                      any_shard.tenant + "/" + any_shard.name_space + "/" + any_shard.name +
                      " was deleted";
+  QueueEnd end;
+  end.kind = QueueEnd::Kind::kError;
+  end.code = Code(wire::flx1::ProtocolErrorCode::kNotFound);
+  end.message = what;
   for (auto& shared : dropped) {
-    StoreClosing(*shared);
-    // On the shard's executor: end its readers and close its logs (pending appends complete
-    // and post their answers), then, in a task queued after those answers, let go of it.
-    std::promise<void> done;
-    auto finished = done.get_future();
-    Executor* executor = shared->executor;
-    bool posted = executor->Post([shared, executor, what, &done] {
-      if (shared->groups) shared->groups->Abort(GroupError{GroupErrc::kGone, false, what});
-      if (shared->shard) {
-        QueueEnd end;
-        end.kind = QueueEnd::Kind::kError;
-        end.code = Code(wire::flx1::ProtocolErrorCode::kNotFound);
-        end.message = what;
-        shared->shard->EndAll(end);
-        shared->shard->CloseLog();
-      }
-      if (shared->cache) {
-        WatchEnd end;
-        end.kind = WatchEnd::Kind::kError;
-        end.code = Code(wire::flx1::ProtocolErrorCode::kNotFound);
-        end.message = what;
-        shared->cache->EndWatches(end);
-        shared->cache->CloseLogs();
-      }
-      if (shared->store) (void)shared->store->Close();
-      if (!executor->Post([&done] { done.set_value(); })) done.set_value();
-    });
-    if (posted) finished.wait();
-    StoreClosed(*shared);
-    MutexLock lock(mu_);
-    dropped_.push_back(std::move(shared));
+    CloseRemoved(shared, end, GroupError{GroupErrc::kGone, false, what}, std::nullopt);
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -445,6 +495,96 @@ void BrokerCore::DropShards(const ShardId& any_shard, const std::string& dir) {
   } else if (!dropped.empty()) {
     spdlog::info("{}: closed {} shard(s) and removed {}", what, dropped.size(), dir);
   }
+}
+
+void BrokerCore::CloseRemoved(std::shared_ptr<OpenShard> shared, const QueueEnd& end,
+                              const GroupError& group_end, std::optional<Error> refusal) {
+  StoreClosing(*shared);
+  // On the shard's executor: end its readers and close its logs (pending appends complete
+  // and post their answers), then, in a task queued after those answers, let go of it.
+  std::promise<void> done;
+  auto finished = done.get_future();
+  Executor* executor = shared->executor;
+  bool posted = executor->Post([shared, executor, &end, &group_end, &refusal, &done] {
+    if (refusal && shared->fence) {
+      shared->fence->SetLeadershipCheck(
+          [refused = *refusal]() -> Result<void> { return tl::unexpected(refused); });
+    }
+    if (shared->groups) shared->groups->Abort(group_end);
+    if (shared->shard) {
+      shared->shard->EndAll(end);
+      shared->shard->CloseLog();
+    }
+    if (shared->cache) {
+      WatchEnd watch_end;
+      watch_end.kind = WatchEnd::Kind::kError;
+      watch_end.code = end.code;
+      watch_end.message = end.message;
+      shared->cache->EndWatches(watch_end);
+      shared->cache->CloseLogs();
+    }
+    if (shared->store) (void)shared->store->Close();
+    if (!executor->Post([&done] { done.set_value(); })) done.set_value();
+  });
+  if (posted) finished.wait();
+  StoreClosed(*shared);
+  MutexLock lock(mu_);
+  dropped_.push_back(std::move(shared));
+}
+
+size_t BrokerCore::StepDownDeposed() {
+  if (options_.router == nullptr) return 0;
+  struct Deposed {
+    std::shared_ptr<OpenShard> shard;
+    Route route;
+  };
+  std::vector<Deposed> deposed;
+  {
+    MutexLock lock(mu_);
+    if (stopped_) return 0;
+    for (auto it = shards_.begin(); it != shards_.end();) {
+      OpenShard& open = it->second;
+      // A shard still opening asks the router itself before it serves (TakeGeneration).
+      if (!open.shard && !open.cache) {
+        ++it;
+        continue;
+      }
+      Route route = options_.router->RouteShard(open.id);
+      // Led elsewhere, or here at another generation (a replica-set change raises it): the
+      // shard reopens at the new one (its replicator stops before the store closes, so the
+      // store's generation never changes under a running replicator).
+      bool deposed_here =
+          route.is_remote() || (route.is_local() && route.generation != open.led_generation);
+      if (!deposed_here) {
+        ++it;
+        continue;
+      }
+      open_shards_.Add(-1);
+      deposed.push_back({std::make_shared<OpenShard>(std::move(open)), std::move(route)});
+      it = shards_.erase(it);
+    }
+  }
+  for (auto& d : deposed) {
+    const std::string key = d.shard->id.ToString();
+    const uint64_t own = d.shard->led_generation.value();
+    std::string now =
+        d.route.is_remote()
+            ? d.route.owner_node_id +
+                  (d.route.owner_client_addr.empty() ? ""
+                                                     : " (" + d.route.owner_client_addr + ")") +
+                  " leads it at generation " + std::to_string(d.route.generation.value())
+            : "this broker leads it at generation " + std::to_string(d.route.generation.value());
+    std::string why = "shard " + key + " moved: " + now + "; this broker stepped down from " +
+                      "generation " + std::to_string(own);
+    spdlog::warn("{}: closing it here (subscriptions end with not_leader)", why);
+    QueueEnd end;
+    end.kind = QueueEnd::Kind::kError;
+    end.code = Code(wire::flx1::ProtocolErrorCode::kNotLeader);
+    end.message = why + " (resume there)";
+    CloseRemoved(d.shard, end, GroupError{GroupErrc::kUnavailable, false, why + " (retry)"},
+                 Error{ErrorCode::kUnavailable, why + ": nothing written (retry)"});
+  }
+  return deposed.size();
 }
 
 void BrokerCore::Stop() {

@@ -89,6 +89,15 @@ struct BrokerCoreOptions {
   // commit (replication factor 1: the leader alone is the majority). Never call back into the
   // core from it.
   std::function<bool(const ShardId&, std::function<void(uint64_t)> advance)> gate_quorum_shard;
+  // Cluster mode (optional; must outlive the core): who serves each shard — the one place that
+  // decides it (shard_router.h) — and this node's id. A shard opens only while the router
+  // names this broker its leader, at that generation G: a durable shard's store accepts G
+  // first (ballot naming `node_id`, history entry at its own log's tail), every record
+  // appended then carries G, and the shard's fence refuses appends (kUnavailable, nothing
+  // written) once the router names another leader or generation. StepDownDeposed() closes
+  // such shards. Null: every shard is served at its stored generation (a single node).
+  const ShardRouter* router = nullptr;
+  std::string node_id;
 };
 
 // What a stream shard is once open: the shard, and (durable shards only) its consumer groups,
@@ -142,6 +151,20 @@ class BrokerCore {
   void DropStream(const std::string& tenant, const std::string& ns, const std::string& stream);
   void DropCache(const std::string& tenant, const std::string& ns, const std::string& cache);
 
+  // Cluster mode (options.router): steps down from every open shard another broker leads now
+  // (this broker was paused or cut off past its lease and a follower was promoted), or that is
+  // led here at another generation than it opened at (a replica-set change: it reopens at the
+  // new one on the next request or reconcile). A deposed shard
+  // stops serving: its fence refuses every append still queued for it, live subscriptions end
+  // with `not_leader` naming the new owner (the client resumes there), waiting group requests
+  // are answered `shard_unavailable`, its logs close (appends already past the fence complete
+  // first and are answered from their own write), the store is handed back
+  // (on_shard_store_closing, then the custody released), so the replication side may open it
+  // as a follower. A later request resolves through the router again. A shard the router
+  // calls Unavailable (a lapsed lease, held unplaced) is kept: nobody else leads it. Returns
+  // how many shards stepped down. Blocks until they are closed; never on a shard executor.
+  size_t StepDownDeposed();
+
   void Stop();
 
  private:
@@ -170,6 +193,8 @@ class BrokerCore {
     std::unique_ptr<ShardFence> fence;
     std::unique_ptr<LogAppender> cursors_appender;
     std::unique_ptr<LogAppender> dead_letters_appender;
+    // The generation the router named this broker leader at when the shard opened.
+    Generation led_generation;
     std::shared_ptr<StreamShard> shard;
     std::shared_ptr<CacheShard> cache;  // cache shards (then `shard` is null)
     std::shared_ptr<StreamGroups> groups;
@@ -187,6 +212,21 @@ class BrokerCore {
                      const storage::StorageError& error);
   WriteFaultReporting Reporting(const char* log_kind);
   void DropShards(const ShardId& any_shard, const std::string& dir);
+  // Closes a shard taken out of shards_ on its executor: the fence refuses from then on (when
+  // `refusal` is set), readers end with `end`, group waiters with `group_end`, logs and store
+  // close, then the custody is released and the entry kept in dropped_. Blocks.
+  void CloseRemoved(std::shared_ptr<OpenShard> shared, const QueueEnd& end,
+                    const GroupError& group_end, std::optional<Error> refusal);
+  // Cluster mode: the generation the router names this broker leader of `id` at, taken into
+  // `store` (when durable; `own` is the shard's own log) before the shard serves; refused
+  // (kUnavailable, retryable) when the router names no such leadership or the store already
+  // accepted a newer generation or the same one from another leader. Without a router: the
+  // store's generation (0 without one).
+  Result<Generation> TakeGeneration(const ShardId& id, storage::ShardStore* store,
+                                    storage::LogKind own);
+  // Cluster mode: arms `fence` to refuse appends once the router stops naming this broker
+  // leader of `id` at the fence's generation.
+  void ArmFence(const ShardId& id, ShardFence& fence);
   // Opens the shard with `open` on the opener pool and settles the result into the handle's
   // cell on its executor (running `started` there first when it opened).
   template <typename Opened>

@@ -11,6 +11,9 @@ Result<Generation> ShardFence::Admit() const {
     return Fail(ErrorCode::kUnavailable,
                 "this broker's lease is not valid now: it may not write (retry shortly)");
   }
+  if (leads_) {
+    if (auto leads = leads_(); !leads) return tl::unexpected(leads.error());
+  }
   return generation_;
 }
 

@@ -5,7 +5,9 @@
 // ShardFence: what every append of one shard checks just before it takes its offset, and the
 // generation it stamps on the records (storage keeps it in each record header). On a single
 // node it admits everything at the shard's stored generation (0 until a cluster assigned one);
-// the cluster adds the node-lease check (cluster-etcd.md §3) through `SetLeaseCheck`.
+// the cluster adds the node-lease check (cluster-etcd.md §3) through `SetLeaseCheck` and the
+// leadership check (replication.md §3 condition 3: the shard is open here at exactly the
+// generation the routing view names this broker leader at) through `SetLeadershipCheck`.
 //
 // LogAppender: checks the fence, stamps the generation, writes the batch at once on the
 // calling thread (its offsets are taken there, in call order) and reports durability without a
@@ -42,10 +44,14 @@ class ShardFence {
   void SetGeneration(Generation generation) { generation_ = generation; }
   // `lease_valid` answers whether this node's lease is usable at this instant; empty = always.
   void SetLeaseCheck(std::function<bool()> lease_valid) { lease_valid_ = std::move(lease_valid); }
+  // `leads` answers whether this broker still leads the shard at `generation()` (empty =
+  // always); its error (kUnavailable: nothing written, retryable) is the refusal.
+  void SetLeadershipCheck(std::function<Result<void>()> leads) { leads_ = std::move(leads); }
 
  private:
   Generation generation_;
   std::function<bool()> lease_valid_;
+  std::function<Result<void>()> leads_;
 };
 
 enum class AckAfter { kPolicy, kFlush };

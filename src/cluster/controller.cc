@@ -42,6 +42,10 @@ Controller::Controller(ControllerOptions options)
         "felix_cluster_restore_steps_total",
         "replica restores this broker, as controller, started, seated or abandoned (a follower "
         "down past FELIX_SHARD_RESTORE_AFTER_MS replaced by a live broker)");
+    unavailable_gauge_ = &options_.metrics->AddGauge(
+        "felix_cluster_unavailable_shards",
+        "shards nobody may serve after this controller's last pass: led by a down node with no "
+        "caught-up follower, or with no node to go to (0 on brokers that are not controller)");
     controller_gauge_->Set(0);
   }
 }
@@ -119,6 +123,7 @@ void Controller::SetRole(std::optional<ControllerTerm> term) {
     MutexLock lock(mu_);
     term_ = std::move(term);
     if (controller_gauge_) controller_gauge_->Set(term_ ? 1 : 0);
+    if (unavailable_gauge_ && !term_) unavailable_gauge_->Set(0);
   }
   cv_.notify_all();
 }
@@ -306,6 +311,10 @@ void Controller::Lead(const ControllerTerm& term) {
       continue;
     }
     if (!result.complete()) continue;
+    if (unavailable_gauge_) {
+      unavailable_gauge_->Set(
+          static_cast<int64_t>(result.leaderless.size() + result.unplaced.size()));
+    }
     error_backoff.Reset();
     if (passes_counter_) passes_counter_->Increment();
     {

@@ -119,6 +119,7 @@ class Controller {
   Counter* writes_counter_ = nullptr;
   Counter* failovers_counter_ = nullptr;
   Counter* restores_counter_ = nullptr;
+  Gauge* unavailable_gauge_ = nullptr;  // felix_cluster_unavailable_shards
 
   mutable Mutex mu_;
   mutable std::condition_variable cv_;

@@ -118,7 +118,11 @@ ReplicationHost::ReplicationHost(const ClusterView& view, ReplicationHostOptions
                                   "shards this broker leads with a running replicator")),
       follower_open_failures_(metrics.AddCounter(
           "felix_broker_replication_follower_open_failures_total",
-          "follower stores that could not be opened (retried at the next reconcile)")) {
+          "follower stores that could not be opened (retried at the next reconcile)")),
+      stepdowns_(metrics.AddCounter(
+          "felix_cluster_stepdowns_total",
+          "shards this broker stopped serving because the view named another leader or a newer "
+          "generation (a deposed leader stepping down)")) {
   size_t n = std::max<size_t>(1, options_.executors);
   for (size_t i = 0; i < n; ++i) {
     executors_.push_back(std::make_unique<broker::Executor>("felix-repl-" + std::to_string(i)));
@@ -215,6 +219,10 @@ void ReplicationHost::ScheduleReconcile() {
 }
 
 void ReplicationHost::Reconcile() {
+  // A shard the view hands to another broker (or to a newer generation) stops being served
+  // here first: the core closes it and releases its store, so the follower below may open it
+  // (issue 16: a deposed leader steps down and is repaired as a follower, §9.1).
+  if (size_t stepped = core_->StepDownDeposed(); stepped > 0) stepdowns_.Increment(stepped);
   auto assignments = view_.Assignments();
   // Followers first: a shard this broker now leads is closed as a follower before the core is
   // asked to open it (the handover rule).

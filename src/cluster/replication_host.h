@@ -27,8 +27,12 @@
 //
 // Handover rule (store_custody.h): the core and the host never hold one store at once. The
 // host claims a directory before opening it as a follower and releases it after closing; it
-// does not open over the core's claim (a shard this broker led and still holds stays with the
-// core; moving it to follower custody is promotion's business, issue 16). When the view names
+// does not open over the core's claim. Each reconcile first asks the core to step down from
+// the shards the view gives to another broker or a newer generation
+// (BrokerCore::StepDownDeposed, counted in felix_cluster_stepdowns_total): the core closes
+// them and releases their stores, and the same reconcile opens them as followers when this
+// broker is still in the replica set (its divergent unreplicated suffix, if any, is repaired
+// there under replication.md §9.1 or halts). When the view names
 // this broker leader of a shard it follows, the host closes the follower (waiting for the
 // close) before it asks the core to open the shard, and the core refuses (retryably) to open
 // a directory the follower still holds.
@@ -158,6 +162,7 @@ class ReplicationHost {
   Gauge& followed_gauge_;
   Gauge& led_gauge_;
   Counter& follower_open_failures_;
+  Counter& stepdowns_;
 };
 
 }  // namespace felix::cluster

@@ -104,6 +104,9 @@ ClusterServices::ClusterServices(const BrokerConfig& config, MetricsRegistry& me
 
 void ClusterServices::SetReplicationHooks(broker::BrokerCoreOptions& core_options) {
   core_options.custody = &custody_;
+  // The leader takes the assignment's generation and steps down when the view moves on.
+  core_options.router = &router();
+  core_options.node_id = config_.node_id;
   core_options.on_shard_store_opened = [host = replication_.get()](const broker::ShardId& id,
                                                                    storage::ShardStore& store) {
     host->OnStoreOpened(id, store);

@@ -73,7 +73,8 @@ class OwnerFixture : public ::testing::Test {
     ASSERT_TRUE(c) << c.error().ToString();
     catalog_ = std::move(*c);
   }
-  // `tweak` adjusts the core's options (e.g. the commit gate of Quorum streams).
+  // `tweak` (optional) adjusts the core's options before it starts (e.g. the commit gate of
+  // Quorum streams).
   void StartCore(const std::function<void(broker::BrokerCoreOptions&)>& tweak = {}) {
     broker::BrokerCoreOptions o;
     o.storage_dir = dir_ + "/data";
