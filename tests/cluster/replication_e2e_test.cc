@@ -516,12 +516,13 @@ TEST_F(ReplicationE2E, QuorumStreamWaitsForAMajorityAndALeaderStreamDoesNot) {
   std::optional<Placed> q;
   ASSERT_NO_FATAL_FAILURE(CreatePlacedStream("q", q, "Quorum"));
   std::optional<Placed> l;
-  ASSERT_NO_FATAL_FAILURE(CreatePlacedStream("l", l, "Leader", 2));
-  // Three shards on three nodes: the bounded-load cap gives each node exactly one to lead, so
-  // one shard of "l" is led by q's leader. Publishes to it carry a key routed there.
+  ASSERT_NO_FATAL_FAILURE(CreatePlacedStream("l", l, "Leader", 7));
+  // Eight shards on three nodes: the bounded-load cap (3 per node) leaves at most 6 for the two
+  // other nodes, so at least one shard of "l" is led by q's leader. Publishes to it carry a key
+  // routed there.
   const int leader = NodeNumber(q->leader);
   std::optional<uint32_t> l_shard;
-  for (uint32_t shard = 0; shard < 2; ++shard) {
+  for (uint32_t shard = 0; shard < 7; ++shard) {
     auto p = Placement(1, "l", shard);
     ASSERT_TRUE(p);
     if (p->leader == q->leader) l_shard = shard;
@@ -530,7 +531,7 @@ TEST_F(ReplicationE2E, QuorumStreamWaitsForAMajorityAndALeaderStreamDoesNot) {
   std::string l_key;
   for (int i = 0; l_key.empty(); ++i) {
     std::string k = "k" + std::to_string(i);
-    if (wire::ShardModulo(2, k) == *l_shard) l_key = k;
+    if (wire::ShardModulo(7, k) == *l_shard) l_key = k;
   }
   std::vector<int> followers;
   for (const auto& r : q->replicas) {
