@@ -304,8 +304,8 @@ struct Request {
   uint64_t id;
 };
 
-ClientResult<Request> Prepare(Client::Router& router, const CacheRef& cache,
-                              uint32_t needs_feature, const char* what) {
+ClientResult<Request> Prepare(Client::Router& router, const CacheRef& cache, uint32_t needs_feature,
+                              const char* what) {
   auto home = router.Home();
   auto& channel = client_impl::CacheChannelOf(*home);
   if (cache.cache.empty() || cache.namespace_name.empty())
@@ -328,9 +328,10 @@ ClientResult<flx1::Message> Roundtrip(Client::Router& router, const CacheRef& ca
   if (!frame)
     return tl::unexpected(MakeClientError(ClientErrorCode::kInvalidArgument,
                                           "cache request: " + frame.error().message));
-  Client::Router::Target target{
-      {client_impl::NameKind::kCache, cache.namespace_name, cache.cache}, std::nullopt,
-      std::string(key), true};
+  Client::Router::Target target{{client_impl::NameKind::kCache, cache.namespace_name, cache.cache},
+                                std::nullopt,
+                                std::string(key),
+                                true};
   return router.Call<flx1::Message>(
       target, idempotent, write, [&](Client::Impl& conn) -> ClientResult<flx1::Message> {
         auto answer = client_impl::CacheChannelOf(conn).Call(id, *frame, timeout_class);

@@ -51,8 +51,8 @@ tl::unexpected<ClientError> Unexpected(ClientError e) {
 
 // One answer on the request stream.
 struct RequestAnswer {
-  std::optional<uint64_t> offset;  // publish acks
-  ShardInfo shards;                // stream_shards_view
+  std::optional<uint64_t> offset;                // publish acks
+  ShardInfo shards;                              // stream_shards_view
   std::optional<client_impl::OwnerEntry> owner;  // the owner hint of a forwarded batch's ack
 };
 using Answer = ClientResult<RequestAnswer>;
@@ -383,8 +383,7 @@ std::vector<uint8_t> Client::Impl::AuthFrame() const {
   uint32_t features = flx1::kFeatureErrorCodes | flx1::kFeatureStreamShards |
                       flx1::kFeatureUnsupported | flx1::kFeatureSubscriptionLagged |
                       flx1::kFeatureShardMoved | flx1::kFeaturePublishPipeline |
-                      flx1::kFeatureRedirect | flx1::kFeatureTopology |
-                      flx1::kFeatureShardOwners;
+                      flx1::kFeatureRedirect | flx1::kFeatureTopology | flx1::kFeatureShardOwners;
   if (options.ack_on_commit) features |= flx1::kFeatureAckOnCommit;
   auth.client_features = features;
   auto frame = flx1::EncodeMessageFrame(flx1::Message(std::move(auth)));
@@ -479,8 +478,7 @@ Verdict Client::Impl::OnRequestFrame(uint16_t flags, std::span<const uint8_t> pa
                                                std::string(ack->owner->addr.value_or("")),
                                                ack->owner->generation};
       pending_.Complete(ack->request_id, std::move(answer));
-    }
-    else
+    } else
       pending_.Complete(ack->request_id, Unexpected(client_impl::FromBinaryAck(*ack)));
     return Verdict::kAccept;
   }
@@ -1386,9 +1384,9 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
   const auto& o = router_->options();
   auto wait = o.request_timeout * (router_->cluster() ? std::max<uint32_t>(1, o.max_attempts) : 1);
   if (outcome.wait_for(wait) != std::future_status::ready) {
-    ClientError e = MakeClientError(
-        ClientErrorCode::kTimeout,
-        "no acknowledgement within " + std::to_string(wait.count()) + " ms");
+    ClientError e =
+        MakeClientError(ClientErrorCode::kTimeout,
+                        "no acknowledgement within " + std::to_string(wait.count()) + " ms");
     e.retry = RetryClass::kOutcomeUnknown;
     return Unexpected(options.ack == AckMode::kNone ? e : AsWriteOutcome(e));
   }
@@ -1420,9 +1418,10 @@ ClientResult<std::unique_ptr<Subscription>> Client::Subscribe(const StreamRef& s
                                                               const SubscribeOptions& options) {
   // To the shard's owner when known, else any broker; a `not_leader` is followed (at most
   // kMaxRedirects hops, never back to a broker already tried) and remembered.
-  Router::Target target{
-      {client_impl::NameKind::kStream, stream.namespace_name, stream.stream}, options.shard,
-      std::nullopt, false};
+  Router::Target target{{client_impl::NameKind::kStream, stream.namespace_name, stream.stream},
+                        options.shard,
+                        std::nullopt,
+                        false};
   auto state = router_->Call<std::shared_ptr<Subscription::State>>(
       target, true, false,
       [&](Impl& conn) { return client_impl::SubscribeOn(conn, stream, options); });

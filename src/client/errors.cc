@@ -127,7 +127,8 @@ ClientError MakeClientError(ClientErrorCode code, std::string message) {
 ClientError AsWriteOutcome(ClientError e) {
   if (e.retry != RetryClass::kOutcomeUnknown || e.code == ClientErrorCode::kIndeterminate) return e;
   e.cause = e.code;
-  e.message = "outcome unknown, the write may have been applied (" + e.code_name + "): " + e.message;
+  e.message =
+      "outcome unknown, the write may have been applied (" + e.code_name + "): " + e.message;
   e.code = ClientErrorCode::kIndeterminate;
   e.code_name = ClientErrorCodeName(ClientErrorCode::kIndeterminate);
   return e;

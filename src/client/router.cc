@@ -124,9 +124,10 @@ std::optional<Connection> Client::Router::Open(const std::string& addr) {
 ClientResult<Connection> Client::Router::To(const std::string& addr) {
   if (auto open = Open(addr)) return *open;
   if (OnIoThread())
-    return Unexpected(MakeClientError(ClientErrorCode::kTransport,
-                                      "no open connection to " + addr + " (called on a client "
-                                      "I/O thread, which never dials)"));
+    return Unexpected(
+        MakeClientError(ClientErrorCode::kTransport, "no open connection to " + addr +
+                                                         " (called on a client "
+                                                         "I/O thread, which never dials)"));
   ClientOptions one = options_;
   one.broker = addr;
   auto dialled = client_impl::DialBroker(std::move(one));
@@ -269,13 +270,13 @@ void Client::Router::Forget(const Target& target, const std::string& addr, const
 }
 
 ClientResult<Client::Router::Route> Client::Router::Next(const Target& target, const Route& failed,
-                                                          const ClientError& e, bool idempotent,
-                                                          Progress& progress) {
+                                                         const ClientError& e, bool idempotent,
+                                                         Progress& progress) {
   if (!cluster_) return Unexpected(e);  // a standalone broker: one attempt, as always
   if (e.code == ClientErrorCode::kNotLeader && e.leader_addr && failed.shard) {
-    owners_.Update(target.name, *failed.shard,
-                   OwnerEntry{e.leader_node.value_or(""), *e.leader_addr,
-                              e.leader_generation.value_or(0)});
+    owners_.Update(
+        target.name, *failed.shard,
+        OwnerEntry{e.leader_node.value_or(""), *e.leader_addr, e.leader_generation.value_or(0)});
   }
   auto decision = client_impl::DecideRetry(e, idempotent, progress.attempts, options_.max_attempts);
   switch (decision.step) {
@@ -288,8 +289,7 @@ ClientResult<Client::Router::Route> Client::Router::Next(const Target& target, c
         too_many.message += " (more than " + std::to_string(kMaxRedirects) + " redirects)";
         return Unexpected(too_many);
       }
-      if (std::find(progress.tried.begin(), progress.tried.end(), owner) !=
-          progress.tried.end()) {
+      if (std::find(progress.tried.begin(), progress.tried.end(), owner) != progress.tried.end()) {
         ClientError loop = e;
         loop.message += " (a redirect loop: already tried " + owner + ")";
         return Unexpected(loop);
@@ -303,7 +303,7 @@ ClientResult<Client::Router::Route> Client::Router::Next(const Target& target, c
       break;
   }
   Forget(target, client_impl::AddressOf(*failed.conn), e);
-  if (OnIoThread()) return Unexpected(e);  // never wait on an I/O thread
+  if (OnIoThread()) return Unexpected(e);       // never wait on an I/O thread
   std::this_thread::sleep_for(decision.delay);  // backoff before the next attempt
   progress.tried.clear();
   progress.hops = 0;
@@ -370,9 +370,9 @@ void Client::Router::OnPublishFailed(const std::shared_ptr<PublishJob>& job,
   Target target{job->name(), shard, job->options.key, true};
   if (!cluster_) return job->done(Unexpected(AsWriteOutcome(e)));
   if (e.code == ClientErrorCode::kNotLeader && e.leader_addr && shard) {
-    owners_.Update(target.name, *shard,
-                   OwnerEntry{e.leader_node.value_or(""), *e.leader_addr,
-                              e.leader_generation.value_or(0)});
+    owners_.Update(
+        target.name, *shard,
+        OwnerEntry{e.leader_node.value_or(""), *e.leader_addr, e.leader_generation.value_or(0)});
   }
   auto decision = client_impl::DecideRetry(e, false, job->attempts, options_.max_attempts);
   if (decision.step == client_impl::RetryStep::kStop)
@@ -390,7 +390,8 @@ void Client::Router::OnPublishFailed(const std::shared_ptr<PublishJob>& job,
       decision.delay,
       [weak, job] {
         auto router = weak.lock();
-        auto started = router ? router->StartPublish(job) : ClientResult<void>(Unexpected(Closed()));
+        auto started =
+            router ? router->StartPublish(job) : ClientResult<void>(Unexpected(Closed()));
         if (!started) job->done(Unexpected(AsWriteOutcome(started.error())));
       },
       [job] { job->done(Unexpected(Closed())); });

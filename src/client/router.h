@@ -128,9 +128,9 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
   std::mutex mu_;  // guards what follows
   client_impl::Connection home_;
   std::map<std::string, client_impl::Connection> conns_;  // by address, home included
-  std::vector<std::string> seeds_;                         // ClientOptions::broker, in order
-  std::vector<std::string> brokers_;                       // from `topology`
-  std::vector<client_impl::Connection> replaced_;          // lost ones, closed by Close
+  std::vector<std::string> seeds_;                        // ClientOptions::broker, in order
+  std::vector<std::string> brokers_;                      // from `topology`
+  std::vector<client_impl::Connection> replaced_;         // lost ones, closed by Close
   bool closed_ = false;
 
   struct Retry {
