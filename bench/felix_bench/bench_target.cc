@@ -44,6 +44,10 @@ ClientOptions ResolveOptions(const Target& target, const std::string& namespace_
     }
   }
   if (o.broker.empty()) o.broker = "127.0.0.1:5000";
+  if (!target.via.empty()) {
+    o.broker = target.via;
+    o.route_to_owners = false;
+  }
   if (o.ca_file.empty() || o.token.empty())
     Die("need --credentials, or --ca and --token (see felix-bench --help)");
   return o;

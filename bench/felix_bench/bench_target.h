@@ -13,7 +13,8 @@ namespace felix::bench {
 
 struct Target {
   std::string credentials;
-  std::string broker;
+  std::string broker;  // one broker, or a cluster's comma list
+  std::string via;     // cluster: the one ingress everything goes through (forwarded path)
   std::string ca_file;
   std::string token;
   std::string tenant;

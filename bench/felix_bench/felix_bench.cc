@@ -10,6 +10,9 @@
 // The broker and credentials come from --credentials (the broker's admin-credentials.json: its
 // QUIC address, CA file and signing key, from which a token scoped to the objects is minted),
 // or from --broker/--ca/--token. Streams and caches must exist (`felix stream|cache create`).
+// Against a cluster, --brokers a,b,c bootstraps from any of them and the client sends each
+// publish to its shard's owner (direct); --via B forces every request through broker B, which
+// forwards (the forwarded path, one internal round trip more).
 #include <cstddef>
 #include <cstdint>
 
@@ -28,7 +31,12 @@ int main(int argc, char** argv) {
   size_t window = 1;
   app.add_option("--credentials", target.credentials,
                  "the broker's admin-credentials.json (address, CA file, signing key)");
-  app.add_option("--broker", target.broker, "broker QUIC address host:port");
+  app.add_option("--broker,--brokers", target.broker,
+                 "broker QUIC address host:port, or a cluster's brokers a,b,c (publishes go "
+                 "straight to each shard's owner)");
+  app.add_option("--via", target.via,
+                 "cluster: send everything through this one broker (host:port), which forwards "
+                 "to the owners: measures the forwarded path");
   app.add_option("--ca", target.ca_file, "PEM file that verifies the broker");
   app.add_option("--token", target.token, "Felix token");
   app.add_option("--tenant", target.tenant, "tenant (default: the credential file's)");

@@ -1,5 +1,5 @@
-// The Felix C++ client: publish to and subscribe to streams of one Felix broker over QUIC
-// (protocol FLX1). No transport or wire types appear here.
+// The Felix C++ client: publish to and subscribe to streams of a Felix broker, or of a Felix
+// cluster, over QUIC (protocol FLX1). No transport or wire types appear here.
 //
 //   felix::ClientOptions options;
 //   options.broker = "127.0.0.1:5000";
@@ -13,18 +13,33 @@
 //   auto sub = (*client)->Subscribe(orders, {.start = felix::StartPosition::Earliest()});
 //   while (auto event = (*sub)->Next(std::chrono::seconds(5))) { ... }
 //
-// Connection model: one QUIC connection per Client, with one long-lived request stream that
-// carries publishes (binary FLX1 batches, pipelined, matched to their acknowledgements by
-// request id) and discovery requests, plus one bidirectional stream and one broker-opened event
-// stream per subscription. Every stream authenticates with the options' tenant and token.
+// Connection model: one QUIC connection per broker the Client talks to, each with one
+// long-lived request stream that carries publishes (binary FLX1 batches, pipelined, matched to
+// their acknowledgements by request id) and discovery requests, plus one bidirectional stream
+// and one broker-opened event stream per subscription. Every stream authenticates with the
+// options' tenant and token.
+//
+// Clusters: `broker` may list several brokers ("a:5000,b:5000"); Connect uses the first that
+// answers. A standalone broker gets everything, on one connection, as always. A cluster broker
+// (it advertises TOPOLOGY) tells the client the cluster's brokers and who owns each shard: the
+// client then opens a connection to each owner it needs (lazily) and sends each publish and
+// cache operation straight to its shard's owner (the key's shard; no key = shard 0), falling
+// back to any broker (which forwards it, one internal hop slower) when it does not know the
+// owner. Subscriptions and group requests go to the owner and follow `not_leader` redirects.
+// Owners are cached per shard and refreshed from redirects and from the owner hint of forwarded
+// acks. Failures are retried by their retry class (retry, retry_after, redirect) up to
+// max_attempts; a write whose outcome is unknown is never resent and comes back as
+// kIndeterminate (errors.h) — it may have been applied.
 //
 // Threading
-//  - Every Client owns one I/O thread. All methods of Client and Subscription are thread-safe
-//    and may be called from any thread, including concurrently.
+//  - Every connection of a Client owns one I/O thread; in a cluster a retry thread resends
+//    asynchronous publishes that failed retryably. All methods of Client and Subscription are
+//    thread-safe and may be called from any thread, including concurrently.
 //  - Blocking calls (Connect, Publish, StreamShards, Subscribe, Subscription::Next, and
 //    PublishAsync while the in-flight window is full) must not be made from a PublishCallback:
-//    callbacks run on the client's I/O thread. From a callback, PublishAsync never blocks; it
-//    fails with kOverloaded when the window is full.
+//    callbacks run on a client I/O thread (or the retry thread). From an I/O thread,
+//    PublishAsync never blocks; it fails with kOverloaded when the window is full, and in a
+//    cluster it routes with what the client already knows (no dialling, no owner lookups).
 //  - Destroying the Client (or Close) fails every outstanding publish with kClosed and ends
 //    every subscription with kClosed; Subscription objects may outlive their Client. Do not
 //    destroy the Client from one of its own callbacks.
@@ -44,8 +59,18 @@
 namespace felix {
 
 struct ClientOptions {
-  // Client QUIC listener of the broker, "host:port" ("[::1]:5000" for IPv6 literals).
+  // Client QUIC listener of the broker, "host:port" ("[::1]:5000" for IPv6 literals), or a
+  // comma list of brokers of one cluster, tried in order to connect (the seeds).
   std::string broker = "127.0.0.1:5000";
+  // Connect timeout for each seed but the last (a dead broker answers nothing at all).
+  std::chrono::milliseconds seed_connect_timeout{3000};
+  // In a cluster: send publishes and cache operations straight to their shard's owner. false:
+  // everything goes through the broker Connect reached, which forwards (to measure that path).
+  bool route_to_owners = true;
+  // In a cluster: sends per call, retries included (retry / retry_after classes, and
+  // outcome_unknown for idempotent requests only); redirects are not counted. A standalone
+  // broker gets one attempt per call.
+  uint32_t max_attempts = 5;
   // TLS server name (SNI) the broker certificate must be valid for.
   std::string server_name = "localhost";
   // PEM file of the certificate(s) that verify the broker. Required: the client always
@@ -247,21 +272,25 @@ struct GroupPosition {
 
 class Client {
  public:
-  class Impl;
+  class Impl;    // one broker connection (src/client/client.cc)
+  class Router;  // the cluster-aware routing over them (src/client/router.h)
   static constexpr int kMaxRedirects = 3;
-  // Dials the broker, verifies its certificate and authenticates the request stream.
+  // Dials the broker (the first of the list that answers), verifies its certificate and
+  // authenticates the request stream. In a cluster, also asks for the cluster's brokers.
   static ClientResult<std::unique_ptr<Client>> Connect(ClientOptions options);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   // Publishes one batch (every record goes to one shard, in order) and waits for its
-  // acknowledgement (or, with AckMode::kNone, until it is queued for sending).
+  // acknowledgement (or, with AckMode::kNone, until it is queued for sending). An acknowledged
+  // publish whose outcome is unknown fails with kIndeterminate (it may have been written).
   ClientResult<PublishReceipt> Publish(const StreamRef& stream,
                                        const std::vector<std::string>& payloads,
                                        const PublishOptions& options = {});
-  // Pipelined publish: returns once the batch is queued; `done` runs on the I/O thread with
-  // the outcome (exactly once, also on failure, unless this call itself returns an error).
+  // Pipelined publish: returns once the batch is queued; `done` runs on a client thread with
+  // the outcome (exactly once, also on failure, unless this call itself returns an error). A
+  // batch retried in a cluster may be written after batches published later.
   // Blocks while max_in_flight batches are unanswered (kTimeout after request_timeout).
   ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
                                   const PublishOptions& options, PublishCallback done);
@@ -273,9 +302,10 @@ class Client {
 
   // Opens a subscription to one shard; returns once the broker answered `subscribed`.
   // Cursor refusals come back as kCursorTooOld / kCursorInFuture with `available`.
-  // In a cluster, a broker that does not lead the shard answers `not_leader` with the owner's
-  // address: Subscribe follows it (at most kMaxRedirects hops, never back to a broker already
-  // tried) on a connection the subscription owns, with this client's options and token.
+  // In a cluster it goes to the shard's owner when the client knows it; a broker that does not
+  // lead the shard answers `not_leader` with the owner's address: Subscribe follows it (at most
+  // kMaxRedirects hops, never back to a broker already tried) on the client's connection to
+  // that broker, and remembers the owner.
   ClientResult<std::unique_ptr<Subscription>> Subscribe(const StreamRef& stream,
                                                         const SubscribeOptions& options = {});
 
@@ -334,13 +364,18 @@ class Client {
   ClientResult<bool> GroupDelete(const GroupRef& group);
   // ---- end of consumer groups ----
 
+  // The client-facing address of the broker this client believes owns `shard` of `stream`
+  // (learned from shard_owners, a redirect or an owner hint); nullopt when it does not know.
+  std::optional<std::string> CachedOwner(const StreamRef& stream, uint32_t shard) const;
+
+  // What the broker Connect reached negotiated.
   ServerInfo server_info() const;
-  // Fails outstanding work with kClosed and closes the connection. Idempotent.
+  // Fails outstanding work with kClosed and closes every connection. Idempotent.
   void Close();
 
  private:
-  explicit Client(std::shared_ptr<Impl> impl);
-  std::shared_ptr<Impl> impl_;
+  explicit Client(std::shared_ptr<Router> router);
+  std::shared_ptr<Router> router_;
 };
 
 }  // namespace felix

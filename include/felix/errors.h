@@ -53,6 +53,12 @@ enum class ClientErrorCode : uint16_t {
                             // resume at `resume_from`
   kShardMoved = 1010,       // the shard moved to another broker; resume at `resume_from`
   kStreamEnded = 1011,      // the broker ended the event stream (resume at next_offset())
+  // A non-idempotent write (acknowledged publish, cache put, counter add) was sent but its
+  // outcome is unknown: it may or may not have been applied. Never a failure: check (read
+  // back) before writing again. `cause` says what was reported (kUnacknowledged,
+  // kQuorumTimeout, kTimeout, kTransport, ...); retry is always kOutcomeUnknown. The client
+  // never resends such a write by itself.
+  kIndeterminate = 1012,
 };
 
 // §8.1 retry classes (same numbers as the binary acknowledgement's retry byte).
@@ -79,6 +85,11 @@ struct ClientError {
   std::optional<std::string> leader_node;
   std::optional<std::string> leader_addr;
   std::optional<uint64_t> leader_generation;
+  // kIndeterminate: the code that was reported.
+  std::optional<ClientErrorCode> cause;
+
+  // True for kIndeterminate: the write may have been applied.
+  bool indeterminate() const { return code == ClientErrorCode::kIndeterminate; }
 
   // "not_found (retry_after): stream not found".
   std::string ToString() const;
@@ -94,5 +105,8 @@ const char* RetryClassName(RetryClass retry);
 
 // A ClientError with the class the client assigns to `code` when nobody said otherwise.
 ClientError MakeClientError(ClientErrorCode code, std::string message);
+// `e` as the outcome of a non-idempotent write: kIndeterminate (cause = e.code) when its class
+// is outcome_unknown, `e` unchanged otherwise.
+ClientError AsWriteOutcome(ClientError e);
 
 }  // namespace felix

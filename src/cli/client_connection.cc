@@ -1,6 +1,5 @@
 #include "cli/client_connection.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -10,8 +9,6 @@
 namespace felix::cli {
 
 namespace {
-
-constexpr std::chrono::milliseconds kListAttemptTimeout{3000};
 
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -28,9 +25,10 @@ void Die(const std::string& message, int code) {
 void AddClientConnectionOptions(CLI::App* cmd, ClientConnection& c) {
   cmd->add_option("--credentials", c.credentials,
                   "credential file (default: $FELIX_DATA_DIR or ./felix-data)");
-  cmd->add_option("--broker", c.broker,
-                  "broker QUIC address host:port, or a comma list tried in order (default: "
-                  "$FELIX_BROKERS, else the credential file)");
+  cmd->add_option("--broker,--brokers", c.broker,
+                  "broker QUIC address host:port, or a comma list of a cluster's brokers tried "
+                  "in order (default: $FELIX_BROKERS, else the credential file); in a cluster "
+                  "each request then goes to its shard's owner");
   cmd->add_option("--tenant", c.tenant, "tenant (default: the credential file's tenant)");
   cmd->add_option("--token", c.token,
                   "Felix token (default: $FELIX_AUTH_TOKEN, else minted from the credential file)");
@@ -87,38 +85,13 @@ ClientOptions ResolveClientOptions(const ClientConnection& c, const std::string&
   return o;
 }
 
-std::vector<std::string> BrokerList(const std::string& brokers) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= brokers.size()) {
-    size_t comma = brokers.find(',', start);
-    if (comma == std::string::npos) comma = brokers.size();
-    std::string entry = brokers.substr(start, comma - start);
-    while (!entry.empty() && entry.front() == ' ') entry.erase(entry.begin());
-    while (!entry.empty() && entry.back() == ' ') entry.pop_back();
-    if (!entry.empty()) out.push_back(entry);
-    start = comma + 1;
-  }
-  return out;
-}
-
 std::unique_ptr<Client> ConnectOrDie(const ClientOptions& options) {
-  std::vector<std::string> brokers = BrokerList(options.broker);
-  if (brokers.empty()) Die("no broker address (--broker or $FELIX_BROKERS is empty)");
-  std::string failures;
-  for (size_t i = 0; i < brokers.size(); ++i) {
-    const std::string& broker = brokers[i];
-    ClientOptions one = options;
-    one.broker = broker;
-    // A dead broker costs a whole handshake timeout (nothing answers UDP); with more entries to
-    // try, each but the last gets at most kListAttemptTimeout.
-    if (i + 1 < brokers.size())
-      one.connect_timeout = std::min(one.connect_timeout, kListAttemptTimeout);
-    auto client = Client::Connect(one);
-    if (client) return std::move(*client);
-    failures += (failures.empty() ? "" : "; ") + broker + ": " + client.error().ToString();
-  }
-  Die("cannot connect to " + failures);
+  // The library tries a comma list in order (each entry but the last with at most
+  // ClientOptions::seed_connect_timeout) and, against a cluster, routes each request to its
+  // shard's owner from there.
+  auto client = Client::Connect(options);
+  if (!client) Die("cannot connect to " + options.broker + ": " + client.error().ToString());
+  return std::move(*client);
 }
 
 }  // namespace felix::cli

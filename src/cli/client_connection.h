@@ -38,13 +38,11 @@ ClientOptions ResolveClientOptions(const ClientConnection& c, const std::string&
                                    const std::string& name,
                                    const std::vector<std::string>& permissions);
 
-// Splits a comma list of host:port entries (blanks around entries and empty entries dropped).
-std::vector<std::string> BrokerList(const std::string& brokers);
-
 // Connects to options.broker; a comma list (--broker a,b or $FELIX_BROKERS) is tried in order
 // and the first broker that connects is used (every entry but the last with a connect timeout of
-// at most 3 s, so a dead first broker does not stall each command). Dies naming every failure
-// otherwise.
+// at most 3 s, so a dead first broker does not stall each command); against a cluster the
+// client then sends each publish and cache operation to its shard's owner and follows
+// redirects (felix/client.h). Dies naming every failure otherwise.
 std::unique_ptr<Client> ConnectOrDie(const ClientOptions& options);
 
 }  // namespace felix::cli

@@ -12,6 +12,7 @@
 #include "client/connection_port.h"
 #include "client/error_mapping.h"
 #include "client/frame_reader.h"
+#include "client/router.h"
 #include "felix/client.h"
 #include "wire/flx1/frame.h"
 
@@ -190,6 +191,10 @@ FrameReader::Verdict CacheChannel::OnFrame(const std::shared_ptr<Lane>& lane, ui
     Complete(lane, tl::unexpected(FromErrorMessage(*error, RetryClass::kFatal)), false);
     return FrameReader::Verdict::kAccept;
   }
+  if (auto* not_leader = std::get_if<flx1::NotLeader>(&message)) {
+    Complete(lane, tl::unexpected(FromNotLeader(*not_leader)), false);
+    return FrameReader::Verdict::kAccept;
+  }
   std::optional<uint64_t> id;
   std::visit(
       [&id](const auto& m) {
@@ -294,14 +299,15 @@ std::string CacheRef::ToString() const {
 namespace {
 
 struct Request {
-  client_impl::CacheChannel* channel;
   const ClientOptions* options;
-  uint32_t features;
+  uint32_t features;  // of the broker Connect reached (every broker of a cluster serves alike)
+  uint64_t id;
 };
 
-ClientResult<Request> Prepare(Client::Impl& impl, const CacheRef& cache, uint32_t needs_feature,
+ClientResult<Request> Prepare(Client::Router& router, const CacheRef& cache, uint32_t needs_feature,
                               const char* what) {
-  auto& channel = client_impl::CacheChannelOf(impl);
+  auto home = router.Home();
+  auto& channel = client_impl::CacheChannelOf(*home);
   if (cache.cache.empty() || cache.namespace_name.empty())
     return tl::unexpected(
         MakeClientError(ClientErrorCode::kInvalidArgument, "empty namespace or cache name"));
@@ -309,22 +315,34 @@ ClientResult<Request> Prepare(Client::Impl& impl, const CacheRef& cache, uint32_
   if (needs_feature != 0 && (features & needs_feature) == 0)
     return tl::unexpected(MakeClientError(ClientErrorCode::kUnsupported,
                                           std::string("the broker does not serve ") + what));
-  return Request{&channel, &channel.port().client_options(), features};
+  return Request{&router.options(), features, channel.NextRequestId()};
 }
 
-ClientResult<flx1::Message> Roundtrip(const Request& request, uint64_t id, flx1::Message message,
-                                      RetryClass timeout_class) {
+// Sends `message` to the owner of `key`'s shard (router.h) and waits for its answer.
+// `idempotent`: may be resent when its outcome is unknown; `write`: such an outcome is
+// reported as kIndeterminate.
+ClientResult<flx1::Message> Roundtrip(Client::Router& router, const CacheRef& cache,
+                                      std::string_view key, uint64_t id, flx1::Message message,
+                                      RetryClass timeout_class, bool idempotent, bool write) {
   auto frame = flx1::EncodeMessageFrame(message);
   if (!frame)
     return tl::unexpected(MakeClientError(ClientErrorCode::kInvalidArgument,
                                           "cache request: " + frame.error().message));
-  auto answer = request.channel->Call(id, std::move(*frame), timeout_class);
-  if (!answer) return answer;
-  if (auto* unsupported = std::get_if<flx1::Unsupported>(&*answer)) {
-    return tl::unexpected(MakeClientError(
-        ClientErrorCode::kUnsupported, "the broker does not serve " + unsupported->request_type));
-  }
-  return answer;
+  Client::Router::Target target{{client_impl::NameKind::kCache, cache.namespace_name, cache.cache},
+                                std::nullopt,
+                                std::string(key),
+                                true};
+  return router.Call<flx1::Message>(
+      target, idempotent, write, [&](Client::Impl& conn) -> ClientResult<flx1::Message> {
+        auto answer = client_impl::CacheChannelOf(conn).Call(id, *frame, timeout_class);
+        if (!answer) return answer;
+        if (auto* unsupported = std::get_if<flx1::Unsupported>(&*answer)) {
+          return tl::unexpected(
+              MakeClientError(ClientErrorCode::kUnsupported,
+                              "the broker does not serve " + unsupported->request_type));
+        }
+        return answer;
+      });
 }
 
 template <typename T>
@@ -345,7 +363,7 @@ std::optional<std::string> ValueOf(const flx1::CacheValue& value) {
 ClientResult<void> Client::CachePut(const CacheRef& cache, std::string_view key,
                                     std::string_view value,
                                     std::optional<std::chrono::milliseconds> ttl) {
-  auto request = Prepare(*impl_, cache, 0, "cache_put");
+  auto request = Prepare(*router_, cache, 0, "cache_put");
   if (!request) return tl::unexpected(request.error());
   if (ttl && ttl->count() < 0)
     return tl::unexpected(MakeClientError(ClientErrorCode::kInvalidArgument, "negative ttl"));
@@ -355,53 +373,54 @@ ClientResult<void> Client::CachePut(const CacheRef& cache, std::string_view key,
   put.cache = cache.cache;
   put.key = std::string(key);
   put.value = flx1::Bytes(value.begin(), value.end());
-  put.request_id = request->channel->NextRequestId();
+  put.request_id = request->id;
   if (ttl) put.ttl_ms = static_cast<uint64_t>(ttl->count());
   uint64_t id = *put.request_id;
-  auto ok =
-      Expect<flx1::CacheOk>(Roundtrip(*request, id, std::move(put), RetryClass::kOutcomeUnknown));
+  // Not resent after a lost answer: a second put would restart the entry's TTL.
+  auto ok = Expect<flx1::CacheOk>(Roundtrip(*router_, cache, key, id, std::move(put),
+                                            RetryClass::kOutcomeUnknown, false, true));
   if (!ok) return tl::unexpected(ok.error());
   return {};
 }
 
 ClientResult<std::optional<std::string>> Client::CacheGet(const CacheRef& cache,
                                                           std::string_view key) {
-  auto request = Prepare(*impl_, cache, 0, "cache_get");
+  auto request = Prepare(*router_, cache, 0, "cache_get");
   if (!request) return tl::unexpected(request.error());
   flx1::CacheGet get;
   get.tenant_id = request->options->tenant_id;
   get.namespace_ = cache.namespace_name;
   get.cache = cache.cache;
   get.key = std::string(key);
-  get.request_id = request->channel->NextRequestId();
+  get.request_id = request->id;
   uint64_t id = *get.request_id;
-  auto value =
-      Expect<flx1::CacheValue>(Roundtrip(*request, id, std::move(get), RetryClass::kRetry));
+  auto value = Expect<flx1::CacheValue>(
+      Roundtrip(*router_, cache, key, id, std::move(get), RetryClass::kRetry, true, false));
   if (!value) return tl::unexpected(value.error());
   return ValueOf(*value);
 }
 
 ClientResult<std::optional<std::string>> Client::CacheDelete(const CacheRef& cache,
                                                              std::string_view key) {
-  auto request = Prepare(*impl_, cache, flx1::kFeatureCacheDelete, "cache_delete");
+  auto request = Prepare(*router_, cache, flx1::kFeatureCacheDelete, "cache_delete");
   if (!request) return tl::unexpected(request.error());
   flx1::CacheDelete del;
   del.tenant_id = request->options->tenant_id;
   del.namespace_ = cache.namespace_name;
   del.cache = cache.cache;
   del.key = std::string(key);
-  del.request_id = request->channel->NextRequestId();
+  del.request_id = request->id;
   uint64_t id = *del.request_id;
   // A delete lands on the same state twice: resending after a timeout is safe.
-  auto value =
-      Expect<flx1::CacheValue>(Roundtrip(*request, id, std::move(del), RetryClass::kRetry));
+  auto value = Expect<flx1::CacheValue>(
+      Roundtrip(*router_, cache, key, id, std::move(del), RetryClass::kRetry, true, false));
   if (!value) return tl::unexpected(value.error());
   return ValueOf(*value);
 }
 
 ClientResult<int64_t> Client::CounterAdd(const CacheRef& cache, std::string_view key,
                                          int64_t delta) {
-  auto request = Prepare(*impl_, cache, flx1::kFeatureCounters, "counter_add");
+  auto request = Prepare(*router_, cache, flx1::kFeatureCounters, "counter_add");
   if (!request) return tl::unexpected(request.error());
   flx1::CounterAdd add;
   add.tenant_id = request->options->tenant_id;
@@ -409,10 +428,11 @@ ClientResult<int64_t> Client::CounterAdd(const CacheRef& cache, std::string_view
   add.cache = cache.cache;
   add.key = std::string(key);
   add.delta = delta;
-  add.request_id = request->channel->NextRequestId();
+  add.request_id = request->id;
   uint64_t id = add.request_id;
-  auto value = Expect<flx1::CounterValue>(
-      Roundtrip(*request, id, std::move(add), RetryClass::kOutcomeUnknown));
+  // Not resent after a lost answer: it would count twice.
+  auto value = Expect<flx1::CounterValue>(Roundtrip(*router_, cache, key, id, std::move(add),
+                                                    RetryClass::kOutcomeUnknown, false, true));
   if (!value) return tl::unexpected(value.error());
   if (!value->value)
     return tl::unexpected(
@@ -422,17 +442,17 @@ ClientResult<int64_t> Client::CounterAdd(const CacheRef& cache, std::string_view
 
 ClientResult<std::optional<int64_t>> Client::CounterGet(const CacheRef& cache,
                                                         std::string_view key) {
-  auto request = Prepare(*impl_, cache, flx1::kFeatureCounters, "counter_get");
+  auto request = Prepare(*router_, cache, flx1::kFeatureCounters, "counter_get");
   if (!request) return tl::unexpected(request.error());
   flx1::CounterGet get;
   get.tenant_id = request->options->tenant_id;
   get.namespace_ = cache.namespace_name;
   get.cache = cache.cache;
   get.key = std::string(key);
-  get.request_id = request->channel->NextRequestId();
+  get.request_id = request->id;
   uint64_t id = get.request_id;
-  auto value =
-      Expect<flx1::CounterValue>(Roundtrip(*request, id, std::move(get), RetryClass::kRetry));
+  auto value = Expect<flx1::CounterValue>(
+      Roundtrip(*router_, cache, key, id, std::move(get), RetryClass::kRetry, true, false));
   if (!value) return tl::unexpected(value.error());
   return value->value;
 }

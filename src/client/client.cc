@@ -11,11 +11,13 @@
 #include <set>
 
 #include "client/connection_port.h"
+#include "client/connections.h"
 #include "client/error_mapping.h"
 #include "client/event_router.h"
 #include "client/frame_reader.h"
 #include "client/own_stream_request.h"
 #include "client/pending_requests.h"
+#include "client/router.h"
 #include "common/metrics.h"
 #include "common/net_address.h"
 #include "felix/client.h"
@@ -49,8 +51,9 @@ tl::unexpected<ClientError> Unexpected(ClientError e) {
 
 // One answer on the request stream.
 struct RequestAnswer {
-  std::optional<uint64_t> offset;  // publish acks
-  ShardInfo shards;                // stream_shards_view
+  std::optional<uint64_t> offset;                // publish acks
+  ShardInfo shards;                              // stream_shards_view
+  std::optional<client_impl::OwnerEntry> owner;  // the owner hint of a forwarded batch's ack
 };
 using Answer = ClientResult<RequestAnswer>;
 
@@ -87,10 +90,8 @@ class Subscription::State {
   const StreamRef stream;
   const uint32_t shard;
   const size_t capacity;
+  // The connection serving it (the Client's Router owns it).
   const std::weak_ptr<Client::Impl> client;
-  // After a redirect: the connection to the shard's owner, which only this subscription uses
-  // (released by Close, which also ends the cycle through the owner's subscription table).
-  std::shared_ptr<Client> redirected;
 
   // Guarded by mu.
   std::mutex mu;
@@ -141,8 +142,22 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   void Close();
 
   ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
-                                  const PublishOptions& po, PublishCallback done);
+                                  const PublishOptions& po, client_impl::PublishDone done);
   ClientResult<ShardInfo> StreamShards(const StreamRef& stream);
+  std::optional<ShardInfo> CachedStreamShards(const StreamRef& stream) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = shard_cache_.find(stream.ToString());
+    if (it == shard_cache_.end()) return std::nullopt;
+    return it->second;
+  }
+  bool Usable() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return endpoint_ && !Unusable();
+  }
+  bool InLoopThread() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return endpoint_ && endpoint_->InLoopThread();
+  }
   ClientResult<std::shared_ptr<Subscription::State>> Subscribe(const StreamRef& stream,
                                                                const SubscribeOptions& so);
   // From a Subscription (any thread).
@@ -368,7 +383,7 @@ std::vector<uint8_t> Client::Impl::AuthFrame() const {
   uint32_t features = flx1::kFeatureErrorCodes | flx1::kFeatureStreamShards |
                       flx1::kFeatureUnsupported | flx1::kFeatureSubscriptionLagged |
                       flx1::kFeatureShardMoved | flx1::kFeaturePublishPipeline |
-                      flx1::kFeatureRedirect;
+                      flx1::kFeatureRedirect | flx1::kFeatureTopology | flx1::kFeatureShardOwners;
   if (options.ack_on_commit) features |= flx1::kFeatureAckOnCommit;
   auth.client_features = features;
   auto frame = flx1::EncodeMessageFrame(flx1::Message(std::move(auth)));
@@ -456,9 +471,14 @@ Verdict Client::Impl::OnRequestFrame(uint16_t flags, std::span<const uint8_t> pa
     return Verdict::kAccept;  // skip it; an undecodable answer fails only its request (by timeout)
   }
   if (auto* ack = std::get_if<flx1::BinaryPublishAck>(&*frame)) {
-    if (ack->status == flx1::BinaryPublishAck::Status::kOk)
-      pending_.Complete(ack->request_id, RequestAnswer{ack->offset, {}});
-    else
+    if (ack->status == flx1::BinaryPublishAck::Status::kOk) {
+      RequestAnswer answer{ack->offset, {}, std::nullopt};
+      if (ack->owner)
+        answer.owner = client_impl::OwnerEntry{std::string(ack->owner->node_id),
+                                               std::string(ack->owner->addr.value_or("")),
+                                               ack->owner->generation};
+      pending_.Complete(ack->request_id, std::move(answer));
+    } else
       pending_.Complete(ack->request_id, Unexpected(client_impl::FromBinaryAck(*ack)));
     return Verdict::kAccept;
   }
@@ -489,7 +509,7 @@ Verdict Client::Impl::OnRequestFrame(uint16_t flags, std::span<const uint8_t> pa
           if (auth_waiter_) return OnAuthAnswer(Unexpected(e));
           request_stream_error_ = e;  // reported to what is pending if the stream then ends
         } else if constexpr (std::is_same_v<M, flx1::PublishOk>) {
-          pending_.Complete(m.request_id, RequestAnswer{m.offset, {}});
+          pending_.Complete(m.request_id, RequestAnswer{m.offset, {}, std::nullopt});
         } else if constexpr (std::is_same_v<M, flx1::PublishError>) {
           pending_.Complete(m.request_id, Unexpected(client_impl::FromPublishError(m)));
         } else if constexpr (std::is_same_v<M, flx1::StreamShardsView>) {
@@ -594,7 +614,8 @@ void Client::Impl::Keepalive() {
 
 ClientResult<void> Client::Impl::PublishAsync(const StreamRef& stream,
                                               const std::vector<std::string>& payloads,
-                                              const PublishOptions& po, PublishCallback done) {
+                                              const PublishOptions& po,
+                                              client_impl::PublishDone done) {
   if (payloads.empty())
     return Err<void>(ClientErrorCode::kInvalidArgument, "a publish needs at least one payload");
   if (stream.stream.empty() || stream.namespace_name.empty())
@@ -673,8 +694,8 @@ ClientResult<void> Client::Impl::PublishAsync(const StreamRef& stream,
     if (acked) {
       SendRequest(id, frame, [release, count, done = std::move(done)](Answer a) {
         release();
-        if (!a) return done(Unexpected(a.error()));
-        done(PublishReceipt{a->offset, count});
+        if (!a) return done(Unexpected(a.error()), std::nullopt);
+        done(PublishReceipt{a->offset, count}, std::move(a->owner));
       });
       return;
     }
@@ -691,7 +712,7 @@ ClientResult<void> Client::Impl::PublishAsync(const StreamRef& stream,
         outcome = Unexpected(
             client_impl::FromTransport(wrote.error(), "send", RetryClass::kOutcomeUnknown));
     }
-    done(std::move(outcome));
+    done(std::move(outcome), std::nullopt);
   };
   std::lock_guard<std::mutex> lock(mu_);
   if (!PostLocked(std::move(work))) {
@@ -1288,16 +1309,66 @@ uint64_t NextRequestId(Client::Impl& impl) {
 // ---------------------------------------------------------------------------------------------
 // Public classes
 
-Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+namespace client_impl {
+
+ClientResult<Connection> DialBroker(ClientOptions options) {
+  auto impl = std::make_shared<Client::Impl>(std::move(options));
+  if (auto started = impl->Start(); !started) return Unexpected(started.error());
+  return impl;
+}
+
+void CloseConnection(Client::Impl& impl) {
+  impl.Close();
+}
+
+bool Usable(const Client::Impl& impl) {
+  return impl.Usable();
+}
+
+bool OnIoThread(const Client::Impl& impl) {
+  return impl.InLoopThread();
+}
+
+const std::string& AddressOf(const Client::Impl& impl) {
+  return impl.options.broker;
+}
+
+ServerInfo ServerInfoOf(const Client::Impl& impl) {
+  return impl.server();
+}
+
+ClientResult<void> PublishOn(Client::Impl& impl, const StreamRef& stream,
+                             const std::vector<std::string>& payloads, const PublishOptions& po,
+                             PublishDone done) {
+  return impl.PublishAsync(stream, payloads, po, std::move(done));
+}
+
+ClientResult<ShardInfo> StreamShardsOn(Client::Impl& impl, const StreamRef& stream) {
+  return impl.StreamShards(stream);
+}
+
+std::optional<ShardInfo> CachedStreamShards(const Client::Impl& impl, const StreamRef& stream) {
+  return impl.CachedStreamShards(stream);
+}
+
+ClientResult<std::shared_ptr<Subscription::State>> SubscribeOn(Client::Impl& impl,
+                                                               const StreamRef& stream,
+                                                               const SubscribeOptions& so) {
+  return impl.Subscribe(stream, so);
+}
+
+}  // namespace client_impl
+
+Client::Client(std::shared_ptr<Router> router) : router_(std::move(router)) {}
 
 Client::~Client() {
-  if (impl_) impl_->Close();
+  if (router_) router_->Close();
 }
 
 ClientResult<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
-  auto impl = std::make_shared<Impl>(std::move(options));
-  if (auto started = impl->Start(); !started) return Unexpected(started.error());
-  return std::unique_ptr<Client>(new Client(std::move(impl)));
+  auto router = Router::Connect(std::move(options));
+  if (!router) return Unexpected(router.error());
+  return std::unique_ptr<Client>(new Client(std::move(*router)));
 }
 
 ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
@@ -1305,17 +1376,19 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
                                              const PublishOptions& options) {
   auto promise = std::make_shared<std::promise<ClientResult<PublishReceipt>>>();
   auto outcome = promise->get_future();
-  auto queued = impl_->PublishAsync(
+  auto queued = router_->PublishAsync(
       stream, payloads, options,
       [promise](ClientResult<PublishReceipt> r) { promise->set_value(std::move(r)); });
   if (!queued) return Unexpected(queued.error());
-  if (outcome.wait_for(impl_->options.request_timeout) != std::future_status::ready) {
+  // In a cluster each attempt may wait request_timeout (retries included).
+  const auto& o = router_->options();
+  auto wait = o.request_timeout * (router_->cluster() ? std::max<uint32_t>(1, o.max_attempts) : 1);
+  if (outcome.wait_for(wait) != std::future_status::ready) {
     ClientError e =
         MakeClientError(ClientErrorCode::kTimeout,
-                        "no acknowledgement within " +
-                            std::to_string(impl_->options.request_timeout.count()) + " ms");
+                        "no acknowledgement within " + std::to_string(wait.count()) + " ms");
     e.retry = RetryClass::kOutcomeUnknown;
-    return Unexpected(e);
+    return Unexpected(options.ack == AckMode::kNone ? e : AsWriteOutcome(e));
   }
   return outcome.get();
 }
@@ -1324,11 +1397,11 @@ ClientResult<void> Client::PublishAsync(const StreamRef& stream,
                                         const std::vector<std::string>& payloads,
                                         const PublishOptions& options, PublishCallback done) {
   if (!done) done = [](ClientResult<PublishReceipt>) {};
-  return impl_->PublishAsync(stream, payloads, options, std::move(done));
+  return router_->PublishAsync(stream, payloads, options, std::move(done));
 }
 
 ClientResult<ShardInfo> Client::StreamShards(const StreamRef& stream) {
-  return impl_->StreamShards(stream);
+  return router_->Home()->StreamShards(stream);
 }
 
 ClientResult<uint32_t> Client::ShardForKey(const StreamRef& stream, std::string_view key) {
@@ -1343,38 +1416,32 @@ ClientResult<uint32_t> Client::ShardForKey(const StreamRef& stream, std::string_
 
 ClientResult<std::unique_ptr<Subscription>> Client::Subscribe(const StreamRef& stream,
                                                               const SubscribeOptions& options) {
-  auto state = impl_->Subscribe(stream, options);
-  // A cluster broker that does not lead the shard names the one that does: follow it (at most
-  // kMaxRedirects hops, each to a broker not tried yet) on a connection of the subscription's
-  // own, with the same credentials.
-  std::vector<std::string> tried{impl_->options.broker};
-  for (int hop = 0; !state && hop < kMaxRedirects; ++hop) {
-    const ClientError& refused = state.error();
-    if (refused.code != ClientErrorCode::kNotLeader || !refused.leader_addr) break;
-    const std::string& owner = *refused.leader_addr;
-    if (std::find(tried.begin(), tried.end(), owner) != tried.end()) {
-      ClientError loop = refused;
-      loop.message += " (a redirect loop: already tried " + owner + ")";
-      return Unexpected(loop);
-    }
-    tried.push_back(owner);
-    ClientOptions redirected_options = impl_->options;
-    redirected_options.broker = owner;
-    auto redirected = Client::Connect(std::move(redirected_options));
-    if (!redirected) return Unexpected(redirected.error());
-    state = (*redirected)->impl_->Subscribe(stream, options);
-    if (state) (*state)->redirected = std::shared_ptr<Client>(std::move(*redirected));
-  }
+  // To the shard's owner when known, else any broker; a `not_leader` is followed (at most
+  // kMaxRedirects hops, never back to a broker already tried) and remembered.
+  Router::Target target{{client_impl::NameKind::kStream, stream.namespace_name, stream.stream},
+                        options.shard,
+                        std::nullopt,
+                        false};
+  auto state = router_->Call<std::shared_ptr<Subscription::State>>(
+      target, true, false,
+      [&](Impl& conn) { return client_impl::SubscribeOn(conn, stream, options); });
   if (!state) return Unexpected(state.error());
   return std::make_unique<Subscription>(std::move(*state));
 }
 
+std::optional<std::string> Client::CachedOwner(const StreamRef& stream, uint32_t shard) const {
+  auto owner = router_->owners().Owner(
+      {client_impl::NameKind::kStream, stream.namespace_name, stream.stream}, shard);
+  if (!owner) return std::nullopt;
+  return owner->addr;
+}
+
 ServerInfo Client::server_info() const {
-  return impl_->server();
+  return router_->Home()->server();
 }
 
 void Client::Close() {
-  impl_->Close();
+  router_->Close();
 }
 
 Subscription::Subscription(std::shared_ptr<State> state) : state_(std::move(state)) {}
@@ -1448,7 +1515,6 @@ void Subscription::Close() {
   } else {
     state_->End(Closed());
   }
-  state_->redirected.reset();  // closes a redirect's own connection
 }
 
 }  // namespace felix

@@ -59,6 +59,8 @@ const char* ClientErrorCodeName(ClientErrorCode code) {
       return "shard_moved";
     case ClientErrorCode::kStreamEnded:
       return "stream_ended";
+    case ClientErrorCode::kIndeterminate:
+      return "indeterminate";
   }
   return "unknown";
 }
@@ -104,6 +106,7 @@ ClientError MakeClientError(ClientErrorCode code, std::string message) {
     switch (code) {
       case ClientErrorCode::kTransport:
       case ClientErrorCode::kTimeout:
+      case ClientErrorCode::kIndeterminate:
         e.retry = RetryClass::kOutcomeUnknown;
         break;
       case ClientErrorCode::kLagged:
@@ -118,6 +121,16 @@ ClientError MakeClientError(ClientErrorCode code, std::string message) {
         break;
     }
   }
+  return e;
+}
+
+ClientError AsWriteOutcome(ClientError e) {
+  if (e.retry != RetryClass::kOutcomeUnknown || e.code == ClientErrorCode::kIndeterminate) return e;
+  e.cause = e.code;
+  e.message =
+      "outcome unknown, the write may have been applied (" + e.code_name + "): " + e.message;
+  e.code = ClientErrorCode::kIndeterminate;
+  e.code_name = ClientErrorCodeName(ClientErrorCode::kIndeterminate);
   return e;
 }
 

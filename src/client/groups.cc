@@ -3,6 +3,7 @@
 // becomes a ClientError with the broker's code and retry class.
 #include "client/error_mapping.h"
 #include "client/own_stream_request.h"
+#include "client/router.h"
 #include "felix/client.h"
 #include "wire/flx1/constants.h"
 
@@ -39,23 +40,35 @@ ClientResult<void> Check(Client::Impl& impl, const GroupRef& group, uint32_t fea
   return {};
 }
 
-// Sends `request`, expects an answer of type A.
+// Sends `request` to the leader of the group's shard (router.h: the owner when known, else any
+// broker, following `not_leader`), expects an answer of type A. `idempotent`: may be resent
+// when its outcome is unknown.
 template <typename A>
-ClientResult<A> Exchange(Client::Impl& impl, flx1::Message request,
-                         std::chrono::milliseconds extra_wait = {}) {
-  auto timeout = client_impl::OptionsOf(impl).request_timeout + extra_wait;
-  auto answer = client_impl::ExchangeOnOwnStream(impl, request, timeout);
-  if (!answer) return tl::unexpected(answer.error());
-  if (auto* a = std::get_if<A>(&*answer)) return std::move(*a);
-  if (auto* e = std::get_if<flx1::Error>(&*answer))
-    return tl::unexpected(client_impl::FromErrorMessage(*e, RetryClass::kFatal));
-  if (auto* u = std::get_if<flx1::Unsupported>(&*answer))
-    return Fail(ClientErrorCode::kUnsupported, "the broker does not serve " + u->request_type);
-  return Fail(ClientErrorCode::kProtocol, "unexpected answer to a group request");
+ClientResult<A> Exchange(Client::Router& router, const GroupRef& group, bool idempotent,
+                         flx1::Message request, std::chrono::milliseconds extra_wait = {}) {
+  auto timeout = router.options().request_timeout + extra_wait;
+  Client::Router::Target target{
+      {client_impl::NameKind::kStream, group.stream.namespace_name, group.stream.stream},
+      group.shard,
+      std::nullopt,
+      false};
+  return router.Call<A>(target, idempotent, false, [&](Client::Impl& conn) -> ClientResult<A> {
+    auto answer = client_impl::ExchangeOnOwnStream(conn, request, timeout);
+    if (!answer) return tl::unexpected(answer.error());
+    if (auto* a = std::get_if<A>(&*answer)) return std::move(*a);
+    if (auto* e = std::get_if<flx1::Error>(&*answer))
+      return tl::unexpected(client_impl::FromErrorMessage(*e, RetryClass::kFatal));
+    if (auto* n = std::get_if<flx1::NotLeader>(&*answer))
+      return tl::unexpected(client_impl::FromNotLeader(*n));
+    if (auto* u = std::get_if<flx1::Unsupported>(&*answer))
+      return Fail(ClientErrorCode::kUnsupported, "the broker does not serve " + u->request_type);
+    return Fail(ClientErrorCode::kProtocol, "unexpected answer to a group request");
+  });
 }
 
-ClientResult<void> ExpectOk(Client::Impl& impl, flx1::Message request) {
-  auto ok = Exchange<flx1::CacheOk>(impl, std::move(request));
+ClientResult<void> ExpectOk(Client::Router& router, const GroupRef& group, bool idempotent,
+                            flx1::Message request) {
+  auto ok = Exchange<flx1::CacheOk>(router, group, idempotent, std::move(request));
   if (!ok) return tl::unexpected(ok.error());
   return {};
 }
@@ -64,16 +77,16 @@ ClientResult<void> ExpectOk(Client::Impl& impl, flx1::Message request) {
 
 ClientResult<std::vector<GroupRecord>> Client::GroupPoll(const GroupRef& group,
                                                          const GroupPollOptions& options) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureConsumerGroup, "consumer groups"); !ok)
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureConsumerGroup, "consumer groups"); !ok)
     return tl::unexpected(ok.error());
-  auto m = Scoped<flx1::GroupPoll>(*impl_, group);
+  auto m = Scoped<flx1::GroupPoll>(*router_->Home(), group);
   m.max_records = options.max_records;
   m.wait_ms = static_cast<uint64_t>(std::max<int64_t>(0, options.wait.count()));
   if (options.visibility.count() > 0 &&
-      (client_impl::ServerFeaturesOf(*impl_) & flx1::kFeatureGroupClaimControl) != 0) {
+      (client_impl::ServerFeaturesOf(*router_->Home()) & flx1::kFeatureGroupClaimControl) != 0) {
     m.visibility_ms = static_cast<uint64_t>(options.visibility.count());
   }
-  auto answer = Exchange<flx1::GroupRecords>(*impl_, std::move(m), options.wait);
+  auto answer = Exchange<flx1::GroupRecords>(*router_, group, false, std::move(m), options.wait);
   if (!answer) return tl::unexpected(answer.error());
   std::vector<GroupRecord> records;
   records.reserve(answer->records.size());
@@ -85,82 +98,89 @@ ClientResult<std::vector<GroupRecord>> Client::GroupPoll(const GroupRef& group,
 }
 
 ClientResult<void> Client::GroupAck(const GroupRef& group, uint64_t offset) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureConsumerGroup, "consumer groups"); !ok)
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureConsumerGroup, "consumer groups"); !ok)
     return ok;
-  auto m = Scoped<flx1::GroupAck>(*impl_, group);
+  auto m = Scoped<flx1::GroupAck>(*router_->Home(), group);
   m.offset = offset;
-  return ExpectOk(*impl_, std::move(m));
+  return ExpectOk(*router_, group, true, std::move(m));  // acking twice is not an error
 }
 
 ClientResult<void> Client::GroupNack(const GroupRef& group, uint64_t offset,
                                      const GroupNackOptions& options) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureConsumerGroup, "consumer groups"); !ok)
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureConsumerGroup, "consumer groups"); !ok)
     return ok;
-  auto m = Scoped<flx1::GroupNack>(*impl_, group);
+  auto m = Scoped<flx1::GroupNack>(*router_->Home(), group);
   m.offset = offset;
   bool extras = options.delay.count() > 0 || options.attempts != 0;
   if (extras) {
-    if (auto ok = Check(*impl_, group, flx1::kFeatureGroupClaimControl, "nack delay/attempts"); !ok)
+    if (auto ok =
+            Check(*router_->Home(), group, flx1::kFeatureGroupClaimControl, "nack delay/attempts");
+        !ok)
       return ok;
     if (options.delay.count() > 0) m.delay_ms = static_cast<uint64_t>(options.delay.count());
     if (options.attempts != 0) m.attempts = options.attempts;
   }
-  return ExpectOk(*impl_, std::move(m));
+  return ExpectOk(*router_, group, false, std::move(m));
 }
 
 ClientResult<std::chrono::milliseconds> Client::GroupExtend(const GroupRef& group, uint64_t offset,
                                                             uint32_t attempts,
                                                             std::chrono::milliseconds extend) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupClaimControl, "group_extend"); !ok)
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureGroupClaimControl, "group_extend");
+      !ok)
     return tl::unexpected(ok.error());
   if (extend.count() <= 0)
     return Fail(ClientErrorCode::kInvalidArgument, "extend must be positive");
-  auto m = Scoped<flx1::GroupExtend>(*impl_, group);
+  auto m = Scoped<flx1::GroupExtend>(*router_->Home(), group);
   m.offset = offset;
   m.attempts = attempts;
   m.extend_ms = static_cast<uint64_t>(extend.count());
-  auto answer = Exchange<flx1::GroupExtended>(*impl_, std::move(m));
+  auto answer = Exchange<flx1::GroupExtended>(*router_, group, false, std::move(m));
   if (!answer) return tl::unexpected(answer.error());
   return std::chrono::milliseconds(answer->visible_ms);
 }
 
 ClientResult<void> Client::GroupDeadLetter(const GroupRef& group, uint64_t offset) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupClaimControl, "group_dead_letter"); !ok)
+  if (auto ok =
+          Check(*router_->Home(), group, flx1::kFeatureGroupClaimControl, "group_dead_letter");
+      !ok)
     return ok;
-  auto m = Scoped<flx1::GroupDeadLetter>(*impl_, group);
+  auto m = Scoped<flx1::GroupDeadLetter>(*router_->Home(), group);
   m.offset = offset;
-  return ExpectOk(*impl_, std::move(m));
+  return ExpectOk(*router_, group, false, std::move(m));
 }
 
 ClientResult<std::vector<uint64_t>> Client::GroupDeadLetters(const GroupRef& group) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupDeadLetters, "dead letters"); !ok)
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureGroupDeadLetters, "dead letters"); !ok)
     return tl::unexpected(ok.error());
-  auto answer =
-      Exchange<flx1::GroupDeadLetterList>(*impl_, Scoped<flx1::GroupDeadLetters>(*impl_, group));
+  auto answer = Exchange<flx1::GroupDeadLetterList>(
+      *router_, group, true, Scoped<flx1::GroupDeadLetters>(*router_->Home(), group));
   if (!answer) return tl::unexpected(answer.error());
   return std::move(answer->offsets);
 }
 
 ClientResult<void> Client::GroupRedrive(const GroupRef& group, uint64_t offset) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupDeadLetters, "dead letters"); !ok)
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureGroupDeadLetters, "dead letters"); !ok)
     return ok;
-  auto m = Scoped<flx1::GroupRedrive>(*impl_, group);
+  auto m = Scoped<flx1::GroupRedrive>(*router_->Home(), group);
   m.offset = offset;
-  return ExpectOk(*impl_, std::move(m));
+  return ExpectOk(*router_, group, false, std::move(m));
 }
 
 ClientResult<void> Client::GroupDiscard(const GroupRef& group, uint64_t offset) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupDeadLetters, "dead letters"); !ok)
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureGroupDeadLetters, "dead letters"); !ok)
     return ok;
-  auto m = Scoped<flx1::GroupDiscard>(*impl_, group);
+  auto m = Scoped<flx1::GroupDiscard>(*router_->Home(), group);
   m.offset = offset;
-  return ExpectOk(*impl_, std::move(m));
+  return ExpectOk(*router_, group, false, std::move(m));
 }
 
 ClientResult<GroupInfo> Client::GroupDescribe(const GroupRef& group) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupAdmin, "group administration"); !ok)
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureGroupAdmin, "group administration");
+      !ok)
     return tl::unexpected(ok.error());
-  auto answer = Exchange<flx1::GroupInfo>(*impl_, Scoped<flx1::GroupDescribe>(*impl_, group));
+  auto answer = Exchange<flx1::GroupInfo>(*router_, group, true,
+                                          Scoped<flx1::GroupDescribe>(*router_->Home(), group));
   if (!answer) return tl::unexpected(answer.error());
   return GroupInfo{answer->committed, answer->tail, answer->in_flight, answer->owed,
                    answer->dead_letters};
@@ -168,9 +188,10 @@ ClientResult<GroupInfo> Client::GroupDescribe(const GroupRef& group) {
 
 ClientResult<GroupPosition> Client::GroupSeek(const GroupRef& group, const StartPosition& start,
                                               bool if_new) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupAdmin, "group administration"); !ok)
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureGroupAdmin, "group administration");
+      !ok)
     return tl::unexpected(ok.error());
-  auto m = Scoped<flx1::GroupSeek>(*impl_, group);
+  auto m = Scoped<flx1::GroupSeek>(*router_->Home(), group);
   switch (start.kind()) {
     case StartPosition::Kind::kLatest:
       m.start.kind = flx1::StartPosition::Kind::kLatest;
@@ -184,15 +205,17 @@ ClientResult<GroupPosition> Client::GroupSeek(const GroupRef& group, const Start
       break;
   }
   m.if_new = if_new;
-  auto answer = Exchange<flx1::GroupPosition>(*impl_, std::move(m));
+  auto answer = Exchange<flx1::GroupPosition>(*router_, group, false, std::move(m));
   if (!answer) return tl::unexpected(answer.error());
   return GroupPosition{answer->offset, answer->moved};
 }
 
 ClientResult<bool> Client::GroupDelete(const GroupRef& group) {
-  if (auto ok = Check(*impl_, group, flx1::kFeatureGroupAdmin, "group administration"); !ok)
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureGroupAdmin, "group administration");
+      !ok)
     return tl::unexpected(ok.error());
-  auto answer = Exchange<flx1::GroupDeleted>(*impl_, Scoped<flx1::GroupDelete>(*impl_, group));
+  auto answer = Exchange<flx1::GroupDeleted>(*router_, group, false,
+                                             Scoped<flx1::GroupDelete>(*router_->Home(), group));
   if (!answer) return tl::unexpected(answer.error());
   return answer->existed;
 }

@@ -2,12 +2,18 @@
 // negotiation, binary publishes matched to acknowledgements by request id (also out of
 // order), error acks, stream_shards and the shard hash, subscribe with the event stream
 // arriving before (and after) `subscribed`, offsets, cursor refusals, a slow reader throttled
-// by flow control, and Close failing what is outstanding.
+// by flow control, and Close failing what is outstanding. Cluster fakes (they advertise
+// TOPOLOGY and answer shard_owners, scripted refusals, owner hints and not_leader) check the
+// cluster-aware routing: retries by class only against a cluster, an unknown outcome reported
+// indeterminate and never resent, publishes straight to the owner shard_owners names or an
+// owner hint taught, subscribe redirects followed up to three hops and loops refused.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 
@@ -34,17 +40,35 @@ struct FakeBrokerOptions {
   bool one_event_per_frame = false;
   bool end_with_lagged = false;  // end each event stream after the history: subscription_lagged
   uint32_t shards = 8;
+  // Cluster fakes: advertise TOPOLOGY | SHARD_OWNERS | REDIRECT and answer from `script`.
+  bool cluster = false;
+  // Shared between fakes so one CA file verifies them all (a fresh one when null).
+  std::shared_ptr<transport::TlsContext> tls;
+};
+
+// What a cluster fake answers (set before the client connects; read on the fake's loop).
+struct ClusterScript {
+  std::string node_id = "a";
+  std::vector<flx1::ShardOwner> owners;  // shard_owners answer, any name
+  // The failed ack for the n-th (from 0) acked publish to a stream, if any.
+  std::function<std::optional<flx1::BinaryPublishAck>(const std::string&, uint64_t)> fail_ack;
+  // The owner hint on successful acks.
+  std::optional<flx1::BinaryPublishAck::Owner> hint;
+  std::optional<flx1::NotLeader> subscribe_redirect;  // answer to every subscribe
 };
 
 // Serves just enough FLX1 for the client: everything runs on the fake's loop thread.
 class FakeBroker {
  public:
-  explicit FakeBroker(FakeBrokerOptions o) : o_(o) {
+  explicit FakeBroker(FakeBrokerOptions o, ClusterScript script = {})
+      : o_(o), script_(std::move(script)) {
     transport::TlsOptions tls;
     tls.role = transport::Role::kClient;
     tls.self_signed_name = "localhost";
-    auto ctx = transport::TlsContext::Create(tls);
+    auto ctx = o.tls ? Result<std::shared_ptr<transport::TlsContext>>(o.tls)
+                     : transport::TlsContext::Create(tls);
     EXPECT_TRUE(ctx);
+    tls_ = *ctx;
     dir_ = felix::testing::MakeTempDir("fake-broker");
     ca_file_ = dir_ + "/broker-cert.pem";
     std::ofstream(ca_file_) << (*ctx)->self_signed_cert_pem();
@@ -75,6 +99,18 @@ class FakeBroker {
     c.tenant_id = "t1";
     c.token = "test-token";
     return c;
+  }
+  const std::shared_ptr<transport::TlsContext>& tls() const { return tls_; }
+  std::string address() const { return endpoint_->local_address().ToString(); }
+  // Answers every later subscribe with `not_leader` (any thread).
+  void RedirectSubscribes(flx1::NotLeader redirect) {
+    std::lock_guard<std::mutex> lock(mu_);
+    redirect_ = std::move(redirect);
+  }
+  // Acked or not, the publishes this fake received for `stream` (any thread).
+  uint64_t publishes(const std::string& stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return publishes_[stream];
   }
   // The auth message of the most recent stream (any thread).
   std::optional<flx1::Auth> last_auth() {
@@ -133,12 +169,23 @@ class FakeBroker {
       auto& log = logs_[stream];
       flx1::BinaryPublishAck ack;
       ack.request_id = batch->acked ? batch->acked->request_id : 0;
-      if (stream == "denied") {
+      uint64_t n = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        n = publishes_[stream]++;
+      }
+      std::optional<flx1::BinaryPublishAck> failed;
+      if (script_.fail_ack) failed = script_.fail_ack(stream, n);
+      if (failed) {
+        failed->request_id = ack.request_id;
+        ack = *failed;
+      } else if (stream == "denied") {
         ack.status = flx1::BinaryPublishAck::Status::kError;
         ack.message = "forbidden";
         ack.code = flx1::BinaryPublishAck::Code{2, 5};
       } else {
         ack.offset = log.size();
+        ack.owner = script_.hint;
         for (auto p : batch->payloads) log.emplace_back(p);
       }
       if (!batch->acked) return;
@@ -174,7 +221,17 @@ class FakeBroker {
       flx1::AuthOk ok;
       ok.server_flags = 0x7EFF;
       ok.server_features = flx1::kFeatureStreamShards | flx1::kFeatureErrorCodes;
+      if (o_.cluster)
+        *ok.server_features |=
+            flx1::kFeatureTopology | flx1::kFeatureShardOwners | flx1::kFeatureRedirect;
       Send(s, flx1::Message(ok));
+    } else if (std::holds_alternative<flx1::Topology>(m) && o_.cluster) {
+      Send(s, flx1::Message(flx1::TopologyView{}));
+    } else if (auto* owners = std::get_if<flx1::ShardOwners>(&m)) {
+      flx1::ShardOwnersView view;
+      view.owners = script_.owners;
+      view.request_id = owners->request_id;
+      Send(s, flx1::Message(view));
     } else if (auto* req = std::get_if<flx1::StreamShards>(&m)) {
       flx1::StreamShardsView view;
       view.shards = o_.shards;
@@ -182,6 +239,16 @@ class FakeBroker {
       view.routing = flx1::ShardRouting::kJumpHash;
       Send(s, flx1::Message(view));
     } else if (auto* sub = std::get_if<flx1::Subscribe>(&m)) {
+      std::optional<flx1::NotLeader> redirect = script_.subscribe_redirect;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (redirect_) redirect = redirect_;
+      }
+      if (redirect) {
+        Send(s, flx1::Message(*redirect));
+        s.Finish();
+        return;
+      }
       Subscribe(s, conn, *sub);
     }
   }
@@ -227,6 +294,8 @@ class FakeBroker {
   }
 
   FakeBrokerOptions o_;
+  const ClusterScript script_;
+  std::shared_ptr<transport::TlsContext> tls_;
   MetricsRegistry metrics_;
   std::string dir_, ca_file_;
   std::unique_ptr<transport::Endpoint> endpoint_;
@@ -238,6 +307,8 @@ class FakeBroker {
   uint64_t next_sub_ = 0;
   std::mutex mu_;
   std::optional<flx1::Auth> last_auth_;
+  std::map<std::string, uint64_t> publishes_;
+  std::optional<flx1::NotLeader> redirect_;
 };
 
 std::unique_ptr<Client> ConnectTo(FakeBroker& broker, ClientOptions extra = {}) {
@@ -495,6 +566,172 @@ TEST(ClientFakeBroker, CliFindsBrokerCaAndTokenInTheDataDir) {
   auto future = felix::testing::RunProgram(felix, {"sub", "demo", "--from", "99"}, env);
   EXPECT_EQ(future.first, 1);
   EXPECT_NE(future.second.find("cursor_in_future"), std::string::npos) << future.second;
+}
+
+// ---- Cluster-aware routing against cluster fakes (issue 15, client side) ----
+
+flx1::BinaryPublishAck FailedAck(uint16_t code, uint8_t retry) {
+  flx1::BinaryPublishAck ack;
+  ack.status = flx1::BinaryPublishAck::Status::kError;
+  ack.message = "scripted";
+  ack.code = flx1::BinaryPublishAck::Code{code, retry};
+  return ack;
+}
+
+flx1::ShardOwner OwnedBy(uint32_t shard, const std::string& node, const std::string& addr) {
+  flx1::ShardOwner o;
+  o.shard = shard;
+  o.node_id = node;
+  o.addr = addr;
+  o.generation = 3;
+  return o;
+}
+
+TEST(ClientClusterFake, ARetryableRefusalIsResentOnlyAgainstAClusterBroker) {
+  // shard_unavailable (class retry) twice, then accepted.
+  ClusterScript script;
+  script.fail_ack = [](const std::string&, uint64_t n) -> std::optional<flx1::BinaryPublishAck> {
+    if (n < 2) return FailedAck(5, 1);
+    return std::nullopt;
+  };
+  FakeBroker cluster({.cluster = true}, script);
+  auto client = Client::Connect(cluster.ClientOpts());
+  ASSERT_TRUE(client) << client.error().ToString();
+  auto receipt = (*client)->Publish(kDemo, {"x"});
+  ASSERT_TRUE(receipt) << receipt.error().ToString();
+  EXPECT_EQ(receipt->offset, 0u);
+  EXPECT_EQ(cluster.publishes("demo"), 3u);
+
+  // A standalone broker: one attempt, the refusal as it came (unchanged behaviour).
+  FakeBroker single({}, script);
+  auto plain = Client::Connect(single.ClientOpts());
+  ASSERT_TRUE(plain);
+  auto refused = (*plain)->Publish(kDemo, {"x"});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ClientErrorCode::kShardUnavailable);
+  EXPECT_EQ(single.publishes("demo"), 1u);
+}
+
+TEST(ClientClusterFake, AnUnknownOutcomeIsIndeterminateAndNeverResent) {
+  ClusterScript script;  // unacknowledged (9), outcome_unknown (4), every time
+  script.fail_ack = [](const std::string&, uint64_t) -> std::optional<flx1::BinaryPublishAck> {
+    return FailedAck(9, 4);
+  };
+  FakeBroker cluster({.cluster = true}, script);
+  auto client = Client::Connect(cluster.ClientOpts());
+  ASSERT_TRUE(client);
+  auto outcome = (*client)->Publish(kDemo, {"x"});
+  ASSERT_FALSE(outcome);
+  EXPECT_EQ(outcome.error().code, ClientErrorCode::kIndeterminate);
+  EXPECT_EQ(outcome.error().cause, ClientErrorCode::kUnacknowledged);
+  EXPECT_EQ(outcome.error().retry, RetryClass::kOutcomeUnknown);
+  std::promise<ClientResult<PublishReceipt>> async;
+  ASSERT_TRUE((*client)->PublishAsync(
+      kDemo, {"y"}, {}, [&](ClientResult<PublishReceipt> r) { async.set_value(std::move(r)); }));
+  auto later = async.get_future().get();
+  ASSERT_FALSE(later);
+  EXPECT_TRUE(later.error().indeterminate());
+  EXPECT_EQ(cluster.publishes("demo"), 2u);  // one send each
+}
+
+TEST(ClientClusterFake, PublishesGoToTheOwnerShardOwnersNames) {
+  FakeBroker owner({.cluster = true}, ClusterScript{.node_id = "b"});
+  ClusterScript script;
+  script.owners = {OwnedBy(0, "b", owner.address())};
+  FakeBroker entry({.cluster = true, .tls = owner.tls()}, script);
+  ClientOptions o = entry.ClientOpts();
+  o.ca_file = owner.ca_file();
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client) << client.error().ToString();
+  ASSERT_TRUE((*client)->Publish(kDemo, {"one"}));  // no key: shard 0
+  ASSERT_TRUE((*client)->Publish(kDemo, {"two"}));
+  EXPECT_EQ(owner.publishes("demo"), 2u);
+  EXPECT_EQ(entry.publishes("demo"), 0u);
+  EXPECT_EQ((*client)->CachedOwner(kDemo, 0), owner.address());
+
+  // Everything through one ingress: the entry broker gets them all.
+  o.route_to_owners = false;
+  auto via = Client::Connect(o);
+  ASSERT_TRUE(via);
+  ASSERT_TRUE((*via)->Publish(kDemo, {"three"}));
+  EXPECT_EQ(entry.publishes("demo"), 1u);
+}
+
+TEST(ClientClusterFake, TheOwnerHintOfAForwardedAckRoutesTheNextPublish) {
+  FakeBroker owner({.cluster = true}, ClusterScript{.node_id = "b"});
+  const std::string owner_addr = owner.address();  // outlives `entry`, whose acks point into it
+  ClusterScript script;  // knows no owners (forwards) and names the owner in its acks
+  script.hint = flx1::BinaryPublishAck::Owner{"b", std::string_view(owner_addr), 4};
+  FakeBroker entry({.cluster = true, .tls = owner.tls()}, script);
+  ClientOptions o = entry.ClientOpts();
+  o.ca_file = owner.ca_file();
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE((*client)->Publish(kDemo, {"one"}));  // forwarded by the entry broker
+  EXPECT_EQ(entry.publishes("demo"), 1u);
+  EXPECT_EQ((*client)->CachedOwner(kDemo, 0), owner_addr);
+  ASSERT_TRUE((*client)->Publish(kDemo, {"two"}));  // straight to the owner
+  EXPECT_EQ(entry.publishes("demo"), 1u);
+  EXPECT_EQ(owner.publishes("demo"), 1u);
+}
+
+TEST(ClientClusterFake, SubscribeFollowsRedirectsButRefusesALoop) {
+  // entry → owner: followed, and the owner remembered.
+  FakeBroker owner({.cluster = true});
+  ClusterScript to_owner;
+  to_owner.subscribe_redirect = flx1::NotLeader{"b", owner.address(), 5};
+  FakeBroker entry({.cluster = true, .tls = owner.tls()}, to_owner);
+  ClientOptions o = entry.ClientOpts();
+  o.ca_file = owner.ca_file();
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client);
+  auto sub = (*client)->Subscribe(kDemo, {.shard = 2});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  EXPECT_EQ((*client)->CachedOwner(kDemo, 2), owner.address());
+
+  // looping → entry → owner is fine; looping → entry, entry → looping would be a loop: a
+  // broker sending the client back to where it started is refused.
+  ClusterScript to_entry;
+  to_entry.subscribe_redirect = flx1::NotLeader{"a", entry.address(), 5};
+  FakeBroker looping({.cluster = true, .tls = owner.tls()}, to_entry);
+  ClusterScript back;
+  back.subscribe_redirect = flx1::NotLeader{"l", looping.address(), 5};
+  FakeBroker bouncer({.cluster = true, .tls = owner.tls()}, back);
+  ClusterScript to_bouncer;
+  to_bouncer.subscribe_redirect = flx1::NotLeader{"x", bouncer.address(), 5};
+  FakeBroker start({.cluster = true, .tls = owner.tls()}, to_bouncer);
+  ClientOptions so = start.ClientOpts();
+  so.ca_file = owner.ca_file();
+  // start → bouncer → looping → entry → owner: four hops, one more than allowed.
+  auto far = Client::Connect(so);
+  ASSERT_TRUE(far);
+  auto too_far = (*far)->Subscribe(kDemo, {.shard = 1});
+  ASSERT_FALSE(too_far);
+  EXPECT_EQ(too_far.error().code, ClientErrorCode::kNotLeader);
+  EXPECT_NE(too_far.error().message.find("more than 3 redirects"), std::string::npos)
+      << too_far.error().message;
+  // bouncer → looping → entry → owner: three hops, served.
+  ClientOptions bo = bouncer.ClientOpts();
+  bo.ca_file = owner.ca_file();
+  auto near = Client::Connect(bo);
+  ASSERT_TRUE(near);
+  auto served = (*near)->Subscribe(kDemo, {.shard = 1});
+  ASSERT_TRUE(served) << served.error().ToString();
+}
+
+TEST(ClientClusterFake, ARedirectBackToABrokerAlreadyTriedIsALoopAndRefused) {
+  FakeBroker a({.cluster = true});
+  FakeBroker b({.cluster = true, .tls = a.tls()});
+  a.RedirectSubscribes(flx1::NotLeader{"b", b.address(), 5});
+  b.RedirectSubscribes(flx1::NotLeader{"a", a.address(), 5});
+  ClientOptions o = a.ClientOpts();
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client);
+  auto refused = (*client)->Subscribe(kDemo, {.shard = 1});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ClientErrorCode::kNotLeader);
+  EXPECT_NE(refused.error().message.find("redirect loop"), std::string::npos)
+      << refused.error().message;
 }
 
 }  // namespace

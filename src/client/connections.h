@@ -1,0 +1,46 @@
+// What the Router (router.h) needs from one broker connection (a Client::Impl, client.cc)
+// without seeing its definition: dialling, state, and the per-connection calls it routes.
+//
+// Threading: every function may be called from any thread except where noted; the blocking
+// ones (DialBroker, StreamShardsOn, SubscribeOn) must not be called from a client I/O thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/owner_cache.h"
+#include "felix/client.h"
+
+namespace felix::client_impl {
+
+using Connection = std::shared_ptr<Client::Impl>;
+
+// Dials options.broker (one host:port) and authenticates the request stream.
+ClientResult<Connection> DialBroker(ClientOptions options);
+// Fails outstanding work with kClosed and closes (joins the connection's I/O thread: never
+// from that thread). Idempotent.
+void CloseConnection(Client::Impl& impl);
+// False once the connection was closed or lost.
+bool Usable(const Client::Impl& impl);
+// True on the connection's own I/O thread.
+bool OnIoThread(const Client::Impl& impl);
+const std::string& AddressOf(const Client::Impl& impl);
+ServerInfo ServerInfoOf(const Client::Impl& impl);
+
+// A publish's outcome and, for a batch the broker forwarded, the owner it names (flag 0x0080).
+using PublishDone = std::function<void(ClientResult<PublishReceipt>, std::optional<OwnerEntry>)>;
+// Client::PublishAsync on this one connection (same contract; `done` runs on its I/O thread).
+ClientResult<void> PublishOn(Client::Impl& impl, const StreamRef& stream,
+                             const std::vector<std::string>& payloads, const PublishOptions& po,
+                             PublishDone done);
+// Client::StreamShards on this connection; CachedStreamShards never sends (nullopt: unknown).
+ClientResult<ShardInfo> StreamShardsOn(Client::Impl& impl, const StreamRef& stream);
+std::optional<ShardInfo> CachedStreamShards(const Client::Impl& impl, const StreamRef& stream);
+ClientResult<std::shared_ptr<Subscription::State>> SubscribeOn(Client::Impl& impl,
+                                                               const StreamRef& stream,
+                                                               const SubscribeOptions& so);
+
+}  // namespace felix::client_impl

@@ -1,0 +1,147 @@
+// Client::Router: the cluster-aware layer of a Client (client-protocol.md §6.2, §8.1;
+// docs/cluster.md "Routing and forwarding", client side).
+//
+// It bootstraps from the first broker of ClientOptions::broker (a comma list) that answers. A
+// broker that advertises TOPOLOGY is a cluster broker: then the router learns the brokers
+// (`topology`) and, per stream or cache, who owns each shard (`shard_owners`), keeps one
+// connection per broker it talks to (opened on first use, reopened when lost), and sends each
+// publish and cache operation straight to its shard's owner (the key's shard by the frozen
+// hash, wire/shard_hash.h; no key = shard 0). A shard whose owner it does not know goes to the
+// bootstrap broker, which forwards it. Subscriptions and group requests go to the owner when
+// known, else to the bootstrap broker, and follow `not_leader` (at most kMaxRedirects hops,
+// never back to a broker already tried). Owners are refreshed from redirects and from the
+// owner hint of forwarded acks; a failed request is retried by its retry class (RetryPolicy)
+// within ClientOptions::max_attempts. Against a standalone broker (no TOPOLOGY) everything goes
+// to it, once, exactly as a single-connection client.
+//
+// Threading: every method may be called from any thread. Blocking work (dialling, asking
+// owners, backoff waits) never runs on a client I/O thread: called from one (a callback), the
+// router uses only what it already knows and connections already open. Retries of asynchronous
+// publishes run on the router's own retry thread. Close (or the destructor) must not run on a
+// client I/O thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/connections.h"
+#include "client/owner_cache.h"
+#include "client/retry_policy.h"
+#include "felix/client.h"
+
+namespace felix {
+
+class Client::Router : public std::enable_shared_from_this<Client::Router> {
+ public:
+  // Connects to the first seed that answers (each but the last with at most
+  // options.seed_connect_timeout); fails naming every seed's error.
+  static ClientResult<std::shared_ptr<Router>> Connect(ClientOptions options);
+  explicit Router(ClientOptions options) : options_(std::move(options)) {}
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  const ClientOptions& options() const { return options_; }
+  // The bootstrap connection; in a cluster, another seed or topology broker once it is lost.
+  client_impl::Connection Home();
+  bool cluster() const { return cluster_; }
+  client_impl::OwnerCache& owners() { return owners_; }
+
+  // What a request is about: a shard given outright (subscribe, groups), or the shard a key
+  // routes to (cache: modulo over the cache's shards; stream: the stream's routing, no key =
+  // shard 0). `learn`: ask `shard_owners` first when the name was never asked.
+  struct Target {
+    client_impl::NameKey name;
+    std::optional<uint32_t> shard;
+    std::optional<std::string> key;
+    bool learn = false;
+  };
+  struct Route {
+    client_impl::Connection conn;
+    std::optional<uint32_t> shard;
+  };
+  Route Resolve(const Target& target);
+
+  // Runs `attempt` on the connection the target routes to, then by the retry class of each
+  // failure (see the header comment). A write whose outcome is unknown comes back as
+  // kIndeterminate and is never resent unless `idempotent`.
+  template <typename T, typename Attempt>
+  ClientResult<T> Call(const Target& target, bool idempotent, bool write, Attempt attempt) {
+    Progress progress;
+    Route route = Resolve(target);
+    for (;;) {
+      progress.tried.push_back(client_impl::AddressOf(*route.conn));
+      ++progress.attempts;
+      ClientResult<T> result = attempt(*route.conn);
+      if (result) return result;
+      auto next = Next(target, route, result.error(), idempotent, progress);
+      if (!next) return tl::unexpected(write ? AsWriteOutcome(next.error()) : next.error());
+      route = std::move(*next);
+    }
+  }
+
+  // Client::PublishAsync, routed; retries run on the retry thread.
+  ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
+                                  const PublishOptions& options, PublishCallback done);
+
+  // Stops retrying (queued retries fail with kClosed) and closes every connection. Idempotent.
+  void Close();
+
+ private:
+  struct Progress {
+    uint32_t attempts = 0;
+    uint32_t hops = 0;
+    std::vector<std::string> tried;  // brokers of this redirect chain
+  };
+  struct PublishJob;
+
+  // After a failed attempt: where the next one goes, or the error for the caller.
+  ClientResult<Route> Next(const Target& target, const Route& failed, const ClientError& e,
+                           bool idempotent, Progress& progress);
+  // A connection to `addr`: the open one, else dialled now (never on an I/O thread).
+  ClientResult<client_impl::Connection> To(const std::string& addr);
+  std::optional<client_impl::Connection> Open(const std::string& addr);
+  bool OnIoThread();
+  void LearnOwners(const client_impl::NameKey& name, const client_impl::Connection& via);
+  void LearnTopology(const client_impl::Connection& via);
+  void Forget(const Target& target, const std::string& addr, const ClientError& e);
+
+  ClientResult<void> StartPublish(const std::shared_ptr<PublishJob>& job);
+  void OnPublishFailed(const std::shared_ptr<PublishJob>& job, std::optional<uint32_t> shard,
+                       const std::string& addr, const ClientError& e);
+  // Runs `run` on the retry thread after `delay`; `cancel` instead when the router closes.
+  void Schedule(std::chrono::milliseconds delay, std::function<void()> run,
+                std::function<void()> cancel);
+  void RetryLoop();
+
+  const ClientOptions options_;
+  bool cluster_ = false;  // set once by Connect
+  client_impl::OwnerCache owners_;
+
+  std::mutex mu_;  // guards what follows
+  client_impl::Connection home_;
+  std::map<std::string, client_impl::Connection> conns_;  // by address, home included
+  std::vector<std::string> seeds_;                        // ClientOptions::broker, in order
+  std::vector<std::string> brokers_;                      // from `topology`
+  std::vector<client_impl::Connection> replaced_;         // lost ones, closed by Close
+  bool closed_ = false;
+
+  struct Retry {
+    std::function<void()> run;
+    std::function<void()> cancel;
+  };
+  std::mutex retry_mu_;
+  std::condition_variable retry_cv_;
+  std::multimap<std::chrono::steady_clock::time_point, Retry> retries_;
+  std::thread retry_thread_;
+  bool retry_stopping_ = false;
+};
+
+}  // namespace felix
