@@ -4,12 +4,14 @@
 // follower SIGKILLed mid-stream and restarted catches up from what it held, a follower whose
 // data directory was wiped is caught up from offset 0, and — with every broker stopped — the
 // stream, group-cursor and dead-letter logs on each follower (a consumer group acknowledged
-// records and dead-lettered one) are the leader's by offset (offset and payload bytes). The
-// records' generation stamp and time are not compared yet: the leader still stamps the
-// generation its store accepted (0 — taking the assignment's generation on the leader is
-// promotion's, issue 16) while a follower stamps the generation it received them at, and the
-// follower still stamps its own arrival time on most records (docs/cluster.md "Not done
-// yet").
+// records and dead-lettered one) are the leader's by offset: offset, payload bytes and the
+// generation each record was written at (the leader takes its assignment's generation before
+// it serves). Record times are not compared yet: the follower still stamps its own arrival time
+// on most records (docs/cluster.md "Not done yet").
+//
+// Issue 16: a SIGKILLed leader's shard fails over to a caught-up follower; a SIGSTOPped leader
+// is deposed, and once resumed steps down (its subscriber ended with not_leader, nothing
+// acknowledged at its old generation) and catches up as a follower of the new leader.
 //
 // The `Quorum` gate: an RF 3 `Quorum` stream acknowledges behind a majority, answers
 // `quorum_timeout` (outcome unknown) while two of three brokers are down and accepts again once
@@ -129,7 +131,7 @@ class ReplicationE2E : public ::testing::Test {
     for (size_t i = from; i < to;) {
       std::vector<std::string> payloads;
       for (size_t end = std::min(to, i + 64); i < end; ++i) {
-        payloads.push_back("record-" + std::to_string(i) + std::string(i % 97, 'x'));
+        payloads.push_back(Payload(i));
       }
       size_t count = payloads.size();
       s->Send(broker::e2e::BinaryPublish(++request_id_, stream, std::move(payloads)));
@@ -241,6 +243,81 @@ class ReplicationE2E : public ::testing::Test {
   std::string ShardDir(int n, const std::string& stream) {
     return cluster_.data_dir(n) + "/shards/default/default/" + stream + "/0";
   }
+  // Waits until the leader's report in etcd names both followers caught up at `placed`'s
+  // generation, holding `records` (promotion reads it).
+  void WaitForCaughtUpReport(const std::string& stream, const Placed& placed,
+                             const std::vector<std::string>& followers, uint64_t records) {
+    etcd::GrpcEtcdOptions eo;
+    eo.call_timeout = 2000ms;
+    auto etcd_client = etcd::GrpcEtcdClient::Create(cluster_.etcd().endpoint(), eo);
+    ASSERT_TRUE(etcd_client) << etcd_client.error().ToString();
+    auto keys = ClusterKeys::Create("felix");
+    ASSERT_TRUE(keys);
+    const ShardRef ref{ShardKind::kStream, "default", "default", stream, 0};
+    ASSERT_TRUE(Eventually([&] {
+      auto got = (*etcd_client)->Get(keys->Report(ref));
+      if (!got || !got->first) return false;
+      auto report = DecodeReport(got->first->value);
+      return report && report->generation == placed.generation &&
+             report->caught_up.size() == followers.size() &&
+             report->durable[followers[0]] == records && report->durable[followers[1]] == records;
+    })) << "the leader reports both followers caught up";
+  }
+  // An RF 3 `Leader` stream whose leader acknowledged `records` records that both followers
+  // hold, with a replica report saying so (a failover may promote either follower).
+  void LeaderWithCaughtUpFollowers(const std::string& stream, size_t records,
+                                   std::optional<Placed>& placed,
+                                   std::vector<std::string>& followers, std::string& token) {
+    ASSERT_NO_FATAL_FAILURE(CreatePlacedStream(stream, placed));
+    const int leader = NodeNumber(placed->leader);
+    for (const auto& r : placed->replicas) {
+      if (r != placed->leader) followers.push_back(r);
+    }
+    token = Token();
+    ASSERT_FALSE(token.empty());
+    ASSERT_TRUE(Eventually([&] { return !Led(leader, stream).is_null(); }));
+    ASSERT_NO_FATAL_FAILURE(Publish(leader, token, stream, 0, records));
+    ASSERT_TRUE(Eventually([&] { return InSync(leader, stream, followers, records); }))
+        << Led(leader, stream).dump();
+    ASSERT_NO_FATAL_FAILURE(WaitForCaughtUpReport(stream, *placed, followers, records));
+  }
+  // Waits for node `observer` to see a leader other than `old_leader` for `stream`.
+  std::optional<Placed> WaitForPromotion(int observer, const std::string& stream,
+                                         const std::string& old_leader) {
+    std::optional<Placed> promoted;
+    bool seen = Eventually(
+        [&] {
+          promoted = Placement(observer, stream);
+          return promoted && promoted->leader != old_leader;
+        },
+        30s);
+    EXPECT_TRUE(seen) << "the controller promotes a follower once the leader is down";
+    return seen ? promoted : std::nullopt;
+  }
+  // Publishes one record to `stream` on node n, retrying refusals (not_leader while the view
+  // catches up, shard_unavailable while the shard opens) until it is acknowledged; its offset.
+  std::optional<uint64_t> PublishUntilAccepted(int n, const std::string& token,
+                                               const std::string& stream,
+                                               const std::string& payload) {
+    auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(n)), cluster_.ca_file());
+    EXPECT_TRUE(client);
+    if (!client) return std::nullopt;
+    auto session = broker::e2e::Authed(*client, token);
+    std::optional<uint64_t> offset;
+    bool accepted = Eventually([&] {
+      session->Send(broker::e2e::BinaryPublish(++request_id_, stream, {payload}));
+      auto frame = session->ReadFrame();
+      auto* ack = frame ? std::get_if<flx1::BinaryPublishAck>(&*frame) : nullptr;
+      if (!ack || ack->status != flx1::BinaryPublishAck::Status::kOk || !ack->offset) return false;
+      offset = ack->offset;
+      return true;
+    });
+    EXPECT_TRUE(accepted) << "n" << n << " accepts writes to " << stream;
+    return offset;
+  }
+  static std::string Payload(size_t i) {
+    return "record-" + std::to_string(i) + std::string(i % 97, 'x');
+  }
 
   // Every test here runs with a short quorum wait (only `Quorum` streams use it), so a refused
   // publish is answered within seconds.
@@ -316,8 +393,8 @@ TEST_F(ReplicationE2E, LeaderStreamFollowersCatchUpAfterKillAndWipeAndHoldTheLea
     EXPECT_EQ(FollowedTail(followed, "stream"), n) << followed.dump();
   }
 
-  // Every broker stopped: each follower's logs are the leader's, record for record (offset and
-  // payload; see the header for generation and time).
+  // Every broker stopped: each follower's logs are the leader's, record for record (offset,
+  // payload and generation; see the header for time).
   for (int node = 1; node <= 3; ++node) ASSERT_EQ(cluster_.Stop(node), 0) << node;
   for (auto kind :
        {storage::LogKind::kStream, storage::LogKind::kCursors, storage::LogKind::kDeadLetters}) {
@@ -333,6 +410,8 @@ TEST_F(ReplicationE2E, LeaderStreamFollowersCatchUpAfterKillAndWipeAndHoldTheLea
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].offset, expected[i].offset) << "n" << f << " record " << i;
         ASSERT_EQ(got[i].payload, expected[i].payload) << "n" << f << " offset " << i;
+        ASSERT_EQ(got[i].generation, expected[i].generation) << "n" << f << " offset " << i;
+        ASSERT_EQ(got[i].generation, placed->generation) << "n" << f << " offset " << i;
       }
     }
   }
@@ -346,66 +425,24 @@ TEST_F(ReplicationE2E, LeaderStreamFollowersCatchUpAfterKillAndWipeAndHoldTheLea
 // accepted write is printed (measured, not asserted).
 TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
   std::optional<Placed> placed;
-  ASSERT_NO_FATAL_FAILURE(CreatePlacedStream("fo", placed));
-  const int old_leader = NodeNumber(placed->leader);
   std::vector<std::string> followers;
-  for (const auto& r : placed->replicas) {
-    if (r != placed->leader) followers.push_back(r);
-  }
-  std::string token = Token();
-  ASSERT_FALSE(token.empty());
+  std::string token;
   const size_t before = 300;
-  ASSERT_TRUE(Eventually([&] { return !Led(old_leader, "fo").is_null(); }));
-  ASSERT_NO_FATAL_FAILURE(Publish(old_leader, token, "fo", 0, before));
-  ASSERT_TRUE(Eventually([&] { return InSync(old_leader, "fo", followers, before); }))
-      << Led(old_leader, "fo").dump();
-
-  // The leader's report in etcd names both followers caught up at this generation.
-  etcd::GrpcEtcdOptions eo;
-  eo.call_timeout = 2000ms;
-  auto etcd_client = etcd::GrpcEtcdClient::Create(cluster_.etcd().endpoint(), eo);
-  ASSERT_TRUE(etcd_client) << etcd_client.error().ToString();
-  auto keys = ClusterKeys::Create("felix");
-  ASSERT_TRUE(keys);
-  const ShardRef ref{ShardKind::kStream, "default", "default", "fo", 0};
-  ASSERT_TRUE(Eventually([&] {
-    auto got = (*etcd_client)->Get(keys->Report(ref));
-    if (!got || !got->first) return false;
-    auto report = DecodeReport(got->first->value);
-    return report && report->generation == placed->generation &&
-           report->caught_up.size() == followers.size() &&
-           report->durable[followers[0]] == before && report->durable[followers[1]] == before;
-  })) << "the leader reports both followers caught up";
+  ASSERT_NO_FATAL_FAILURE(LeaderWithCaughtUpFollowers("fo", before, placed, followers, token));
+  const int old_leader = NodeNumber(placed->leader);
 
   const auto killed_at = std::chrono::steady_clock::now();
   cluster_.Kill(old_leader);
-  std::optional<Placed> promoted;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        promoted = Placement(NodeNumber(followers[0]), "fo");
-        return promoted && promoted->leader != placed->leader;
-      },
-      30s))
-      << "the controller promotes a follower once the dead leader is down";
+  std::optional<Placed> promoted = WaitForPromotion(NodeNumber(followers[0]), "fo", placed->leader);
+  ASSERT_TRUE(promoted);
   EXPECT_EQ(promoted->generation, placed->generation + 1);
   EXPECT_TRUE(promoted->leader == followers[0] || promoted->leader == followers[1]);
   const int new_leader = NodeNumber(promoted->leader);
 
   // The first write the new leader accepts continues the log right after the acknowledged ones.
-  auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(new_leader)), cluster_.ca_file());
-  ASSERT_TRUE(client);
-  auto session = broker::e2e::Authed(*client, token);
-  std::optional<uint64_t> first_offset;
-  ASSERT_TRUE(Eventually([&] {
-    session->Send(broker::e2e::BinaryPublish(++request_id_, "fo", {"after-failover"}));
-    // Refusals (not_leader while the view catches up, shard_unavailable while the shard
-    // opens) are retried; only an acknowledgement ends the wait.
-    auto frame = session->ReadFrame();
-    auto* ack = frame ? std::get_if<flx1::BinaryPublishAck>(&*frame) : nullptr;
-    if (!ack || ack->status != flx1::BinaryPublishAck::Status::kOk || !ack->offset) return false;
-    first_offset = ack->offset;
-    return true;
-  })) << "the new leader accepts writes";
+  std::optional<uint64_t> first_offset =
+      PublishUntilAccepted(new_leader, token, "fo", "after-failover");
+  ASSERT_TRUE(first_offset);
   const auto served_at = std::chrono::steady_clock::now();
   EXPECT_EQ(*first_offset, before);
   std::printf(
@@ -427,7 +464,129 @@ TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
     if (i == before) {
       EXPECT_EQ(log[i].payload, "after-failover");
     } else {
-      EXPECT_EQ(log[i].payload, "record-" + std::to_string(i) + std::string(i % 97, 'x')) << i;
+      EXPECT_EQ(log[i].payload, Payload(i)) << i;
+    }
+    // Each record carries the generation of the leader that wrote it.
+    EXPECT_EQ(log[i].generation, i < before ? placed->generation : promoted->generation) << i;
+  }
+}
+
+// Issue 16, a deposed but alive leader: the leader of an RF 3 `Leader` stream is SIGSTOPped
+// until its lease lapses and the controller promotes a caught-up follower (the test waits for
+// the assignment change); the new leader accepts writes. Once SIGCONTed, the old leader steps
+// down: the subscriber connected to it is ended with not_leader, a new subscription there is
+// answered not_leader, every publish it acknowledges is at its acknowledged offset in the new
+// leader's log (it forwards; it writes nothing at its old generation), and it becomes a
+// follower that catches up — its logs equal the new leader's by offset, payload and
+// generation. The time from the pause to the first write the new leader accepted is printed.
+TEST_F(ReplicationE2E, APausedLeaderStepsDownWhenResumedAndCatchesUpAsAFollower) {
+  std::optional<Placed> placed;
+  std::vector<std::string> followers;
+  std::string token;
+  const size_t before = 200;
+  ASSERT_NO_FATAL_FAILURE(LeaderWithCaughtUpFollowers("sd", before, placed, followers, token));
+  const int old_leader = NodeNumber(placed->leader);
+
+  // A live subscriber on the old leader, past the history.
+  auto sub_client =
+      Flx1TestClient::Connect(Addr(cluster_.client_addr(old_leader)), cluster_.ca_file());
+  ASSERT_TRUE(sub_client);
+  auto sub_stream = broker::e2e::Authed(*sub_client, token);
+  flx1::Subscribe subscribe;
+  subscribe.tenant_id = "default";
+  subscribe.namespace_ = "default";
+  subscribe.stream = "sd";
+  subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
+  sub_stream->SendMessage(subscribe);
+  auto events = sub_client->AcceptEventStream();
+  ASSERT_TRUE(events);
+  ASSERT_TRUE(events->Read<flx1::EventStreamHello>());
+  ASSERT_EQ(broker::e2e::ReadEvents(*events, before).size(), before);
+  // A publisher connected to the old leader before the pause.
+  auto pub_client =
+      Flx1TestClient::Connect(Addr(cluster_.client_addr(old_leader)), cluster_.ca_file());
+  ASSERT_TRUE(pub_client);
+  auto pub_stream = broker::e2e::Authed(*pub_client, token);
+
+  const auto paused_at = std::chrono::steady_clock::now();
+  cluster_.Pause(old_leader);
+  std::optional<Placed> promoted = WaitForPromotion(NodeNumber(followers[0]), "sd", placed->leader);
+  if (!promoted) cluster_.Resume(old_leader);
+  ASSERT_TRUE(promoted);
+  EXPECT_EQ(promoted->generation, placed->generation + 1);
+  const int new_leader = NodeNumber(promoted->leader);
+  std::optional<uint64_t> first = PublishUntilAccepted(new_leader, token, "sd", "after-pause");
+  const auto served_at = std::chrono::steady_clock::now();
+  if (!first) cluster_.Resume(old_leader);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(*first, before);
+  std::printf(
+      "step-down: leader n%d paused; n%d accepted a write %lld ms later\n", old_leader, new_leader,
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(served_at - paused_at).count()));
+  // Resumed at once: the clients' connections to it must outlive the pause (QUIC idle 6 s).
+  cluster_.Resume(old_leader);
+  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "sd", before + 1, before + 101));
+  size_t total = before + 101;
+  // The subscriber on the old leader ends with not_leader (after what was committed there).
+  auto end = broker::e2e::ReadToLastFrame(*events, before);
+  EXPECT_TRUE(end.contiguous);
+  ASSERT_TRUE(end.last) << "the old leader ends its subscription";
+  const auto* error = std::get_if<flx1::Error>(&*end.last);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->code, "not_leader") << error->message;
+
+  // Publishes sent to the old leader: refused while it cannot prove its lease, then forwarded
+  // to the new leader; whatever it acknowledges is in the new leader's log at that offset.
+  std::map<uint64_t, std::string> acked_by_old;
+  ASSERT_TRUE(Eventually([&] {
+    std::string payload = "via-old-" + std::to_string(request_id_ + 1);
+    pub_stream->Send(broker::e2e::BinaryPublish(++request_id_, "sd", {payload}));
+    auto frame = pub_stream->ReadFrame();
+    auto* ack = frame ? std::get_if<flx1::BinaryPublishAck>(&*frame) : nullptr;
+    if (!ack || ack->status != flx1::BinaryPublishAck::Status::kOk || !ack->offset) return false;
+    acked_by_old[*ack->offset] = payload;
+    return true;
+  })) << "the old leader forwards publishes once it stepped down";
+  total += acked_by_old.size();
+
+  // A new subscription on the old leader is redirected.
+  auto again = broker::e2e::Authed(*sub_client, token);
+  again->SendMessage(subscribe);
+  auto refused = again->Read<flx1::Error>();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->code, "not_leader") << refused->message;
+
+  // The old leader follows the new one and catches up.
+  ASSERT_TRUE(
+      Eventually([&] { return FollowedTail(Followed(old_leader, "sd"), "stream") == total; }, 30s))
+      << Followed(old_leader, "sd").dump();
+  std::vector<std::string> new_followers;
+  for (const auto& r : promoted->replicas) {
+    if (r != promoted->leader) new_followers.push_back(r);
+  }
+  ASSERT_TRUE(Eventually([&] { return InSync(new_leader, "sd", new_followers, total); }))
+      << Led(new_leader, "sd").dump();
+  auto metrics = cluster_.AdminGet(old_leader, "/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->find("felix_cluster_stepdowns_total 1"), std::string::npos);
+
+  for (int node = 1; node <= 3; ++node) ASSERT_EQ(cluster_.Stop(node), 0) << node;
+  auto expected = ReadLog(ShardDir(new_leader, "sd"), storage::LogKind::kStream);
+  ASSERT_EQ(expected.size(), total);
+  EXPECT_EQ(expected[before].payload, "after-pause");
+  for (const auto& [offset, payload] : acked_by_old) {
+    EXPECT_EQ(expected[offset].payload, payload) << "acknowledged by the old leader at " << offset;
+    EXPECT_EQ(expected[offset].generation, promoted->generation) << offset;
+  }
+  for (int node = 1; node <= 3; ++node) {
+    if (node == new_leader) continue;
+    auto got = ReadLog(ShardDir(node, "sd"), storage::LogKind::kStream);
+    ASSERT_EQ(got.size(), expected.size()) << "n" << node;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].offset, expected[i].offset) << "n" << node << " record " << i;
+      ASSERT_EQ(got[i].payload, expected[i].payload) << "n" << node << " offset " << i;
+      ASSERT_EQ(got[i].generation, expected[i].generation) << "n" << node << " offset " << i;
     }
   }
 }
