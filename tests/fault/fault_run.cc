@@ -141,6 +141,7 @@ class Run {
   // Disk and clock faults through the fault file: inject and prove, then heal.
   void InjectLocal(const Fault& fault, FaultOutcome& out);
   void HealLocal(const Fault& fault, FaultOutcome& out);
+  std::vector<Disruption> Disruptions(const FaultRunResult& result) const;
   // The node a disk fault goes to: `node` when it leads a shard, else a leader.
   int DiskTarget(int node) const;
   // Puts the clock probe (TTL 10 min) on the cache leader and reads it back: present?
@@ -694,7 +695,23 @@ FaultOutcome Run::Inject(const Fault& fault) {
     out.heal += "; then " + missing;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(fault.gap_ms));  // quiet time
+  out.end_us = NowUs();
   return out;
+}
+
+// The spans in which a fault could have rebuilt the group's tracker (group checker): a process,
+// disk or clock fault on its broker; network and etcd faults on every broker.
+std::vector<Disruption> Run::Disruptions(const FaultRunResult& result) const {
+  std::vector<Disruption> spans;
+  for (const FaultOutcome& f : result.faults) {
+    bool one_broker = f.fault.kind == FaultKind::kKillBroker ||
+                      f.fault.kind == FaultKind::kPauseBroker ||
+                      f.fault.kind == FaultKind::kDiskFull ||
+                      f.fault.kind == FaultKind::kFsyncEio || f.fault.kind == FaultKind::kClockJump;
+    spans.push_back(
+        Disruption{one_broker ? f.fault.node : 0, f.start_us, f.end_us != 0 ? f.end_us : NowUs()});
+  }
+  return spans;
 }
 
 int Run::DiskTarget(int node) const {
@@ -1113,6 +1130,7 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
                      {"hold_ms", f.fault.hold_ms},
                      {"gap_ms", f.fault.gap_ms},
                      {"start_us", f.start_us},
+                     {"end_us", f.end_us},
                      {"proved", f.proved},
                      {"proof", f.proof},
                      {"healed", f.healed},
@@ -1203,7 +1221,7 @@ FaultRunResult Run::Go() {
       auto ops = history_.ops();
       result.verdict = CheckStreams(ops, logs);
       result.counters = CheckCounters(ops, counters);
-      if (result.group_drained) result.groups = CheckGroups(ops, logs);
+      if (result.group_drained) result.groups = CheckGroups(ops, logs, Disruptions(result));
       for (const Op& op : ops) {
         result.counter_adds += op.kind == OpKind::kAdd ? 1 : 0;
         bool cache =

@@ -55,6 +55,7 @@ struct FaultRunOptions {
 struct FaultOutcome {
   Fault fault;
   int64_t start_us = 0;
+  int64_t end_us = 0;  // after the heal and the quiet time that follows it
   bool proved = false;
   std::string proof;  // what showed it took effect, or why that could not be shown
   bool healed = false;

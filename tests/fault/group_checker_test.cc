@@ -1,6 +1,7 @@
-// The group checker on hand-made histories: a clean one passes; a redelivery after an ack, a
-// nack never redelivered, a record never delivered and a delivery that is not the log's record
-// are each reported.
+// The group checker on hand-made histories: a clean one passes; a redelivery after an ack (from
+// the same leader, nothing in between), a nack never redelivered, a record never delivered and a
+// delivery that is not the log's record are each reported; a redelivery after an ack across a
+// leader change is counted, not reported.
 #include "fault/group_checker.h"
 
 #include <gtest/gtest.h>
@@ -8,8 +9,10 @@
 namespace felix::fault {
 namespace {
 
-Op Poll(uint64_t id, int64_t at, std::vector<std::pair<uint64_t, std::string>> records) {
+Op Poll(uint64_t id, int64_t at, std::vector<std::pair<uint64_t, std::string>> records,
+        int node = 1) {
   Op op;
+  op.node = node;
   op.id = id;
   op.kind = OpKind::kPoll;
   op.key = "g";
@@ -22,6 +25,7 @@ Op Poll(uint64_t id, int64_t at, std::vector<std::pair<uint64_t, std::string>> r
 
 Op Settle(uint64_t id, OpKind kind, int64_t at, uint64_t offset) {
   Op op;
+  op.node = 1;
   op.id = id;
   op.kind = kind;
   op.key = "g";
@@ -61,6 +65,38 @@ TEST(GroupChecker, ARecordRedeliveredAfterItsAck) {
   // A poll that overlapped the ack may still see it.
   history.back() = Poll(6, 5, {{0, "a"}});
   EXPECT_TRUE(CheckGroups(history, kFinal).ok());
+}
+
+TEST(GroupChecker, ARedeliveryAfterAnAckAcrossALeaderChangeIsCountedNotReported) {
+  auto history = Clean();
+  history.push_back(Poll(6, 40, {{0, "a"}}, 2));  // 0 was acked by node 1; node 2 leads now
+  auto verdict = CheckGroups(history, kFinal);
+  EXPECT_TRUE(verdict.ok()) << verdict.Summary();
+  EXPECT_EQ(verdict.redelivered_after_rebuild, 1u);
+
+  // Same broker, but a request between the ack and the poll was refused (not_leader, ...).
+  history = Clean();
+  Op refused = Poll(6, 35, {});
+  refused.outcome = Outcome::kFail;
+  history.push_back(refused);
+  history.push_back(Poll(7, 40, {{0, "a"}}));
+  verdict = CheckGroups(history, kFinal);
+  EXPECT_TRUE(verdict.ok()) << verdict.Summary();
+  EXPECT_EQ(verdict.redelivered_after_rebuild, 1u);
+
+  // Same broker, every request ok, but a fault hit that broker (or every broker) in between.
+  history = Clean();
+  history.push_back(Poll(6, 40, {{0, "a"}}));
+  for (int node : {1, 0}) {
+    verdict = CheckGroups(history, kFinal, {Disruption{node, 20, 25}});
+    EXPECT_TRUE(verdict.ok()) << verdict.Summary();
+  }
+  // A fault on another broker, or one healed before the ack, excuses nothing.
+  for (const Disruption& other : {Disruption{2, 20, 25}, Disruption{1, 0, 9}}) {
+    verdict = CheckGroups(history, kFinal, {other});
+    ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+    EXPECT_EQ(verdict.violations[0].what, "redelivered_after_ack");
+  }
 }
 
 TEST(GroupChecker, LostToTheGroupNackedOrMismatched) {

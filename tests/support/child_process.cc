@@ -6,10 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+
+#include <gtest/gtest.h>
 
 extern char** environ;
 
@@ -144,10 +147,43 @@ std::string BuiltProgram(const std::string& relative) {
   return std::string(dir != nullptr ? dir : ".") + "/" + relative;
 }
 
-std::string MakeTempDir(const std::string& prefix) {
-  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+namespace {
+
+std::string MakeDirFromPattern(std::string pattern) {
+  if (mkdtemp(pattern.data()) == nullptr) {
+    throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
+  }
   return pattern;
+}
+
+// One root per test process for every directory MakeTempDir makes. Brokers, etcd and logs
+// under it weigh tens of megabytes per test, so a CI run that left them behind filled the
+// disk; the root is removed once every test of the process passed, and kept (for inspection)
+// when one failed.
+const std::string& ProcessTempRoot() {
+  static const std::string root =
+      MakeDirFromPattern((std::filesystem::temp_directory_path() / "felix-test-XXXXXX").string());
+  return root;
+}
+
+class TempRootCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (!::testing::UnitTest::GetInstance()->Passed()) return;
+    if (std::getenv("FELIX_TEST_KEEP_TMP") != nullptr) return;
+    std::error_code ignored;  // a child still writing must not turn a pass into a crash
+    std::filesystem::remove_all(ProcessTempRoot(), ignored);
+  }
+};
+
+// Registered before main() runs (the gtest main runs every environment's TearDown at the end).
+[[maybe_unused]] ::testing::Environment* const temp_root_cleanup =
+    ::testing::AddGlobalTestEnvironment(new TempRootCleanup);
+
+}  // namespace
+
+std::string MakeTempDir(const std::string& prefix) {
+  return MakeDirFromPattern(ProcessTempRoot() + "/" + prefix + "-XXXXXX");
 }
 
 std::pair<int, std::string> RunProgram(const std::string& program,

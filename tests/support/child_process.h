@@ -53,7 +53,9 @@ class ChildProcess {
 // Path of a built program (the build directory comes from ctest's FELIX_BINARY_DIR).
 std::string BuiltProgram(const std::string& relative);
 
-// A fresh empty directory under the test temp dir, removed by the caller if wanted.
+// A fresh empty directory under this test process's temp root ($TMPDIR/felix-test-XXXXXX). The
+// root and everything in it is removed after a run in which every test passed; it is kept when
+// a test failed, or when FELIX_TEST_KEEP_TMP is set.
 std::string MakeTempDir(const std::string& prefix);
 
 // Runs a program to completion, capturing stdout+stderr; returns {exit code, output}.
