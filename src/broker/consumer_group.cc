@@ -47,7 +47,11 @@ std::optional<uint64_t> ConsumerGroup::NextCandidate(uint64_t tail) {
 
 uint32_t ConsumerGroup::Claim(uint64_t offset, GroupTime visible_until, const GroupMember& holder) {
   owed_.erase(offset);
-  if (offset >= next_new_) next_new_ = offset + 1;
+  // Only the record at the scan position moves it. An owed record above it exists after a
+  // rebuild (a nack below T0 of a record the previous tracker handed out): jumping past it
+  // would skip the unfinished records in between for good (they would never be handed out,
+  // and the cursor would stall below them).
+  if (offset == next_new_) ++next_new_;
   uint32_t attempts = ++attempts_[offset];
   DropClaim(offset);
   claims_[offset] = ClaimState{attempts, visible_until, holder};

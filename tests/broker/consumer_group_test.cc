@@ -197,6 +197,23 @@ TEST_F(ConsumerGroupTest, RebuiltTrackerSettleRules) {
   EXPECT_EQ(g.Ack(8, 10).verdict, SettleVerdict::kAccepted);  // handed out now
 }
 
+TEST_F(ConsumerGroupTest, AnOwedRecordAboveTheCursorAfterARebuildSkipsNothingBelowIt) {
+  // Found by fault-run seed 43: restarted with cursor 5 (T0 = 12), the previous tracker's
+  // deliveries 8..11 are settled — 8 and 10 acked, 9 nacked (owed) — before anything is polled.
+  // The owed 9 goes out first; 5, 6 and 7 must still follow, or the cursor stalls at 5.
+  ConsumerGroup g(5, 12, {});
+  EXPECT_EQ(g.Ack(8, 12).verdict, SettleVerdict::kAccepted);
+  EXPECT_EQ(g.Nack(9, 12, 0, At(0), milliseconds(0)).verdict, SettleVerdict::kAccepted);
+  EXPECT_EQ(g.Ack(10, 12).verdict, SettleVerdict::kAccepted);
+  auto got = Poll(g, 10, 12, At(0), milliseconds(1000));
+  std::vector<uint64_t> offsets;
+  for (auto& [o, a] : got) offsets.push_back(o);
+  EXPECT_EQ(offsets, (std::vector<uint64_t>{9, 5, 6, 7, 11}));
+  for (uint64_t o : offsets) EXPECT_EQ(g.Ack(o, 12).verdict, SettleVerdict::kAccepted) << o;
+  EXPECT_EQ(g.position(), 12u);
+  EXPECT_EQ(g.in_flight(), 0u);
+}
+
 TEST_F(ConsumerGroupTest, RestoredRedrivenEntryIsOwedAgain) {
   ConsumerGroup g(4, 6, {});
   g.RestoreDeadLetter(1, DeadLetterState::kDeadLettered);
