@@ -214,14 +214,24 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
 void StreamGroups::Ack(const std::string& group, uint64_t offset, Done<void> done) {
   Entry& entry = EntryFor(group);
   SettleOutcome outcome = entry.state.Ack(offset, shard_.committed_next());
+  const bool settled = outcome.verdict == SettleVerdict::kAccepted ||
+                       outcome.verdict == SettleVerdict::kDuplicate;
+  // An earlier cursor write failed, so memory is ahead of the log: this ack (a client's retry
+  // of the one that failed is answered as a duplicate) writes the cursor again, and is answered
+  // ok only once it is durable — never ok over a cursor the log does not hold.
+  const bool cursor_behind = entry.durable_position < entry.state.position();
   std::vector<Write> writes;
-  if (outcome.verdict == SettleVerdict::kAccepted) {
-    if (outcome.dead_letter_cleared) {
-      writes.push_back(Write{&dead_letters_, EncodeDeadLetterDelete(group, offset)});
-    }
-    if (outcome.cursor_moved) writes.push_back(CursorWrite(group, entry));
+  if (outcome.verdict == SettleVerdict::kAccepted && outcome.dead_letter_cleared) {
+    writes.push_back(Write{&dead_letters_, EncodeDeadLetterDelete(group, offset)});
   }
-  AnswerSettle(outcome, std::move(done), std::move(writes));
+  if (settled && (outcome.cursor_moved || cursor_behind)) {
+    writes.push_back(CursorWrite(group, entry));
+  }
+  if (outcome.verdict == SettleVerdict::kDuplicate && !writes.empty()) {
+    Persist(std::move(writes), std::move(done));
+  } else {
+    AnswerSettle(outcome, std::move(done), std::move(writes));
+  }
   AfterChange(group, entry);
 }
 
@@ -541,9 +551,13 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
   auto join = std::make_shared<Join>(Join{writes.size(), std::nullopt, std::move(done)});
   std::weak_ptr<StreamGroups*> alive = alive_;
   Executor* executor = &executor_;
-  auto complete = [join, alive, executor](std::optional<GroupError> error) {
-    executor->Post([join, alive, error = std::move(error)] {
-      if (alive.expired()) return;
+  // `cursor`: a cursor write of `group` that succeeded (recorded as durable).
+  auto complete = [join, alive, executor](std::optional<GroupError> error, std::string group,
+                                          std::optional<uint64_t> cursor) {
+    executor->Post([join, alive, error = std::move(error), group = std::move(group), cursor] {
+      auto self = alive.lock();
+      if (!self) return;
+      if (!error && cursor) (*self)->NoteDurableCursor(group, *cursor);
       if (error && !join->error) join->error = error;
       if (--join->left != 0) return;
       if (join->error) {
@@ -556,11 +570,13 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
   for (Write& w : writes) {
     storage::AppendRecord record{std::span<const uint8_t>(w.record), 0, 0};
     w.log->Append(std::span<storage::AppendRecord>(&record, 1),
-                  [complete](Result<storage::AppendResult> result) {
-                    if (result) return complete(std::nullopt);
+                  [complete, group = w.group, cursor = w.cursor](
+                      Result<storage::AppendResult> result) {
+                    if (result) return complete(std::nullopt, group, cursor);
                     bool fenced = result.error().code == ErrorCode::kUnavailable;
                     complete(Refusal(fenced ? GroupErrc::kUnavailable : GroupErrc::kStorage,
-                                     "group state not written: " + result.error().message));
+                                     "group state not written: " + result.error().message),
+                             group, std::nullopt);
                   });
   }
 }
@@ -568,7 +584,15 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
 StreamGroups::Write StreamGroups::CursorWrite(const std::string& group, Entry& entry) {
   uint64_t position = entry.state.position();
   entry.state.SetCommitted(position);  // written in order: the log's latest value
-  return Write{&cursors_, EncodeCursorPut(group, position)};
+  return Write{&cursors_, EncodeCursorPut(group, position), group, position};
+}
+
+void StreamGroups::NoteDurableCursor(const std::string& group, uint64_t position) {
+  auto it = groups_.find(group);
+  if (it == groups_.end()) return;
+  // Writes complete in log order, but a seek may have moved the cursor back since: the latest
+  // write that succeeded is what the log holds.
+  it->second->durable_position = position;
 }
 
 void StreamGroups::AnswerSettle(const SettleOutcome& outcome, Done<void> done,

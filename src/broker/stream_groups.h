@@ -165,8 +165,13 @@ class StreamGroups {
 
  private:
   struct Entry {
-    explicit Entry(ConsumerGroup s) : state(std::move(s)) {}
+    explicit Entry(ConsumerGroup s)
+        : state(std::move(s)), durable_position(state.committed().value_or(0)) {}
     ConsumerGroup state;
+    // The cursor the log is known to hold (recovered, or a cursor write that succeeded). Below
+    // state.position() after a cursor write failed (a full disk, a failed fsync): an ack, even
+    // a duplicate one, then writes the cursor again before it is answered.
+    uint64_t durable_position = 0;
     Executor::TimerId timer = 0;
     std::optional<GroupTime> timer_at;
     int64_t reported_in_flight = 0;
@@ -180,6 +185,9 @@ class StreamGroups {
   struct Write {
     LogAppender* log;
     std::vector<uint8_t> record;
+    // A cursor write: the group and position, recorded as durable once the write succeeds.
+    std::string group;
+    std::optional<uint64_t> cursor;
   };
 
   Entry& EntryFor(const std::string& group);
@@ -195,6 +203,8 @@ class StreamGroups {
   void Persist(std::vector<Write> writes, Done<void> done);
   Write CursorWrite(const std::string& group, Entry& entry);
   void AnswerSettle(const SettleOutcome& outcome, Done<void> done, std::vector<Write> writes);
+  // A cursor write of `group` at `position` succeeded.
+  void NoteDurableCursor(const std::string& group, uint64_t position);
 
   std::string shard_name_;
   Executor& executor_;

@@ -2,6 +2,7 @@
 // before answers, recovery from the logs, retention skipping, corrupt records refused.
 #include "broker/stream_groups.h"
 
+#include <atomic>
 #include <future>
 
 #include <gtest/gtest.h>
@@ -162,6 +163,29 @@ TEST_F(StreamGroupsTest, AckedCursorAndDeadLettersSurviveReopen) {
   EXPECT_EQ(again[0].offset, 3u);
   EXPECT_EQ(again[0].attempts, 1u);
   EXPECT_EQ(metrics_.inflight.Value(), 1);
+}
+
+TEST_F(StreamGroupsTest, ARetriedAckOfAFailedCursorWriteIsAnsweredOnlyOnceTheCursorIsWritten) {
+  // Found by fault-run seed 43: the cursor write of an ack failed (an EIO there), the client
+  // retried the ack, the retry was answered ok as a duplicate, and a restart lost the cursor.
+  ASSERT_TRUE(OpenGroups());
+  Publish({"a", "b", "c"});
+  ASSERT_EQ(Poll("g", 3).size(), 3u);
+  ASSERT_TRUE(Ack("g", 0));
+  std::atomic<bool> writable{false};
+  fence_.SetLeaseCheck([&writable] { return writable.load(); });
+  EXPECT_FALSE(Ack("g", 1));  // the cursor write is refused
+  EXPECT_FALSE(Ack("g", 1));  // its retry too: the log still lacks the cursor
+  EXPECT_EQ(cursors_->TailOffset(), 1u);
+  writable = true;
+  ASSERT_TRUE(Ack("g", 1));  // the retry writes the cursor before its answer
+  EXPECT_EQ(cursors_->TailOffset(), 2u);
+  ASSERT_TRUE(Ack("g", 1));  // a plain duplicate now writes nothing
+  EXPECT_EQ(cursors_->TailOffset(), 2u);
+
+  Reopen();
+  ASSERT_TRUE(OpenGroups());
+  EXPECT_EQ(Describe("g").committed, 2u);
 }
 
 TEST_F(StreamGroupsTest, RetentionTrimmedRecordsAreSkipped) {
