@@ -146,7 +146,9 @@ uint32_t ServerFeatures(const ClientServiceOptions& options) {
   if (options.durable_storage) {
     features |= flx1::kFeatureConsumerGroup | flx1::kFeatureGroupDeadLetters |
                 flx1::kFeatureGroupAdmin | flx1::kFeatureGroupClaimControl |
-                flx1::kFeatureSubscriptionLagged | flx1::kFeatureGroupConsumer;
+                flx1::kFeatureSubscriptionLagged | flx1::kFeatureGroupConsumer |
+                flx1::kFeatureGroupSkipped | flx1::kFeatureGroupPublisher |
+                flx1::kFeatureRecordTimestamps;
   }
   // Advertised always, as the reference does (client-protocol.md §7): commits are served on
   // durable streams (refused on in-memory ones and, for now, in a cluster); `shard_moved` is
@@ -339,6 +341,10 @@ bool ClientSession::HandleMessage(flx1::Message message) {
   if (auto handled = HandleCacheRequest(message)) return *handled;
   if (bool keep_reading = true; HandleGroupRequest(message, &keep_reading)) return keep_reading;
   if (auto handled = HandleCommitRequest(message)) return *handled;
+  if (auto* at = std::get_if<flx1::OffsetForTime>(&message);
+      at != nullptr && service_.options().durable_storage) {
+    return HandleOffsetForTime(*at);  // RECORD_TIMESTAMPS is advertised with durable storage
+  }
 
   // A request this broker does not serve (it did not advertise it).
   bool negotiated_unsupported = (peer_features_ & flx1::kFeatureUnsupported) != 0;
@@ -787,6 +793,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
   EventStreamWriter::Variant variant;
   variant.offsets = durable && (peer_flags_ & flx1::kFlagEventBatchOffsets) != 0;
   variant.timestamps = (peer_flags_ & flx1::kFlagEventBatchTimestamps) != 0;
+  variant.skipped = (peer_flags_ & flx1::kFlagEventBatchSkipped) != 0;
   variant.error_codes = error_codes_;
   auto writer = std::make_shared<EventStreamWriter>(endpoint_, *uni, handle, sub.id, client_id,
                                                     variant, service_.metrics());

@@ -251,6 +251,10 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
                                                      const std::vector<uint8_t>& key,
                                                      const char* what);
   // ---- end of atomic commits ----
+  // offset_for_time (client_session_time.cc, FEATURE_RECORD_TIMESTAMPS): stream.subscribe,
+  // the shard's leader only, durable streams only; answered offset_value. Returns whether
+  // the stream is read on.
+  bool HandleOffsetForTime(const wire::flx1::OffsetForTime& request);
   // ---- Consumer groups (client_session_groups.cc) ----
   // True if `message` is a group_* request; it is then served (answer from the shard's
   // executor) and `*keep_reading` says whether the stream goes on.

@@ -162,6 +162,10 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
             return;
           }
           if (!result) return self->SendGroupError(result.error());
+          // Optional record fields only for clients that offered their bit (§6.7); no
+          // record carries a `publisher`: this broker stores none (storage.md §3, bit 27).
+          const bool skipped = (self->peer_features_ & flx1::kFeatureGroupSkipped) != 0;
+          const bool timestamps = (self->peer_features_ & flx1::kFeatureRecordTimestamps) != 0;
           flx1::GroupRecords answer;
           answer.request_id = request_id;
           answer.records.reserve(result->size());
@@ -170,6 +174,8 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
             record.offset = d.offset;
             record.payload = std::move(d.payload);
             record.attempts = d.attempts;
+            if (skipped && d.skipped_before != 0) record.skipped_before = d.skipped_before;
+            if (timestamps) record.timestamp_micros = d.timestamp_micros;
             answer.records.push_back(std::move(record));
           }
           self->Send(answer);

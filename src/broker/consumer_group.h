@@ -142,6 +142,8 @@ class ConsumerGroup {
 
   // ---- Inspection ----
   uint64_t position() const { return position_; }
+  // The lowest offset this tracker has not handed out yet (new records start here).
+  uint64_t next_new() const { return next_new_; }
   std::optional<uint64_t> committed() const { return committed_; }
   uint64_t in_flight() const { return claims_.size() + delayed_.size(); }
   uint64_t owed() const { return owed_.size(); }

@@ -60,6 +60,9 @@ void EventStreamWriter::Drain() {
     auto frame = events.GetOrEncode(variant_.index(), [&] {
       flx1::BinaryEventBatch wire;
       if (variant_.offsets) wire.base_offset = events.base_offset;
+      if (variant_.offsets && variant_.skipped && events.skipped_before != 0) {
+        wire.skipped_before = events.skipped_before;  // only when non-zero (§5.3)
+      }
       wire.has_timestamps = variant_.timestamps;
       wire.events.reserve(events.records.size());
       for (const RecordView& r : events.records) {

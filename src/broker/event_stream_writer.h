@@ -31,7 +31,12 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
     bool offsets = false;
     bool timestamps = false;
     bool error_codes = false;  // FEATURE_ERROR_CODES: a final `error` carries code and retry
-    size_t index() const { return (offsets ? 1 : 0) | (timestamps ? 2 : 0); }
+    // Flag 0x0800 offered (with offsets): a batch right after offsets that hold no event
+    // (records retention removed during replay) says how many (§5.3 `skipped_before`).
+    bool skipped = false;
+    size_t index() const {
+      return (offsets ? 1 : 0) | (timestamps ? 2 : 0) | (offsets && skipped ? 4 : 0);
+    }
   };
 
   EventStreamWriter(transport::Endpoint& endpoint, std::shared_ptr<transport::Stream> stream,

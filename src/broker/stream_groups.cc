@@ -101,6 +101,16 @@ Result<void> StreamGroups::Recover() {
   return Ok();
 }
 
+void StreamGroups::NoteSkipped(Entry& entry, uint64_t from, uint64_t to) {
+  if (from >= to) return;  // the trimmed offsets were handed out before: no new hole
+  uint64_t length = to - from;
+  if (auto below = entry.skipped_runs.find(from); below != entry.skipped_runs.end()) {
+    length += below->second;  // the hole grew upwards before its record was handed out
+    entry.skipped_runs.erase(below);
+  }
+  entry.skipped_runs[to] = length;
+}
+
 StreamGroups::Entry& StreamGroups::EntryFor(const std::string& group) {
   auto it = groups_.find(group);
   if (it == groups_.end()) {
@@ -149,6 +159,9 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
                         : options_.visibility_timeout;
   const GroupTime visible_until = clock_() + visibility;
   const uint64_t tail = shard_.committed_next();
+  // Holes the cursor has passed are reported no more.
+  entry.skipped_runs.erase(entry.skipped_runs.begin(),
+                           entry.skipped_runs.lower_bound(state.position()));
   size_t bytes = 0;
   RecordRead cached;
   const bool has_reserved =
@@ -186,7 +199,9 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
                               (options_.max_bytes_per_poll - bytes) / 4 * 3);
       if (auto* trimmed = std::get_if<Trimmed>(&read)) {
         // Retention outranks the group: skipped records are settled without delivery.
-        if (state.SkipTrimmed(std::max(trimmed->oldest_offset, offset + 1))) {
+        uint64_t resume = std::max(trimmed->oldest_offset, offset + 1);
+        NoteSkipped(entry, state.next_new(), resume);
+        if (state.SkipTrimmed(resume)) {
           Persist({CursorWrite(group, entry)}, [](GroupResult<void>) {});
         }
         continue;
@@ -204,7 +219,9 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
     if (!out.empty() && bytes + encoded > options_.max_bytes_per_poll) break;
     uint32_t attempts = state.Claim(offset, visible_until, request.member);
     if (attempts > 1) metrics_.redeliveries.Increment();
+    auto run = entry.skipped_runs.find(offset);
     out.push_back(GroupDelivery{offset, attempts, view->timestamp_micros,
+                                run == entry.skipped_runs.end() ? 0 : run->second,
                                 std::vector<uint8_t>(view->payload.begin(), view->payload.end())});
     bytes += encoded;
   }

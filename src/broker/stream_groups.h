@@ -90,6 +90,10 @@ struct GroupDelivery {
   uint64_t offset = 0;
   uint32_t attempts = 0;
   uint64_t timestamp_micros = 0;
+  // Offsets directly below `offset` that were settled without delivery (retention removed
+  // them before the group reached them); 0 = none. Sent as `skipped_before` to clients that
+  // offered FEATURE_GROUP_SKIPPED (consumer-groups.md §2 step 3).
+  uint64_t skipped_before = 0;
   std::vector<uint8_t> payload;
 };
 
@@ -175,6 +179,10 @@ class StreamGroups {
     Executor::TimerId timer = 0;
     std::optional<GroupTime> timer_at;
     int64_t reported_in_flight = 0;
+    // Runs of offsets retention removed before this tracker handed them out: the offset just
+    // above a run → its length. Kept (memory only, like attempts) until the cursor passes the
+    // offset, so a redelivery reports the same hole; merged when a run grows upwards.
+    std::map<uint64_t, uint64_t> skipped_runs;
   };
   struct Waiting {
     std::string group;
@@ -191,6 +199,8 @@ class StreamGroups {
   };
 
   Entry& EntryFor(const std::string& group);
+  // Retention removed [from, to) before `entry` handed any of it out: a hole below `to`.
+  static void NoteSkipped(Entry& entry, uint64_t from, uint64_t to);
   GroupResult<std::vector<GroupDelivery>> Fill(const std::string& group, Entry& entry,
                                                const GroupPollRequest& request);
   // After any change: dead-letter work, the lapse timer, the in-flight gauge, waiting polls.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -106,6 +107,30 @@ Result<StateLookup> StreamShard::StateGet(const std::string& key) {
     state_ = std::move(loaded);
   }
   return state_->Get(key);
+}
+
+Result<std::optional<uint64_t>> StreamShard::OffsetForTime(uint64_t at_micros) {
+  uint64_t lo = log_->start_offset();
+  uint64_t hi = committed_next_;
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    RecordLog::ReadOutcome read = log_->Read(mid, 1, 1);
+    if (auto* trimmed = std::get_if<Trimmed>(&read)) {
+      // Retention removed `mid` (and everything below it): search above.
+      lo = std::max(mid + 1, std::min(trimmed->oldest_offset, hi));
+      continue;
+    }
+    if (auto* error = std::get_if<Error>(&read)) return tl::unexpected(*error);
+    const auto& records = std::get<RecordRead>(read).records;
+    if (records.empty() || records.front().offset >= hi) break;
+    if (records.front().timestamp_micros < at_micros) {
+      lo = records.front().offset + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo >= committed_next_) return std::optional<uint64_t>{};
+  return std::optional<uint64_t>{lo};
 }
 
 void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
@@ -259,8 +284,11 @@ void StreamShard::ReplayStep(uint64_t subscription_id) {
     RecordLog::ReadOutcome read = log_->Read(sub.replay_next, options_.event_batch_max_records,
                                              options_.event_batch_max_bytes);
     if (auto* trimmed = std::get_if<Trimmed>(&read)) {
-      // Retention removed records while we replayed: skip them (a visible offset gap).
-      sub.replay_next = std::max(sub.replay_next + 1, trimmed->oldest_offset);
+      // Retention removed records while we replayed: skip them, and say so on the next batch
+      // (skipped_before) so the gap is not mistaken for a loss.
+      uint64_t resume = std::max(sub.replay_next + 1, trimmed->oldest_offset);
+      sub.skipped += resume - sub.replay_next;
+      sub.replay_next = resume;
       continue;
     }
     if (auto* error = std::get_if<Error>(&read)) {
@@ -291,6 +319,7 @@ void StreamShard::ReplayStep(uint64_t subscription_id) {
     event->owner = std::move(records.owner);
     event->base_offset = records.records.front().offset;
     event->record_count = static_cast<uint32_t>(records.records.size());
+    event->skipped_before = std::exchange(sub.skipped, 0);
     sub.replay_next = records.records.back().offset + 1;
     event->records = std::move(records.records);
     sub.pending = std::move(event);

@@ -122,6 +122,14 @@ class StreamShard {
   // and Read gives them committed records (never past committed_next()).
   void SetCommitListener(std::function<void()> listener) { commit_listener_ = std::move(listener); }
   RecordLog::ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes);
+  // offset_for_time (client-protocol.md §6.4): the lowest committed, retained offset whose
+  // append time is at or after `at_micros`; nullopt when no readable record is that recent.
+  // Append times follow offset order (each publish is stamped when the broker takes it, and
+  // one shard's publishes are appended in the order they reach its executor), so this is a
+  // binary search over single-record reads, O(log n) reads; two publishes racing from
+  // different connections within one millisecond can be stamped out of order, which moves
+  // the answer by at most those records. A read failure is answered as the error.
+  Result<std::optional<uint64_t>> OffsetForTime(uint64_t at_micros);
 
   // Makes this a gated (`Quorum`) shard: before the shard is shared with any other thread
   // (BrokerCore's opener) or on the executor before the first Publish.
@@ -155,6 +163,7 @@ class StreamShard {
     bool live = false;
     bool end_on_lag = false;
     uint64_t replay_next = 0;
+    uint64_t skipped = 0;   // offsets passed over since the last replay batch (retention)
     EventBatchRef pending;  // replay batch refused for lack of room, offered again first
   };
 
@@ -175,7 +184,7 @@ class StreamShard {
   uint64_t replay_fallbacks_ = 0;
   std::function<void()> commit_listener_;
   std::unique_ptr<CommitGate> gate_;  // Quorum shards led with replication only
-  std::optional<ShardState> state_;  // loaded on first StateGet
+  std::optional<ShardState> state_;   // loaded on first StateGet
 };
 
 }  // namespace felix::broker

@@ -40,6 +40,10 @@ struct EventBatch {
   uint64_t base_offset = 0;  // offset of records[0]; records are contiguous
   uint32_t record_count = 0;
   std::vector<RecordView> records;
+  // Offsets directly below base_offset that hold no event and were passed over (records
+  // retention removed while this subscriber replayed); 0 = none. Replay batches only, which
+  // belong to one subscriber.
+  uint64_t skipped_before = 0;
 
   // The frame for `variant` (a small index the writer derives from its negotiated flags),
   // encoding it with `encode` the first time. Thread-safe.

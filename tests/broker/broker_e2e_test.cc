@@ -454,16 +454,16 @@ TEST_F(BrokerE2E, UnsupportedAnswersKeepRequestIdAndExtension) {
   std::string json(bytes->begin() + flx1::kHeaderSize, bytes->end());
   EXPECT_EQ(json, R"({"type":"unsupported","request_type":"extension","extension":"acme.ping",)"
                   R"("request_id":41})");
-  // A request type this broker decodes but does not serve (RECORD_TIMESTAMPS).
-  flx1::OffsetForTime at_time;
-  at_time.tenant_id = "default";
-  at_time.namespace_ = "default";
-  at_time.stream = "x";
-  at_time.request_id = 42;
-  stream->SendMessage(at_time);
+  // A request type this broker decodes but does not serve (STREAM_READ).
+  flx1::StreamRead read;
+  read.tenant_id = "default";
+  read.namespace_ = "default";
+  read.stream = "x";
+  read.request_id = 42;
+  stream->SendMessage(read);
   auto known = stream->Read<flx1::Unsupported>();
   ASSERT_TRUE(known);
-  EXPECT_EQ(known->request_type, "offset_for_time");
+  EXPECT_EQ(known->request_type, "stream_read");
   EXPECT_EQ(known->request_id, 42u);
   EXPECT_FALSE(known->extension.has_value());
   // A type no one knows, with a numeric request_id.

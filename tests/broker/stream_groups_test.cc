@@ -195,8 +195,39 @@ TEST_F(StreamGroupsTest, RetentionTrimmedRecordsAreSkipped) {
   auto got = Poll("g", 10);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].offset, 2u);
+  EXPECT_EQ(got[0].skipped_before, 2u);  // offsets 0 and 1 settled without delivery
   ASSERT_TRUE(Ack("g", 2));
   EXPECT_EQ(Describe("g").committed, 3u);
+}
+
+// skipped_before counts only offsets the group never handed out, directly below the record.
+TEST_F(StreamGroupsTest, SkippedBeforeCountsOnlyTheHoleBelowTheRecord) {
+  ASSERT_TRUE(OpenGroups());
+  Publish({"a", "b", "c", "d", "e"});
+  auto first = Poll("g", 2);  // 0 and 1 handed out; 1 is handed back (owed)
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].skipped_before, 0u);
+  ASSERT_TRUE(Ack("g", 0));
+  auto nack = Call<void>(executor_, [&](auto done) { groups_->Nack("g", 1, 0ms, 0, done); });
+  ASSERT_TRUE(nack);
+  log_->trimmed_below = 3;  // retention removes 0..2: the owed 1 and the never-read 2
+  auto got = Poll("g", 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].offset, 3u);
+  EXPECT_EQ(got[0].skipped_before, 1u);  // only 2: 1 was delivered before
+  auto late = Poll("late", 2);           // a group that starts now skips all three
+  ASSERT_EQ(late.size(), 2u);
+  EXPECT_EQ(late[0].offset, 3u);
+  EXPECT_EQ(late[0].skipped_before, 3u);
+  EXPECT_EQ(late[1].skipped_before, 0u);
+  // The hole is reported with each delivery of its record until the cursor passes it.
+  auto nack3 = Call<void>(executor_, [&](auto done) { groups_->Nack("g", 3, 0ms, 0, done); });
+  ASSERT_TRUE(nack3);
+  auto again = Poll("g", 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].offset, 3u);
+  EXPECT_EQ(again[0].attempts, 2u);
+  EXPECT_EQ(again[0].skipped_before, 1u);
 }
 
 TEST_F(StreamGroupsTest, CorruptCursorRecordRefusesTheOpen) {

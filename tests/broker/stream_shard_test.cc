@@ -1,6 +1,7 @@
 #include "broker/stream_shard.h"
 
 #include <future>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -129,6 +130,29 @@ TEST_F(ShardFixture, EarliestReplaysHistoryThenJoinsLiveWithNoGapNoDuplicate) {
     EXPECT_EQ(got[i].first, i);
     EXPECT_EQ(got[i].second, (i < 10 ? "h" : "l") + std::to_string(i % 10));
   }
+}
+
+// Retention removing records while a subscriber replays: the gap is passed over and the
+// next batch says how many offsets it skipped (client-protocol.md §5.3 `skipped_before`).
+TEST_F(ShardFixture, ReplayOverRetainedGapReportsSkippedBefore) {
+  StreamShardOptions options;
+  options.event_batch_max_records = 2;
+  Open(options);
+  for (int i = 0; i < 10; ++i) Publish({"r" + std::to_string(i)});
+  // Retention removes 0..3 after the subscription started at 0, before its replay reads them.
+  Subscription sub = OnExecutor(executor, [&] {
+    auto result = shard->Subscribe({StartPosition::Kind::kEarliest}, 0, [] {});
+    log->trimmed_below = 4;
+    return std::get<Subscription>(result);
+  });
+  EXPECT_EQ(sub.start_offset, 0u);
+  Drain(executor);
+  using B = std::tuple<uint64_t, size_t, uint64_t>;  // base, count, skipped_before
+  std::vector<B> batches;
+  while (auto batch = sub.queue->Pop()) {
+    batches.emplace_back((*batch)->base_offset, (*batch)->records.size(), (*batch)->skipped_before);
+  }
+  EXPECT_EQ(batches, (std::vector<B>{B{4, 2, 4}, B{6, 2, 0}, B{8, 2, 0}}));
 }
 
 TEST_F(ShardFixture, ExplicitOffsetResumesExactlyThere) {
@@ -493,6 +517,62 @@ TEST_F(GatedShard, AnIdempotentBatchThatTimedOutKeepsItsSequenceAndIsNeverWritte
   EXPECT_EQ(outcomes[1].kind, IdempotentOutcome::Kind::kDuplicate);
   EXPECT_EQ(outcomes[1].first_offset, std::optional<uint64_t>(0));
   EXPECT_EQ(log->next_offset(), 1u);
+}
+
+}  // namespace
+}  // namespace felix::broker
+
+namespace felix::broker {
+namespace {
+
+// offset_for_time: the lowest committed, retained offset whose append time is at or after
+// the asked time; none past the newest; retention moves the answer up to the oldest record.
+TEST_F(ShardFixture, OffsetForTimeFindsTheFirstRecordAtOrAfterTheTime) {
+  Open();
+  const std::vector<uint64_t> times = {100, 200, 200, 200, 300, 450, 900};
+  for (uint64_t t : times) {
+    std::promise<Result<uint64_t>> acked;
+    auto future = acked.get_future();
+    executor.Post([&, t] {
+      PayloadBatch batch = Batch({"x"});
+      batch.timestamp_micros = t;
+      shard->Publish(std::move(batch), [&](Result<uint64_t> r) { acked.set_value(r); });
+    });
+    ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+    ASSERT_TRUE(future.get());
+  }
+  auto at = [&](uint64_t micros) {
+    auto found = OnExecutor(executor, [&] { return shard->OffsetForTime(micros); });
+    EXPECT_TRUE(found);
+    return found ? *found : std::optional<uint64_t>(UINT64_MAX);
+  };
+  // Against a linear scan of the same times, for every time around each stored one.
+  for (uint64_t t = 0; t <= 1000; t += 25) {
+    std::optional<uint64_t> expected;
+    for (size_t i = 0; i < times.size(); ++i) {
+      if (times[i] >= t) {
+        expected = i;
+        break;
+      }
+    }
+    EXPECT_EQ(at(t), expected) << "at " << t;
+  }
+  EXPECT_EQ(at(200), std::optional<uint64_t>(1));  // the first of equal times
+  EXPECT_EQ(at(901), std::nullopt);                // nothing that recent
+  log->trimmed_below = 3;                          // retention removed offsets 0..2
+  EXPECT_EQ(at(0), std::optional<uint64_t>(3));
+  EXPECT_EQ(at(250), std::optional<uint64_t>(4));
+  log->corrupt_at = 5;
+  auto failed = OnExecutor(executor, [&] { return shard->OffsetForTime(450); });
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code, ErrorCode::kCorruption);
+}
+
+TEST_F(ShardFixture, OffsetForTimeOnAnEmptyShardFindsNothing) {
+  Open();
+  auto found = OnExecutor(executor, [&] { return shard->OffsetForTime(0); });
+  ASSERT_TRUE(found);
+  EXPECT_EQ(*found, std::nullopt);
 }
 
 }  // namespace

@@ -92,9 +92,9 @@ def unsupported_keeps_request_id_and_extension(broker):
             assert ok["type"] == "auth_ok", ok
             p.send(sid, frame({"type": "extension", "name": "acme.ping", "request_id": 41}))
             _, extension, _ = await p.read_frame(sid)
-            p.send(sid, frame({"type": "offset_for_time", "tenant_id": "default",
+            p.send(sid, frame({"type": "stream_read", "tenant_id": "default",
                                "namespace": "default", "stream": "x", "shard": 0,
-                               "at_micros": 1, "request_id": 42}))
+                               "from": 0, "request_id": 42}))
             known = await p.read_json(sid)
             p.send(sid, frame({"type": "frobnicate", "request_id": 43}))
             unknown = await p.read_json(sid)
@@ -102,7 +102,7 @@ def unsupported_keeps_request_id_and_extension(broker):
     extension, known, unknown = asyncio.run(probe())
     assert extension == (b'{"type":"unsupported","request_type":"extension",'
                          b'"extension":"acme.ping","request_id":41}'), extension
-    assert known == {"type": "unsupported", "request_type": "offset_for_time",
+    assert known == {"type": "unsupported", "request_type": "stream_read",
                      "request_id": 42}, known
     assert unknown == {"type": "unsupported", "request_type": "frobnicate",
                        "request_id": 43}, unknown
