@@ -231,8 +231,8 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
 void StreamGroups::Ack(const std::string& group, uint64_t offset, Done<void> done) {
   Entry& entry = EntryFor(group);
   SettleOutcome outcome = entry.state.Ack(offset, shard_.committed_next());
-  const bool settled = outcome.verdict == SettleVerdict::kAccepted ||
-                       outcome.verdict == SettleVerdict::kDuplicate;
+  const bool settled =
+      outcome.verdict == SettleVerdict::kAccepted || outcome.verdict == SettleVerdict::kDuplicate;
   // An earlier cursor write failed, so memory is ahead of the log: this ack (a client's retry
   // of the one that failed is answered as a duplicate) writes the cursor again, and is answered
   // ok only once it is durable — never ok over a cursor the log does not hold.
@@ -586,15 +586,15 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
   };
   for (Write& w : writes) {
     storage::AppendRecord record{std::span<const uint8_t>(w.record), 0, 0};
-    w.log->Append(std::span<storage::AppendRecord>(&record, 1),
-                  [complete, group = w.group, cursor = w.cursor](
-                      Result<storage::AppendResult> result) {
-                    if (result) return complete(std::nullopt, group, cursor);
-                    bool fenced = result.error().code == ErrorCode::kUnavailable;
-                    complete(Refusal(fenced ? GroupErrc::kUnavailable : GroupErrc::kStorage,
-                                     "group state not written: " + result.error().message),
-                             group, std::nullopt);
-                  });
+    w.log->Append(
+        std::span<storage::AppendRecord>(&record, 1),
+        [complete, group = w.group, cursor = w.cursor](Result<storage::AppendResult> result) {
+          if (result) return complete(std::nullopt, group, cursor);
+          bool fenced = result.error().code == ErrorCode::kUnavailable;
+          complete(Refusal(fenced ? GroupErrc::kUnavailable : GroupErrc::kStorage,
+                           "group state not written: " + result.error().message),
+                   group, std::nullopt);
+        });
   }
 }
 

@@ -939,8 +939,10 @@ Verdict Client::Impl::OnSubscribeFrame(std::shared_ptr<Subscription::State> stat
 }
 
 void Client::Impl::OnIncomingStream(const std::shared_ptr<transport::Stream>& stream) {
-  if (!stream->is_unidirectional()) {
-    stream->Reset(0);  // the broker opens only event streams
+  if (!stream->is_unidirectional() || loop_shut_down_) {
+    // The broker opens only event streams; and after shutdown nobody would release this one
+    // (its handlers would keep it, and through it the connection, alive: a leak under ASan).
+    stream->Reset(0);
     return;
   }
   auto waiting = std::make_shared<WaitingEvents>();
@@ -1005,7 +1007,10 @@ void Client::Impl::Attach(std::shared_ptr<Subscription::State> state,
   {
     std::lock_guard<std::mutex> lock(state->mu);
     if (state->phase == Subscription::State::Phase::kEnded) {
+      // Its handlers hold `waiting`, which holds the stream (and through it the connection):
+      // cleared, or the cycle outlives the client (LeakSanitizer).
       waiting.stream->Reset(0);
+      waiting.stream->SetHandlers({});
       return;
     }
   }
