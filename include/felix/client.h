@@ -249,6 +249,13 @@ struct GroupRecord {
   uint64_t offset = 0;
   std::string payload;
   uint32_t attempts = 0;  // 1 = first delivery; 0 = the broker did not say
+  // Offsets directly below this one that were settled without delivery (retention removed
+  // them before the group reached them); such a hole never fills. 0 = none.
+  uint64_t skipped_before = 0;
+  // The record's append time (µs since the Unix epoch), when the broker reports it.
+  std::optional<uint64_t> timestamp_micros;
+  // The principal that published the record, only when the broker stored it.
+  std::optional<std::string> publisher;
 };
 
 struct GroupNackOptions {
@@ -362,6 +369,11 @@ class Client {
                                         bool if_new = false);
   // Removes the group's cursor, dead letters and in-flight state; true if it existed.
   ClientResult<bool> GroupDelete(const GroupRef& group);
+  // The lowest retained offset of `shard` of a durable stream whose append time is at or after
+  // `at_micros` (µs since the Unix epoch); nullopt when no record is that recent. Needs
+  // stream.subscribe; kUnsupported when the broker does not advertise record timestamps.
+  ClientResult<std::optional<uint64_t>> OffsetForTime(const StreamRef& stream, uint32_t shard,
+                                                      uint64_t at_micros);
   // ---- end of consumer groups ----
 
   // The client-facing address of the broker this client believes owns `shard` of `stream`

@@ -380,10 +380,11 @@ std::vector<uint8_t> Client::Impl::AuthFrame() const {
   auth.client_flags = kClientFlags;
   // REDIRECT: a cluster broker answers a subscribe for a shard it does not lead with
   // `not_leader` naming the owner's address, which Subscribe follows.
-  uint32_t features = flx1::kFeatureErrorCodes | flx1::kFeatureStreamShards |
-                      flx1::kFeatureUnsupported | flx1::kFeatureSubscriptionLagged |
-                      flx1::kFeatureShardMoved | flx1::kFeaturePublishPipeline |
-                      flx1::kFeatureRedirect | flx1::kFeatureTopology | flx1::kFeatureShardOwners;
+  uint32_t features =
+      flx1::kFeatureErrorCodes | flx1::kFeatureStreamShards | flx1::kFeatureUnsupported |
+      flx1::kFeatureSubscriptionLagged | flx1::kFeatureShardMoved | flx1::kFeaturePublishPipeline |
+      flx1::kFeatureRedirect | flx1::kFeatureTopology | flx1::kFeatureShardOwners |
+      flx1::kFeatureGroupSkipped | flx1::kFeatureGroupPublisher | flx1::kFeatureRecordTimestamps;
   if (options.ack_on_commit) features |= flx1::kFeatureAckOnCommit;
   auth.client_features = features;
   auto frame = flx1::EncodeMessageFrame(flx1::Message(std::move(auth)));

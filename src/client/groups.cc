@@ -91,10 +91,30 @@ ClientResult<std::vector<GroupRecord>> Client::GroupPoll(const GroupRef& group,
   std::vector<GroupRecord> records;
   records.reserve(answer->records.size());
   for (auto& r : answer->records) {
-    records.push_back(
-        GroupRecord{r.offset, std::string(r.payload.begin(), r.payload.end()), r.attempts});
+    records.push_back(GroupRecord{r.offset, std::string(r.payload.begin(), r.payload.end()),
+                                  r.attempts, r.skipped_before.value_or(0), r.timestamp_micros,
+                                  std::move(r.publisher)});
   }
   return records;
+}
+
+ClientResult<std::optional<uint64_t>> Client::OffsetForTime(const StreamRef& stream, uint32_t shard,
+                                                            uint64_t at_micros) {
+  // Routed and answered like a group request (the shard's leader, a stream of its own).
+  GroupRef target{stream, shard, "-"};
+  if (auto ok = Check(*router_->Home(), target, flx1::kFeatureRecordTimestamps, "offset_for_time");
+      !ok)
+    return tl::unexpected(ok.error());
+  flx1::OffsetForTime m;
+  m.tenant_id = client_impl::OptionsOf(*router_->Home()).tenant_id;
+  m.namespace_ = stream.namespace_name;
+  m.stream = stream.stream;
+  m.shard = shard;
+  m.at_micros = at_micros;
+  m.request_id = client_impl::NextRequestId(*router_->Home());
+  auto answer = Exchange<flx1::OffsetValue>(*router_, target, true, std::move(m));
+  if (!answer) return tl::unexpected(answer.error());
+  return answer->offset;
 }
 
 ClientResult<void> Client::GroupAck(const GroupRef& group, uint64_t offset) {

@@ -451,5 +451,47 @@ TEST_F(GroupE2E, CliConsumeDescribeAndDeadLetters) {
   EXPECT_EQ(idle.second, "");
 }
 
+// The group record bits the client offers (GROUP_SKIPPED, GROUP_PUBLISHER, RECORD_TIMESTAMPS):
+// each record carries its append time, no publisher (this broker stores none) and no hole;
+// OffsetForTime finds the first record at or after a time, nothing past the newest.
+TEST_F(GroupE2E, RecordTimesAndOffsetForTime) {
+  CreateStream("timed");
+  auto [rc, out] = Felix({"stream", "create", "scratch"});  // in memory
+  ASSERT_EQ(rc, 0) << out;
+  auto perms = AllPerms("timed");
+  perms.push_back("stream.subscribe:stream:" + Scope("scratch"));
+  auto client = Connect(perms);
+  ASSERT_TRUE(client);
+  StreamRef stream{"default", "timed"};
+  for (const char* payload : {"a", "b", "c", "d"}) {
+    ASSERT_TRUE(client->Publish(stream, {payload}));
+  }
+  auto polled = client->GroupPoll(GroupRef{stream, 0, "clock"}, {.max_records = 10});
+  ASSERT_TRUE(polled) << polled.error().ToString();
+  ASSERT_EQ(polled->size(), 4u);
+  std::vector<uint64_t> times;
+  for (const auto& r : *polled) {
+    EXPECT_EQ(r.skipped_before, 0u);
+    EXPECT_EQ(r.publisher, std::nullopt);
+    ASSERT_TRUE(r.timestamp_micros);
+    times.push_back(*r.timestamp_micros);
+  }
+  for (uint64_t at : {uint64_t{0}, times[1], times[2] + 1, times[3]}) {
+    std::optional<uint64_t> expected;
+    for (size_t i = 0; i < times.size() && !expected; ++i) {
+      if (times[i] >= at) expected = i;
+    }
+    auto found = client->OffsetForTime(stream, 0, at);
+    ASSERT_TRUE(found) << found.error().ToString();
+    EXPECT_EQ(*found, expected) << "at " << at;
+  }
+  auto none = client->OffsetForTime(stream, 0, times[3] + 1);
+  ASSERT_TRUE(none) << none.error().ToString();
+  EXPECT_EQ(*none, std::nullopt);
+  auto memory = client->OffsetForTime(StreamRef{"default", "scratch"}, 0, 0);
+  ASSERT_FALSE(memory);
+  EXPECT_EQ(memory.error().code, ClientErrorCode::kInvalidRequest);
+}
+
 }  // namespace
 }  // namespace felix
