@@ -62,6 +62,9 @@ struct ClientServiceOptions {
   // FELIX_BROKER_PUBLISH_WINDOW: unanswered pipelined publishes per stream; 0 serves no
   // pipelining (PUBLISH_PIPELINE and STREAM_PUBLISH_WINDOW are then not advertised).
   uint32_t publish_window = 256;
+  // FELIX_RECORD_PUBLISHERS: a publish to a durable stream stores its principal (the token's
+  // `sub`, when ≤ 255 bytes) with each record (storage.md §3 bit 27), served as `publisher`.
+  bool record_publishers = false;
 };
 
 struct ClientMetrics;

@@ -524,6 +524,13 @@ bool ClientSession::HandleJsonPublish(std::shared_ptr<flx1::Message> message) {
   return keep_reading;
 }
 
+std::shared_ptr<const std::string> ClientSession::StoredPublisher() {
+  if (!service_.options().record_publishers || !auth_ || !auth_->publisher_name) return nullptr;
+  if (!stored_publisher_)
+    stored_publisher_ = std::make_shared<const std::string>(*auth_->publisher_name);
+  return stored_publisher_;
+}
+
 bool ClientSession::Publish(PublishRequest request) {
   std::optional<uint64_t> answer_id = request.acked ? request.request_id : std::nullopt;
   if (!Authorized(auth::Action::kStreamPublish, request.tenant, request.ns, request.stream,
@@ -567,6 +574,7 @@ bool ClientSession::Publish(PublishRequest request) {
                      NowMicrosRoundedToMillis()};
   bool binary = request.binary;
   bool durable = target.stream.durable;
+  if (durable) batch.publisher = StoredPublisher();
   // Answered after the write when commit acks were negotiated, and always on a `Quorum`
   // stream (after its commit gate, when the shard has one); otherwise at enqueue below
   // (semantics.md §2.3).
@@ -794,6 +802,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
   variant.offsets = durable && (peer_flags_ & flx1::kFlagEventBatchOffsets) != 0;
   variant.timestamps = (peer_flags_ & flx1::kFlagEventBatchTimestamps) != 0;
   variant.skipped = (peer_flags_ & flx1::kFlagEventBatchSkipped) != 0;
+  variant.publisher = (peer_flags_ & flx1::kFlagEventBatchPublisher) != 0;
   variant.error_codes = error_codes_;
   auto writer = std::make_shared<EventStreamWriter>(endpoint_, *uni, handle, sub.id, client_id,
                                                     variant, service_.metrics());

@@ -95,6 +95,9 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
     bool binary = false;
   };
   bool Publish(PublishRequest request);
+  // The principal a durable publish stores with its records (the token's `sub` when ≤ 255
+  // bytes and FELIX_RECORD_PUBLISHERS is on), else null.
+  std::shared_ptr<const std::string> StoredPublisher();
   // The shard a publish to (tenant, ns, stream) with `key` goes to, or the refusal
   // (code, message) to answer it with (client_session_publish.cc).
   struct PublishRoute {
@@ -291,6 +294,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   bool released_ = false;
   size_t pending_ops_ = 0;  // publishes and subscribes waiting for their shard
   std::optional<auth::AuthContext> auth_;
+  // What durable publishes store as their publisher (FELIX_RECORD_PUBLISHERS): made once.
+  std::shared_ptr<const std::string> stored_publisher_;
   uint16_t peer_flags_ = wire::flx1::kOriginalV1Flags;
   uint32_t peer_features_ = 0;
   bool error_codes_ = false;  // FEATURE_ERROR_CODES offered (recorded even before auth)

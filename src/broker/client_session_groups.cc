@@ -162,9 +162,10 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
             return;
           }
           if (!result) return self->SendGroupError(result.error());
-          // Optional record fields only for clients that offered their bit (§6.7); no
-          // record carries a `publisher`: this broker stores none (storage.md §3, bit 27).
+          // Optional record fields only for clients that offered their bit (§6.7); a
+          // `publisher` only where one was stored (FELIX_RECORD_PUBLISHERS).
           const bool skipped = (self->peer_features_ & flx1::kFeatureGroupSkipped) != 0;
+          const bool publishers = (self->peer_features_ & flx1::kFeatureGroupPublisher) != 0;
           const bool timestamps = (self->peer_features_ & flx1::kFeatureRecordTimestamps) != 0;
           flx1::GroupRecords answer;
           answer.request_id = request_id;
@@ -176,6 +177,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
             record.attempts = d.attempts;
             if (skipped && d.skipped_before != 0) record.skipped_before = d.skipped_before;
             if (timestamps) record.timestamp_micros = d.timestamp_micros;
+            if (publishers && !d.publisher.empty()) record.publisher = std::move(d.publisher);
             answer.records.push_back(std::move(record));
           }
           self->Send(answer);

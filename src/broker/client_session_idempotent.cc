@@ -99,6 +99,7 @@ bool ClientSession::PublishIdempotent(IdempotentRequest request) {
   PayloadBatch batch{std::move(request.owner), std::move(request.payloads),
                      NowMicrosRoundedToMillis()};
   bool durable = target.stream.durable;
+  if (durable) batch.publisher = StoredPublisher();
   uint64_t request_id = request.request_id;
   std::optional<uint64_t> ticket = current_ticket_;
   std::atomic<size_t>* inflight_total = &service_.inflight_total();  // outlives completions

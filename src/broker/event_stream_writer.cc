@@ -1,5 +1,7 @@
 #include "broker/event_stream_writer.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "wire/flx1/frame.h"
@@ -57,26 +59,7 @@ void EventStreamWriter::Drain() {
   if (stopped_ || blocked_ || !queue_) return;
   while (auto batch = queue_->Pop()) {
     const EventBatch& events = **batch;
-    auto frame = events.GetOrEncode(variant_.index(), [&] {
-      flx1::BinaryEventBatch wire;
-      if (variant_.offsets) wire.base_offset = events.base_offset;
-      if (variant_.offsets && variant_.skipped && events.skipped_before != 0) {
-        wire.skipped_before = events.skipped_before;  // only when non-zero (§5.3)
-      }
-      wire.has_timestamps = variant_.timestamps;
-      wire.events.reserve(events.records.size());
-      for (const RecordView& r : events.records) {
-        wire.events.push_back(flx1::BinaryEventBatch::Item{
-            r.timestamp_micros,
-            std::string_view(reinterpret_cast<const char*>(r.payload.data()), r.payload.size())});
-      }
-      std::vector<uint8_t> out;
-      if (auto appended = flx1::AppendFrame(flx1::Flx1Frame{std::move(wire)}, out); !appended) {
-        spdlog::error("event batch encode failed: {}", appended.error().ToString());
-        out.clear();
-      }
-      return out;
-    });
+    auto frame = events.GetOrEncode(variant_.index(), [&] { return Encode(events); });
     if (frame->empty()) continue;
     metrics_.deliveries.Increment(events.records.size());
     uint64_t bytes = 0;
@@ -107,6 +90,46 @@ void EventStreamWriter::Drain() {
     metrics_.sub_dropped.Increment(dropped - dropped_seen_);
     dropped_seen_ = dropped;
   }
+}
+
+std::vector<uint8_t> EventStreamWriter::Encode(const EventBatch& events) const {
+  // One frame per run of records naming the same publisher (§5.3: one publisher per frame)
+  // for a client that offered 0x2000; otherwise one frame for the whole batch.
+  std::vector<uint8_t> out;
+  const size_t n = events.records.size();
+  size_t begin = 0;
+  do {
+    size_t end = n;
+    std::span<const uint8_t> publisher;
+    if (variant_.publisher && begin < n) {
+      publisher = events.records[begin].publisher;
+      end = begin + 1;
+      while (end < n && std::ranges::equal(events.records[end].publisher, publisher)) ++end;
+    }
+    flx1::BinaryEventBatch wire;
+    if (variant_.offsets) wire.base_offset = events.base_offset + begin;
+    if (begin == 0 && variant_.offsets && variant_.skipped && events.skipped_before != 0) {
+      wire.skipped_before = events.skipped_before;  // only when non-zero (§5.3)
+    }
+    if (!publisher.empty()) {
+      wire.publisher =
+          std::string_view(reinterpret_cast<const char*>(publisher.data()), publisher.size());
+    }
+    wire.has_timestamps = variant_.timestamps;
+    wire.events.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      const RecordView& r = events.records[i];
+      wire.events.push_back(flx1::BinaryEventBatch::Item{
+          r.timestamp_micros,
+          std::string_view(reinterpret_cast<const char*>(r.payload.data()), r.payload.size())});
+    }
+    if (auto appended = flx1::AppendFrame(flx1::Flx1Frame{std::move(wire)}, out); !appended) {
+      spdlog::error("event batch encode failed: {}", appended.error().ToString());
+      return {};
+    }
+    begin = end;
+  } while (begin < n);
+  return out;
 }
 
 void EventStreamWriter::WriteEnd(const QueueEnd& end) {

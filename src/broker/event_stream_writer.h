@@ -34,8 +34,12 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
     // Flag 0x0800 offered (with offsets): a batch right after offsets that hold no event
     // (records retention removed during replay) says how many (§5.3 `skipped_before`).
     bool skipped = false;
+    // Flag 0x2000 offered: records that carry a stored publisher go out in frames naming it
+    // (one publisher per frame, §5.3).
+    bool publisher = false;
     size_t index() const {
-      return (offsets ? 1 : 0) | (timestamps ? 2 : 0) | (offsets && skipped ? 4 : 0);
+      return (offsets ? 1 : 0) | (timestamps ? 2 : 0) | (offsets && skipped ? 4 : 0) |
+             (publisher ? 8 : 0);
     }
   };
 
@@ -60,6 +64,8 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
  private:
   void Drain();
   // Writes the queue's end as the last frame and finishes the stream (after the queue drained).
+  // The wire frame(s) of `events` for this writer's variant.
+  std::vector<uint8_t> Encode(const EventBatch& events) const;
   void WriteEnd(const QueueEnd& end);
 
   transport::Endpoint& endpoint_;

@@ -6,12 +6,25 @@
 namespace felix::broker {
 namespace {
 
-std::vector<storage::AppendRecord> ToRecords(const PayloadBatch& batch) {
+// `bodies` keeps the payloads with a publisher trailer alive (a copy per record, made only
+// when the batch names a publisher) until the append has taken them.
+// A ring stores no publisher (`keep_publisher` false): it refuses record flags.
+std::vector<storage::AppendRecord> ToRecords(const PayloadBatch& batch, bool keep_publisher,
+                                             std::vector<std::vector<uint8_t>>& bodies) {
   std::vector<storage::AppendRecord> records;
   records.reserve(batch.payloads.size());
+  uint32_t flags = batch.record_flags;
+  const bool publisher = keep_publisher && batch.publisher != nullptr;
+  if (publisher) {
+    flags |= storage::kRecordFlagPublisher;
+    bodies.reserve(batch.payloads.size());
+  }
   for (auto payload : batch.payloads) {
-    records.push_back(
-        storage::AppendRecord{payload, 0, batch.timestamp_micros / 1000, batch.record_flags});
+    if (publisher) {
+      bodies.push_back(storage::WithPublisher(payload, storage::AsBytes(*batch.publisher)));
+      payload = bodies.back();
+    }
+    records.push_back(storage::AppendRecord{payload, 0, batch.timestamp_micros / 1000, flags});
   }
   return records;
 }
@@ -28,8 +41,19 @@ RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> re
   for (const storage::Record& r : *owner) {
     std::span<const uint8_t> bytes{reinterpret_cast<const uint8_t*>(r.payload.data()),
                                    r.payload.size()};
+    std::span<const uint8_t> publisher;
+    if ((r.flags & storage::kRecordFlagPublisher) != 0) {
+      auto split = storage::SplitPublisher(bytes);
+      if (!split) {
+        if (!out.records.empty()) break;  // what came before is good; the next read fails
+        return Error{ErrorCode::kCorruption, "record at offset " + std::to_string(r.offset) +
+                                                 ": publisher length exceeds the record"};
+      }
+      bytes = split->payload;
+      publisher = split->publisher;
+    }
     if ((r.flags & storage::kRecordFlagCommit) == 0) {
-      out.records.push_back(RecordView{r.offset, r.timestamp_ms * 1000, bytes, {}});
+      out.records.push_back(RecordView{r.offset, r.timestamp_ms * 1000, bytes, {}, publisher});
       continue;
     }
     // Every reader but replication sees a commit record as its event bytes.
@@ -39,7 +63,7 @@ RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> re
       return Error{ErrorCode::kCorruption, "commit record at offset " + std::to_string(r.offset) +
                                                ": " + CommitRecordErrorName(event.error())};
     }
-    out.records.push_back(RecordView{r.offset, r.timestamp_ms * 1000, *event, bytes});
+    out.records.push_back(RecordView{r.offset, r.timestamp_ms * 1000, *event, bytes, publisher});
   }
   out.owner = std::move(owner);
   return out;
@@ -57,7 +81,8 @@ void DurableRecordLog::Close() {
 
 void DurableRecordLog::Append(const PayloadBatch& batch, AppendDone done) {
   if (closed_) return done(Fail(ErrorCode::kUnavailable, "shard log is closed"));
-  auto records = ToRecords(batch);
+  std::vector<std::vector<uint8_t>> bodies;  // taken by the append before it returns
+  auto records = ToRecords(batch, true, bodies);
   if (records.empty()) return done(log_.TailOffset());
   appender_.Append(records, [done = std::move(done)](Result<storage::AppendResult> appended) {
     if (!appended) return done(tl::unexpected(appended.error()));
@@ -88,7 +113,8 @@ RecordLog::ReadOutcome DurableRecordLog::Read(uint64_t from, size_t max_records,
 }
 
 void RingRecordLog::Append(const PayloadBatch& batch, AppendDone done) {
-  auto records = ToRecords(batch);
+  std::vector<std::vector<uint8_t>> bodies;  // stays empty
+  auto records = ToRecords(batch, false, bodies);
   if (records.empty()) {
     done(ring_.TailOffset());
     return;

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct PayloadBatch {
   uint64_t timestamp_micros = 0;  // append time, µs since the Unix epoch
   // storage::kRecordFlagCommit: the one payload is an encoded CommitRecord (durable logs only).
   uint32_t record_flags = 0;
+  // The principal that published the batch (token `sub`, ≤ 255 bytes), stored with each record
+  // when set (FELIX_RECORD_PUBLISHERS; durable logs only); null = none.
+  std::shared_ptr<const std::string> publisher;
 };
 
 struct RecordView {
@@ -35,6 +39,7 @@ struct RecordView {
   uint64_t timestamp_micros = 0;
   std::span<const uint8_t> payload;      // a commit record's event bytes
   std::span<const uint8_t> commit_body;  // a commit record's whole body; empty otherwise
+  std::span<const uint8_t> publisher;    // the stored publisher; empty = none
 };
 
 struct RecordRead {

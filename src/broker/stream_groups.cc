@@ -215,14 +215,15 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
       if (view == nullptr) break;  // the log did not return the record asked for
     }
     // Bounded by the encoded answer, not raw payload bytes: base64 grows them by a third.
-    size_t encoded = GroupRecordEncodedBytes(view->payload.size());
+    size_t encoded = GroupRecordEncodedBytes(view->payload.size(), view->publisher.size());
     if (!out.empty() && bytes + encoded > options_.max_bytes_per_poll) break;
     uint32_t attempts = state.Claim(offset, visible_until, request.member);
     if (attempts > 1) metrics_.redeliveries.Increment();
     auto run = entry.skipped_runs.find(offset);
     out.push_back(GroupDelivery{offset, attempts, view->timestamp_micros,
                                 run == entry.skipped_runs.end() ? 0 : run->second,
-                                std::vector<uint8_t>(view->payload.begin(), view->payload.end())});
+                                std::vector<uint8_t>(view->payload.begin(), view->payload.end()),
+                                std::string(view->publisher.begin(), view->publisher.end())});
     bytes += encoded;
   }
   return out;

@@ -66,14 +66,20 @@ enum class GroupErrc {
 // field names), and around the whole answer.
 inline constexpr size_t kGroupRecordJsonOverhead = 256;
 inline constexpr size_t kGroupAnswerJsonOverhead = 256;
-// Encoded size of one record with `payload_bytes` of payload in a group_records answer.
-inline size_t GroupRecordEncodedBytes(size_t payload_bytes) {
-  return 4 * ((payload_bytes + 2) / 3) + kGroupRecordJsonOverhead;
+// A stored publisher's `"publisher":"…"`, at most: 255 bytes, each escaped as \u00XX.
+inline constexpr size_t kMaxPublisherJsonBytes = 16 + 6 * 255;
+// Encoded size of one record with `payload_bytes` of payload and `publisher_bytes` of stored
+// publisher in a group_records answer.
+inline size_t GroupRecordEncodedBytes(size_t payload_bytes, size_t publisher_bytes = 0) {
+  return 4 * ((payload_bytes + 2) / 3) + kGroupRecordJsonOverhead +
+         (publisher_bytes == 0 ? 0 : 16 + 6 * publisher_bytes);
 }
-// The largest payload a group poll can ever deliver in a frame of `max_frame_bytes`; larger
-// records are refused at publish on durable streams (they could never be consumed by a group).
+// The largest payload a group poll can ever deliver in a frame of `max_frame_bytes` (with the
+// longest publisher); larger records are refused at publish on durable streams (they could
+// never be consumed by a group).
 inline size_t MaxGroupRecordBytes(size_t max_frame_bytes) {
-  constexpr size_t kOverhead = kGroupRecordJsonOverhead + kGroupAnswerJsonOverhead;
+  constexpr size_t kOverhead =
+      kGroupRecordJsonOverhead + kMaxPublisherJsonBytes + kGroupAnswerJsonOverhead;
   if (max_frame_bytes <= kOverhead) return 0;
   return (max_frame_bytes - kOverhead) / 4 * 3;
 }
@@ -95,6 +101,7 @@ struct GroupDelivery {
   // offered FEATURE_GROUP_SKIPPED (consumer-groups.md §2 step 3).
   uint64_t skipped_before = 0;
   std::vector<uint8_t> payload;
+  std::string publisher;  // stored with the record (FELIX_RECORD_PUBLISHERS); empty = none
 };
 
 struct GroupPollRequest {

@@ -156,11 +156,17 @@ void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
     const PayloadBatch& out = *fanout;
     auto event = std::make_shared<EventBatch>();
     event->owner = out.owner;
+    event->publisher = out.publisher;
     event->base_offset = first;
     event->record_count = static_cast<uint32_t>(out.payloads.size());
     event->records.reserve(out.payloads.size());
+    std::span<const uint8_t> publisher;
+    if (out.publisher) {
+      publisher = {reinterpret_cast<const uint8_t*>(out.publisher->data()), out.publisher->size()};
+    }
     for (size_t i = 0; i < out.payloads.size(); ++i) {
-      event->records.push_back(RecordView{first + i, out.timestamp_micros, out.payloads[i]});
+      event->records.push_back(
+          RecordView{first + i, out.timestamp_micros, out.payloads[i], {}, publisher});
     }
     EventBatchRef shared_event = std::move(event);
     std::vector<uint64_t> ended;

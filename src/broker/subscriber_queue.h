@@ -37,7 +37,8 @@ namespace felix::broker {
 // are encoded lazily, once per variant, by the first writer that needs that variant.
 struct EventBatch {
   std::shared_ptr<const void> owner;
-  uint64_t base_offset = 0;  // offset of records[0]; records are contiguous
+  std::shared_ptr<const std::string> publisher;  // keeps live records' `publisher` alive
+  uint64_t base_offset = 0;                      // offset of records[0]; records are contiguous
   uint32_t record_count = 0;
   std::vector<RecordView> records;
   // Offsets directly below base_offset that hold no event and were passed over (records
@@ -49,7 +50,7 @@ struct EventBatch {
   // encoding it with `encode` the first time. Thread-safe.
   using Frame = std::shared_ptr<const std::vector<uint8_t>>;
   Frame GetOrEncode(size_t variant, const std::function<std::vector<uint8_t>()>& encode) const;
-  static constexpr size_t kVariants = 8;
+  static constexpr size_t kVariants = 16;
 
  private:
   mutable std::mutex frames_mu_;

@@ -157,10 +157,21 @@ int Dump(const std::string& path, const std::string& log_name, uint64_t from, ui
       const uint8_t* payload = file.data() + pos + storage::kRecordHeaderBytes;
       if (h.offset >= from) {
         bool ok = storage::PayloadCrcMatches(h, payload);
+        std::span<const uint8_t> body{payload, h.payload_len};
         std::cout << "offset=" << h.offset << " generation=" << h.generation
-                  << " timestamp_ms=" << h.timestamp_ms << " bytes=" << h.payload_len
-                  << (ok ? "" : " CHECKSUM-MISMATCH") << " payload=" << std::dec
-                  << Printable(payload, h.payload_len, hex, limit) << std::dec << "\n";
+                  << " timestamp_ms=" << h.timestamp_ms << " bytes=" << h.payload_len;
+        if (h.flags != 0) std::cout << " flags=" << h.flags;
+        if ((h.flags & storage::kRecordFlagPublisher) != 0) {
+          if (auto split = storage::SplitPublisher(body)) {
+            body = split->payload;
+            std::cout << " publisher="
+                      << Printable(split->publisher.data(), split->publisher.size(), hex, limit);
+          } else {
+            std::cout << " PUBLISHER-DAMAGED";
+          }
+        }
+        std::cout << (ok ? "" : " CHECKSUM-MISMATCH") << " payload=" << std::dec
+                  << Printable(body.data(), body.size(), hex, limit) << std::dec << "\n";
         ++printed;
       }
       pos += storage::RecordBytes(h.payload_len);

@@ -338,11 +338,13 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       if (read->records.empty()) return;
       for (const storage::Record& r : read->records) {
         if (r.flags == 0) continue;
-        // An atomic-commit record (written on a standalone broker; a cluster refuses commits)
-        // would need FLXI mark byte 4, which is not shipped yet: stall rather than let the
-        // follower store the commit body as a plain event.
-        spdlog::warn("replication {}: record {} is an atomic commit, which is not replicated yet",
-                     Where(c), r.offset);
+        // An atomic-commit record or one with a publisher (written on a standalone broker; a
+        // cluster refuses both) would need FLXI mark byte 4 or kind 25's publishers, which are
+        // not shipped yet: stall rather than let the follower store it as a plain event.
+        spdlog::warn(
+            "replication {}: record {} has flags {} (atomic commit / publisher), which are not "
+            "replicated yet",
+            Where(c), r.offset, r.flags);
         Count("read_failed");
         c.stalled = true;
         ArmRetry(c);

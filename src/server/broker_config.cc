@@ -157,6 +157,7 @@ const std::vector<Setting>& Settings() {
             &C::publish_queue_wait_ms),
         U64("FELIX_ACK_WAIT_TIMEOUT_MS", "ack_wait_timeout_ms", &C::ack_wait_timeout_ms),
         U64("FELIX_BROKER_PUBLISH_WINDOW", nullptr, &C::publish_window),
+        Bool("FELIX_RECORD_PUBLISHERS", "record_publishers", &C::record_publishers),
         U64("FELIX_EVENT_BATCH_MAX_EVENTS", "event_batch_max_events", &C::event_batch_max_events),
         U64("FELIX_EVENT_BATCH_MAX_BYTES", "event_batch_max_bytes", &C::event_batch_max_bytes),
         U64("FELIX_EVENT_BATCH_MAX_DELAY_US", "event_batch_max_delay_us",
@@ -439,6 +440,12 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
         "all three or none");
   }
   if (!c.node_id.empty()) {
+    if (c.record_publishers) {
+      return refuse(
+          "FELIX_RECORD_PUBLISHERS is for a standalone broker: replication does not ship "
+          "publishers yet (the cluster's publisher_principal feature), so a follower could "
+          "not hold the leader's records byte for byte");
+    }
     if (!IsValidDnsName(c.node_id)) {
       return refuse("FELIX_NODE_ID '" + c.node_id +
                     "' is not a valid DNS name (letters, digits, hyphens and dots): peer "

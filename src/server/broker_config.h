@@ -73,6 +73,9 @@ struct BrokerConfig {
   uint64_t publish_queue_wait_ms = 2000;
   uint64_t ack_wait_timeout_ms = 2000;
   uint64_t publish_window = 256;
+  // FELIX_RECORD_PUBLISHERS: store each durable record's publisher (token `sub`) with it and
+  // serve it (group records, event batches with 0x2000). Standalone only.
+  bool record_publishers = false;
 
   // Subscriber delivery (§2.6).
   uint64_t event_batch_max_events = 64;

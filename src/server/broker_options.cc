@@ -42,6 +42,7 @@ broker::ClientServiceOptions ServiceOptionsFromConfig(const BrokerConfig& config
   o.max_connections_per_ip = config.max_connections_per_ip;
   o.ack_on_commit = config.ack_on_commit;
   o.publish_window = static_cast<uint32_t>(config.publish_window);
+  o.record_publishers = config.record_publishers;
   o.cluster = config.cluster_mode();
   return o;
 }

@@ -89,6 +89,25 @@ bool PayloadCrcMatches(const RecordHeader& h, const uint8_t* payload) {
   return Crc32c(payload, h.payload_len) == h.payload_crc;
 }
 
+std::optional<PublishedBody> SplitPublisher(std::span<const uint8_t> stored) {
+  if (stored.empty()) return std::nullopt;
+  size_t len = stored.back();
+  if (len + 1 > stored.size()) return std::nullopt;
+  size_t payload = stored.size() - 1 - len;
+  return PublishedBody{stored.first(payload), stored.subspan(payload, len)};
+}
+
+std::vector<uint8_t> WithPublisher(std::span<const uint8_t> payload,
+                                   std::span<const uint8_t> publisher) {
+  publisher = publisher.first(std::min(publisher.size(), kMaxPublisherBytes));
+  std::vector<uint8_t> out;
+  out.reserve(payload.size() + publisher.size() + 1);
+  out.insert(out.end(), payload.begin(), payload.end());
+  out.insert(out.end(), publisher.begin(), publisher.end());
+  out.push_back(static_cast<uint8_t>(publisher.size()));
+  return out;
+}
+
 std::vector<uint8_t> EncodeIndexFile(uint64_t base_offset, std::span<const IndexEntry> entries) {
   std::vector<uint8_t> out(kIndexHeaderBytes + entries.size() * kIndexEntryBytes);
   PutU32(out.data(), kIndexMagic);

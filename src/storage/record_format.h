@@ -42,6 +42,7 @@ std::optional<SegmentHeader> DecodeSegmentHeader(std::span<const uint8_t> bytes,
 //  0 u32 payload_len      4 u32 header_crc (crc32c of bytes 0..4 then 8..40)
 //  8 u32 payload_crc     12 u32 flags (0, or kRecordFlagCommit)
 // 16 u64 offset          24 u64 generation        32 u64 timestamp_ms
+// (flags: kRecordFlagCommit and/or kRecordFlagPublisher)
 struct RecordHeader {
   uint32_t payload_len = 0;
   uint32_t payload_crc = 0;
@@ -54,7 +55,12 @@ struct RecordHeader {
 // broker's CommitRecord), not a plain event: readers outside replication present its event
 // bytes. Any other flag bit is damage.
 inline constexpr uint32_t kRecordFlagCommit = 0x1;
-inline constexpr uint32_t kKnownRecordFlags = kRecordFlagCommit;
+// The payload ends with a publisher trailer: `publisher (m bytes) ‖ u8 m`, m ≤
+// kMaxPublisherBytes, counted in payload_len and covered by the payload CRC (storage.md §3 bit
+// 27; written only with FELIX_RECORD_PUBLISHERS). Combines with kRecordFlagCommit.
+inline constexpr uint32_t kRecordFlagPublisher = 0x2;
+inline constexpr uint32_t kKnownRecordFlags = kRecordFlagCommit | kRecordFlagPublisher;
+inline constexpr size_t kMaxPublisherBytes = 255;
 inline size_t RecordBytes(size_t payload_len) {
   return kRecordHeaderBytes + payload_len;
 }
@@ -64,6 +70,19 @@ void EncodeRecord(uint8_t* out, uint64_t offset, uint64_t generation, uint64_t t
 // Decodes the 40 bytes at `p`; false if the header checksum fails.
 bool DecodeRecordHeader(const uint8_t* p, RecordHeader* out);
 bool PayloadCrcMatches(const RecordHeader& h, const uint8_t* payload);
+
+// A stored payload with its publisher trailer taken off (kRecordFlagPublisher).
+struct PublishedBody {
+  std::span<const uint8_t> payload;
+  std::span<const uint8_t> publisher;
+};
+// Splits `stored` (the whole stored payload of a record with kRecordFlagPublisher); nullopt
+// when its trailing length byte claims more than it holds (storage.md `RecordPublisher`: the
+// checksum passed, so the record was written that way).
+std::optional<PublishedBody> SplitPublisher(std::span<const uint8_t> stored);
+// `payload ‖ publisher ‖ u8 len` (publisher at most kMaxPublisherBytes: longer is cut there).
+std::vector<uint8_t> WithPublisher(std::span<const uint8_t> payload,
+                                   std::span<const uint8_t> publisher);
 
 // ---- sparse index: header magic u32, version u16, flags u16, base u64; entries
 //      {offset u64, position u64}. Never trusted: entries are only scan starting points.

@@ -5,11 +5,14 @@
 
 #include <signal.h>
 
+#include <chrono>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <httplib.h>
@@ -25,6 +28,19 @@
 namespace felix::broker::e2e {
 
 namespace flx1 = felix::wire::flx1;
+
+// Waits (bounded, 30 s by default) until `condition` holds: for what runs on its own schedule
+// (retention timers, metrics).
+inline bool WaitFor(const std::function<bool()>& condition,
+                    std::chrono::seconds limit = std::chrono::seconds(30)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    // Polling an observable condition, not a delay.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return condition();
+}
 using felix::testing::BuiltProgram;
 using felix::testing::ChildProcess;
 using felix::testing::MakeTempDir;

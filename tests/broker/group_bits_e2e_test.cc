@@ -1,8 +1,9 @@
 // End to end through the real felix-broker process: the "other group bits" the reference
 // broker advertises with durable storage (client-protocol.md §7) — GROUP_SKIPPED
-// (`skipped_before` on group records), GROUP_PUBLISHER (`publisher`, only if stored: this
-// broker stores none) and RECORD_TIMESTAMPS (`timestamp_micros` on group records and the
-// `offset_for_time` request) — each optional field only to a client that offered its bit.
+// (`skipped_before` on group records), GROUP_PUBLISHER (`publisher`, only if stored: with
+// FELIX_RECORD_PUBLISHERS, also on event batches as flag 0x2000) and RECORD_TIMESTAMPS
+// (`timestamp_micros` on group records and the `offset_for_time` request) — each optional
+// field only to a client that offered its bit.
 #include <chrono>
 #include <functional>
 #include <thread>
@@ -40,6 +41,16 @@ flx1::OffsetForTime AtTime(const std::string& stream, uint64_t at_micros, uint64
   return request;
 }
 
+// A subscribe to `stream` of tenant and namespace "default" from its earliest record.
+flx1::Subscribe FromEarliest(const std::string& stream) {
+  flx1::Subscribe subscribe;
+  subscribe.tenant_id = "default";
+  subscribe.namespace_ = "default";
+  subscribe.stream = stream;
+  subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
+  return subscribe;
+}
+
 // The JSON text of the next frame (empty when none came).
 std::string NextJson(TestStream& s) {
   auto bytes = s.ReadFrameBytes();
@@ -51,16 +62,6 @@ uint64_t NowMicros() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());
-}
-
-// Waits (bounded) until `condition` holds; the retention timer runs on its own schedule.
-bool WaitFor(const std::function<bool()>& condition, std::chrono::seconds limit = 30s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(50ms);  // polling an observable condition, not a delay
-  }
-  return condition();
 }
 
 struct GroupBitsE2E : ::testing::Test {
@@ -109,12 +110,7 @@ TEST_F(GroupBitsE2E, SkippedAndTimestampsOnlyToOfferers) {
 
   // The oldest retained offset, as a subscriber starting at earliest sees it.
   auto sub = Authed(*client, token);
-  flx1::Subscribe subscribe;
-  subscribe.tenant_id = "default";
-  subscribe.namespace_ = "default";
-  subscribe.stream = "events";
-  subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
-  sub->SendMessage(subscribe);
+  sub->SendMessage(FromEarliest("events"));
   auto subscribed = sub->Read<flx1::Subscribed>();
   ASSERT_TRUE(subscribed && subscribed->start_offset);
   const uint64_t oldest = *subscribed->start_offset;
@@ -233,6 +229,79 @@ TEST_F(GroupBitsE2E, OffsetForTimeAnswersAndRefusals) {
   EXPECT_EQ(forbidden->code, "forbidden");
   EXPECT_TRUE(denied->WaitEnded());
   EXPECT_EQ(broker->Stop(), 0);
+}
+
+// FELIX_RECORD_PUBLISHERS: each durable record keeps its publisher (the token's `sub`) on
+// disk; group records carry it to clients that offered GROUP_PUBLISHER and event batches to
+// subscribers that offered flag 0x2000, from the log after a restart too; in-memory streams
+// store none.
+TEST(GroupBitsPublishersE2E, StoredPublishersReachOnlyOfferersAndSurviveARestart) {
+  std::string dir = MakeTempDir("felix-publishers");
+  Broker broker(dir + "/data", {{"FELIX_RECORD_PUBLISHERS", "true"}});
+  broker.CreateStream("default", "signed", /*durable=*/true);
+  broker.CreateStream("default", "scratch", /*durable=*/false);
+  const std::string token = broker.FullToken();  // subject "tester"
+  auto client = broker.Connect();
+  auto publisher = Authed(*client, token);
+  publisher->Send(BinaryPublish(1, "signed", {"a", "b"}));
+  publisher->Send(BinaryPublish(2, "signed", {"c"}));
+  publisher->Send(BinaryPublish(3, "scratch", {"m"}));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(ReadAck(*publisher).status, flx1::BinaryPublishAck::Status::kOk);
+
+  // Every event of the history names its publisher to a subscriber that offered 0x2000, and
+  // none to one that did not.
+  auto history = [&](Flx1TestClient& c, uint16_t flags) {
+    auto s = c.OpenStream();
+    s->SendMessage(AuthMessage("default", token, flags, kDefaultFeatures));
+    EXPECT_TRUE(s->Read<flx1::AuthOk>());
+    s->SendMessage(FromEarliest("signed"));
+    auto events = c.AcceptEventStream();
+    EXPECT_TRUE(events && events->Read<flx1::EventStreamHello>());
+    std::vector<std::pair<std::optional<std::string>, std::string>> seen;
+    while (events && seen.size() < 3) {
+      auto frame = events->ReadFrame();
+      auto* batch = frame ? std::get_if<flx1::BinaryEventBatch>(&*frame) : nullptr;
+      if (batch == nullptr) break;
+      for (const auto& e : batch->events) {
+        seen.emplace_back(
+            batch->publisher ? std::optional<std::string>(*batch->publisher) : std::nullopt,
+            std::string(e.payload));
+      }
+    }
+    return seen;
+  };
+  using Seen = std::vector<std::pair<std::optional<std::string>, std::string>>;
+  const Seen named{{"tester", "a"}, {"tester", "b"}, {"tester", "c"}};
+  const Seen anonymous{{std::nullopt, "a"}, {std::nullopt, "b"}, {std::nullopt, "c"}};
+  EXPECT_EQ(history(*client, kAllClientFlags), named);
+  EXPECT_EQ(history(*client, kAllClientFlags & ~flx1::kFlagEventBatchPublisher), anonymous);
+
+  auto poll = [&](Flx1TestClient& c, uint32_t features, const std::string& group,
+                  const std::string& stream) {
+    auto s = Authed(c, token, "default", features);
+    s->SendMessage(Poll(stream, group, 10, 1));
+    auto records = s->Read<flx1::GroupRecords>();
+    EXPECT_TRUE(records);
+    std::vector<std::optional<std::string>> publishers;
+    if (records) {
+      for (const auto& r : records->records) publishers.push_back(r.publisher);
+    }
+    return publishers;
+  };
+  using Publishers = std::vector<std::optional<std::string>>;
+  EXPECT_EQ(poll(*client, kOfferedBits, "g1", "signed"),
+            (Publishers{"tester", "tester", "tester"}));
+  EXPECT_EQ(poll(*client, kOfferedBits & ~flx1::kFeatureGroupPublisher, "g2", "signed"),
+            (Publishers{std::nullopt, std::nullopt, std::nullopt}));
+
+  // From the log alone: a restarted broker serves the stored publishers.
+  client.reset();
+  broker.Restart();
+  auto again = broker.Connect();
+  EXPECT_EQ(poll(*again, kOfferedBits, "g3", "signed"), (Publishers{"tester", "tester", "tester"}));
+  EXPECT_EQ(history(*again, kAllClientFlags), named);
+  EXPECT_EQ(broker.Stop(), 0);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ namespace {
 
 namespace flx1 = felix::wire::flx1;
 using e2e::Broker;
+using e2e::WaitFor;
 using testing::TestStream;
 using namespace std::chrono_literals;
 
@@ -46,16 +47,6 @@ void PublishRecords(TestStream& publisher, const std::string& tenant, const std:
     ASSERT_NE(ack, nullptr);
     ASSERT_EQ(ack->status, flx1::BinaryPublishAck::Status::kOk) << ack->message;
   }
-}
-
-// Waits (bounded) until `condition` holds; the retention timer runs on its own schedule.
-bool WaitFor(const std::function<bool()>& condition, std::chrono::seconds limit = 30s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(50ms);  // polling an observable condition, not a delay
-  }
-  return condition();
 }
 
 TEST(RetentionE2E, SizeBoundDropsOldSegmentsAndOldCursorsAreTooOldWhileCachesKeepEveryKey) {

@@ -2,13 +2,15 @@
 
 client-protocol.md §7: with durable storage the reference broker advertises, besides
 CONSUMER_GROUP | GROUP_CONSUMER | GROUP_DEAD_LETTERS, GROUP_SKIPPED (`skipped_before` on group
-records), GROUP_PUBLISHER (`publisher`, only if stored: this broker stores none) and
-RECORD_TIMESTAMPS (`timestamp_micros` on group records, and `offset_for_time`).
+records), GROUP_PUBLISHER (`publisher`, only if stored: this broker runs with
+FELIX_RECORD_PUBLISHERS=true, so each record keeps its token's `sub`) and RECORD_TIMESTAMPS
+(`timestamp_micros` on group records, and `offset_for_time`).
 
 The reference client reads `skipped_before` (GroupRecord.skipped_before): records retention
 removed before the group reached them are reported on the record above the hole. Timestamps,
-the absence of optional fields for clients that did not offer their bit, and offset_for_time
-(0.6.2's Python API has no call for it) go through raw frames (aioquic).
+publishers (0.6.2's GroupRecord has no `publisher`), the absence of optional fields for clients
+that did not offer their bit, and offset_for_time (0.6.2's Python API has no call for it) go
+through raw frames (aioquic).
 """
 
 import asyncio
@@ -97,7 +99,7 @@ def optional_record_fields_only_to_offerers(broker):
     [record] = offered["records"]
     stamp = record.pop("timestamp_micros")
     assert record == {"offset": oldest, "payload": payload, "attempts": 1,
-                      "skipped_before": oldest}, record  # no publisher: none is stored
+                      "skipped_before": oldest, "publisher": "interop"}, record  # token `sub`
     assert 0 < stamp <= before, (stamp, before)
     assert list(offered) == ["type", "records", "request_id"], offered
 
@@ -156,6 +158,7 @@ def offset_for_time_answers_and_refusals(broker):
 
 if __name__ == "__main__":
     run(lambda: Broker({"FELIX_ACK_ON_COMMIT": "true",
+                        "FELIX_RECORD_PUBLISHERS": "true",
                         "FELIX_DURABLE_SEGMENT_BYTES": "4096",
                         "FELIX_DURABLE_RETENTION_BYTES": "8192",
                         "FELIX_DURABLE_RETENTION_INTERVAL_SECONDS": "1"}, name="group-bits"), [

@@ -181,6 +181,9 @@ std::map<std::string, SettingCheck> Checks() {
   c["FELIX_BROKER_PUBLISH_WINDOW"] = {"9", "auth_ok.publish_window", [](const Mapped& m) {
                                         EXPECT_EQ(m.service.publish_window, 9u);
                                       }};
+  c["FELIX_RECORD_PUBLISHERS"] = {"true", "publish path (durable streams)", [](const Mapped& m) {
+                                    EXPECT_TRUE(m.service.record_publishers);
+                                  }};
   c["FELIX_MAX_SUBSCRIPTIONS_PER_CONN"] = {"5", "client sessions", [](const Mapped& m) {
                                              EXPECT_EQ(m.service.max_subscriptions_per_conn, 5u);
                                            }};

@@ -163,23 +163,66 @@ TEST(RecordFormat, ZeroFilledTailIsTorn) {
   EXPECT_EQ(ClassifyTail(garbage, s, uint64_t(garbage.size())).verdict, TailVerdict::kCorrupt);
 }
 
-// The commit flag is the one known record flag: it survives the header CRC and the scanner;
-// any other bit is damage.
-TEST(RecordFormat, CommitFlagIsKnownAndOtherFlagsAreDamage) {
-  auto seg = Segment(1);
-  size_t at = seg.size();
-  seg.resize(at + RecordBytes(3));
-  EncodeRecord(seg.data() + at, 1, 7, 5, AsBytes("abc"), kRecordFlagCommit);
-  RecordHeader h;
-  ASSERT_TRUE(DecodeRecordHeader(seg.data() + at, &h));
-  EXPECT_EQ(h.flags, kRecordFlagCommit);
-  auto clean = ScanRecords(seg, kSegmentHeaderBytes, 0, nullptr, nullptr);
-  EXPECT_EQ(clean.stop, ScanStop::kEnd);
-  EXPECT_EQ(clean.records, 2u);
-  EncodeRecord(seg.data() + at, 1, 7, 5, AsBytes("abc"), 0x2);
-  auto damaged = ScanRecords(seg, kSegmentHeaderBytes, 0, nullptr, nullptr);
-  EXPECT_EQ(damaged.stop, ScanStop::kDamaged);
-  EXPECT_EQ(damaged.records, 1u);
+// The commit and publisher flags are the known record flags: they survive the header CRC and
+// the scanner; any other bit is damage.
+TEST(RecordFormat, CommitAndPublisherFlagsAreKnownAndOtherFlagsAreDamage) {
+  for (uint32_t flags :
+       {kRecordFlagCommit, kRecordFlagPublisher, kRecordFlagCommit | kRecordFlagPublisher}) {
+    auto seg = Segment(1);
+    size_t at = seg.size();
+    seg.resize(at + RecordBytes(3));
+    EncodeRecord(seg.data() + at, 1, 7, 5, AsBytes("ab\001"), flags);
+    RecordHeader h;
+    ASSERT_TRUE(DecodeRecordHeader(seg.data() + at, &h));
+    EXPECT_EQ(h.flags, flags);
+    auto clean = ScanRecords(seg, kSegmentHeaderBytes, 0, nullptr, nullptr);
+    EXPECT_EQ(clean.stop, ScanStop::kEnd) << flags;
+    EXPECT_EQ(clean.records, 2u);
+    EncodeRecord(seg.data() + at, 1, 7, 5, AsBytes("ab\001"), flags | 0x4);
+    auto damaged = ScanRecords(seg, kSegmentHeaderBytes, 0, nullptr, nullptr);
+    EXPECT_EQ(damaged.stop, ScanStop::kDamaged);
+    EXPECT_EQ(damaged.records, 1u);
+  }
+}
+
+std::string Text(std::span<const uint8_t> bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// storage.md §3 bit 27: `payload ‖ publisher ‖ u8 len`; the payload is what readers see.
+TEST(RecordFormat, PublisherTrailerRoundTripsAndEmptyPartsAreKept) {
+  auto stored = WithPublisher(AsBytes("hi"), AsBytes("al"));
+  EXPECT_EQ(Text(stored), std::string("hial\002"));  // the spec's golden body
+  auto split = SplitPublisher(stored);
+  ASSERT_TRUE(split);
+  EXPECT_EQ(Text(split->payload), "hi");
+  EXPECT_EQ(Text(split->publisher), "al");
+
+  auto only_publisher = WithPublisher({}, AsBytes("p"));  // the spans view it
+  auto empty_payload = SplitPublisher(only_publisher);
+  ASSERT_TRUE(empty_payload);
+  EXPECT_TRUE(empty_payload->payload.empty());
+  EXPECT_EQ(Text(empty_payload->publisher), "p");
+
+  std::string longest(kMaxPublisherBytes + 10, 'x');  // cut at 255
+  auto cut_stored = WithPublisher(AsBytes("v"), AsBytes(longest));
+  auto cut = SplitPublisher(cut_stored);
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(Text(cut->payload), "v");
+  EXPECT_EQ(cut->publisher.size(), kMaxPublisherBytes);
+}
+
+// A trailing length byte that claims more than the record holds is damage (RecordPublisher),
+// never a shorter payload.
+TEST(RecordFormat, PublisherTrailerLongerThanTheRecordIsRefused) {
+  EXPECT_FALSE(SplitPublisher({}));
+  std::vector<uint8_t> lying{'a', 'b', 3};  // says 3 publisher bytes, holds 2
+  EXPECT_FALSE(SplitPublisher(lying));
+  std::vector<uint8_t> exact{'a', 'b', 2};  // everything before the byte is the publisher
+  auto split = SplitPublisher(exact);
+  ASSERT_TRUE(split);
+  EXPECT_TRUE(split->payload.empty());
+  EXPECT_EQ(Text(split->publisher), "ab");
 }
 
 }  // namespace
