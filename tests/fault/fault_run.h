@@ -47,6 +47,10 @@ struct FaultRunOptions {
   int publishers = 4;
   int cache_clients = 2;  // puts / gets / deletes on a few keys, checked by porcupine/
   uint32_t shards = 6;
+  // 3, or 1: the same workload and checkers against one broker (a one-member cluster; no
+  // network faults, there is no link between brokers to cut) — cluster-etcd.md §6
+  // "conformance equivalence": a client must not be able to tell how many brokers there are.
+  int brokers = 3;
   int etcd_members = 3;                    // etcd member faults need 3
   std::string dir;                         // where the run writes its files (must exist)
   std::map<std::string, std::string> env;  // added to every broker's environment

@@ -1,4 +1,4 @@
-// Issue 17, first slice: seeded fault runs on three real brokers and a real etcd (fault_run.h).
+// Issue 17: seeded fault runs on three real brokers (and on one) and a real etcd (fault_run.h).
 //
 // SeededNemesisRunKeepsEveryAcknowledgedRecord: the CI run — a fixed seed (FELIX_FAULT_SEED
 // overrides it), a short nemesis phase (FELIX_FAULT_SECONDS, default 15, at least one fault of
@@ -7,7 +7,8 @@
 // in network namespaces and the schedule adds the network faults (isolate, split, one-way, slow
 // link); as root a failure to set that up fails the test. Without root the run uses process faults
 // only and says so in its verdict ("network:"). scripts/fault-run SEED [SECONDS] runs this test
-// with its own seed and length.
+// with its own seed and length. OneBrokerKeepsTheSamePromises: the same run and assertions
+// against one broker (cluster-etcd.md §6, conformance equivalence), its own ctest entry.
 //
 // The checker catches deliberately broken brokers (fault-seam builds only; the same workload,
 // 3 s, no nemesis): TheCheckerCatchesABrokerThatDropsAcknowledgedRecords — every 5th publish
@@ -64,22 +65,18 @@ void Finish(const std::string& dir, bool temporary) {
   }
 }
 
-TEST(FaultRun, SeededNemesisRunKeepsEveryAcknowledgedRecord) {
-  FaultRunOptions options;
-  options.seed = std::stoull(Env("FELIX_FAULT_SEED", std::to_string(kCiSeed)));
-  options.seconds = std::stoi(Env("FELIX_FAULT_SECONDS", "15"));
-  auto [dir, temporary] = RunDir("seed-" + std::to_string(options.seed));
-  options.dir = dir;
-  FaultRunResult result = RunFaults(options);
-  std::cout << "seed " << options.seed << ": " << result.faults.size() << " faults, "
-            << result.duration_ms << " ms, " << result.verdict.acknowledged << " acknowledged, "
-            << result.verdict.failed << " failed, " << result.verdict.indeterminate
-            << " indeterminate, verdict " << (result.verdict.ok() ? "PASS" : "FAIL") << "\n";
-
+// The client-level assertions every seeded run must pass, whatever the number of brokers.
+void ExpectEveryPromiseKept(const FaultRunOptions& options, const FaultRunResult& result) {
+  std::cout << "seed " << options.seed << ", " << options.brokers
+            << " broker(s): " << result.faults.size() << " faults, " << result.duration_ms
+            << " ms, " << result.verdict.acknowledged << " acknowledged, " << result.verdict.failed
+            << " failed, " << result.verdict.indeterminate << " indeterminate, verdict "
+            << (result.verdict.ok() ? "PASS" : "FAIL") << "\n";
   std::cout << "network: " << result.network << "\n";
-  // As root (CI) the run must have used real partitions: a failure to build the namespaces
-  // fails the test rather than quietly falling back. Elsewhere the fallback is in the verdict.
-  if (geteuid() == 0) {
+  // As root (CI) a three-broker run must have used real partitions: a failure to build the
+  // namespaces fails the test rather than quietly falling back. Elsewhere the fallback is in
+  // the verdict.
+  if (geteuid() == 0 && options.brokers == 3) {
     EXPECT_TRUE(result.partitions) << result.network;
   }
   ASSERT_TRUE(result.started) << result.setup_error;
@@ -105,6 +102,32 @@ TEST(FaultRun, SeededNemesisRunKeepsEveryAcknowledgedRecord) {
   EXPECT_GT(result.cache_ops, 0u);
   EXPECT_TRUE(result.cache_checked) << result.cache_report;
   EXPECT_TRUE(result.cache_linearizable) << result.cache_report;
+}
+
+FaultRunOptions SeededOptions(int brokers) {
+  FaultRunOptions options;
+  options.seed = std::stoull(Env("FELIX_FAULT_SEED", std::to_string(kCiSeed)));
+  options.seconds = std::stoi(Env("FELIX_FAULT_SECONDS", "15"));
+  options.brokers = brokers;
+  return options;
+}
+
+TEST(FaultRun, SeededNemesisRunKeepsEveryAcknowledgedRecord) {
+  FaultRunOptions options = SeededOptions(3);
+  auto [dir, temporary] = RunDir("seed-" + std::to_string(options.seed));
+  options.dir = dir;
+  ExpectEveryPromiseKept(options, RunFaults(options));
+  Finish(dir, temporary);
+}
+
+// cluster-etcd.md §6 "conformance equivalence": the same workload, nemesis kinds that apply to
+// one broker (kill, pause, etcd pause and member kills, full disk, EIO, clock step) and the
+// same assertions against a single broker.
+TEST(FaultRun, OneBrokerKeepsTheSamePromises) {
+  FaultRunOptions options = SeededOptions(1);
+  auto [dir, temporary] = RunDir("one-broker-seed-" + std::to_string(options.seed));
+  options.dir = dir;
+  ExpectEveryPromiseKept(options, RunFaults(options));
   Finish(dir, temporary);
 }
 
