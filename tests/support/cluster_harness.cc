@@ -14,6 +14,7 @@
 
 #include <httplib.h>
 
+#include "support/process_state.h"
 #include "transport/x509_gen.h"
 
 namespace felix::testing {
@@ -269,7 +270,7 @@ int ClusterHarness::Stop(int n, std::chrono::milliseconds timeout) {
 }
 
 void ClusterHarness::Pause(int n) {
-  if (node(n).process) kill(node(n).process->pid(), SIGSTOP);
+  if (node(n).process) StopAndWaitStopped(node(n).process->pid());
 }
 
 void ClusterHarness::Resume(int n) {

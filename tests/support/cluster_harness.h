@@ -72,7 +72,7 @@ class ClusterHarness {
   // SIGTERM and wait for exit; the exit code (128+signal when killed by one), -1 on timeout or
   // when not running.
   int Stop(int n, std::chrono::milliseconds timeout = std::chrono::seconds(30));
-  // SIGSTOP / SIGCONT (a hung broker).
+  // SIGSTOP / SIGCONT (a hung broker). Pause returns once every thread is stopped.
   void Pause(int n);
   void Resume(int n);
   bool Running(int n);

@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/process_state.h"
+
 namespace felix::testing {
 
 int FreeLoopbackPort() {
@@ -194,22 +196,7 @@ void EtcdProcess::Stop() {
 }
 
 void EtcdProcess::Pause() {
-  if (!child_) return;
-  kill(child_->pid(), SIGSTOP);
-  // A group stop reaches every thread asynchronously: wait until the kernel reports the
-  // process stopped, so a request sent after Pause() is never served (bounded wait).
-  const std::string stat = "/proc/" + std::to_string(child_->pid()) + "/stat";
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::ifstream in(stat);
-    std::string line;
-    std::getline(in, line);
-    auto close = line.rfind(')');
-    if (close == std::string::npos || close + 2 >= line.size()) break;
-    const char state = line[close + 2];
-    if (state == 'T' || state == 't') break;
-    std::this_thread::yield();
-  }
+  if (child_) StopAndWaitStopped(child_->pid());
 }
 
 void EtcdProcess::Resume() {

@@ -47,7 +47,7 @@ class EtcdProcess {
   std::string other_endpoint() const;
   void Kill();    // SIGKILL and reap
   void Stop();    // SIGTERM and reap
-  void Pause();   // SIGSTOP
+  void Pause();   // SIGSTOP; returns once every thread is stopped
   void Resume();  // SIGCONT
 
   // True when GET /health answers {"health":"true"} within `timeout`.
