@@ -554,7 +554,7 @@ void Run::CheckCache(FaultRunResult& result) {
   }
   std::string checker = felix::testing::BuiltProgram("tests/fault/porcupine-check");
   int status =
-      RunShell("'" + checker + "' -timeout 20s -html '" + options_.dir + "' '" + path + "'",
+      RunShell("'" + checker + "' -timeout 60s -html '" + options_.dir + "' '" + path + "'",
                &result.cache_report);
   result.cache_checked = status == 0 || status == 1;
   result.cache_linearizable = status == 0;
