@@ -4,7 +4,8 @@ client-protocol.md §7: with durable storage the reference broker advertises, be
 CONSUMER_GROUP | GROUP_CONSUMER | GROUP_DEAD_LETTERS, GROUP_SKIPPED (`skipped_before` on group
 records), GROUP_PUBLISHER (`publisher`, only if stored: this broker runs with
 FELIX_RECORD_PUBLISHERS=true, so each record keeps its token's `sub`) and RECORD_TIMESTAMPS
-(`timestamp_micros` on group records, and `offset_for_time`).
+(`timestamp_micros` on group records, and `offset_for_time`); and GROUP_ADMIN and
+GROUP_CLAIM_CONTROL (seek, describe, delete; visibility, extend, dead letter).
 
 The reference client reads `skipped_before` (GroupRecord.skipped_before): records retention
 removed before the group reached them are reported on the record above the hole. Timestamps,
@@ -26,6 +27,7 @@ DEADLINE = 30.0
 ERROR_CODES, UNSUPPORTED = 0x0800, 0x2000
 GROUP_SKIPPED, GROUP_PUBLISHER, RECORD_TIMESTAMPS = 0x0040_0000, 0x0080_0000, 0x0400_0000
 GROUP_BITS = GROUP_SKIPPED | GROUP_PUBLISHER | RECORD_TIMESTAMPS
+GROUP_ADMIN, GROUP_CLAIM_CONTROL = 0x0100_0000, 0x0800_0000
 ALL_FLAGS = 0x7FFF & ~0x0100
 RECORDS = 240  # ~140 bytes each on disk: many 4 KiB segments, far over the 8 KiB bound
 
@@ -156,6 +158,61 @@ def offset_for_time_answers_and_refusals(broker):
     assert ended == "fin", ended
 
 
+def group_admin_and_claim_control(broker):
+    """GROUP_ADMIN (group_seek, group_describe, group_delete) and GROUP_CLAIM_CONTROL
+    (visibility_ms on a poll, group_extend naming the delivery, group_dead_letter) through raw
+    frames: 0.6.2's Python API has no call for them."""
+    broker.create_stream("admin")
+    with broker.client() as client:
+        for i in range(3):
+            assert client.publish(T, NS, "admin", b"a%d" % i) == i
+    scope = {"tenant_id": T, "namespace": NS, "stream": "admin", "shard": 0, "group": "ops"}
+
+    async def probe():
+        async with Session(broker.quic, ["felix/1"], broker.ca_file) as p:
+            sid = p.open_stream()
+            p.send(sid, frame({"type": "auth", "tenant_id": T, "token": broker.all_token(),
+                               "client_flags": ALL_FLAGS,
+                               "client_features": ERROR_CODES | GROUP_ADMIN | GROUP_CLAIM_CONTROL}))
+            ok = await p.read_json(sid)
+            out = {}
+            steps = [
+                ("seek", dict(scope, type="group_seek", start="earliest", request_id=1)),
+                ("poll", dict(scope, type="group_poll", max_records=2, wait_ms=0,
+                              visibility_ms=60000, request_id=2)),
+                ("extend", dict(scope, type="group_extend", offset=0, attempts=1,
+                                extend_ms=30000, request_id=3)),
+                ("stale", dict(scope, type="group_extend", offset=0, attempts=7,
+                               extend_ms=30000, request_id=4)),
+                ("dead", dict(scope, type="group_dead_letter", offset=1, request_id=5)),
+                ("describe", dict(scope, type="group_describe", request_id=6)),
+                ("delete", dict(scope, type="group_delete", request_id=7)),
+                ("gone", dict(scope, type="group_describe", request_id=8)),
+            ]
+            for name, message in steps:
+                p.send(sid, frame(message))
+                out[name] = await p.read_json(sid)
+            return ok, out
+    ok, out = asyncio.run(probe())
+    wanted = GROUP_ADMIN | GROUP_CLAIM_CONTROL
+    assert ok["server_features"] & wanted == wanted, hex(ok["server_features"])
+    assert out["seek"]["type"] == "group_position" and out["seek"]["request_id"] == 1, out["seek"]
+    assert [r["offset"] for r in out["poll"]["records"]] == [0, 1], out["poll"]
+    assert out["extend"]["type"] == "group_extended", out["extend"]
+    assert out["extend"]["visible_ms"] > 0 and out["extend"]["request_id"] == 3, out["extend"]
+    # Naming a delivery that is not the current claim: refused stale_claim (fatal).
+    assert (out["stale"]["type"], out["stale"]["code"]) == ("error", "stale_claim"), out["stale"]
+    assert out["dead"]["type"] == "cache_ok" and out["dead"]["request_id"] == 5, out["dead"]
+    info = out["describe"]
+    assert info["type"] == "group_info" and info["dead_letters"] == 1, info
+    assert (info["committed"], info["tail"]) == (0, 3), info  # offset 0 still claimed
+    assert out["delete"] == {"type": "group_deleted", "existed": True, "request_id": 7}, \
+        out["delete"]
+    # After the delete: no cursor (no `committed`), nothing in flight, no dead letters.
+    assert out["gone"] == {"type": "group_info", "tail": 3, "in_flight": 0, "owed": 0,
+                           "dead_letters": 0, "request_id": 8}, out["gone"]
+
+
 if __name__ == "__main__":
     run(lambda: Broker({"FELIX_ACK_ON_COMMIT": "true",
                         "FELIX_RECORD_PUBLISHERS": "true",
@@ -165,4 +222,5 @@ if __name__ == "__main__":
         reference_client_reads_skipped_before_after_retention,
         optional_record_fields_only_to_offerers,
         offset_for_time_answers_and_refusals,
+        group_admin_and_claim_control,
     ])

@@ -3,10 +3,14 @@
 ALPN matrix on both ports (client-protocol.md §1.1, spec README rule 3), FLX1 bytes on the
 internal port, the legacy `auth` answer (vector V7), and the wire answers the reference
 Python client cannot be made to show: `unsupported` keeping request_id/extension, acks at
-enqueue (no offset) vs. after commit, the pipelining window and ordered answers.
+enqueue (no offset) vs. after commit, the pipelining window and ordered answers, and the
+feature bits 0.6.2's API has no call for (client-protocol.md §7): SHARD_OWNERS, CACHE_SHARDS,
+IDEMPOTENT_PRODUCER with SEQUENCE_REUSED, SHARD_MOVED advertised.
 """
 
 import asyncio
+import base64
+import json
 import struct
 
 from harness import Broker, run
@@ -16,6 +20,8 @@ V7 = bytes.fromhex("464c5831000100000000000d7b2274797065223a226f6b227d")
 V16_REQ7 = bytes.fromhex("464c5831000100100000000b0000000000000000070000")
 ERROR_CODES, UNSUPPORTED, PIPELINE = 0x0800, 0x2000, 0x8000
 STREAM_WINDOW, ACK_ON_COMMIT = 0x2_0000, 0x8_0000
+IDEMPOTENT, CACHE_SHARDS, SHARD_MOVED, SEQUENCE_REUSED = 0x0200, 0x0400, 0x1000, 0x4000
+SHARD_OWNERS = 0x4_0000
 ALL_FLAGS = 0x7FFF & ~0x0100  # every flag but the idempotent publish
 
 
@@ -155,6 +161,80 @@ def pipelining_grants_the_window_and_orders_answers(broker):
     assert answers == [(0, 1, "", 0), (1, 2, "stream not found", None)], answers
 
 
+def shard_owners_and_cache_shards(broker):
+    broker.create_stream("owned", durable=False, shards=3)
+    broker.create_cache("three", shards=3)
+
+    async def probe():
+        async with Session(broker.quic, ["felix/1"], broker.ca_file) as p:
+            sid = p.open_stream()
+            p.send(sid, auth(broker, flags=ALL_FLAGS, features=ERROR_CODES))
+            ok = await p.read_json(sid)
+            ask = {"type": "shard_owners", "tenant_id": "default", "namespace": "default",
+                   "kind": "stream"}
+            p.send(sid, frame(dict(ask, name="owned", request_id=5)))
+            _, owned, _ = await p.read_frame(sid)
+            p.send(sid, frame(dict(ask, name="unknown", request_id=6)))
+            unknown = await p.read_json(sid)
+            p.send(sid, frame({"type": "cache_shards", "tenant_id": "default",
+                               "namespace": "default", "cache": "three", "request_id": 7}))
+            three = await p.read_json(sid)
+            p.send(sid, frame({"type": "cache_shards", "tenant_id": "default",
+                               "namespace": "default", "cache": "nope", "request_id": 8}))
+            nope = await p.read_json(sid)
+            return ok, owned, unknown, three, nope
+    ok, owned, unknown, three, nope = asyncio.run(probe())
+    wanted = SHARD_OWNERS | CACHE_SHARDS | SHARD_MOVED
+    assert ok["server_features"] & wanted == wanted, hex(ok["server_features"])
+    # A standalone broker owns every shard at generation 0 and names no address.
+    assert owned == (b'{"type":"shard_owners_view","owners":[{"shard":0,"generation":0},'
+                     b'{"shard":1,"generation":0},{"shard":2,"generation":0}],'
+                     b'"request_id":5}'), owned
+    assert (unknown["owners"], unknown["request_id"]) == ([], 6), unknown
+    assert (three["type"], three["shards"], three["request_id"]) == ("cache_shards_view", 3, 7), \
+        three
+    assert (nope["shards"], nope["request_id"]) == (0, 8), nope  # 0 = unknown cache
+
+
+def idempotent_producer_resends_get_the_original_offsets(broker):
+    broker.create_stream("exactly")
+
+    def publish(request_id, producer, sequence, payloads):
+        return frame({"type": "publish_idempotent", "tenant_id": "default",
+                      "namespace": "default", "stream": "exactly",
+                      "payloads": [base64.b64encode(x).decode() for x in payloads],
+                      "request_id": request_id, "producer_id": producer, "sequence": sequence})
+
+    async def probe():
+        async with Session(broker.quic, ["felix/1"], broker.ca_file) as p:
+            sid = p.open_stream()
+            p.send(sid, auth(broker, flags=ALL_FLAGS,
+                             features=ERROR_CODES | IDEMPOTENT | SEQUENCE_REUSED))
+            ok = await p.read_json(sid)
+            p.send(sid, frame({"type": "producer_init", "request_id": 1}))
+            init = await p.read_json(sid)
+            producer = init["producer_id"]
+            answers = []
+            for request_id, sequence, payloads in [(2, 0, [b"a", b"b"]), (3, 0, [b"a", b"b"]),
+                                                   (4, 0, [b"x"]), (5, 1, [b"c"])]:
+                p.send(sid, publish(request_id, producer, sequence, payloads))
+                answers.append(await p.read_json(sid))
+            return ok, init, answers
+    ok, init, answers = asyncio.run(probe())
+    assert ok["server_features"] & (IDEMPOTENT | SEQUENCE_REUSED) == IDEMPOTENT | SEQUENCE_REUSED
+    assert (init["type"], init["request_id"]) == ("producer_init_ok", 1), init
+    assert init["producer_id"] != 0, init
+    first, resend, reused, next_one = answers
+    assert (first["type"], first["offset"], first["request_id"]) == ("publish_ok", 0, 2), first
+    # The same batch again: the original offset, nothing appended.
+    assert (resend["type"], resend["offset"], resend["request_id"]) == ("publish_ok", 0, 3), \
+        resend
+    # The same sequence with other payloads: refused as reused (SEQUENCE_REUSED offered).
+    assert reused["type"] == "publish_refused" and reused["request_id"] == 4, reused
+    assert "sequence_reused" in json.dumps(reused), reused
+    assert (next_one["type"], next_one["offset"]) == ("publish_ok", 2), next_one
+
+
 if __name__ == "__main__":
     run(lambda: Broker(name="probes"), [
         alpn_matrix_on_both_ports,
@@ -163,4 +243,6 @@ if __name__ == "__main__":
         unsupported_keeps_request_id_and_extension,
         acks_at_enqueue_carry_no_offset_and_commit_acks_do,
         pipelining_grants_the_window_and_orders_answers,
+        shard_owners_and_cache_shards,
+        idempotent_producer_resends_get_the_original_offsets,
     ])
