@@ -129,7 +129,7 @@ std::variant<ForwardCacheHandler::Proceed, ForwardAnswer> ForwardCacheHandler::D
   if (auto* refusal = std::get_if<ForwardAnswer>(&command)) return std::move(*refusal);
   auto& cmd = std::get<CacheCommand>(command);
   // The owner's decision rests on the client's authority, not on the forwarder's honesty.
-  auto context = VerifyForwardCredential(catalog_, ref.tenant, request.credential);
+  auto context = VerifyForwardCredential(catalog_, credentials_, ref.tenant, request.credential);
   if (auto* refusal = std::get_if<ForwardAnswer>(&context)) return std::move(*refusal);
   auth::Action action = broker::CacheActionOf(cmd.op);
   if (const char* refusal =

@@ -70,6 +70,8 @@ class ForwardCacheHandler {
   const Options options_;
   broker::ShardResolver& resolver_;
   const catalog::Catalog& catalog_;
+  // Tokens already verified (a cache: the decision methods are const).
+  mutable VerifiedCredentials credentials_;
   MetricsRegistry& metrics_;
 };
 

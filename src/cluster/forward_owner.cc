@@ -94,13 +94,13 @@ std::optional<ForwardAnswer> GenerationRefusal(const ForwardOwnerOptions& option
 }
 
 std::variant<auth::AuthContext, ForwardAnswer> VerifyForwardCredential(
-    const catalog::Catalog& catalog, std::string_view tenant,
+    const catalog::Catalog& catalog, VerifiedCredentials& verified, std::string_view tenant,
     std::optional<std::string_view> credential) {
   if (!credential || credential->empty()) {
     return ForwardAnswer::Error(flxi::ErrorCode::kUnauthorized,
                                 "a forward must carry the client's credential");
   }
-  auto context = catalog::VerifyClientToken(catalog, tenant, *credential, auth::NowUnixSeconds());
+  auto context = verified.Verify(catalog, tenant, *credential, auth::NowUnixSeconds());
   if (!context) {
     return ForwardAnswer::Error(flxi::ErrorCode::kUnauthorized,
                                 "credential refused: " + context.error().ToString());

@@ -18,6 +18,7 @@
 #include "broker/shard_resolver.h"
 #include "catalog/catalog.h"
 #include "cluster/peer_server.h"
+#include "cluster/verified_credentials.h"
 #include "common/metrics.h"
 #include "common/result.h"
 #include "wire/flxi/flxi.h"
@@ -71,9 +72,10 @@ std::optional<ForwardAnswer> GenerationRefusal(const ForwardOwnerOptions& option
                                                uint64_t route_generation, uint64_t requested);
 
 // The client's token verified as a direct `auth` is (catalog::VerifyClientToken, the tenant the
-// shard names): its context, or the Unauthorized answer (missing or not verifying).
+// shard names; a token `verified` already holds answers without the crypto): its context, or
+// the Unauthorized answer (missing or not verifying).
 std::variant<auth::AuthContext, ForwardAnswer> VerifyForwardCredential(
-    const catalog::Catalog& catalog, std::string_view tenant,
+    const catalog::Catalog& catalog, VerifiedCredentials& verified, std::string_view tenant,
     std::optional<std::string_view> credential);
 
 // felix_forward_received_total{kind, outcome}: one forwarded request answered as owner.

@@ -30,7 +30,7 @@ std::variant<broker::LocalStreamShard, ForwardAnswer> ForwardPublishHandler::Dec
                       : std::get<broker::LocalStreamShard>(resolved).generation.value();
   if (auto refusal = GenerationRefusal(options_, remote, g, ref.generation)) return *refusal;
   // The owner's decision rests on the client's authority, not on the forwarder's honesty.
-  auto context = VerifyForwardCredential(catalog_, ref.tenant, request.credential);
+  auto context = VerifyForwardCredential(catalog_, credentials_, ref.tenant, request.credential);
   if (auto* refusal = std::get_if<ForwardAnswer>(&context)) return std::move(*refusal);
   if (const char* refusal = broker::AuthorizationRefusal(std::get<auth::AuthContext>(context),
                                                          auth::Action::kStreamPublish, ref.tenant,

@@ -73,6 +73,8 @@ class ForwardPublishHandler {
   const Options options_;
   broker::ShardResolver& resolver_;
   const catalog::Catalog& catalog_;
+  // Tokens already verified (a cache: the decision methods are const).
+  mutable VerifiedCredentials credentials_;
   MetricsRegistry& metrics_;
 };
 

@@ -1,0 +1,48 @@
+#include "cluster/verified_credentials.h"
+
+#include "catalog/verify.h"
+
+namespace felix::cluster {
+
+auth::AuthResult<auth::AuthContext> VerifiedCredentials::Verify(const catalog::Catalog& catalog,
+                                                                std::string_view tenant,
+                                                                std::string_view token,
+                                                                int64_t now_unix_seconds) {
+  std::string key;
+  key.reserve(tenant.size() + 1 + token.size());
+  key.append(tenant).push_back('\0');
+  key.append(token);
+  // The keys the tenant has now (empty once it is gone): an entry answers only for the same.
+  std::vector<auth::VerifyingKey> keys = catalog.Snapshot()->VerifyingKeys(tenant);
+  {
+    MutexLock lock(mu_);
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      const Entry& e = it->second;
+      if (!keys.empty() && e.keys == keys && now_unix_seconds < e.context->expires_at) {
+        ++reused_;
+        return *e.context;
+      }
+      entries_.erase(it);  // expired or the keys changed: verify again below
+    }
+  }
+  auto context = catalog::VerifyClientToken(catalog, tenant, token, now_unix_seconds);
+  MutexLock lock(mu_);
+  ++verified_;
+  if (!context || keys.empty()) return context;
+  if (entries_.size() >= capacity_) entries_.clear();
+  entries_.insert_or_assign(
+      std::move(key), Entry{std::make_shared<const auth::AuthContext>(*context), std::move(keys)});
+  return context;
+}
+
+uint64_t VerifiedCredentials::verified() const {
+  MutexLock lock(mu_);
+  return verified_;
+}
+
+uint64_t VerifiedCredentials::reused() const {
+  MutexLock lock(mu_);
+  return reused_;
+}
+
+}  // namespace felix::cluster

@@ -1,0 +1,58 @@
+// VerifiedCredentials: the client tokens the owner of forwarded requests already verified.
+//
+// Every forward carries the client's token and the owner checks it as a direct `auth` would
+// (kinds 22/23: the owner's check is what must hold). Verifying is a JSON parse and an Ed25519
+// signature check, which a direct client pays once per stream but a forward paid per request
+// (30 % of an owner's CPU per forwarded publish, docs/benchmarks.md). This table lets a token
+// verified once answer again without the crypto, and only while both hold:
+//   - the clock is before the token's `exp` (no leeway: the leeway window re-verifies), and
+//   - the tenant's verifying keys are exactly those it was verified with (a key added, removed
+//     or rotated, or the tenant deleted, re-verifies, and a removed key refuses).
+// Refusals are never remembered. Bounded: at most `capacity` tokens; a full table is emptied.
+//
+// Threading: any thread (one mutex); the verification itself runs outside it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "auth/keys.h"
+#include "auth/token.h"
+#include "catalog/catalog.h"
+#include "common/mutex.h"
+
+namespace felix::cluster {
+
+class VerifiedCredentials {
+ public:
+  explicit VerifiedCredentials(size_t capacity = 4096) : capacity_(capacity) {}
+
+  // As catalog::VerifyClientToken(catalog, tenant, token, now), from the table when it may be.
+  auth::AuthResult<auth::AuthContext> Verify(const catalog::Catalog& catalog,
+                                             std::string_view tenant, std::string_view token,
+                                             int64_t now_unix_seconds);
+
+  // Verifications done (misses) and answers from the table (hits), for tests and metrics.
+  uint64_t verified() const;
+  uint64_t reused() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const auth::AuthContext> context;
+    std::vector<auth::VerifyingKey> keys;  // the tenant's keys it was verified with
+  };
+
+  const size_t capacity_;
+  mutable Mutex mu_;
+  // Key: tenant, NUL, token.
+  std::unordered_map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  uint64_t verified_ GUARDED_BY(mu_) = 0;
+  uint64_t reused_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace felix::cluster
