@@ -125,6 +125,10 @@ TEST(FaultRun, SeededNemesisRunKeepsEveryAcknowledgedRecord) {
 // same assertions against a single broker.
 TEST(FaultRun, OneBrokerKeepsTheSamePromises) {
   FaultRunOptions options = SeededOptions(1);
+  // With one broker every fault hits the cache's only owner, and two cache clients' overlapping
+  // indeterminate writes left Porcupine undecided within its 60 s per key (seed 1717: a key of
+  // ~850 ops); one cache client keeps the check decidable. The three-broker run keeps two.
+  options.cache_clients = 1;
   auto [dir, temporary] = RunDir("one-broker-seed-" + std::to_string(options.seed));
   options.dir = dir;
   ExpectEveryPromiseKept(options, RunFaults(options));
