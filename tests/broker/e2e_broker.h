@@ -29,6 +29,16 @@ namespace felix::broker::e2e {
 
 namespace flx1 = felix::wire::flx1;
 
+// A subscribe to `stream` of tenant and namespace "default" from its earliest record.
+inline flx1::Subscribe SubscribeEarliest(const std::string& stream) {
+  flx1::Subscribe subscribe;
+  subscribe.tenant_id = "default";
+  subscribe.namespace_ = "default";
+  subscribe.stream = stream;
+  subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
+  return subscribe;
+}
+
 // Waits (bounded, 30 s by default) until `condition` holds: for what runs on its own schedule
 // (retention timers, metrics).
 inline bool WaitFor(const std::function<bool()>& condition,

@@ -41,16 +41,6 @@ flx1::OffsetForTime AtTime(const std::string& stream, uint64_t at_micros, uint64
   return request;
 }
 
-// A subscribe to `stream` of tenant and namespace "default" from its earliest record.
-flx1::Subscribe FromEarliest(const std::string& stream) {
-  flx1::Subscribe subscribe;
-  subscribe.tenant_id = "default";
-  subscribe.namespace_ = "default";
-  subscribe.stream = stream;
-  subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
-  return subscribe;
-}
-
 // The JSON text of the next frame (empty when none came).
 std::string NextJson(TestStream& s) {
   auto bytes = s.ReadFrameBytes();
@@ -110,7 +100,7 @@ TEST_F(GroupBitsE2E, SkippedAndTimestampsOnlyToOfferers) {
 
   // The oldest retained offset, as a subscriber starting at earliest sees it.
   auto sub = Authed(*client, token);
-  sub->SendMessage(FromEarliest("events"));
+  sub->SendMessage(SubscribeEarliest("events"));
   auto subscribed = sub->Read<flx1::Subscribed>();
   ASSERT_TRUE(subscribed && subscribed->start_offset);
   const uint64_t oldest = *subscribed->start_offset;
@@ -255,7 +245,7 @@ TEST(GroupBitsPublishersE2E, StoredPublishersReachOnlyOfferersAndSurviveARestart
     auto s = c.OpenStream();
     s->SendMessage(AuthMessage("default", token, flags, kDefaultFeatures));
     EXPECT_TRUE(s->Read<flx1::AuthOk>());
-    s->SendMessage(FromEarliest("signed"));
+    s->SendMessage(SubscribeEarliest("signed"));
     auto events = c.AcceptEventStream();
     EXPECT_TRUE(events && events->Read<flx1::EventStreamHello>());
     std::vector<std::pair<std::optional<std::string>, std::string>> seen;

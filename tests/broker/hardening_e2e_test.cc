@@ -61,15 +61,6 @@ void PublishRecords(Broker& broker, const std::string& stream, int count, size_t
   }
 }
 
-flx1::Subscribe SubscribeEarliest(const std::string& stream) {
-  flx1::Subscribe subscribe;
-  subscribe.tenant_id = "default";
-  subscribe.namespace_ = "default";
-  subscribe.stream = stream;
-  subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
-  return subscribe;
-}
-
 // ---- Item 1: a corrupt record in a sealed segment ends the subscription with an error ----
 
 TEST(Hardening, CorruptRecordInSealedSegmentEndsSubscriptionNamingOffsetAndFile) {
