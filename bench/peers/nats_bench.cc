@@ -45,8 +45,10 @@ int Fail(const char* what, natsStatus s) {
   return 1;
 }
 
-// Creates (again, empty) the JetStream stream `name` on `subject`, file or memory storage.
-natsStatus RecreateStream(jsCtx* js, const char* name, const char* subject, bool durable) {
+// Creates (again, empty) the JetStream stream `name` on `subject`, file or memory storage,
+// with `replicas` copies (a clustered JetStream acknowledges once a majority holds a message).
+natsStatus RecreateStream(jsCtx* js, const char* name, const char* subject, bool durable,
+                          int replicas) {
   jsErrCode jerr = static_cast<jsErrCode>(0);
   js_DeleteStream(js, name, nullptr, &jerr);
   jsStreamConfig sc;
@@ -56,6 +58,7 @@ natsStatus RecreateStream(jsCtx* js, const char* name, const char* subject, bool
   sc.Subjects = subjects;
   sc.SubjectsLen = 1;
   sc.Storage = durable ? js_FileStorage : js_MemoryStorage;
+  sc.Replicas = replicas;
   jsStreamInfo* si = nullptr;
   natsStatus s = js_AddStream(&si, js, &sc, nullptr, &jerr);
   if (s == NATS_OK) jsStreamInfo_Destroy(si);
@@ -72,7 +75,7 @@ int RunQueue(const std::string& url, const felix::bench::Workload& w) {
   jsOptions_Init(&jo);
   jo.PublishAsync.MaxPending = 256;
   if ((s = natsConnection_JetStream(&js, nc, &jo)) != NATS_OK) return Fail("jetstream", s);
-  if ((s = RecreateStream(js, "BENCHQ", subject, w.durable)) != NATS_OK) {
+  if ((s = RecreateStream(js, "BENCHQ", subject, w.durable, 1)) != NATS_OK) {
     return Fail("add stream", s);
   }
   jsErrCode jerr = static_cast<jsErrCode>(0);
@@ -157,7 +160,10 @@ int main(int argc, char** argv) {
   felix::bench::Workload w;
   std::string url = "nats://127.0.0.1:4222";
   bool queue = false;
-  app.add_option("--url", url, "NATS server");
+  int replicas = 1;
+  app.add_option("--url", url, "NATS server (a cluster: comma-separated URLs)");
+  app.add_option("--replicas", replicas, "JetStream stream replicas (1, 3 on a 3-server cluster)")
+      ->check(CLI::Range(1, 5));
   app.add_flag("--queue", queue, "queue drain mode (pull consumer, fetch --batch, ack each)");
   felix::bench::AddWorkloadOptions(app, w);
   CLI11_PARSE(app, argc, argv);
@@ -174,7 +180,7 @@ int main(int argc, char** argv) {
     jsOptions_Init(&jo);
     jo.PublishAsync.MaxPending = std::max<uint32_t>(w.batch, 1);
     if ((s = natsConnection_JetStream(&js, nc, &jo)) != NATS_OK) return Fail("jetstream", s);
-    if ((s = RecreateStream(js, "BENCH", subject, w.durable)) != NATS_OK) {
+    if ((s = RecreateStream(js, "BENCH", subject, w.durable, replicas)) != NATS_OK) {
       return Fail("add stream", s);
     }
   }

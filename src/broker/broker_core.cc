@@ -275,7 +275,8 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
   if (open.store && stream.consistency == catalog::Consistency::kQuorum &&
       options_.gate_quorum_shard) {
     std::weak_ptr<StreamShard> weak = open.shard;
-    auto advance = [weak, &executor](uint64_t offset) {
+    auto advance = [weak, &executor](storage::LogKind log, uint64_t offset) {
+      if (log != storage::LogKind::kStream) return;
       executor.Post([weak, offset] {
         if (auto shard = weak.lock()) shard->AdvanceCommit(offset);
       });
@@ -428,6 +429,27 @@ Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint3
   open.cache = std::make_shared<CacheShard>(id, executor, std::move(cache_log),
                                             std::move(counter_log), std::move(cache_options));
   if (auto opened = open.cache->Open(); !opened) return tl::unexpected(opened.error());
+  if (open.store && cache.consistency == catalog::Consistency::kQuorum &&
+      options_.gate_quorum_shard) {
+    std::weak_ptr<CacheShard> weak = open.cache;
+    auto advance = [weak, &executor](storage::LogKind log, uint64_t offset) {
+      if (log != storage::LogKind::kCache && log != storage::LogKind::kCounters) return;
+      executor.Post([weak, log, offset] {
+        auto shard = weak.lock();
+        if (!shard) return;
+        if (log == storage::LogKind::kCache) {
+          shard->AdvanceCacheCommit(offset);
+        } else {
+          shard->AdvanceCounterCommit(offset);
+        }
+      });
+    };
+    if (options_.gate_quorum_shard(id, std::move(advance))) {
+      open.cache->InstallCommitGates(options_.commit_gate);
+      spdlog::info("cache shard {} acknowledges behind a replica majority (Quorum, timeout {} ms)",
+                   id.ToString(), options_.commit_gate.timeout.count());
+    }
+  }
   return OpenedCache{open.cache};
 }
 

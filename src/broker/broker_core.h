@@ -81,14 +81,15 @@ struct BrokerCoreOptions {
   // counters (felix_broker_publish_quorum_failed_total).
   CommitGateOptions commit_gate;
   // Cluster mode (replication.md §8.2–8.4): asked on the opener thread, before a durable
-  // `Quorum` stream shard serves anything (after its store opened, before
-  // on_shard_store_opened), whether its publishes wait for a replica majority. True installs the
-  // shard's commit gate (commit_gate.h); `advance` (any thread; posts to the shard's executor;
-  // does nothing once the shard is gone) then moves its commit offset — the replication leader
-  // calls it with the stream log's mark. False or unset: the shard acknowledges after its own
-  // commit (replication factor 1: the leader alone is the majority). Never call back into the
-  // core from it.
-  std::function<bool(const ShardId&, std::function<void(uint64_t)> advance)> gate_quorum_shard;
+  // `Quorum` stream or cache shard serves anything (after its store opened, before
+  // on_shard_store_opened), whether its writes wait for a replica majority. True installs the
+  // shard's commit gates (commit_gate.h; a cache has one per log); `advance` (any thread; posts
+  // to the shard's executor; does nothing once the shard is gone) then moves a log's commit
+  // offset — the replication leader calls it with each log's mark (logs without a gate are
+  // ignored). False or unset: the shard acknowledges after its own commit (replication factor
+  // 1: the leader alone is the majority). Never call back into the core from it.
+  using CommitAdvance = std::function<void(storage::LogKind log, uint64_t commit)>;
+  std::function<bool(const ShardId&, CommitAdvance advance)> gate_quorum_shard;
   // Cluster mode (optional; must outlive the core): who serves each shard — the one place that
   // decides it (shard_router.h) — and this node's id. A shard opens only while the router
   // names this broker its leader, at that generation G: a durable shard's store accepts G

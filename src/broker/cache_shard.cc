@@ -190,7 +190,8 @@ void CacheShard::ApplyCounter(const CounterRecord& record, uint64_t offset, uint
 }
 
 void CacheShard::Append(LogId which, std::vector<std::vector<uint8_t>> records,
-                        std::function<void(Result<uint64_t>)> done) {
+                        std::function<void(Result<uint64_t>)> settle,
+                        std::function<void(const Error&)> early) {
   LogState& state = State(which);
   auto owner = std::make_shared<std::vector<std::vector<uint8_t>>>(std::move(records));
   auto batch = std::make_shared<PayloadBatch>();
@@ -198,21 +199,63 @@ void CacheShard::Append(LogId which, std::vector<std::vector<uint8_t>> records,
   batch->owner = owner;
   batch->timestamp_micros = Now() * 1000;
   ++state.pending;
-  state.log->Append(
-      *batch, [this, which, batch, done = std::move(done)](Result<uint64_t> result) mutable {
-        executor_.Post(
-            [this, which, batch, done = std::move(done), result = std::move(result)]() mutable {
-              LogState& st = State(which);
-              --st.pending;
-              done(std::move(result));
-              if (st.pending == 0 && st.compacting && st.resume_when_idle) {
-                st.resume_when_idle = false;
-                CompactRound(which);
-              }
-              MaybeCompact(which);
-            });
-      });
+  state.log->Append(*batch, [this, which, batch, settle = std::move(settle),
+                             early = std::move(early)](Result<uint64_t> result) mutable {
+    executor_.Post([this, which, batch, settle = std::move(settle), early = std::move(early),
+                    result = std::move(result)]() mutable {
+      CommitGate* gate = Gate(which);
+      if (gate == nullptr || !result) return Settle(which, settle, std::move(result));
+      // Quorum: applied and answered once a majority holds it. The gate runs exactly one of
+      // the two callbacks with the release (`late` after a timeout answered through `early`).
+      auto shared = std::make_shared<std::function<void(Result<uint64_t>)>>(std::move(settle));
+      gate->Hold(
+          batch, *result,
+          [this, which, shared, early = std::move(early)](Result<uint64_t> r) {
+            if (!r && r.error().code == ErrorCode::kTimeout) {
+              // Outcome unknown: answered now (if anyone waits), settled when covered.
+              if (early) early(r.error());
+              return;
+            }
+            Settle(which, *shared, std::move(r));
+          },
+          [this, which, shared](Result<uint64_t> r) { Settle(which, *shared, std::move(r)); });
+    });
+  });
 }
+
+void CacheShard::Settle(LogId which, const std::function<void(Result<uint64_t>)>& settle,
+                        Result<uint64_t> result) {
+  LogState& st = State(which);
+  --st.pending;
+  settle(std::move(result));
+  if (st.pending == 0 && st.compacting && st.resume_when_idle) {
+    st.resume_when_idle = false;
+    CompactRound(which);
+  }
+  MaybeCompact(which);
+}
+
+namespace {
+
+// A gated write may be answered twice (the timeout, then its late settling): only the first
+// answer goes out.
+template <class T>
+std::function<void(Result<T>)> AnswerOnce(std::function<void(Result<T>)> done) {
+  auto cell = std::make_shared<std::function<void(Result<T>)>>(std::move(done));
+  return [cell](Result<T> r) {
+    if (!*cell) return;
+    auto f = std::move(*cell);
+    *cell = nullptr;
+    f(std::move(r));
+  };
+}
+
+template <class T>
+std::function<void(const Error&)> EarlyAnswer(const std::function<void(Result<T>)>& done) {
+  return [done](const Error& e) { done(tl::unexpected(e)); };
+}
+
+}  // namespace
 
 void CacheShard::Put(std::string key, std::string value, std::optional<uint64_t> ttl_ms,
                      PutDone done) {
@@ -227,16 +270,23 @@ void CacheShard::Put(std::string key, std::string value, std::optional<uint64_t>
   std::vector<std::vector<uint8_t>> records;
   records.push_back(EncodeCacheRecord(record));
   ++pending_keys_[key];
-  Append(LogId::kCache, std::move(records),
-         [this, key = std::move(key), expires_at, value = std::move(value),
-          done = std::move(done)](Result<uint64_t> offset) {
-           ReleaseKey(pending_keys_, key);
-           if (!offset) return done(tl::unexpected(offset.error()));
-           CacheRecord applied{CacheRecord::Op::kPut, expires_at, std::nullopt, key, Bytes(value)};
-           ApplyCache(applied, *offset, kCacheRecordHeaderBytes + key.size() + value.size());
-           NotifyWatchers(key, &value, *offset, expires_at);
-           done({});
-         });
+  std::function<void(const Error&)> early;
+  if (gated()) {
+    done = AnswerOnce(std::move(done));
+    early = EarlyAnswer(done);
+  }
+  Append(
+      LogId::kCache, std::move(records),
+      [this, key = std::move(key), expires_at, value = std::move(value),
+       done = std::move(done)](Result<uint64_t> offset) {
+        ReleaseKey(pending_keys_, key);
+        if (!offset) return done(tl::unexpected(offset.error()));
+        CacheRecord applied{CacheRecord::Op::kPut, expires_at, std::nullopt, key, Bytes(value)};
+        ApplyCache(applied, *offset, kCacheRecordHeaderBytes + key.size() + value.size());
+        NotifyWatchers(key, &value, *offset, expires_at);
+        done({});
+      },
+      std::move(early));
 }
 
 std::optional<std::string> CacheShard::Get(const std::string& key) {
@@ -284,16 +334,23 @@ void CacheShard::Delete(std::string key, ValueDone done) {
   std::vector<std::vector<uint8_t>> records;
   records.push_back(EncodeCacheRecord(record));
   ++pending_keys_[key];
-  Append(LogId::kCache, std::move(records),
-         [this, key = std::move(key), live_value, done = std::move(done)](Result<uint64_t> offset) {
-           ReleaseKey(pending_keys_, key);
-           if (!offset) return done(tl::unexpected(offset.error()));
-           auto removed = live_value(key);
-           ApplyCache(CacheRecord{CacheRecord::Op::kDelete, 0, std::nullopt, key, {}}, *offset,
-                      kCacheRecordHeaderBytes + key.size());
-           NotifyWatchers(key, nullptr, *offset, 0);
-           done(std::move(removed));
-         });
+  std::function<void(const Error&)> early;
+  if (gated()) {
+    done = AnswerOnce(std::move(done));
+    early = EarlyAnswer(done);
+  }
+  Append(
+      LogId::kCache, std::move(records),
+      [this, key = std::move(key), live_value, done = std::move(done)](Result<uint64_t> offset) {
+        ReleaseKey(pending_keys_, key);
+        if (!offset) return done(tl::unexpected(offset.error()));
+        auto removed = live_value(key);
+        ApplyCache(CacheRecord{CacheRecord::Op::kDelete, 0, std::nullopt, key, {}}, *offset,
+                   kCacheRecordHeaderBytes + key.size());
+        NotifyWatchers(key, nullptr, *offset, 0);
+        done(std::move(removed));
+      },
+      std::move(early));
 }
 
 void CacheShard::CounterAdd(std::string key, int64_t delta, CounterDone done) {
@@ -305,14 +362,21 @@ void CacheShard::CounterAdd(std::string key, int64_t delta, CounterDone done) {
   std::vector<std::vector<uint8_t>> records;
   records.push_back(EncodeCounterRecord(CounterRecord{CounterRecord::Op::kDelta, delta, key}));
   ++pending_counters_[key];
-  Append(LogId::kCounter, std::move(records),
-         [this, key = std::move(key), delta, done = std::move(done)](Result<uint64_t> offset) {
-           ReleaseKey(pending_counters_, key);
-           if (!offset) return done(tl::unexpected(offset.error()));
-           ApplyCounter(CounterRecord{CounterRecord::Op::kDelta, delta, key}, *offset,
-                        kCounterRecordHeaderBytes + key.size());
-           done(counters_[key].sum);
-         });
+  std::function<void(const Error&)> early;
+  if (gated()) {
+    done = AnswerOnce(std::move(done));
+    early = EarlyAnswer(done);
+  }
+  Append(
+      LogId::kCounter, std::move(records),
+      [this, key = std::move(key), delta, done = std::move(done)](Result<uint64_t> offset) {
+        ReleaseKey(pending_counters_, key);
+        if (!offset) return done(tl::unexpected(offset.error()));
+        ApplyCounter(CounterRecord{CounterRecord::Op::kDelta, delta, key}, *offset,
+                     kCounterRecordHeaderBytes + key.size());
+        done(counters_[key].sum);
+      },
+      std::move(early));
 }
 
 Result<std::optional<int64_t>> CacheShard::CounterGet(const std::string& key) {
@@ -569,6 +633,28 @@ void CacheShard::CloseLogs() {
   sweep_timer_ = 0;
   if (cache_log_) cache_log_->Close();
   if (counter_log_) counter_log_->Close();
+  // As StreamShard::CloseLog: after the executor stopped, held answers go with it.
+  if (cache_gate_ && executor_.InExecutorThread()) {
+    cache_gate_->Close("cache shard " + id_.ToString() + " closed");
+    counter_gate_->Close("cache shard " + id_.ToString() + " closed");
+  }
+}
+
+void CacheShard::InstallCommitGates(CommitGateOptions options) {
+  if (!durable()) return;
+  auto release = [](HeldBatch& held) {
+    if (held.done) held.done(held.first);
+  };
+  cache_gate_ = std::make_unique<CommitGate>(executor_, options, release);
+  counter_gate_ = std::make_unique<CommitGate>(executor_, options, release);
+}
+
+void CacheShard::AdvanceCacheCommit(uint64_t offset) {
+  if (cache_gate_) cache_gate_->Advance(offset);
+}
+
+void CacheShard::AdvanceCounterCommit(uint64_t offset) {
+  if (counter_gate_) counter_gate_->Advance(offset);
 }
 
 }  // namespace felix::broker

@@ -38,6 +38,15 @@
 // room; a live change that finds the queue full ends the watch lagged at its offset.
 // Writes notify watchers in offset order, after they applied and before they are answered.
 //
+// Quorum (InstallCommitGates, a durable cache led with replication; replication.md §8.2, §16):
+// a committed write is held in its log's commit gate (commit_gate.h) — not applied, not
+// visible to reads or watches, not answered — until that log's quorum commit offset (the
+// replication leader's mark: a majority of the replica set holds it) covers it; then applied
+// and answered in offset order. Not covered within the gate's timeout: answered
+// `quorum_timeout` (outcome unknown) and applied all the same once covered. Gets read the
+// applied index, so they never see a value a failover could still lose; the read-index round
+// of §16 (a Fence to a majority before answering) is not done (docs/cluster.md).
+//
 // Threading: every method runs on `executor` (the shard's owner); other threads Post to it.
 // Open() may also run before the shard is shared. The executor and the shard must outlive
 // every pending append completion: stop the executor, then CloseLogs(), then destroy.
@@ -58,6 +67,7 @@
 
 #include "broker/cache_record.h"
 #include "broker/cache_watch_queue.h"
+#include "broker/commit_gate.h"
 #include "broker/executor.h"
 #include "broker/record_log.h"
 #include "broker/shard_router.h"
@@ -158,8 +168,18 @@ class CacheShard {
   void CompactNow(std::function<void(Result<void>)> done);
 
   // Stops the sweep and closes the logs (pending appends complete first). Only once the
-  // executor has stopped.
+  // executor has stopped (or on the executor: then held writes are answered `internal`).
   void CloseLogs();
+
+  // Quorum: gates every later write behind its log's quorum commit offset (see the header).
+  // Before the shard is shared with any other thread; durable shards only.
+  void InstallCommitGates(CommitGateOptions options);
+  // The quorum commit offset of the cache (counter) log rose to `offset` (executor only).
+  void AdvanceCacheCommit(uint64_t offset);
+  void AdvanceCounterCommit(uint64_t offset);
+  bool gated() const { return cache_gate_ != nullptr; }
+  // Writes committed here and held for the commit offset (both logs).
+  size_t held_writes() const { return gated() ? cache_gate_->held() + counter_gate_->held() : 0; }
 
   const ShardId& id() const { return id_; }
   bool durable() const { return cache_log_ != nullptr; }
@@ -224,9 +244,19 @@ class CacheShard {
   void ApplyCache(const CacheRecord& record, uint64_t offset, uint64_t bytes);
   void ApplyCounter(const CounterRecord& record, uint64_t offset, uint64_t bytes);
   Result<void> Replay(LogId which);
-  // Appends encoded records to a log; `done` runs on the executor with the first offset.
+  // Appends encoded records to a log; `settle` runs on the executor with the first offset once
+  // the write may be applied (committed, and on a gated shard covered by the commit offset),
+  // or with the error that ends it: it applies the write and answers. On a gated shard a write
+  // not covered within the gate's timeout is answered first through `early` (the timeout);
+  // `settle` still runs once it is covered, and its answer must then be dropped (AnswerOnce).
   void Append(LogId which, std::vector<std::vector<uint8_t>> records,
-              std::function<void(Result<uint64_t>)> done);
+              std::function<void(Result<uint64_t>)> settle,
+              std::function<void(const Error&)> early = {});
+  void Settle(LogId which, const std::function<void(Result<uint64_t>)>& settle,
+              Result<uint64_t> result);
+  CommitGate* Gate(LogId which) const {
+    return which == LogId::kCache ? cache_gate_.get() : counter_gate_.get();
+  }
   LogState& State(LogId which) { return which == LogId::kCache ? cache_state_ : counter_state_; }
   // Drops one in-flight count of `key`; the last one wakes WhenKeyIdle callers.
   void ReleaseKey(std::unordered_map<std::string, uint32_t>& pending, const std::string& key);
@@ -286,6 +316,8 @@ class CacheShard {
   bool sweeping_ = false;
   bool closed_ = false;
   uint64_t compactions_ = 0;
+  std::unique_ptr<CommitGate> cache_gate_;    // Quorum shards led with replication only
+  std::unique_ptr<CommitGate> counter_gate_;  // set together with cache_gate_
 };
 
 }  // namespace felix::broker

@@ -106,6 +106,7 @@ struct StreamOptions {
   uint64_t retention_seconds = 0;
   std::string routing;
   uint32_t replication_factor = 1;
+  std::string consistency;
 };
 
 void RegisterStream(CLI::App& app) {
@@ -128,6 +129,9 @@ void RegisterStream(CLI::App& app) {
   create->add_option("--retention-seconds", opts->retention_seconds, "0: broker default");
   create->add_option("--routing", opts->routing, "modulo (default) or jump");
   create->add_option("--replication-factor", opts->replication_factor, "copies (default 1)");
+  create->add_option("--consistency", opts->consistency,
+                     "Leader (default: ack on the leader's commit) or Quorum (ack once a majority "
+                     "of the replicas holds the write)");
   create->callback([conn, scope, opts] {
     if (opts->durable && opts->in_memory) Die("--durable and --in-memory exclude each other");
     Json body = Json::object();
@@ -142,6 +146,7 @@ void RegisterStream(CLI::App& app) {
     body["durable"] = opts->durable;
     if (!opts->fsync_mode.empty()) body["fsync_mode"] = opts->fsync_mode;
     if (!opts->routing.empty()) body["routing"] = opts->routing;
+    if (!opts->consistency.empty()) body["consistency"] = opts->consistency;
     Print(*conn, AdminCall(*conn, "POST", NsPath(scope->tenant, scope->ns) + "/streams", &body));
   });
 
@@ -178,6 +183,8 @@ struct CacheOptions {
   uint32_t shards = 1;
   bool durable = false;
   uint64_t default_ttl_ms = 0;
+  uint32_t replication_factor = 1;
+  std::string consistency;
 };
 
 void RegisterCache(CLI::App& app) {
@@ -195,11 +202,15 @@ void RegisterCache(CLI::App& app) {
   create->add_option("--shards", opts->shards, "shard count");
   create->add_flag("--durable", opts->durable, "persist the cache");
   create->add_option("--default-ttl-ms", opts->default_ttl_ms, "default entry TTL; 0: none");
+  create->add_option("--replication-factor", opts->replication_factor, "copies (default 1)");
+  create->add_option("--consistency", opts->consistency, "Leader (default) or Quorum");
   create->callback([conn, scope, opts] {
     Json body{{"cache", opts->name},
               {"display_name", opts->display_name},
               {"shards", opts->shards},
-              {"durable", opts->durable}};
+              {"durable", opts->durable},
+              {"replication_factor", opts->replication_factor}};
+    if (!opts->consistency.empty()) body["consistency"] = opts->consistency;
     if (opts->default_ttl_ms) body["default_ttl_ms"] = opts->default_ttl_ms;
     Print(*conn, AdminCall(*conn, "POST", NsPath(scope->tenant, scope->ns) + "/caches", &body));
   });

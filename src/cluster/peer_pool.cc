@@ -245,9 +245,11 @@ struct PeerPool::Impl : std::enable_shared_from_this<PeerPool::Impl> {
     const uint64_t missing = r.required_caps & ~p.conn->peer_caps.value_or(0);
     if (missing != 0) {
       m.not_offered->Increment();
-      Finish(id, tl::unexpected(Err(PeerErrorKind::kNotOffered,
-                                    "peer " + p.addr.node_id + " did not offer capability bits 0x" +
-                                        Hex(missing))));
+      PeerError refused =
+          Err(PeerErrorKind::kNotOffered,
+              "peer " + p.addr.node_id + " did not offer capability bits 0x" + Hex(missing));
+      refused.peer_capabilities = p.conn->peer_caps;
+      Finish(id, tl::unexpected(std::move(refused)));
       return;
     }
     auto stream = PickStream(p);

@@ -81,6 +81,9 @@ struct PeerError {
   PeerErrorKind kind = PeerErrorKind::kDisconnected;
   bool retryable = false;
   std::string message;
+  // kNotOffered only: what the peer did offer (nullopt: it answered a plain HelloOk), so a
+  // caller that guessed can resend in a kind the peer takes.
+  std::optional<uint64_t> peer_capabilities;
 };
 
 struct PeerResponse {

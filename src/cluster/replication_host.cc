@@ -403,12 +403,11 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
     ro.generation = a.generation;
     ro.followers = std::move(followers);
     ro.rebuild_max_concurrent = options_.rebuild_max_concurrent;
+    ro.rebuild_bytes_per_sec = options_.rebuild_bytes_per_sec;
     ShardReplicator::MarkListener on_mark;
     if (auto gate = gates_.find(shard); gate != gates_.end()) {
-      // Quorum: the stream log's mark is the commit offset publishers and readers wait for.
-      on_mark = [advance = gate->second](storage::LogKind log, uint64_t mark) {
-        if (log == storage::LogKind::kStream) advance(mark);
-      };
+      // Quorum: a log's mark is the commit offset its writers and readers wait for.
+      on_mark = gate->second;
     }
     slot->replicator = std::make_unique<ShardReplicator>(
         *slot->store, std::move(ro), *transport_, *slot->executor, &metrics_, std::move(on_mark),
@@ -436,7 +435,7 @@ void ReplicationHost::OnStoreOpened(const broker::ShardId& id, storage::ShardSto
 }
 
 bool ReplicationHost::GateQuorumShard(const broker::ShardId& id,
-                                      std::function<void(uint64_t)> advance) {
+                                      broker::BrokerCoreOptions::CommitAdvance advance) {
   ShardRef shard = RefOf(id);
   auto a = view_.FindAssignment(shard);
   if (!a || a->leader != options_.own_node_id || a->replicas.size() < 2) return false;

@@ -14,8 +14,8 @@
 //     (on_shard_store_closing → OnStoreClosing) or the generation, the replica set or a
 //     follower's address or incarnation changes (then it is restarted with fresh cursors: a
 //     follower that restarted, perhaps with an empty disk, is never counted for what it
-//     answered before). For a `Quorum` stream shard the core gated (GateQuorumShard), every
-//     rise of the stream log's mark advances the shard's commit gate (broker/commit_gate.h).
+//     answered before). For a `Quorum` stream or cache shard the core gated (GateQuorumShard),
+//     every rise of a log's mark advances that log's commit gate (broker/commit_gate.h).
 //
 // Peer handlers (RegisterOn): kinds 7, 14, 16, 18, 20, 25, 26, 32, 36 (records), 10, 15, 17,
 // 19, 21 (bootstrap) and 24 (rebuild). The handler finds the follower for the frame's shard,
@@ -80,6 +80,7 @@ struct ReplicationHostOptions {
   size_t executors = 2;  // the follower/replicator strands
   // FELIX_REPLICATION_REBUILD_MAX_CONCURRENT (0: never rebuild).
   uint32_t rebuild_max_concurrent = 1;
+  uint64_t rebuild_bytes_per_sec = 0;  // FELIX_REPLICATION_REBUILD_BYTES_PER_SEC (0: unpaced)
   // How often the host reconciles even without a view change (a catalog entry arriving after
   // its assignment, a store the core released, a follower's address appearing).
   std::chrono::milliseconds reconcile_interval{500};
@@ -99,12 +100,13 @@ class ReplicationHost {
   // BrokerCore hooks (any thread).
   void OnStoreOpened(const broker::ShardId& shard, storage::ShardStore& store);
   void OnStoreClosing(const broker::ShardId& shard);
-  // BrokerCoreOptions::gate_quorum_shard (opener thread): a durable `Quorum` stream shard this
-  // broker leads with a replica set of more than one is gated (true), and its replicator's
-  // stream-log mark goes to `advance` (from the replicator's executor; advance posts to the
+  // BrokerCoreOptions::gate_quorum_shard (opener thread): a durable `Quorum` stream or cache
+  // shard this broker leads with a replica set of more than one is gated (true), and its
+  // replicator's marks go to `advance` (from the replicator's executor; advance posts to the
   // shard's). The decision is taken once, when the shard opens: a replica set that changes size
   // later does not add or remove the gate (docs/cluster.md).
-  bool GateQuorumShard(const broker::ShardId& shard, std::function<void(uint64_t)> advance);
+  bool GateQuorumShard(const broker::ShardId& shard,
+                       broker::BrokerCoreOptions::CommitAdvance advance);
   // ClusterView's assignments listener (any thread; only schedules a reconcile).
   void OnAssignmentsChanged();
 
@@ -157,7 +159,8 @@ class ReplicationHost {
   mutable std::mutex leader_mu_;
   std::map<ShardRef, storage::ShardStore*> core_stores_;     // leader_mu_
   std::map<ShardRef, std::shared_ptr<LeaderSlot>> leaders_;  // leader_mu_
-  std::map<ShardRef, std::function<void(uint64_t)>> gates_;  // leader_mu_: gated shards' advance
+  std::map<ShardRef, broker::BrokerCoreOptions::CommitAdvance>
+      gates_;  // leader_mu_: gated shards' advance
 
   Gauge& followed_gauge_;
   Gauge& led_gauge_;

@@ -35,6 +35,13 @@ const char* ReplicaHaltName(ReplicaHalt halt) {
 
 namespace {
 
+// What a follower is taken to offer before its first answer says (every broker of this build
+// offers labels and times). Shipping the first batches without them made the follower stamp
+// its own arrival time on every record they carried; a peer that offered less is refused
+// locally by the pool (kNotOffered, naming what it offered) and the batch goes again.
+constexpr uint64_t kAssumedCapabilities =
+    flxi::kCapGenerationLabels | flxi::kCapCacheFence | flxi::kCapRecordTimes;
+
 // How each replicated log travels: its FLXI log id and its bootstrap kind.
 struct WireNames {
   LogKind log;
@@ -99,7 +106,10 @@ struct Metrics {
                                   "Round trip of a replication exchange, seconds",
                                   LatencyBucketsSeconds())),
         bytes(r.AddCounter("felix_broker_replication_bytes_shipped_total",
-                           "Payload bytes of batches followers acknowledged")) {
+                           "Payload bytes of batches followers acknowledged")),
+        rebuild_paced(r.AddCounter("felix_broker_replication_rebuild_paced_total",
+                                   "Batches to a rebuilding follower held back by "
+                                   "FELIX_REPLICATION_REBUILD_BYTES_PER_SEC")) {
     for (size_t i = 0; i < std::size(kShippedOutcomes); ++i) {
       shipped[i] = &r.AddCounter("felix_broker_replication_shipped_total",
                                  "Replication exchanges by outcome",
@@ -119,6 +129,7 @@ struct Metrics {
   Counter& rebuild_refused;
   Histogram& round_trip;
   Counter& bytes;
+  Counter& rebuild_paced;
   std::array<Counter*, std::size(kShippedOutcomes)> shipped{};
 };
 
@@ -357,16 +368,49 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       batch->records = std::move(read->records);
       InFlight entry;
       entry.batch = std::move(batch);
-      const std::optional<uint64_t>& caps = follower_caps[c.follower];
+      const uint64_t caps = follower_caps[c.follower].value_or(kAssumedCapabilities);
       if (!c.legacy) {
-        entry.labelled = caps && Labelled(c.log, *caps);
-        entry.timed = entry.labelled && (*caps & flxi::kCapRecordTimes) != 0;
+        entry.labelled = Labelled(c.log, caps);
+        entry.timed = entry.labelled && (caps & flxi::kCapRecordTimes) != 0;
         // The commit offset rides the shard's own log only (kinds 26/32/36): the stream (or
         // cache) log's mark. Auxiliary logs carry none.
         if (c.log == OwnLog()) entry.commit = marks[size_t(c.log)];
       }
+      if (c.rebuilding && !TakeRebuildBytes(c, entry.batch->bytes)) return;
       if (!Send(c, std::move(entry))) return;
     }
+  }
+
+  // §13 pacing of rebuilds (FELIX_REPLICATION_REBUILD_BYTES_PER_SEC): true when the bucket
+  // pays for `bytes` now; else the cursor waits on its retry timer until it can (the batch
+  // is read again then).
+  bool TakeRebuildBytes(Cursor& c, uint64_t bytes) {
+    if (o.rebuild_bytes_per_sec == 0) return true;
+    const double rate = static_cast<double>(o.rebuild_bytes_per_sec);
+    const double capacity = std::max(rate, static_cast<double>(o.max_batch_bytes));
+    const auto now = Clock::now();
+    if (!rebuild_bucket_started) {
+      rebuild_bucket_started = true;
+      rebuild_tokens = capacity;
+    } else {
+      const double elapsed = std::chrono::duration<double>(now - rebuild_refilled).count();
+      rebuild_tokens = std::min(capacity, rebuild_tokens + rate * elapsed);
+    }
+    rebuild_refilled = now;
+    const double need = std::min(static_cast<double>(bytes), capacity);
+    if (rebuild_tokens >= need) {
+      rebuild_tokens -= need;
+      return true;
+    }
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(
+        std::chrono::duration<double>((need - rebuild_tokens) / rate));
+    const size_t index = IndexOf(c);
+    if (m) m->rebuild_paced.Increment();
+    After(std::max(wait, std::chrono::milliseconds(1)), &c.retry_timer, [index](State& s) {
+      s.Pump(s.cursors[index]);
+      s.PublishGauges();
+    });
+    return false;
   }
 
   static bool Labelled(LogKind log, uint64_t caps) {
@@ -465,14 +509,23 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     if (!answer) {
       Count(TransportOutcome(answer.error().kind));
       if (answer.error().kind == PeerErrorKind::kNotOffered) {
-        // The peer did not offer what the kind needs: ship plain frames from now on.
-        follower_caps[c.follower] = 0;
+        // The peer did not offer what the kind needs: from now on ship what it did offer
+        // (plain frames to a peer that answered a plain HelloOk). Nothing reached it, so
+        // when that taught something new the batch goes again at once.
+        const uint64_t offered = answer.error().peer_capabilities.value_or(0);
+        const bool learned = follower_caps[c.follower] != std::optional<uint64_t>(offered);
+        follower_caps[c.follower] = offered;
+        if (learned) {
+          ResumeAt(c, pos, c.in_flight[pos].batch->first);
+          AfterAnswer(c);
+          return;
+        }
       }
       Retry(c, pos);
       AfterAnswer(c);
       return;
     }
-    if (answer->peer_capabilities) follower_caps[c.follower] = *answer->peer_capabilities;
+    follower_caps[c.follower] = answer->peer_capabilities.value_or(0);
     auto decoded = answer->Decode();
     if (!decoded) {
       Count("refused");
@@ -698,7 +751,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
             if (!a) {
               s.ControlFailed(c, rebuild, TransportOutcome(a.error().kind));
             } else {
-              if (a->peer_capabilities) s.follower_caps[c.follower] = *a->peer_capabilities;
+              s.follower_caps[c.follower] = a->peer_capabilities.value_or(0);
               auto decoded = a->Decode();
               const flxi::Frame* frame = decoded ? &*decoded : nullptr;
               if (rebuild) {
@@ -897,6 +950,10 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   std::vector<LogKind> logs;
   std::vector<Cursor> cursors;  // follower-major; never resized after Start
   std::vector<std::optional<uint64_t>> follower_caps;
+  // The rebuild pacing bucket (TakeRebuildBytes).
+  bool rebuild_bucket_started = false;
+  double rebuild_tokens = 0;
+  Clock::time_point rebuild_refilled;
   std::array<uint64_t, storage::kLogKindCount> marks{};
   std::array<uint64_t, 3> notify_ids{};  // by index into `logs`
   bool started = false;

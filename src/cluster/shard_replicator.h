@@ -104,6 +104,10 @@ struct ShardReplicatorOptions {
   // Rebuild policy (FELIX_REPLICATION_REBUILD_MAX_CONCURRENT; 0 = never rebuild). In this
   // slice the slots are counted per replicator (per leader shard), not across the broker.
   uint32_t rebuild_max_concurrent = 1;
+  // FELIX_REPLICATION_REBUILD_BYTES_PER_SEC (0 = unpaced): batches shipped to a rebuilding
+  // follower draw on one token bucket per replicator holding at most a second's worth (at least
+  // one batch); a batch the bucket cannot pay for waits until it can.
+  uint64_t rebuild_bytes_per_sec = 0;
   // Refusal backoff of a rebuild (§13): first delay, doubling per refusal, capped. Fields added
   // after the interface was fixed (defaults are the spec's); tests shorten them.
   std::chrono::milliseconds rebuild_backoff{5000};

@@ -371,9 +371,6 @@ Result<LoadedConfig> LoadBrokerConfig(const EnvironmentMap& env, const std::stri
         config.event_batch_max_delay_us != defaults.event_batch_max_delay_us);
   inert("FELIX_SUB_QUEUE_POLICY",
         config.subscriber_queue_policy != defaults.subscriber_queue_policy);
-  // Replication: rebuild pacing is not built yet.
-  inert("FELIX_REPLICATION_REBUILD_BYTES_PER_SEC",
-        config.replication_rebuild_bytes_per_sec != defaults.replication_rebuild_bytes_per_sec);
 
   if (auto r = ValidateBrokerConfig(config); !r) return tl::unexpected(r.error());
   return loaded;

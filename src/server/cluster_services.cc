@@ -99,6 +99,7 @@ ClusterServices::ClusterServices(const BrokerConfig& config, MetricsRegistry& me
   ro.own_node_id = config_.node_id;
   ro.internal_addr_of = [this](std::string_view node) { return InternalAddrOf(node); };
   ro.rebuild_max_concurrent = static_cast<uint32_t>(config_.replication_rebuild_max_concurrent);
+  ro.rebuild_bytes_per_sec = config_.replication_rebuild_bytes_per_sec;
   replication_ = std::make_unique<cluster::ReplicationHost>(node_->view(), std::move(ro), metrics_);
 }
 
@@ -116,7 +117,7 @@ void ClusterServices::SetReplicationHooks(broker::BrokerCoreOptions& core_option
   };
   core_options.gate_quorum_shard = [host = replication_.get()](
                                        const broker::ShardId& id,
-                                       std::function<void(uint64_t)> advance) {
+                                       broker::BrokerCoreOptions::CommitAdvance advance) {
     return host->GateQuorumShard(id, std::move(advance));
   };
 }

@@ -6,6 +6,9 @@
 
 #include <filesystem>
 #include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -438,6 +441,164 @@ TEST_F(CacheShardTest, InMemoryShardServesValuesButNoCounters) {
   auto added = Add("c", 1);
   ASSERT_FALSE(added);
   EXPECT_EQ(added.error().code, ErrorCode::kInvalidArgument);
+}
+
+// --- Quorum: the commit gates --------------------------------------------------------------------
+
+class GatedCacheShardTest : public CacheShardTest {
+ protected:
+  void OpenGated(std::chrono::milliseconds timeout) {
+    OpenDurable();
+    OnExecutor(*executor_, [&] {
+      shard_->InstallCommitGates(CommitGateOptions{timeout});
+      return 0;
+    });
+  }
+  // Starts a put / counter add; its answers (every one: a second would be a bug) land in
+  // the returned list.
+  template <class T>
+  struct Answers {
+    std::mutex mu;
+    std::vector<Result<T>> got;
+    size_t size() {
+      std::lock_guard lock(mu);
+      return got.size();
+    }
+    Result<T> at(size_t i) {
+      std::lock_guard lock(mu);
+      return got.at(i);
+    }
+  };
+  std::shared_ptr<Answers<void>> StartPut(const std::string& key, const std::string& value) {
+    auto answers = std::make_shared<Answers<void>>();
+    executor_->Post([this, key, value, answers] {
+      shard_->Put(key, value, std::nullopt, [answers](Result<void> r) {
+        std::lock_guard lock(answers->mu);
+        answers->got.push_back(std::move(r));
+      });
+    });
+    return answers;
+  }
+  std::shared_ptr<Answers<int64_t>> StartAdd(const std::string& key, int64_t delta) {
+    auto answers = std::make_shared<Answers<int64_t>>();
+    executor_->Post([this, key, delta, answers] {
+      shard_->CounterAdd(key, delta, [answers](Result<int64_t> r) {
+        std::lock_guard lock(answers->mu);
+        answers->got.push_back(std::move(r));
+      });
+    });
+    return answers;
+  }
+  size_t Held() {
+    return OnExecutor(*executor_, [&] { return shard_->held_writes(); });
+  }
+  // Waits (bounded) until `n` writes committed locally and sit in the gates.
+  bool WaitHeld(size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (Held() != n) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+  template <class T>
+  bool WaitAnswers(Answers<T>& a, size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (a.size() < n) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      OnExecutor(*executor_, [] { return 0; });
+    }
+    return true;
+  }
+  void Advance(bool cache_log, uint64_t commit) {
+    OnExecutor(*executor_, [&] {
+      if (cache_log) {
+        shard_->AdvanceCacheCommit(commit);
+      } else {
+        shard_->AdvanceCounterCommit(commit);
+      }
+      return 0;
+    });
+  }
+};
+
+// A gated shard applies (reads see) and answers a write only once its log's commit offset
+// covers it, in offset order; each log has its own commit offset.
+TEST_F(GatedCacheShardTest, WritesAreAppliedAndAnsweredOnlyOnceTheirLogsCommitCoversThem) {
+  OpenGated(60s);
+  auto first = StartPut("k", "v0");
+  auto second = StartPut("k", "v1");
+  auto add = StartAdd("n", 7);
+  ASSERT_TRUE(WaitHeld(3));
+  EXPECT_EQ(first->size(), 0u);
+  EXPECT_EQ(Get("k"), std::nullopt) << "a write no majority holds is invisible";
+  EXPECT_EQ(*Counter("n"), std::nullopt);
+  EXPECT_TRUE(OnExecutor(*executor_, [&] { return shard_->WriteInFlight("k"); }));
+
+  Advance(/*cache_log=*/true, 1);  // covers the first put only
+  ASSERT_TRUE(WaitAnswers(*first, 1));
+  EXPECT_TRUE(first->at(0));
+  EXPECT_EQ(second->size(), 0u);
+  EXPECT_EQ(Get("k"), "v0");
+  EXPECT_EQ(add->size(), 0u) << "the counter log has its own commit offset";
+
+  Advance(true, 2);
+  Advance(/*cache_log=*/false, 1);
+  ASSERT_TRUE(WaitAnswers(*second, 1));
+  ASSERT_TRUE(WaitAnswers(*add, 1));
+  EXPECT_EQ(Get("k"), "v1");
+  ASSERT_TRUE(add->at(0));
+  EXPECT_EQ(*add->at(0), 7);
+  EXPECT_EQ(*Counter("n"), std::optional<int64_t>(7));
+  EXPECT_EQ(Held(), 0u);
+  // A commit offset that ran ahead (the mark can pass a write before it settles here)
+  // releases the next write as soon as it committed.
+  Advance(true, 10);
+  ASSERT_TRUE(Put("k", "v2"));
+  EXPECT_EQ(Get("k"), "v2");
+}
+
+// Not covered in time: answered kTimeout (quorum_timeout, outcome unknown) once, still not
+// visible; applied when a majority holds it after all, with no second answer.
+TEST_F(GatedCacheShardTest, AWriteNotCoveredInTimeIsAnsweredTimeoutAndAppliedWhenCovered) {
+  OpenGated(20ms);
+  auto put = StartPut("k", "late");
+  auto add = StartAdd("n", 3);
+  ASSERT_TRUE(WaitAnswers(*put, 1));
+  ASSERT_TRUE(WaitAnswers(*add, 1));
+  ASSERT_FALSE(put->at(0));
+  EXPECT_EQ(put->at(0).error().code, ErrorCode::kTimeout);
+  ASSERT_FALSE(add->at(0));
+  EXPECT_EQ(add->at(0).error().code, ErrorCode::kTimeout);
+  EXPECT_EQ(Get("k"), std::nullopt);
+  EXPECT_EQ(Held(), 2u);
+  EXPECT_TRUE(OnExecutor(*executor_, [&] { return shard_->WriteInFlight("k"); }))
+      << "a conditional write must still wait for it";
+
+  Advance(true, 1);
+  Advance(false, 1);
+  EXPECT_EQ(Held(), 0u);
+  EXPECT_EQ(Get("k"), "late");
+  EXPECT_EQ(*Counter("n"), std::optional<int64_t>(3));
+  EXPECT_FALSE(OnExecutor(*executor_, [&] { return shard_->WriteInFlight("k"); }));
+  EXPECT_EQ(put->size(), 1u) << "answered once";
+  EXPECT_EQ(add->size(), 1u) << "answered once";
+}
+
+// The shard closing on its executor (it stopped leading) answers held writes `internal`
+// (outcome unknown) and applies nothing.
+TEST_F(GatedCacheShardTest, ClosingAnswersHeldWritesInternal) {
+  OpenGated(60s);
+  auto put = StartPut("k", "v");
+  ASSERT_TRUE(WaitHeld(1));
+  OnExecutor(*executor_, [&] {
+    shard_->CloseLogs();
+    return 0;
+  });
+  ASSERT_EQ(put->size(), 1u);
+  ASSERT_FALSE(put->at(0));
+  EXPECT_EQ(put->at(0).error().code, ErrorCode::kInternal);
+  EXPECT_EQ(Get("k"), std::nullopt);
 }
 
 }  // namespace

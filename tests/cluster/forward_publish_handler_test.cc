@@ -40,7 +40,7 @@ class ForwardPublishHandlerTest : public test::OwnerFixture {
     ASSERT_TRUE(catalog_->CreateStream(s));
     StartCore([](broker::BrokerCoreOptions& o) {
       o.commit_gate.timeout = std::chrono::milliseconds(1);
-      o.gate_quorum_shard = [](const broker::ShardId&, std::function<void(uint64_t)>) {
+      o.gate_quorum_shard = [](const broker::ShardId&, broker::BrokerCoreOptions::CommitAdvance) {
         return true;
       };
     });

@@ -363,9 +363,10 @@ TEST_F(ShardReplicatorTest, StreamStartsOneRecordBelowOwnGenerationAuxLogsAtZero
   auto cursors = transport_.Next();
   auto dead = transport_.Next();
   ASSERT_TRUE(stream && cursors && dead);
-  // Before the follower said what it offers: the stream ships kind 26 with the commit offset
-  // (the mark, 0 so far); auxiliary logs their own kinds, no commit offset.
-  EXPECT_EQ(stream->kind(), flxi::Kind::kReplicateCommittedRecords);
+  // Before the follower said what it offers: the stream ships kind 36 (labels and the
+  // leader's times, as every broker of this build takes) with the commit offset (the mark, 0
+  // so far); auxiliary logs their own kinds, no commit offset.
+  EXPECT_EQ(stream->kind(), flxi::Kind::kReplicateTimedRecords);
   EXPECT_EQ(stream->first(), 9u);
   EXPECT_EQ(stream->records().commit_offset, std::optional<uint64_t>(0));
   EXPECT_EQ(stream->records().shard.generation, 2u);
@@ -414,6 +415,44 @@ TEST_F(ShardReplicatorTest, LabelledTimedKindOnceTheFollowerOfferedLabelsAndTime
   EXPECT_EQ(rec.commit_offset, std::optional<uint64_t>(2));  // the stream log's mark
 }
 
+// The pool refuses a kind the follower did not offer (nothing reaches it) and names what it
+// did offer: the batch goes again at once in the richest kind the follower takes, and every
+// later batch too; records keep the leader's times only where the follower took them.
+TEST_F(ShardReplicatorTest, AKindTheFollowerDidNotOfferIsResentAtOnceInOneItTakes) {
+  OpenStore();
+  ASSERT_TRUE(store_->AcceptGeneration(1, "leader", 0).has_value());
+  Append(LogKind::kStream, 2);
+  auto o = Options(1);
+  o.max_in_flight = 1;
+  o.retry_delay = 60s;  // a delayed retry would not come within the test
+  Start(o);
+  auto first = transport_.Next("f0");
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->kind(), flxi::Kind::kReplicateTimedRecords);
+  PeerError refused{PeerErrorKind::kNotOffered, false, "scripted"};
+  refused.peer_capabilities = flxi::kCapGenerationLabels;  // labels, no times
+  Deliver(first, tl::unexpected(refused));
+  auto labelled = transport_.Next("f0");
+  ASSERT_TRUE(labelled);
+  EXPECT_EQ(labelled->kind(), flxi::Kind::kReplicateLabelledRecords);
+  EXPECT_EQ(labelled->records().payloads, first->records().payloads);
+  EXPECT_TRUE(labelled->records().times.empty());
+  Deliver(labelled, OkAnswer(2, flxi::kCapGenerationLabels));
+  EXPECT_TRUE(WaitMark(LogKind::kStream, 2));
+  Append(LogKind::kStream, 1);
+  auto next = transport_.Next("f0");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->kind(), flxi::Kind::kReplicateLabelledRecords);
+  EXPECT_EQ(next->first(), 2u);
+
+  // A peer that answered a plain HelloOk (no capabilities at all) gets the plain kinds.
+  Deliver(next, tl::unexpected(PeerError{PeerErrorKind::kNotOffered, false, "scripted"}));
+  auto plain = transport_.Next("f0");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->kind(), flxi::Kind::kReplicateCommittedRecords);
+  EXPECT_EQ(plain->first(), 2u);
+}
+
 TEST_F(ShardReplicatorTest, CacheShardShipsCountersBeforeCache) {
   OpenStore();
   Append(LogKind::kCache, 2);
@@ -425,7 +464,9 @@ TEST_F(ShardReplicatorTest, CacheShardShipsCountersBeforeCache) {
   auto a = transport_.Next();
   auto b = transport_.Next();
   ASSERT_TRUE(a && b);
-  EXPECT_EQ(a->kind(), flxi::Kind::kReplicateCounterRecords);
+  // Before the follower said what it offers, both go as kind 36 (labels and times).
+  EXPECT_EQ(a->kind(), flxi::Kind::kReplicateTimedRecords);
+  EXPECT_EQ(flxi::TargetLog(a->frame()), flxi::ReplicaLog::kCounters);
   EXPECT_EQ(flxi::TargetLog(b->frame()), flxi::ReplicaLog::kCache);
   EXPECT_EQ(b->records().commit_offset, std::optional<uint64_t>(0));  // the cache log's mark
 }
@@ -532,7 +573,7 @@ TEST_F(ShardReplicatorTest, UnsupportedKindFallsBackToTheOwnKind) {
   Start(o);
   auto first = transport_.Next("f0");
   ASSERT_TRUE(first);
-  ASSERT_EQ(first->kind(), flxi::Kind::kReplicateCommittedRecords);
+  ASSERT_EQ(first->kind(), flxi::Kind::kReplicateTimedRecords);
   Deliver(first, Answer({flxi::Kind::kForwardPublishError,
                          flxi::ErrorAnswer{0, flxi::ErrorCode::kUnsupportedKind, "old"}},
                         std::nullopt));
@@ -589,6 +630,33 @@ TEST_F(ShardReplicatorTest, LogConflictHaltsAndRebuildsWithinThePolicy) {
   EXPECT_NE(metrics_.RenderPrometheus().find(
                 "felix_broker_replication_rebuilds_total{outcome=\"completed\"} 1"),
             std::string::npos);
+}
+
+// FELIX_REPLICATION_REBUILD_BYTES_PER_SEC paces only a rebuilding follower: ordinary
+// shipping fills the pipeline; after a rebuild the bucket (a second's worth, at least one
+// batch) pays for one 8-byte batch and, at 1 byte/s, the next waits (8 s, beyond the test).
+TEST_F(ShardReplicatorTest, RebuildBatchesArePaced) {
+  auto o = StreamOptions(4, 1, /*batch=*/1, /*in_flight=*/4);
+  o.max_batch_bytes = 8;  // "stream-N": one record per batch
+  o.rebuild_bytes_per_sec = 1;
+  Start(o);
+  auto first = NextN("f0", 4);
+  ASSERT_EQ(first.size(), 4u) << "catch-up is never paced";
+  Deliver(first[0], ErrAnswer(flxi::ErrorCode::kLogConflict, 0));
+  auto rebuild = transport_.Next("f0");
+  ASSERT_TRUE(rebuild);
+  ASSERT_EQ(rebuild->kind(), flxi::Kind::kReplicateRebuild);
+  Deliver(rebuild, OkAnswer(0));
+  ASSERT_TRUE(StatusOf("f0", LogKind::kStream).rebuilding);
+  auto paid = transport_.Next("f0");
+  ASSERT_TRUE(paid);
+  EXPECT_EQ(paid->first(), 0u);
+  rep_->Wake();
+  Barrier();
+  EXPECT_EQ(transport_.Unread("f0"), 0u) << "the bucket is empty: the next batch waits";
+  EXPECT_NE(metrics_.RenderPrometheus().find("felix_broker_replication_rebuild_paced_total 1"),
+            std::string::npos)
+      << metrics_.RenderPrometheus();
 }
 
 TEST_F(ShardReplicatorTest, NoRebuildWhenThePolicySaysZero) {

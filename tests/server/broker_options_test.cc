@@ -124,7 +124,7 @@ std::map<std::string, SettingCheck> Checks() {
       [](const Mapped& m) { EXPECT_EQ(m.config.replication_rebuild_max_concurrent, 3u); },
       kCluster};
   c["FELIX_REPLICATION_REBUILD_BYTES_PER_SEC"] = {
-      "1000000", "not enforced yet (warns)",
+      "1000000", "replication host: rebuild pacing (ShardReplicatorTest.RebuildBatchesArePaced)",
       [](const Mapped& m) { EXPECT_EQ(m.config.replication_rebuild_bytes_per_sec, 1000000u); },
       kCluster};
   c["FELIX_PUBLISH_QUORUM_TIMEOUT_MS"] = {
