@@ -255,6 +255,11 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
     auto store = OpenStore(key, layout, open);
     if (!store) return tl::unexpected(store.error());
     open.store = std::move(*store);
+    if (stream.consistency == catalog::Consistency::kQuorum && options_.fence_quorum_shard) {
+      if (auto fenced = options_.fence_quorum_shard(id, *open.store); !fenced) {
+        return tl::unexpected(fenced.error());
+      }
+    }
     auto generation = TakeGeneration(id, open.store.get(), storage::LogKind::kStream);
     if (!generation) return tl::unexpected(generation.error());
     open.led_generation = *generation;
@@ -407,6 +412,11 @@ Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint3
     auto store = OpenStore(id.ToString(), CacheLayout(cache, shard_index), open);
     if (!store) return tl::unexpected(store.error());
     open.store = std::move(*store);
+    if (cache.consistency == catalog::Consistency::kQuorum && options_.fence_quorum_shard) {
+      if (auto fenced = options_.fence_quorum_shard(id, *open.store); !fenced) {
+        return tl::unexpected(fenced.error());
+      }
+    }
     auto generation = TakeGeneration(id, open.store.get(), storage::LogKind::kCache);
     if (!generation) return tl::unexpected(generation.error());
     open.led_generation = *generation;

@@ -90,6 +90,13 @@ struct BrokerCoreOptions {
   // 1: the leader alone is the majority). Never call back into the core from it.
   using CommitAdvance = std::function<void(storage::LogKind log, uint64_t commit)>;
   std::function<bool(const ShardId&, CommitAdvance advance)> gate_quorum_shard;
+  // Cluster mode (replication.md §10, cluster-etcd.md D3): run on the opener thread for a
+  // durable `Quorum` stream or cache shard right after its store opened and before it takes
+  // its generation and serves — the promotion fence, which may fetch records into the store
+  // and truncate a divergent suffix of its own log (nothing reads the store yet). Blocks; an
+  // error fails the open (the shard stays closed: requests are answered with it). Unset: no
+  // fence. Never call back into the core from it.
+  std::function<Result<void>(const ShardId&, storage::ShardStore&)> fence_quorum_shard;
   // Cluster mode (optional; must outlive the core): who serves each shard — the one place that
   // decides it (shard_router.h) — and this node's id. A shard opens only while the router
   // names this broker its leader, at that generation G: a durable shard's store accepts G

@@ -24,7 +24,9 @@ std::optional<ReplicaTarget> ReplicaTargetOf(const flxi::Frame& frame) {
   if (const auto* r = std::get_if<flxi::Records>(&frame.body)) ref = &r->shard;
   if (const auto* b = std::get_if<flxi::Bootstrap>(&frame.body)) ref = &b->shard;
   if (const auto* b = std::get_if<flxi::Rebuild>(&frame.body)) ref = &b->shard;
-  if (ref == nullptr) return std::nullopt;  // fence / fetch: not served here yet
+  if (const auto* f = std::get_if<flxi::Fence>(&frame.body)) ref = &f->shard;
+  if (const auto* f = std::get_if<flxi::Fetch>(&frame.body)) ref = &f->shard;
+  if (ref == nullptr) return std::nullopt;
   bool cache = *log == flxi::ReplicaLog::kCache || *log == flxi::ReplicaLog::kCounters;
   ReplicaTarget out;
   out.shard = ShardRef{cache ? ShardKind::kCache : ShardKind::kStream, std::string(ref->tenant),

@@ -20,8 +20,9 @@ namespace felix::cluster {
 FollowerRole FollowerRoleFor(const std::optional<Assignment>& assignment, uint64_t generation,
                              std::string_view self);
 
-// The shard a records (7, 14, 16, 18, 20, 25, 26, 32, 36), bootstrap (10, 15, 17, 19, 21) or
-// rebuild (24) frame addresses, its log and generation; nullopt for other kinds. The cursor
+// The shard a records (7, 14, 16, 18, 20, 25, 26, 32, 36), bootstrap (10, 15, 17, 19, 21),
+// rebuild (24), fence (29) or fetch (31, 33, 37) frame addresses, its log and generation;
+// nullopt for other kinds. The cursor
 // and dead-letter logs belong to their stream shard, the counter log to its cache shard.
 struct ReplicaTarget {
   ShardRef shard;

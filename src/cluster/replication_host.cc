@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cluster/fence_answer.h"
+#include "cluster/promotion_fence.h"
 #include "cluster/replica_role.h"
 
 namespace felix::cluster {
@@ -103,6 +105,11 @@ constexpr flxi::Kind kServedKinds[] = {
     flxi::Kind::kReplicateDeadLetterBootstrap,
     flxi::Kind::kReplicateCounterBootstrap,
     flxi::Kind::kReplicateRebuild,
+    // The replica side of the promotion fence (fence_answer.h).
+    flxi::Kind::kFence,
+    flxi::Kind::kReplicateFetch,
+    flxi::Kind::kReplicateLabelledFetch,
+    flxi::Kind::kReplicateTimedFetch,
 };
 
 }  // namespace
@@ -122,7 +129,16 @@ ReplicationHost::ReplicationHost(const ClusterView& view, ReplicationHostOptions
       stepdowns_(metrics.AddCounter(
           "felix_cluster_stepdowns_total",
           "shards this broker stopped serving because the view named another leader or a newer "
-          "generation (a deposed leader stepping down)")) {
+          "generation (a deposed leader stepping down)")),
+      fences_opened_(metrics.AddCounter("felix_broker_promotion_fences_total",
+                                        "promotion fences of Quorum shards led here",
+                                        "outcome=\"opened\"")),
+      fences_failed_(metrics.AddCounter("felix_broker_promotion_fences_total",
+                                        "promotion fences of Quorum shards led here",
+                                        "outcome=\"failed\"")),
+      promotion_truncated_(metrics.AddCounter(
+          "felix_broker_promotion_truncated_total",
+          "own records a promotion fence dropped (a divergent suffix no majority held)")) {
   size_t n = std::max<size_t>(1, options_.executors);
   for (size_t i = 0; i < n; ++i) {
     executors_.push_back(std::make_unique<broker::Executor>("felix-repl-" + std::to_string(i)));
@@ -434,6 +450,70 @@ void ReplicationHost::OnStoreOpened(const broker::ShardId& id, storage::ShardSto
   ScheduleReconcile();
 }
 
+Result<void> ReplicationHost::FenceQuorumShard(const broker::ShardId& id,
+                                               storage::ShardStore& store) {
+  const ShardRef shard = RefOf(id);
+  auto a = view_.FindAssignment(shard);
+  // Not led here at all: the core's own generation check refuses it next, with the reason.
+  if (!a || a->leader != options_.own_node_id) return {};
+  // The leader alone is the majority of a set of one.
+  if (a->replicas.size() < 2) return {};
+  ReplicaTransport* transport = nullptr;
+  {
+    MutexLock lock(mu_);
+    if (started_ && !stopped_) transport = transport_;
+  }
+  const std::string where = shard.Path() + " at generation " + std::to_string(a->generation);
+  if (transport == nullptr) {
+    fences_failed_.Increment();
+    return Fail(ErrorCode::kUnavailable,
+                "shard " + where +
+                    " unavailable: replication is not running, so no promotion "
+                    "fence can reach the replica set (retry)");
+  }
+  PromotionFenceOptions fo;
+  fo.tenant = shard.tenant;
+  fo.ns = shard.ns;
+  fo.name = shard.name;
+  fo.shard = shard.shard;
+  fo.cache_shard = shard.kind == ShardKind::kCache;
+  fo.generation = a->generation;
+  fo.self_node_id = options_.own_node_id;
+  fo.attempt_timeout = options_.fence_attempt_timeout;
+  for (const std::string& node : a->replicas) {
+    if (node == options_.own_node_id) continue;
+    // An unregistered replica keeps its seat in the count: an empty address fails to send,
+    // which counts against the majority (never shrinks the set the majority is taken of).
+    fo.replicas.push_back(PeerAddress{node, options_.internal_addr_of(node).value_or(HostPort{})});
+  }
+  auto opened = std::make_shared<std::promise<uint64_t>>();
+  auto opened_at = opened->get_future();
+  PromotionFence fence(store, std::move(fo), *transport, ExecutorFor(shard),
+                       [opened](uint64_t start) { opened->set_value(start); });
+  fence.Start();
+  const bool done = opened_at.wait_for(options_.fence_wait) == std::future_status::ready;
+  fence.Stop();
+  promotion_truncated_.Increment(fence.truncated());
+  if (!done) {
+    fences_failed_.Increment();
+    std::string why;
+    RunOn(ExecutorFor(shard), [&] { why = fence.last_error(); });
+    spdlog::warn("replication: promotion fence of {} failed after {} attempts: {}", where,
+                 fence.attempts(), why);
+    return Fail(ErrorCode::kUnavailable,
+                "shard " + where +
+                    " unavailable: no majority of its replica set answered the "
+                    "promotion fence within " +
+                    std::to_string(options_.fence_wait.count()) + " ms (" + why + "); retry");
+  }
+  fences_opened_.Increment();
+  spdlog::info(
+      "replication: promotion fence of {} done: serving from offset {} ({} attempts, {} "
+      "own records dropped)",
+      where, opened_at.get(), fence.attempts(), fence.truncated());
+  return {};
+}
+
 bool ReplicationHost::GateQuorumShard(const broker::ShardId& id,
                                       broker::BrokerCoreOptions::CommitAdvance advance) {
   ShardRef shard = RefOf(id);
@@ -502,6 +582,9 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
                             sender = std::string(request.peer_node_id), log = target->log] {
         auto frame = flxi::DecodeFrame(*owned);
         auto answer = std::make_shared<std::optional<FollowerAnswer>>();
+        auto fence = std::make_shared<std::optional<FenceAnswer>>();
+        auto fetch = std::make_shared<std::optional<FetchAnswer>>();
+        const bool cache_shard = slot->shard.kind == ShardKind::kCache;
         std::string refusal;
         if (!frame) {
           refusal = "the frame did not survive its copy: " + frame.error().ToString();
@@ -513,18 +596,29 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
           *answer = slot->follower->ApplyBootstrap(*bootstrap, StorageLog(log), role, sender);
         } else if (const auto* rebuild = std::get_if<flxi::Rebuild>(&frame->body)) {
           *answer = slot->follower->ApplyRebuild(*rebuild, role, sender);
+        } else if (const auto* f = std::get_if<flxi::Fence>(&frame->body)) {
+          *fence = AnswerFence(slot->store.get(), cache_shard, *f, role, sender);
+          spdlog::info("replication: fence of {} at generation {} from {}: {}", slot->shard.Path(),
+                       f->shard.generation, sender, (*fence)->outcome);
+        } else if (const auto* f = std::get_if<flxi::Fetch>(&frame->body)) {
+          *fetch = AnswerFetch(slot->store.get(), cache_shard, *f, frame->kind, role, sender);
         } else {
           refusal = "not a replication frame";
         }
-        endpoint->Post([answer, refusal = std::move(refusal), correlation_id, shared_reply] {
-          if (answer->has_value()) {
-            (*shared_reply)((*answer)->ToFrame(correlation_id));
-          } else {
-            (*shared_reply)(
-                flxi::Frame{flxi::Kind::kReplicateError,
-                            flxi::ReplicateError{0, flxi::ErrorCode::kUnavailable, 0, refusal}});
-          }
-        });
+        endpoint->Post(
+            [answer, fence, fetch, refusal = std::move(refusal), correlation_id, shared_reply] {
+              if (answer->has_value()) {
+                (*shared_reply)((*answer)->ToFrame(correlation_id));
+              } else if (fence->has_value()) {
+                (*shared_reply)((*fence)->ToFrame(correlation_id));
+              } else if (fetch->has_value()) {
+                (*shared_reply)((*fetch)->ToFrame(correlation_id));
+              } else {
+                (*shared_reply)(flxi::Frame{
+                    flxi::Kind::kReplicateError,
+                    flxi::ReplicateError{0, flxi::ErrorCode::kUnavailable, 0, refusal}});
+              }
+            });
       });
   if (!posted) {
     std::string detail = "replication is stopping on this broker";

@@ -81,6 +81,10 @@ struct ReplicationHostOptions {
   // FELIX_REPLICATION_REBUILD_MAX_CONCURRENT (0: never rebuild).
   uint32_t rebuild_max_concurrent = 1;
   uint64_t rebuild_bytes_per_sec = 0;  // FELIX_REPLICATION_REBUILD_BYTES_PER_SEC (0: unpaced)
+  // FenceQuorumShard: how long the opener waits for the promotion fence, and one attempt's
+  // bound (a silent replica must not hold the shard).
+  std::chrono::milliseconds fence_wait{3000};
+  std::chrono::milliseconds fence_attempt_timeout{1000};
   // How often the host reconciles even without a view change (a catalog entry arriving after
   // its assignment, a store the core released, a follower's address appearing).
   std::chrono::milliseconds reconcile_interval{500};
@@ -107,6 +111,14 @@ class ReplicationHost {
   // later does not add or remove the gate (docs/cluster.md).
   bool GateQuorumShard(const broker::ShardId& shard,
                        broker::BrokerCoreOptions::CommitAdvance advance);
+  // BrokerCoreOptions::fence_quorum_shard (opener thread; blocks): the promotion fence of
+  // replication.md §10 for a durable `Quorum` shard this broker leads with a replica set of
+  // more than one, at the view's generation, before the shard takes its generation and serves:
+  // a majority of the set (this broker counted) persists the generation and refuses older
+  // leaders, and this store takes what the most advanced of them holds and it lacks
+  // (promotion_fence.h). Not done within `fence_wait` → kUnavailable (the open fails; the next
+  // open fences again). A shard not led here, or with a set of one, passes at once.
+  Result<void> FenceQuorumShard(const broker::ShardId& shard, storage::ShardStore& store);
   // ClusterView's assignments listener (any thread; only schedules a reconcile).
   void OnAssignmentsChanged();
 
@@ -166,6 +178,9 @@ class ReplicationHost {
   Gauge& led_gauge_;
   Counter& follower_open_failures_;
   Counter& stepdowns_;
+  Counter& fences_opened_;
+  Counter& fences_failed_;
+  Counter& promotion_truncated_;
 };
 
 }  // namespace felix::cluster

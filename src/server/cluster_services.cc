@@ -120,6 +120,10 @@ void ClusterServices::SetReplicationHooks(broker::BrokerCoreOptions& core_option
                                        broker::BrokerCoreOptions::CommitAdvance advance) {
     return host->GateQuorumShard(id, std::move(advance));
   };
+  core_options.fence_quorum_shard = [host = replication_.get()](const broker::ShardId& id,
+                                                                storage::ShardStore& store) {
+    return host->FenceQuorumShard(id, store);
+  };
 }
 
 void ClusterServices::StartReplication(broker::BrokerCore& core,

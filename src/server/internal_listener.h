@@ -29,9 +29,11 @@ namespace felix::server {
 inline constexpr uint64_t kInternalCapabilities = 0;
 inline constexpr uint64_t kForwardingCapabilities = wire::flxi::kCapForwardOffsets;
 // Cluster mode also serves replication (cluster/replication_host.h): followers take per-record
-// generation labels (kind 32) and the leader's record times (kind 36).
+// generation labels (kind 32) and the leader's record times (kind 36), and answer the
+// promotion fence (kind 29) and its fetches (31, 33, 37) of a shard's own log.
 inline constexpr uint64_t kReplicationCapabilities =
-    wire::flxi::kCapGenerationLabels | wire::flxi::kCapRecordTimes;
+    wire::flxi::kCapGenerationLabels | wire::flxi::kCapRecordTimes | wire::flxi::kCapFence |
+    wire::flxi::kCapTailFetch;
 
 // Own node id (FELIX_NODE_ID, or "localhost" on a single node, the name of the self-signed
 // internal certificate), the capability bits, and the Hello identity check whenever peer mTLS

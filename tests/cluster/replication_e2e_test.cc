@@ -591,6 +591,74 @@ TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
   }
 }
 
+// Issue 16, the fenced regime (cluster-etcd.md D3): the leader of an RF 3 `Quorum` stream
+// opens it only after its promotion fence reached a majority, so does the follower promoted
+// when that leader is SIGKILLed. Every record acknowledged before the kill is on the new
+// leader at its acknowledged offset, followed by what it acknowledged after, and the third
+// replica follows the new leader to the same log.
+TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence) {
+  std::optional<Placed> placed;
+  ASSERT_NO_FATAL_FAILURE(CreatePlacedStream("qfo", placed, "Quorum"));
+  const int old_leader = NodeNumber(placed->leader);
+  std::vector<std::string> followers;
+  for (const auto& r : placed->replicas) {
+    if (r != placed->leader) followers.push_back(r);
+  }
+  auto fences_opened = [&](int n) -> uint64_t {
+    auto metrics = cluster_.AdminGet(n, "/metrics");
+    if (!metrics) return 0;
+    const std::string series = "felix_broker_promotion_fences_total{outcome=\"opened\"} ";
+    auto at = metrics->find(series);
+    return at == std::string::npos ? 0 : std::stoull(metrics->substr(at + series.size()));
+  };
+  // The leader opened the shard behind a fence, and both followers hold their stores.
+  ASSERT_TRUE(Eventually([&] { return fences_opened(old_leader) >= 1; }));
+  for (const auto& f : followers) {
+    ASSERT_TRUE(Eventually([&] {
+      Json followed = Followed(NodeNumber(f), "qfo");
+      return !followed.is_null() && followed.value("open", false);
+    })) << f;
+  }
+  std::string token = Token();
+  ASSERT_FALSE(token.empty());
+  const size_t before = 300;
+  ASSERT_NO_FATAL_FAILURE(Publish(old_leader, token, "qfo", 0, before));
+  ASSERT_NO_FATAL_FAILURE(WaitForCaughtUpReport("qfo", *placed, followers, before));
+
+  cluster_.Kill(old_leader);
+  std::optional<Placed> promoted =
+      WaitForPromotion(NodeNumber(followers[0]), "qfo", placed->leader);
+  ASSERT_TRUE(promoted);
+  EXPECT_EQ(promoted->generation, placed->generation + 1);
+  const int new_leader = NodeNumber(promoted->leader);
+  const int other = NodeNumber(promoted->leader == followers[0] ? followers[1] : followers[0]);
+  std::optional<uint64_t> first_offset =
+      PublishUntilAccepted(new_leader, token, "qfo", "after-failover");
+  ASSERT_TRUE(first_offset);
+  EXPECT_EQ(*first_offset, before);
+  EXPECT_GE(fences_opened(new_leader), 1u) << "the promoted follower fenced before it served";
+  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "qfo", before + 1, before + 101));
+  ASSERT_TRUE(Eventually([&] {
+    return InSync(new_leader, "qfo", {"n" + std::to_string(other)}, before + 101);
+  })) << Led(new_leader, "qfo").dump();
+
+  ASSERT_EQ(cluster_.Stop(new_leader), 0);
+  ASSERT_EQ(cluster_.Stop(other), 0);
+  auto log = ReadLog(ShardDir(new_leader, "qfo"), storage::LogKind::kStream);
+  ASSERT_EQ(log.size(), before + 101);
+  for (size_t i = 0; i < log.size(); ++i) {
+    ASSERT_EQ(log[i].offset, i);
+    EXPECT_EQ(log[i].payload, i == before ? std::string("after-failover") : Payload(i)) << i;
+    EXPECT_EQ(log[i].generation, i < before ? placed->generation : promoted->generation) << i;
+  }
+  auto replica = ReadLog(ShardDir(other, "qfo"), storage::LogKind::kStream);
+  ASSERT_EQ(replica.size(), log.size());
+  for (size_t i = 0; i < log.size(); ++i) {
+    ASSERT_EQ(replica[i].payload, log[i].payload) << i;
+    ASSERT_EQ(replica[i].generation, log[i].generation) << i;
+  }
+}
+
 // Issue 16, a deposed but alive leader: the leader of an RF 3 `Leader` stream is SIGSTOPped
 // until its lease lapses and the controller promotes a caught-up follower (the test waits for
 // the assignment change); the new leader accepts writes. Once SIGCONTed, the old leader steps
