@@ -595,7 +595,9 @@ TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
 // opens it only after its promotion fence reached a majority, so does the follower promoted
 // when that leader is SIGKILLed. Every record acknowledged before the kill is on the new
 // leader at its acknowledged offset, followed by what it acknowledged after, and the third
-// replica follows the new leader to the same log.
+// replica follows the new leader to the same log. A subscriber resumes on the new leader after
+// the last record it read with no gap and no duplicate; a consumer group resumes at its
+// committed cursor with its dead letter.
 TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence) {
   std::optional<Placed> placed;
   ASSERT_NO_FATAL_FAILURE(CreatePlacedStream("qfo", placed, "Quorum"));
@@ -623,8 +625,24 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
   ASSERT_FALSE(token.empty());
   const size_t before = 300;
   ASSERT_NO_FATAL_FAILURE(Publish(old_leader, token, "qfo", 0, before));
+  // A subscriber on the leader reads what was acknowledged; a consumer group acknowledges the
+  // first 19 records and dead-letters the 20th.
+  auto sub_client =
+      Flx1TestClient::Connect(Addr(cluster_.client_addr(old_leader)), cluster_.ca_file());
+  ASSERT_TRUE(sub_client);
+  auto sub_stream = broker::e2e::Authed(*sub_client, token);
+  sub_stream->SendMessage(broker::e2e::SubscribeEarliest("qfo"));
+  auto events = sub_client->AcceptEventStream();
+  ASSERT_TRUE(events);
+  ASSERT_TRUE(events->Read<flx1::EventStreamHello>());
+  auto seen = broker::e2e::ReadEvents(*events, before);
+  ASSERT_EQ(seen.size(), before);
+  ASSERT_NO_FATAL_FAILURE(GroupWork(old_leader, token, "qfo", 20));
+  ASSERT_TRUE(Eventually([&] { return InSync(old_leader, "qfo", followers, before); }))
+      << Led(old_leader, "qfo").dump();
   ASSERT_NO_FATAL_FAILURE(WaitForCaughtUpReport("qfo", *placed, followers, before));
 
+  const auto killed_at = std::chrono::steady_clock::now();
   cluster_.Kill(old_leader);
   std::optional<Placed> promoted =
       WaitForPromotion(NodeNumber(followers[0]), "qfo", placed->leader);
@@ -635,9 +653,60 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
   std::optional<uint64_t> first_offset =
       PublishUntilAccepted(new_leader, token, "qfo", "after-failover");
   ASSERT_TRUE(first_offset);
+  std::printf("quorum failover: leader n%d killed; n%d accepted a write %lld ms later\n",
+              old_leader, new_leader,
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - killed_at)
+                                         .count()));
   EXPECT_EQ(*first_offset, before);
   EXPECT_GE(fences_opened(new_leader), 1u) << "the promoted follower fenced before it served";
   ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "qfo", before + 1, before + 101));
+
+  // The subscriber resumes on the new leader right after the last record it read: no gap, no
+  // duplicate, the records the new leader acknowledged in order.
+  auto resumed_client =
+      Flx1TestClient::Connect(Addr(cluster_.client_addr(new_leader)), cluster_.ca_file());
+  ASSERT_TRUE(resumed_client);
+  auto resumed_stream = broker::e2e::Authed(*resumed_client, token);
+  flx1::Subscribe resume = broker::e2e::SubscribeEarliest("qfo");
+  resume.start = flx1::StartPosition{flx1::StartPosition::Kind::kOffset, seen.back().first + 1};
+  resumed_stream->SendMessage(resume);
+  auto resumed = resumed_client->AcceptEventStream();
+  ASSERT_TRUE(resumed);
+  ASSERT_TRUE(resumed->Read<flx1::EventStreamHello>());
+  auto after = broker::e2e::ReadEvents(*resumed, 101);
+  ASSERT_EQ(after.size(), 101u);
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].first, before + i);
+    EXPECT_EQ(after[i].second, i == 0 ? std::string("after-failover") : Payload(before + i));
+  }
+  // The consumer group resumes at its committed cursor with its dead letter.
+  {
+    auto client =
+        Flx1TestClient::Connect(Addr(cluster_.client_addr(new_leader)), cluster_.ca_file());
+    ASSERT_TRUE(client);
+    auto s = broker::e2e::Authed(*client, token);
+    flx1::GroupDeadLetters list;
+    list.tenant_id = list.namespace_ = "default";
+    list.stream = "qfo";
+    list.group = "g";
+    list.request_id = ++request_id_;
+    s->SendMessage(list);
+    auto dead = s->Read<flx1::GroupDeadLetterList>();
+    ASSERT_TRUE(dead);
+    EXPECT_EQ(dead->offsets, std::vector<uint64_t>{19});
+    flx1::GroupPoll poll;
+    poll.tenant_id = poll.namespace_ = "default";
+    poll.stream = "qfo";
+    poll.group = "g";
+    poll.max_records = 5;
+    poll.request_id = ++request_id_;
+    s->SendMessage(poll);
+    auto records = s->Read<flx1::GroupRecords>();
+    ASSERT_TRUE(records);
+    ASSERT_FALSE(records->records.empty());
+    EXPECT_EQ(records->records.front().offset, 20u) << "the first record no ack settled";
+  }
   ASSERT_TRUE(Eventually([&] {
     return InSync(new_leader, "qfo", {"n" + std::to_string(other)}, before + 101);
   })) << Led(new_leader, "qfo").dump();
