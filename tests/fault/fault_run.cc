@@ -435,14 +435,14 @@ void Run::Counter() {
   });
 }
 
-// Cache puts (unique values "p<client>-<seq>"), gets and deletes on keys "r0".."r3" of the
+// Cache puts (unique values "p<client>-<seq>"), gets and deletes on keys "r0".."r<n-1>" of the
 // cache's leader: a history for the register model of porcupine/ (rule 7, no stale read).
 void Run::CacheClient(int client) {
   std::mt19937_64 rng(options_.seed * 15485863 + static_cast<uint64_t>(client));
   felix::CacheRef cache{"default", kCache};
   uint64_t seq = 0;
   CacheLoop(client, [&](felix::Client& c, Op& op) {
-    op.key = "r" + std::to_string(rng() % 4);
+    op.key = "r" + std::to_string(rng() % static_cast<uint64_t>(std::max(1, options_.cache_keys)));
     uint64_t roll = rng() % 10;
     if (roll < 4) {
       op.kind = OpKind::kPut;
