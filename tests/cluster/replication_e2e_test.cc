@@ -6,12 +6,15 @@
 // stream, group-cursor and dead-letter logs on each follower (a consumer group acknowledged
 // records and dead-lettered one) are the leader's by offset: offset, payload bytes and the
 // generation each record was written at (the leader takes its assignment's generation before
-// it serves). Record times are not compared yet: the follower still stamps its own arrival time
-// on most records (docs/cluster.md "Not done yet").
+// it serves) and, on the stream log, the record's time (kinds 36 carry the leader's). The cache
+// and counter logs of an RF 3 cache are compared the same way (the fifth and fourth logs).
 //
-// Issue 16: a SIGKILLed leader's shard fails over to a caught-up follower; a SIGSTOPped leader
-// is deposed, and once resumed steps down (its subscriber ended with not_leader, nothing
-// acknowledged at its old generation) and catches up as a follower of the new leader.
+// Issue 16: a SIGKILLed leader's shard fails over to a caught-up follower (a `Leader` stream;
+// a `Quorum` stream behind the promotion fence, with a subscriber and a consumer group resuming
+// on the new leader; a `Quorum` cache keeping every acknowledged value and counter sum); a
+// SIGSTOPped leader (`Leader` and `Quorum`) is deposed, and once resumed steps down (its
+// subscriber ended with not_leader, nothing acknowledged at its old generation) and catches up
+// as a follower of the new leader.
 //
 // The `Quorum` gate: an RF 3 `Quorum` stream acknowledges behind a majority, answers
 // `quorum_timeout` (outcome unknown) while two of three brokers are down and accepts again once
@@ -246,14 +249,15 @@ class ReplicationE2E : public ::testing::Test {
   // Waits until the leader's report in etcd names both followers caught up at `placed`'s
   // generation, holding `records` (promotion reads it).
   void WaitForCaughtUpReport(const std::string& stream, const Placed& placed,
-                             const std::vector<std::string>& followers, uint64_t records) {
+                             const std::vector<std::string>& followers, uint64_t records,
+                             ShardKind kind = ShardKind::kStream) {
     etcd::GrpcEtcdOptions eo;
     eo.call_timeout = 2000ms;
     auto etcd_client = etcd::GrpcEtcdClient::Create(cluster_.etcd().endpoint(), eo);
     ASSERT_TRUE(etcd_client) << etcd_client.error().ToString();
     auto keys = ClusterKeys::Create("felix");
     ASSERT_TRUE(keys);
-    const ShardRef ref{ShardKind::kStream, "default", "default", stream, 0};
+    const ShardRef ref{kind, "default", "default", stream, 0};
     ASSERT_TRUE(Eventually([&] {
       auto got = (*etcd_client)->Get(keys->Report(ref));
       if (!got || !got->first) return false;
@@ -267,8 +271,9 @@ class ReplicationE2E : public ::testing::Test {
   // hold, with a replica report saying so (a failover may promote either follower).
   void LeaderWithCaughtUpFollowers(const std::string& stream, size_t records,
                                    std::optional<Placed>& placed,
-                                   std::vector<std::string>& followers, std::string& token) {
-    ASSERT_NO_FATAL_FAILURE(CreatePlacedStream(stream, placed));
+                                   std::vector<std::string>& followers, std::string& token,
+                                   const std::string& consistency = "Leader") {
+    ASSERT_NO_FATAL_FAILURE(CreatePlacedStream(stream, placed, consistency));
     const int leader = NodeNumber(placed->leader);
     for (const auto& r : placed->replicas) {
       if (r != placed->leader) followers.push_back(r);
@@ -326,6 +331,9 @@ class ReplicationE2E : public ::testing::Test {
     o.env["FELIX_PUBLISH_QUORUM_TIMEOUT_MS"] = "3000";
     return o;
   }
+
+  // The SIGSTOP scenario below, on a stream of either consistency.
+  void PausedLeaderStepsDown(const std::string& stream, const std::string& consistency);
 
   ClusterHarness cluster_{Options()};
   uint64_t request_id_ = 0;
@@ -728,7 +736,144 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
   }
 }
 
-// Issue 16, a deposed but alive leader: the leader of an RF 3 `Leader` stream is SIGSTOPped
+// Issue 16, a `Quorum` cache: its leader is SIGKILLed once both followers hold every
+// acknowledged put, delete and counter add; the promoted follower (behind its fence) serves
+// every acknowledged value and every counter's sum, and takes writes again.
+TEST_F(ReplicationE2E, AKilledQuorumCacheLeaderLosesNoAcknowledgedWrite) {
+  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/caches",
+                              Json{{"cache", "qcfo"},
+                                   {"shards", 1},
+                                   {"durable", true},
+                                   {"replication_factor", 3},
+                                   {"consistency", "Quorum"}});
+  ASSERT_EQ(status, 201) << body.dump();
+  std::optional<Placed> placed;
+  ASSERT_TRUE(Eventually([&] {
+    placed = Placement(1, "qcfo");
+    return placed && placed->replicas.size() == 3;
+  }));
+  const int old_leader = NodeNumber(placed->leader);
+  std::vector<std::string> followers;
+  for (const auto& r : placed->replicas) {
+    if (r != placed->leader) followers.push_back(r);
+  }
+  for (const auto& f : followers) {
+    ASSERT_TRUE(Eventually([&] {
+      Json followed = Followed(NodeNumber(f), "qcfo");
+      return !followed.is_null() && followed.value("open", false);
+    })) << f;
+  }
+  auto [token_status, token_body] = Admin(
+      1, "POST", "/v1/tenants/default/tokens",
+      Json{{"subject", "tester"},
+           {"permissions", {"cache.read:cache:default/*/*", "cache.write:cache:default/*/*"}}});
+  ASSERT_EQ(token_status, 200) << token_body.dump();
+  const std::string token = token_body.value("felix_token", "");
+
+  // On node n, over one session: a write answered ok (true) or not (false); reads.
+  struct Session {
+    std::unique_ptr<Flx1TestClient> client;
+    std::shared_ptr<broker::e2e::TestStream> s;
+  };
+  auto open = [&](int n) {
+    Session out;
+    auto c = Flx1TestClient::Connect(Addr(cluster_.client_addr(n)), cluster_.ca_file());
+    EXPECT_TRUE(c);
+    if (!c) return out;
+    out.client = std::move(c);
+    out.s = broker::e2e::Authed(*out.client, token);
+    return out;
+  };
+  auto ok_answer = [](broker::e2e::TestStream& s) {
+    auto frame = s.ReadFrame();
+    auto* message = frame ? std::get_if<flx1::Message>(&*frame) : nullptr;
+    return message != nullptr && (std::holds_alternative<flx1::CacheOk>(*message) ||
+                                  std::holds_alternative<flx1::CacheValue>(*message) ||
+                                  std::holds_alternative<flx1::CounterValue>(*message));
+  };
+  // Every acknowledged write: key → value (nullopt: deleted), counter → sum.
+  std::map<std::string, std::optional<std::string>> values;
+  std::map<std::string, int64_t> sums;
+  Session leader = open(old_leader);
+  ASSERT_TRUE(leader.s);
+  for (int i = 0; i < 120; ++i) {
+    const std::string key = "key-" + std::to_string(i % 17);
+    if (i % 7 == 6) {
+      leader.s->SendMessage(flx1::CacheDelete{"default", "default", "qcfo", key, ++request_id_});
+      ASSERT_TRUE(ok_answer(*leader.s)) << "delete " << i;
+      values[key] = std::nullopt;
+    } else if (i % 3 == 0) {
+      const std::string counter = "n" + std::to_string(i % 4);
+      leader.s->SendMessage(
+          flx1::CounterAdd{"default", "default", "qcfo", counter, int64_t(i), ++request_id_});
+      ASSERT_TRUE(ok_answer(*leader.s)) << "add " << i;
+      sums[counter] += i;
+    } else {
+      const std::string v = "v" + std::to_string(i);
+      leader.s->SendMessage(flx1::CachePut{"default", "default", "qcfo", key,
+                                           flx1::Bytes(v.begin(), v.end()), ++request_id_,
+                                           std::nullopt});
+      ASSERT_TRUE(ok_answer(*leader.s)) << "put " << i;
+      values[key] = v;
+    }
+  }
+  // Both followers hold both logs and the report says so (either may be promoted).
+  auto level = [&] {
+    Json led = Led(old_leader, "qcfo");
+    if (led.is_null()) return false;
+    size_t seen = 0;
+    for (const auto& f : led["followers"]) {
+      const std::string log = f["log"].get<std::string>();
+      if (!f["halted"].get<std::string>().empty()) return false;
+      if (f["confirmed"].get<uint64_t>() != led["tails"][log].get<uint64_t>()) return false;
+      ++seen;
+    }
+    return seen == 4;
+  };
+  ASSERT_TRUE(Eventually(level)) << Led(old_leader, "qcfo").dump();
+  const uint64_t cache_records = Led(old_leader, "qcfo")["tails"]["cache"].get<uint64_t>();
+  ASSERT_NO_FATAL_FAILURE(
+      WaitForCaughtUpReport("qcfo", *placed, followers, cache_records, ShardKind::kCache));
+
+  leader = Session{};
+  cluster_.Kill(old_leader);
+  std::optional<Placed> promoted =
+      WaitForPromotion(NodeNumber(followers[0]), "qcfo", placed->leader);
+  ASSERT_TRUE(promoted);
+  const int new_leader = NodeNumber(promoted->leader);
+  Session next = open(new_leader);
+  ASSERT_TRUE(next.s);
+  // The first request waits out the promotion fence (shard_unavailable while it runs).
+  ASSERT_TRUE(Eventually(
+      [&] {
+        next.s->SendMessage(flx1::CacheGet{"default", "default", "qcfo", "key-1", ++request_id_});
+        auto frame = next.s->ReadFrame();
+        auto* message = frame ? std::get_if<flx1::Message>(&*frame) : nullptr;
+        return message != nullptr && std::holds_alternative<flx1::CacheValue>(*message);
+      },
+      30s));
+  for (const auto& [key, value] : values) {
+    next.s->SendMessage(flx1::CacheGet{"default", "default", "qcfo", key, ++request_id_});
+    auto got = next.s->Read<flx1::CacheValue>();
+    ASSERT_TRUE(got) << key;
+    std::optional<std::string> held;
+    if (got->value) held = std::string(got->value->begin(), got->value->end());
+    EXPECT_EQ(held, value) << key;
+  }
+  for (const auto& [counter, sum] : sums) {
+    next.s->SendMessage(flx1::CounterGet{"default", "default", "qcfo", counter, ++request_id_});
+    auto got = next.s->Read<flx1::CounterValue>();
+    ASSERT_TRUE(got) << counter;
+    EXPECT_EQ(got->value, std::optional<int64_t>(sum)) << counter;
+  }
+  const std::string after = "after-failover";
+  next.s->SendMessage(flx1::CachePut{"default", "default", "qcfo", "key-0",
+                                     flx1::Bytes(after.begin(), after.end()), ++request_id_,
+                                     std::nullopt});
+  ASSERT_TRUE(Eventually([&] { return ok_answer(*next.s); }, 30s)) << "a write after failover";
+}
+
+// Issue 16, a deposed but alive leader: the leader of an RF 3 stream is SIGSTOPped
 // until its lease lapses and the controller promotes a caught-up follower (the test waits for
 // the assignment change); the new leader accepts writes. Once SIGCONTed, the old leader steps
 // down: the subscriber connected to it is ended with not_leader, a new subscription there is
@@ -736,12 +881,15 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
 // leader's log (it forwards; it writes nothing at its old generation), and it becomes a
 // follower that catches up — its logs equal the new leader's by offset, payload and
 // generation. The time from the pause to the first write the new leader accepted is printed.
-TEST_F(ReplicationE2E, APausedLeaderStepsDownWhenResumedAndCatchesUpAsAFollower) {
+// Under `Quorum` the promoted follower opens behind its promotion fence, and the paused
+// leader cannot acknowledge anything after it without a majority.
+void ReplicationE2E::PausedLeaderStepsDown(const std::string& sd, const std::string& consistency) {
   std::optional<Placed> placed;
   std::vector<std::string> followers;
   std::string token;
   const size_t before = 200;
-  ASSERT_NO_FATAL_FAILURE(LeaderWithCaughtUpFollowers("sd", before, placed, followers, token));
+  ASSERT_NO_FATAL_FAILURE(
+      LeaderWithCaughtUpFollowers(sd, before, placed, followers, token, consistency));
   const int old_leader = NodeNumber(placed->leader);
 
   // A live subscriber on the old leader, past the history.
@@ -752,7 +900,7 @@ TEST_F(ReplicationE2E, APausedLeaderStepsDownWhenResumedAndCatchesUpAsAFollower)
   flx1::Subscribe subscribe;
   subscribe.tenant_id = "default";
   subscribe.namespace_ = "default";
-  subscribe.stream = "sd";
+  subscribe.stream = sd;
   subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
   sub_stream->SendMessage(subscribe);
   auto events = sub_client->AcceptEventStream();
@@ -767,12 +915,12 @@ TEST_F(ReplicationE2E, APausedLeaderStepsDownWhenResumedAndCatchesUpAsAFollower)
 
   const auto paused_at = std::chrono::steady_clock::now();
   cluster_.Pause(old_leader);
-  std::optional<Placed> promoted = WaitForPromotion(NodeNumber(followers[0]), "sd", placed->leader);
+  std::optional<Placed> promoted = WaitForPromotion(NodeNumber(followers[0]), sd, placed->leader);
   if (!promoted) cluster_.Resume(old_leader);
   ASSERT_TRUE(promoted);
   EXPECT_EQ(promoted->generation, placed->generation + 1);
   const int new_leader = NodeNumber(promoted->leader);
-  std::optional<uint64_t> first = PublishUntilAccepted(new_leader, token, "sd", "after-pause");
+  std::optional<uint64_t> first = PublishUntilAccepted(new_leader, token, sd, "after-pause");
   const auto served_at = std::chrono::steady_clock::now();
   if (!first) cluster_.Resume(old_leader);
   ASSERT_TRUE(first);
@@ -783,7 +931,7 @@ TEST_F(ReplicationE2E, APausedLeaderStepsDownWhenResumedAndCatchesUpAsAFollower)
           std::chrono::duration_cast<std::chrono::milliseconds>(served_at - paused_at).count()));
   // Resumed at once: the clients' connections to it must outlive the pause (QUIC idle 6 s).
   cluster_.Resume(old_leader);
-  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "sd", before + 1, before + 101));
+  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, sd, before + 1, before + 101));
   size_t total = before + 101;
   // The subscriber on the old leader ends with not_leader (after what was committed there).
   auto end = broker::e2e::ReadToLastFrame(*events, before);
@@ -798,7 +946,7 @@ TEST_F(ReplicationE2E, APausedLeaderStepsDownWhenResumedAndCatchesUpAsAFollower)
   std::map<uint64_t, std::string> acked_by_old;
   ASSERT_TRUE(Eventually([&] {
     std::string payload = "via-old-" + std::to_string(request_id_ + 1);
-    pub_stream->Send(broker::e2e::BinaryPublish(++request_id_, "sd", {payload}));
+    pub_stream->Send(broker::e2e::BinaryPublish(++request_id_, sd, {payload}));
     auto frame = pub_stream->ReadFrame();
     auto* ack = frame ? std::get_if<flx1::BinaryPublishAck>(&*frame) : nullptr;
     if (!ack || ack->status != flx1::BinaryPublishAck::Status::kOk || !ack->offset) return false;
@@ -816,20 +964,20 @@ TEST_F(ReplicationE2E, APausedLeaderStepsDownWhenResumedAndCatchesUpAsAFollower)
 
   // The old leader follows the new one and catches up.
   ASSERT_TRUE(
-      Eventually([&] { return FollowedTail(Followed(old_leader, "sd"), "stream") == total; }, 30s))
-      << Followed(old_leader, "sd").dump();
+      Eventually([&] { return FollowedTail(Followed(old_leader, sd), "stream") == total; }, 30s))
+      << Followed(old_leader, sd).dump();
   std::vector<std::string> new_followers;
   for (const auto& r : promoted->replicas) {
     if (r != promoted->leader) new_followers.push_back(r);
   }
-  ASSERT_TRUE(Eventually([&] { return InSync(new_leader, "sd", new_followers, total); }))
-      << Led(new_leader, "sd").dump();
+  ASSERT_TRUE(Eventually([&] { return InSync(new_leader, sd, new_followers, total); }))
+      << Led(new_leader, sd).dump();
   auto metrics = cluster_.AdminGet(old_leader, "/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->find("felix_cluster_stepdowns_total 1"), std::string::npos);
 
   for (int node = 1; node <= 3; ++node) ASSERT_EQ(cluster_.Stop(node), 0) << node;
-  auto expected = ReadLog(ShardDir(new_leader, "sd"), storage::LogKind::kStream);
+  auto expected = ReadLog(ShardDir(new_leader, sd), storage::LogKind::kStream);
   ASSERT_EQ(expected.size(), total);
   EXPECT_EQ(expected[before].payload, "after-pause");
   for (const auto& [offset, payload] : acked_by_old) {
@@ -838,7 +986,7 @@ TEST_F(ReplicationE2E, APausedLeaderStepsDownWhenResumedAndCatchesUpAsAFollower)
   }
   for (int node = 1; node <= 3; ++node) {
     if (node == new_leader) continue;
-    auto got = ReadLog(ShardDir(node, "sd"), storage::LogKind::kStream);
+    auto got = ReadLog(ShardDir(node, sd), storage::LogKind::kStream);
     ASSERT_EQ(got.size(), expected.size()) << "n" << node;
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].offset, expected[i].offset) << "n" << node << " record " << i;
@@ -846,6 +994,14 @@ TEST_F(ReplicationE2E, APausedLeaderStepsDownWhenResumedAndCatchesUpAsAFollower)
       ASSERT_EQ(got[i].generation, expected[i].generation) << "n" << node << " offset " << i;
     }
   }
+}
+
+TEST_F(ReplicationE2E, APausedLeaderStepsDownWhenResumedAndCatchesUpAsAFollower) {
+  PausedLeaderStepsDown("sd", "Leader");
+}
+
+TEST_F(ReplicationE2E, APausedQuorumLeaderStepsDownAndItsFollowersFencedIt) {
+  PausedLeaderStepsDown("sdq", "Quorum");
 }
 
 // Four brokers, an RF 3 stream, restoring after 1 s: a follower SIGKILLed and kept down is
