@@ -250,8 +250,13 @@ std::function<void(Result<T>)> AnswerOnce(std::function<void(Result<T>)> done) {
   };
 }
 
+// A gated write is answered early on a timeout and settled later: `done` then answers once,
+// and the early answer goes through it. An ungated shard has no early answer.
 template <class T>
-std::function<void(const Error&)> EarlyAnswer(const std::function<void(Result<T>)>& done) {
+std::function<void(const Error&)> AnswerEarlyWhenGated(bool gated,
+                                                       std::function<void(Result<T>)>& done) {
+  if (!gated) return {};
+  done = AnswerOnce(std::move(done));
   return [done](const Error& e) { done(tl::unexpected(e)); };
 }
 
@@ -270,11 +275,7 @@ void CacheShard::Put(std::string key, std::string value, std::optional<uint64_t>
   std::vector<std::vector<uint8_t>> records;
   records.push_back(EncodeCacheRecord(record));
   ++pending_keys_[key];
-  std::function<void(const Error&)> early;
-  if (gated()) {
-    done = AnswerOnce(std::move(done));
-    early = EarlyAnswer(done);
-  }
+  std::function<void(const Error&)> early = AnswerEarlyWhenGated(gated(), done);
   Append(
       LogId::kCache, std::move(records),
       [this, key = std::move(key), expires_at, value = std::move(value),
@@ -334,11 +335,7 @@ void CacheShard::Delete(std::string key, ValueDone done) {
   std::vector<std::vector<uint8_t>> records;
   records.push_back(EncodeCacheRecord(record));
   ++pending_keys_[key];
-  std::function<void(const Error&)> early;
-  if (gated()) {
-    done = AnswerOnce(std::move(done));
-    early = EarlyAnswer(done);
-  }
+  std::function<void(const Error&)> early = AnswerEarlyWhenGated(gated(), done);
   Append(
       LogId::kCache, std::move(records),
       [this, key = std::move(key), live_value, done = std::move(done)](Result<uint64_t> offset) {
@@ -362,11 +359,7 @@ void CacheShard::CounterAdd(std::string key, int64_t delta, CounterDone done) {
   std::vector<std::vector<uint8_t>> records;
   records.push_back(EncodeCounterRecord(CounterRecord{CounterRecord::Op::kDelta, delta, key}));
   ++pending_counters_[key];
-  std::function<void(const Error&)> early;
-  if (gated()) {
-    done = AnswerOnce(std::move(done));
-    early = EarlyAnswer(done);
-  }
+  std::function<void(const Error&)> early = AnswerEarlyWhenGated(gated(), done);
   Append(
       LogId::kCounter, std::move(records),
       [this, key = std::move(key), delta, done = std::move(done)](Result<uint64_t> offset) {

@@ -245,6 +245,30 @@ class ReplicationE2E : public ::testing::Test {
     }
     placed = Placement(1, stream);
   }
+  // Creates a durable single-shard RF 3 cache and waits until the controller placed three
+  // replicas (as node 1 sees it).
+  void CreatePlacedCache(const std::string& cache, const std::string& consistency,
+                         std::optional<Placed>& placed) {
+    auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/caches",
+                                Json{{"cache", cache},
+                                     {"shards", 1},
+                                     {"durable", true},
+                                     {"replication_factor", 3},
+                                     {"consistency", consistency}});
+    ASSERT_EQ(status, 201) << body.dump();
+    ASSERT_TRUE(Eventually([&] {
+      placed = Placement(1, cache);
+      return placed && placed->replicas.size() == 3;
+    })) << "the controller places three replicas of the cache shard";
+  }
+  std::string CacheToken() {
+    auto [status, body] = Admin(
+        1, "POST", "/v1/tenants/default/tokens",
+        Json{{"subject", "tester"},
+             {"permissions", {"cache.read:cache:default/*/*", "cache.write:cache:default/*/*"}}});
+    EXPECT_EQ(status, 200) << body.dump();
+    return body.value("felix_token", "");
+  }
   std::string ShardDir(int n, const std::string& stream) {
     return cluster_.data_dir(n) + "/shards/default/default/" + stream + "/0";
   }
@@ -441,32 +465,19 @@ TEST_F(ReplicationE2E, LeaderStreamFollowersCatchUpAfterKillAndWipeAndHoldTheLea
 // follower offering CACHE_FENCE, which this build does not yet offer; see docs/cluster.md.)
 TEST_F(ReplicationE2E, CacheAndCounterLogsOnEveryFollowerAreTheLeaders) {
   const size_t puts = std::max<size_t>(RecordCount() / 3, 64);
-  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/caches",
-                              Json{{"cache", "rcache"},
-                                   {"shards", 1},
-                                   {"durable", true},
-                                   {"replication_factor", 3},
-                                   {"consistency", "Leader"}});
-  ASSERT_EQ(status, 201) << body.dump();
   std::optional<Placed> placed;
-  ASSERT_TRUE(Eventually([&] {
-    placed = Placement(1, "rcache");
-    return placed && placed->replicas.size() == 3;
-  })) << "the controller places three replicas of the cache shard";
+  ASSERT_NO_FATAL_FAILURE(CreatePlacedCache("rcache", "Leader", placed));
   const int leader = NodeNumber(placed->leader);
   std::vector<std::string> followers;
   for (const auto& r : placed->replicas) {
     if (r != placed->leader) followers.push_back(r);
   }
   ASSERT_TRUE(Eventually([&] { return !Led(leader, "rcache").is_null(); }));
-  auto [token_status, token_body] = Admin(
-      1, "POST", "/v1/tenants/default/tokens",
-      Json{{"subject", "tester"},
-           {"permissions", {"cache.read:cache:default/*/*", "cache.write:cache:default/*/*"}}});
-  ASSERT_EQ(token_status, 200) << token_body.dump();
+  const std::string cache_token = CacheToken();
+  ASSERT_FALSE(cache_token.empty());
   auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(leader)), cluster_.ca_file());
   ASSERT_TRUE(client);
-  auto s = broker::e2e::Authed(*client, token_body.value("felix_token", ""));
+  auto s = broker::e2e::Authed(*client, cache_token);
 
   // Windows of 64 pipelined requests: puts over 50 keys, every tenth a delete, and counter
   // adds over 7 counters; each answered ok.
@@ -742,18 +753,8 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
 // acknowledged put, delete and counter add; the promoted follower (behind its fence) serves
 // every acknowledged value and every counter's sum, and takes writes again.
 TEST_F(ReplicationE2E, AKilledQuorumCacheLeaderLosesNoAcknowledgedWrite) {
-  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/caches",
-                              Json{{"cache", "qcfo"},
-                                   {"shards", 1},
-                                   {"durable", true},
-                                   {"replication_factor", 3},
-                                   {"consistency", "Quorum"}});
-  ASSERT_EQ(status, 201) << body.dump();
   std::optional<Placed> placed;
-  ASSERT_TRUE(Eventually([&] {
-    placed = Placement(1, "qcfo");
-    return placed && placed->replicas.size() == 3;
-  }));
+  ASSERT_NO_FATAL_FAILURE(CreatePlacedCache("qcfo", "Quorum", placed));
   const int old_leader = NodeNumber(placed->leader);
   std::vector<std::string> followers;
   for (const auto& r : placed->replicas) {
@@ -765,12 +766,8 @@ TEST_F(ReplicationE2E, AKilledQuorumCacheLeaderLosesNoAcknowledgedWrite) {
       return !followed.is_null() && followed.value("open", false);
     })) << f;
   }
-  auto [token_status, token_body] = Admin(
-      1, "POST", "/v1/tenants/default/tokens",
-      Json{{"subject", "tester"},
-           {"permissions", {"cache.read:cache:default/*/*", "cache.write:cache:default/*/*"}}});
-  ASSERT_EQ(token_status, 200) << token_body.dump();
-  const std::string token = token_body.value("felix_token", "");
+  const std::string token = CacheToken();
+  ASSERT_FALSE(token.empty());
 
   // On node n, over one session: a write answered ok (true) or not (false); reads.
   struct Session {
@@ -1295,18 +1292,8 @@ TEST_F(ReplicationE2E, QuorumStreamWaitsForAMajorityAndALeaderStreamDoesNot) {
 // is back, writes are acknowledged again and the write of unknown outcome, which stayed in the
 // leader's log, becomes visible.
 TEST_F(ReplicationE2E, QuorumCacheWritesWaitForAMajority) {
-  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/caches",
-                              Json{{"cache", "qcache"},
-                                   {"shards", 1},
-                                   {"durable", true},
-                                   {"replication_factor", 3},
-                                   {"consistency", "Quorum"}});
-  ASSERT_EQ(status, 201) << body.dump();
   std::optional<Placed> placed;
-  ASSERT_TRUE(Eventually([&] {
-    placed = Placement(1, "qcache");
-    return placed && placed->replicas.size() == 3;
-  }));
+  ASSERT_NO_FATAL_FAILURE(CreatePlacedCache("qcache", "Quorum", placed));
   const int leader = NodeNumber(placed->leader);
   std::vector<int> followers;
   for (const auto& r : placed->replicas) {
@@ -1316,14 +1303,11 @@ TEST_F(ReplicationE2E, QuorumCacheWritesWaitForAMajority) {
     Json led = Led(leader, "qcache");
     return !led.is_null() && led["followers"].size() == 4;  // 2 followers × 2 logs
   })) << Led(leader, "qcache").dump();
-  auto [token_status, token_body] = Admin(
-      1, "POST", "/v1/tenants/default/tokens",
-      Json{{"subject", "tester"},
-           {"permissions", {"cache.read:cache:default/*/*", "cache.write:cache:default/*/*"}}});
-  ASSERT_EQ(token_status, 200) << token_body.dump();
+  const std::string cache_token = CacheToken();
+  ASSERT_FALSE(cache_token.empty());
   auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(leader)), cluster_.ca_file());
   ASSERT_TRUE(client);
-  auto s = broker::e2e::Authed(*client, token_body.value("felix_token", ""));
+  auto s = broker::e2e::Authed(*client, cache_token);
 
   // Each request's answer: ok (true), or the error (false, `error` set).
   std::optional<flx1::Error> error;
