@@ -47,6 +47,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--window", window, "acked batches in flight per publisher (default 1)")
       ->check(CLI::Range(size_t{1}, size_t{4096}));
+  uint32_t probe_ms = 0;
+  uint32_t probe_timeout_ms = 100;
+  app.add_option(
+      "--probe-ms", probe_ms,
+      "probe mode: one acked publish every N ms, one outcome line each (failover bench)");
+  app.add_option("--probe-timeout-ms", probe_timeout_ms,
+                 "probe mode: bound of each publish attempt and connect (default 100)");
   felix::bench::AddWorkloadOptions(app, w);
 
   felix::bench::ReportOptions report;
@@ -60,6 +67,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (report_cmd->parsed()) return felix::bench::RunReport(report);
   if (w.batch == 0) Die("--batch must be at least 1");
+  if (probe_ms > 0) return felix::bench::RunProbe(target, w, probe_ms, probe_timeout_ms);
   if (!target.cache.empty()) return felix::bench::RunCache(target, w);
   if (!target.group.empty()) return felix::bench::RunQueue(target, w);
   return felix::bench::RunPublish(target, w, publishers, window);

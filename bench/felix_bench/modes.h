@@ -25,4 +25,11 @@ int RunCache(const Target& target, const Workload& w);
 // acknowledging each; reports the drain rate and the acknowledgement round trip.
 int RunQueue(const Target& target, const Workload& w);
 
+// Probe mode (--probe-ms N): one acknowledged one-record publish every `interval_ms` on one
+// connection (made anew after it closes), each bounded by `timeout_ms`, for w.duration seconds
+// or until SIGTERM; prints "ok <sent_ms> <answered_ms> <offset>" or "err <sent_ms> <answered_ms>
+// <code>" per attempt (unix milliseconds)
+// (scripts/bench-failover reads the unavailability a client sees from them).
+int RunProbe(const Target& target, const Workload& w, uint32_t interval_ms, uint32_t timeout_ms);
+
 }  // namespace felix::bench

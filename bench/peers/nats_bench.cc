@@ -9,7 +9,9 @@
 // fetching up to --batch and acknowledging every message with AckSync (one round trip each).
 #include <nats/nats.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -153,6 +155,104 @@ int RunQueue(const std::string& url, const felix::bench::Workload& w) {
   return failed.load() ? 1 : 0;
 }
 
+// Probe mode (--probe-ms N): the failover bench's client (scripts/bench-failover), like
+// felix-bench --probe-ms: creates stream PROBE (subject probe.x, file storage, --replicas
+// copies) unless it exists, then one JetStream publish of one message every N ms, each waiting
+// at most --probe-timeout-ms for its ack, for --duration seconds; one line per attempt:
+// "ok <sent_unix_ms> <answered_unix_ms> <seq>" or "err <sent_unix_ms>
+// <answered_unix_ms> <status>". The connection knows every --url and
+// reconnects after 50 ms (not the library's default 2 s), so the client is not what is measured.
+// --stream-leader prints the server leading PROBE (its -n name) and how many of its other
+// replicas are current, and exits.
+long long UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+natsStatus ConnectProbe(natsConnection** nc, const std::string& url, int timeout_ms) {
+  natsOptions* opts = nullptr;
+  natsStatus s = natsOptions_Create(&opts);
+  // Every server of the comma list, so that the client reconnects to a live one.
+  std::vector<std::string> servers;
+  for (size_t at = 0; at <= url.size();) {
+    size_t comma = url.find(',', at);
+    if (comma == std::string::npos) comma = url.size();
+    if (comma > at) servers.push_back(url.substr(at, comma - at));
+    at = comma + 1;
+  }
+  std::vector<const char*> list;
+  for (const auto& server : servers) list.push_back(server.c_str());
+  if (s == NATS_OK) s = natsOptions_SetServers(opts, list.data(), static_cast<int>(list.size()));
+  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, timeout_ms);
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 50);
+  if (s == NATS_OK) s = natsConnection_Connect(nc, opts);
+  natsOptions_Destroy(opts);
+  return s;
+}
+
+int RunProbe(const std::string& url, const felix::bench::Workload& w, int replicas, int interval_ms,
+             int timeout_ms, bool leader_only) {
+  natsConnection* nc = nullptr;
+  natsStatus s = ConnectProbe(&nc, url, timeout_ms);
+  if (s != NATS_OK) return Fail("connect", s);
+  jsCtx* js = nullptr;
+  if ((s = natsConnection_JetStream(&js, nc, nullptr)) != NATS_OK) return Fail("jetstream", s);
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  jsStreamInfo* si = nullptr;
+  if (js_GetStreamInfo(&si, js, "PROBE", nullptr, &jerr) != NATS_OK) {
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    sc.Name = "PROBE";
+    const char* subjects[] = {"probe.x"};
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    sc.Storage = js_FileStorage;
+    sc.Replicas = replicas;
+    if ((s = js_AddStream(&si, js, &sc, nullptr, &jerr)) != NATS_OK) return Fail("add stream", s);
+  }
+  if (leader_only) {
+    // "<leader> <replicas current>": the bench waits for both followers to be current
+    // again before the next kill.
+    int current = 0;
+    for (int i = 0; si->Cluster != nullptr && i < si->Cluster->ReplicasLen; ++i) {
+      if (si->Cluster->Replicas[i]->Current && !si->Cluster->Replicas[i]->Offline) ++current;
+    }
+    std::printf("%s %d\n", si->Cluster && si->Cluster->Leader ? si->Cluster->Leader : "-", current);
+    jsStreamInfo_Destroy(si);
+    return 0;
+  }
+  jsStreamInfo_Destroy(si);
+  std::string payload(w.payload_bytes, 'p');
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MaxWait = timeout_ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto next = start;
+  while (w.duration <= 0 ||
+         std::chrono::steady_clock::now() - start < std::chrono::duration<double>(w.duration)) {
+    std::this_thread::sleep_until(next);
+    next += std::chrono::milliseconds(interval_ms);
+    jsPubAck* ack = nullptr;
+    const long long sent = UnixMillis();
+    s = js_Publish(&ack, js, "probe.x", payload.data(), static_cast<int>(payload.size()), &po,
+                   &jerr);
+    if (s == NATS_OK) {
+      std::printf("ok %lld %lld %llu\n", sent, UnixMillis(),
+                  static_cast<unsigned long long>(ack->Sequence));
+      jsPubAck_Destroy(ack);
+    } else {
+      std::printf("err %lld %lld %s\n", sent, UnixMillis(), natsStatus_GetText(s));
+    }
+    std::fflush(stdout);
+  }
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+  nats_Close();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,9 +265,18 @@ int main(int argc, char** argv) {
   app.add_option("--replicas", replicas, "JetStream stream replicas (1, 3 on a 3-server cluster)")
       ->check(CLI::Range(1, 5));
   app.add_flag("--queue", queue, "queue drain mode (pull consumer, fetch --batch, ack each)");
+  int probe_ms = 0;
+  int probe_timeout_ms = 100;
+  bool stream_leader = false;
+  app.add_option("--probe-ms", probe_ms, "probe mode: one publish every N ms (failover bench)");
+  app.add_option("--probe-timeout-ms", probe_timeout_ms, "probe mode: ack wait (default 100)");
+  app.add_flag("--stream-leader", stream_leader, "print the server leading stream PROBE, exit");
   felix::bench::AddWorkloadOptions(app, w);
   CLI11_PARSE(app, argc, argv);
   if (queue) return RunQueue(url, w);
+  if (probe_ms > 0 || stream_leader) {
+    return RunProbe(url, w, replicas, std::max(probe_ms, 1), probe_timeout_ms, stream_leader);
+  }
   const char* subject = "bench.x";
 
   natsConnection* nc = nullptr;

@@ -1382,14 +1382,21 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
                                              const PublishOptions& options) {
   auto promise = std::make_shared<std::promise<ClientResult<PublishReceipt>>>();
   auto outcome = promise->get_future();
+  auto sent_to = std::make_shared<Router::SentTo>();
   auto queued = router_->PublishAsync(
       stream, payloads, options,
-      [promise](ClientResult<PublishReceipt> r) { promise->set_value(std::move(r)); });
+      [promise](ClientResult<PublishReceipt> r) { promise->set_value(std::move(r)); }, sent_to);
   if (!queued) return Unexpected(queued.error());
   // In a cluster each attempt may wait request_timeout (retries included).
   const auto& o = router_->options();
   auto wait = o.request_timeout * (router_->cluster() ? std::max<uint32_t>(1, o.max_attempts) : 1);
   if (outcome.wait_for(wait) != std::future_status::ready) {
+    std::string addr;
+    {
+      std::lock_guard<std::mutex> lock(sent_to->mu);
+      addr = sent_to->addr;
+    }
+    router_->Unanswered(addr);  // perhaps a dead owner: the next publish goes elsewhere
     ClientError e =
         MakeClientError(ClientErrorCode::kTimeout,
                         "no acknowledgement within " + std::to_string(wait.count()) + " ms");

@@ -281,6 +281,9 @@ ClientResult<Client::Router::Route> Client::Router::Next(const Target& target, c
   auto decision = client_impl::DecideRetry(e, idempotent, progress.attempts, options_.max_attempts);
   switch (decision.step) {
     case client_impl::RetryStep::kStop:
+      // The caller gets the error, but the next request must not go to a broker that did not
+      // answer (it may be dead: a failover is under way) nor to an owner that refused it.
+      Forget(target, client_impl::AddressOf(*failed.conn), e);
       return Unexpected(e);
     case client_impl::RetryStep::kRedirect: {
       const std::string& owner = *e.leader_addr;
@@ -320,6 +323,7 @@ struct Client::Router::PublishJob {
   uint32_t attempts = 0;
   uint32_t hops = 0;
   std::optional<std::string> redirect_to;
+  std::shared_ptr<SentTo> sent_to;  // optional: told each attempt's broker
   client_impl::NameKey name() const {
     return {NameKind::kStream, stream.namespace_name, stream.stream};
   }
@@ -327,9 +331,10 @@ struct Client::Router::PublishJob {
 
 ClientResult<void> Client::Router::PublishAsync(const StreamRef& stream,
                                                 const std::vector<std::string>& payloads,
-                                                const PublishOptions& options,
-                                                PublishCallback done) {
+                                                const PublishOptions& options, PublishCallback done,
+                                                std::shared_ptr<SentTo> sent_to) {
   auto job = std::make_shared<PublishJob>();
+  job->sent_to = std::move(sent_to);
   job->stream = stream;
   job->payloads = payloads;
   job->options = options;
@@ -346,6 +351,10 @@ ClientResult<void> Client::Router::StartPublish(const std::shared_ptr<PublishJob
     job->redirect_to.reset();
   }
   ++job->attempts;
+  if (job->sent_to) {
+    std::lock_guard<std::mutex> lock(job->sent_to->mu);
+    job->sent_to->addr = client_impl::AddressOf(*route.conn);
+  }
   std::weak_ptr<Router> weak = weak_from_this();
   const bool acked = job->options.ack != AckMode::kNone;
   // The callback names the connection by address only: it is stored in that connection.
@@ -395,6 +404,20 @@ void Client::Router::OnPublishFailed(const std::shared_ptr<PublishJob>& job,
         if (!started) job->done(Unexpected(AsWriteOutcome(started.error())));
       },
       [job] { job->done(Unexpected(Closed())); });
+}
+
+void Client::Router::Unanswered(const std::string& addr) {
+  if (!cluster_ || addr.empty()) return;
+  owners_.ForgetBroker(addr);
+  Connection conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = conns_.find(addr);
+    if (it == conns_.end() || !it->second) return;
+    conn = it->second;
+  }
+  // Closed, it is no longer Usable: Home() and To() pick or dial another one next time.
+  client_impl::CloseConnection(*conn);
 }
 
 void Client::Router::Schedule(std::chrono::milliseconds delay, std::function<void()> run,

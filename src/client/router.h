@@ -87,9 +87,21 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
     }
   }
 
-  // Client::PublishAsync, routed; retries run on the retry thread.
+  // Client::PublishAsync, routed; retries run on the retry thread. `sent_to` (optional) is
+  // set to the address of each attempt's broker as it is sent.
+  struct SentTo {
+    std::mutex mu;
+    std::string addr;  // guarded by mu
+  };
   ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
-                                  const PublishOptions& options, PublishCallback done);
+                                  const PublishOptions& options, PublishCallback done,
+                                  std::shared_ptr<SentTo> sent_to = nullptr);
+
+  // A request sent to `addr` went unanswered for the caller's whole wait: the broker may be
+  // dead (its QUIC connection notices only at the idle timeout). Its shards are forgotten and
+  // its connection closed — what was pending there fails with an unknown outcome — so the
+  // next request goes to another broker (or redials). Not on an I/O thread.
+  void Unanswered(const std::string& addr);
 
   // Stops retrying (queued retries fail with kClosed) and closes every connection. Idempotent.
   void Close();
