@@ -12,6 +12,38 @@
 
 namespace felix::broker {
 
+namespace {
+
+// A shard stepping down for a planned move (its route turned Unavailable at a newer
+// generation, its fence refusing new appends already): waits, up to `wait`, until the writes it
+// admitted are all committed — a `Quorum` shard's held writes reach their majority (its
+// replicator still runs) — so that their publishers get an answer, not an unknown outcome when
+// the shard closes. Polls the shard's executor; never on it.
+void SettleAdmittedWrites(Executor& executor, const std::shared_ptr<StreamShard>& stream,
+                          const std::shared_ptr<CacheShard>& cache, storage::ShardStore* store,
+                          std::chrono::milliseconds wait) {
+  if (store == nullptr || !((stream && stream->gated()) || (cache && cache->gated()))) return;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto settled = std::make_shared<std::promise<bool>>();
+    auto answer = settled->get_future();
+    if (!executor.Post([stream, cache, store, settled] {
+          if (stream) {
+            settled->set_value(store->log(storage::LogKind::kStream).WrittenOffset() <=
+                               stream->committed_next());
+          } else {
+            settled->set_value(cache->held_writes() == 0);
+          }
+        })) {
+      return;
+    }
+    if (answer.get()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+}  // namespace
+
 BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalog,
                        MetricsRegistry& metrics)
     : options_(std::move(options)),
@@ -585,8 +617,10 @@ size_t BrokerCore::StepDownDeposed() {
       // Led elsewhere, or here at another generation (a replica-set change raises it): the
       // shard reopens at the new one (its replicator stops before the store closes, so the
       // store's generation never changes under a running replicator).
-      bool deposed_here =
-          route.is_remote() || (route.is_local() && route.generation != open.led_generation);
+      // A planned move's fence is Unavailable at a newer generation: the shard closes too
+      // (the replication host then drains its store to the target). A lapsed lease keeps the
+      // generation: nobody else may lead it, so it stays open.
+      bool deposed_here = route.is_remote() || route.generation != open.led_generation;
       if (!deposed_here) {
         ++it;
         continue;
@@ -605,7 +639,14 @@ size_t BrokerCore::StepDownDeposed() {
                   (d.route.owner_client_addr.empty() ? ""
                                                      : " (" + d.route.owner_client_addr + ")") +
                   " leads it at generation " + std::to_string(d.route.generation.value())
-            : "this broker leads it at generation " + std::to_string(d.route.generation.value());
+        : d.route.is_local()
+            ? "this broker leads it at generation " + std::to_string(d.route.generation.value())
+            : "generation " + std::to_string(d.route.generation.value()) + " is " +
+                  d.route.unavailable_reason;
+    if (!d.route.is_local() && !d.route.is_remote()) {
+      SettleAdmittedWrites(*d.shard->executor, d.shard->shard, d.shard->cache, d.shard->store.get(),
+                           std::chrono::milliseconds(2000));
+    }
     std::string why = "shard " + key + " moved: " + now + "; this broker stepped down from " +
                       "generation " + std::to_string(own);
     spdlog::warn("{}: closing it here (subscriptions end with not_leader)", why);

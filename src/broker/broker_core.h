@@ -162,14 +162,17 @@ class BrokerCore {
   // Cluster mode (options.router): steps down from every open shard another broker leads now
   // (this broker was paused or cut off past its lease and a follower was promoted), or that is
   // led here at another generation than it opened at (a replica-set change: it reopens at the
-  // new one on the next request or reconcile). A deposed shard
+  // new one on the next request or reconcile), or that the router calls Unavailable at another
+  // generation (a planned move's fence: a gated shard's admitted writes first wait, up to 2 s,
+  // for their majority). A deposed shard
   // stops serving: its fence refuses every append still queued for it, live subscriptions end
   // with `not_leader` naming the new owner (the client resumes there), waiting group requests
   // are answered `shard_unavailable`, its logs close (appends already past the fence complete
   // first and are answered from their own write), the store is handed back
   // (on_shard_store_closing, then the custody released), so the replication side may open it
   // as a follower. A later request resolves through the router again. A shard the router
-  // calls Unavailable (a lapsed lease, held unplaced) is kept: nobody else leads it. Returns
+  // calls Unavailable at its own generation (a lapsed lease) is kept: nobody else leads it.
+  // Returns
   // how many shards stepped down. Blocks until they are closed; never on a shard executor.
   size_t StepDownDeposed();
 

@@ -4,10 +4,14 @@
 // /replication on the same broker, replication of the shards it leads (per follower and log:
 // durable offset, lag, in sync, halted reason) and of the shards it follows. --json prints the
 // /v1/cluster answer unchanged (GET /replication is JSON already).
+// `felix cluster move`: POST /v1/shard-moves, then waits until the target leads the shard.
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/admin_http.h"
@@ -149,6 +153,68 @@ void RegisterClusterCommands(CLI::App& app) {
     }
     PrintStatus(answer);
     PrintReplication(AdminCall(*conn, "GET", "/replication"));
+  });
+
+  // felix cluster move: POST /v1/shard-moves, then (unless --no-wait) watch /v1/cluster until
+  // the target leads the shard.
+  struct MoveArgs {
+    std::string stream, cache, ns = "default", to;
+    uint32_t shard = 0;
+    bool no_wait = false;
+    double timeout_s = 30;
+  };
+  auto args = std::make_shared<MoveArgs>();
+  auto mconn = std::make_shared<AdminConnection>();
+  CLI::App* move = group->add_subcommand(
+      "move",
+      "hand a shard's leadership to another of its replicas (fence, then cut over; publishes "
+      "in the window are refused retryably, nothing acknowledged is lost)");
+  AddAdminConnectionOptions(move, *mconn);
+  auto* which = move->add_option_group("shard", "the stream or cache");
+  which->add_option("--stream", args->stream, "stream name");
+  which->add_option("--cache", args->cache, "cache name");
+  which->require_option(1);
+  move->add_option("--namespace", args->ns, "namespace (default: default)");
+  move->add_option("--shard", args->shard, "shard number (default 0)");
+  move->add_option("--to", args->to, "node id of the replica that is to lead")->required();
+  move->add_flag("--no-wait", args->no_wait, "return once the move is requested");
+  move->add_option("--timeout", args->timeout_s, "seconds to wait for the cut-over (default 30)");
+  move->callback([args, mconn] {
+    const bool cache = !args->cache.empty();
+    const std::string name = cache ? args->cache : args->stream;
+    Json body{{"kind", cache ? "cache" : "stream"},
+              {"namespace", args->ns},
+              {"name", name},
+              {"shard", args->shard},
+              {"to", args->to}};
+    Json answer = AdminCall(*mconn, "POST", "/v1/shard-moves", &body);
+    const std::string shard = JsonText(answer, "shard");
+    if (JsonText(answer, "status") == "already_leader") {
+      std::cout << args->to << " already leads " << shard << "\n";
+      return;
+    }
+    std::cout << "move of " << shard << " from " << JsonText(answer, "from") << " to " << args->to
+              << " requested\n";
+    if (args->no_wait) return;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(args->timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+      Json status = AdminCall(*mconn, "GET", "/v1/cluster");
+      for (const auto& s : ArrayField(status, "shards")) {
+        const bool same = JsonText(s, "kind") == JsonText(body, "kind") &&
+                          JsonText(s, "namespace") == args->ns && JsonText(s, "name") == name &&
+                          JsonText(s, "shard") == std::to_string(args->shard);
+        if (same && JsonText(s, "leader") == args->to && JsonText(s, "state") == "active") {
+          std::cout << args->to << " leads " << shard << " at generation "
+                    << JsonText(s, "generation") << "\n";
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::cerr << "felix: " << shard << " not led by " << args->to << " within " << args->timeout_s
+              << " s (see felix cluster status)\n";
+    std::exit(1);
   });
 }
 

@@ -117,8 +117,24 @@ bool Client::Router::OnIoThread() {
 std::optional<Connection> Client::Router::Open(const std::string& addr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = conns_.find(addr);
-  if (it != conns_.end() && client_impl::Usable(*it->second)) return it->second;
+  if (it != conns_.end() && UsableLocked(it->second)) return it->second;
   return std::nullopt;
+}
+
+bool Client::Router::DrainingAddr(const std::string& addr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(addr);
+  return it != conns_.end() && it->second && client_impl::Usable(*it->second) &&
+         std::any_of(draining_.begin(), draining_.end(),
+                     [&](const auto& d) { return d.lock() == it->second; });
+}
+
+bool Client::Router::UsableLocked(const Connection& conn) const {
+  if (!conn || !client_impl::Usable(*conn)) return false;
+  for (const auto& d : draining_) {
+    if (d.lock() == conn) return false;
+  }
+  return true;
 }
 
 ClientResult<Connection> Client::Router::To(const std::string& addr) {
@@ -141,7 +157,7 @@ ClientResult<Connection> Client::Router::To(const std::string& addr) {
       result = nullptr;
     } else {
       Connection& slot = conns_[addr];
-      if (slot && client_impl::Usable(*slot)) {
+      if (UsableLocked(slot)) {
         extra = *dialled;  // another thread dialled it meanwhile
         result = slot;
       } else {
@@ -161,7 +177,7 @@ Connection Client::Router::Home() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     home = home_;
-    if (!cluster_ || closed_ || client_impl::Usable(*home_)) return home_;
+    if (!cluster_ || closed_ || UsableLocked(home_)) return home_;
     candidates = seeds_;
     for (const auto& b : brokers_) {
       if (std::find(candidates.begin(), candidates.end(), b) == candidates.end())
@@ -169,8 +185,22 @@ Connection Client::Router::Home() {
     }
   }
   if (OnIoThread()) return home;
-  // The bootstrap broker is gone: the next seed (or topology broker) that answers takes over.
-  for (const auto& addr : candidates) {
+  // The bootstrap broker is gone (or draining): the next seed (or topology broker) that
+  // answers takes over — one not known to be draining first.
+  std::vector<std::string> ordered;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const auto& addr : candidates) {
+        auto it = conns_.find(addr);
+        const bool draining = it != conns_.end() && it->second &&
+                              std::any_of(draining_.begin(), draining_.end(),
+                                          [&](const auto& d) { return d.lock() == it->second; });
+        if (draining == (pass == 1)) ordered.push_back(addr);
+      }
+    }
+  }
+  for (const auto& addr : ordered) {
     auto conn = To(addr);
     if (!conn) continue;
     std::lock_guard<std::mutex> lock(mu_);
@@ -240,7 +270,7 @@ Client::Router::Route Client::Router::Resolve(const Target& target) {
   }
   if (!route.shard || !options_.route_to_owners) return route;
   auto owner = owners_.Owner(target.name, *route.shard);
-  if (!owner) return route;
+  if (!owner || DrainingAddr(owner->addr)) return route;  // the home broker forwards
   if (may_block) {
     if (auto conn = To(owner->addr)) {
       route.conn = *conn;
@@ -259,6 +289,20 @@ void Client::Router::Forget(const Target& target, const std::string& addr, const
     case ClientErrorCode::kTimeout:
       owners_.ForgetBroker(addr);
       break;
+    case ClientErrorCode::kDraining: {
+      // The broker is shutting down: it answers what it admitted on this connection, so the
+      // connection stays open, but nothing new goes there (another seed becomes home; a
+      // restarted broker is dialled afresh).
+      owners_.ForgetBroker(addr);
+      owners_.Forget(target.name);  // learnt again from a broker that is not leaving
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = conns_.find(addr);
+      if (it != conns_.end() && it->second) {
+        std::erase_if(draining_, [](const auto& d) { return d.expired(); });
+        draining_.push_back(it->second);
+      }
+      break;
+    }
     case ClientErrorCode::kNotFound:          // the name may be new (or recreated)
     case ClientErrorCode::kShardUnavailable:  // moving, not ready, stale
     case ClientErrorCode::kNotLeader:         // a redirect without an address

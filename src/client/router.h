@@ -120,6 +120,10 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
   // A connection to `addr`: the open one, else dialled now (never on an I/O thread).
   ClientResult<client_impl::Connection> To(const std::string& addr);
   std::optional<client_impl::Connection> Open(const std::string& addr);
+  // The open connection to `addr` answered `draining` (the broker is leaving).
+  bool DrainingAddr(const std::string& addr);
+  // Open, and not known to be draining. Under mu_.
+  bool UsableLocked(const client_impl::Connection& conn) const;
   bool OnIoThread();
   void LearnOwners(const client_impl::NameKey& name, const client_impl::Connection& via);
   void LearnTopology(const client_impl::Connection& via);
@@ -143,6 +147,8 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
   std::vector<std::string> seeds_;                        // ClientOptions::broker, in order
   std::vector<std::string> brokers_;                      // from `topology`
   std::vector<client_impl::Connection> replaced_;         // lost ones, closed by Close
+  // Connections whose broker answered `draining`: not used for anything new.
+  std::vector<std::weak_ptr<Client::Impl>> draining_;
   bool closed_ = false;
 
   struct Retry {

@@ -47,6 +47,10 @@ void ClusterView::PutAssignmentLocked(const etcd::KeyValue& kv, bool only_newer)
     return;
   }
   NoteGenerationLocked(*shard, value->generation);
+  if (it != assignments_.end() && it->second.leader != value->leader &&
+      !it->second.leader.empty()) {
+    previous_leader_[*shard] = it->second.leader;
+  }
   assignments_[*shard] = std::move(*value);
 }
 
@@ -62,8 +66,10 @@ void ClusterView::ApplyNodeEvents(const std::vector<etcd::Event>& events) {
   for (const auto& event : events) {
     if (event.type == etcd::Event::Type::kPut) {
       PutNodeLocked(event.kv);
+      if (auto id = keys_.ParseNode(event.kv.key)) lost_at_.erase(*id);
     } else if (auto id = keys_.ParseNode(event.kv.key)) {
       nodes_.erase(*id);
+      lost_at_[*id] = std::chrono::steady_clock::now();
     }
   }
   if (nodes_gauge_ != nullptr) nodes_gauge_->Set(static_cast<int64_t>(nodes_.size()));
@@ -119,6 +125,16 @@ std::vector<NodeRecord> ClusterView::Nodes() const {
 std::map<ShardRef, Assignment> ClusterView::Assignments() const {
   MutexLock lock(mu_);
   return assignments_;
+}
+
+std::optional<std::chrono::steady_clock::time_point> ClusterView::PreviousLeaderLostAt(
+    const ShardRef& shard) const {
+  MutexLock lock(mu_);
+  auto previous = previous_leader_.find(shard);
+  if (previous == previous_leader_.end()) return std::nullopt;
+  auto lost = lost_at_.find(previous->second);
+  if (lost == lost_at_.end()) return std::nullopt;
+  return lost->second;
 }
 
 }  // namespace felix::cluster

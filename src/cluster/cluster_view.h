@@ -11,6 +11,7 @@
 // they need). The feeding callbacks come from the mirrors' threads.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -51,6 +52,11 @@ class ClusterView {
   std::optional<NodeRecord> FindNode(std::string_view node_id) const;
   std::vector<NodeRecord> Nodes() const;  // by node id
   std::map<ShardRef, Assignment> Assignments() const;
+  // When this view saw the nodes/ key of the shard's previous leader go (its lease lapsed) —
+  // the leader before the current assignment's, if the leader changed and that node's key has
+  // not come back since; else nullopt. The start of a failover as this broker saw it.
+  std::optional<std::chrono::steady_clock::time_point> PreviousLeaderLostAt(
+      const ShardRef& shard) const;
 
  private:
   void PutAssignmentLocked(const etcd::KeyValue& kv, bool only_newer) REQUIRES(mu_);
@@ -65,6 +71,9 @@ class ClusterView {
   mutable Mutex mu_;
   std::map<std::string, NodeRecord, std::less<>> nodes_ GUARDED_BY(mu_);
   std::map<ShardRef, Assignment> assignments_ GUARDED_BY(mu_);
+  std::map<ShardRef, std::string> previous_leader_ GUARDED_BY(mu_);  // set when the leader changes
+  std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> lost_at_
+      GUARDED_BY(mu_);  // node id → when its nodes/ key was seen deleted
 };
 
 }  // namespace felix::cluster

@@ -38,6 +38,9 @@ Controller::Controller(ControllerOptions options)
     failovers_counter_ = &options_.metrics->AddCounter(
         "felix_cluster_failovers_total",
         "shards this broker, as controller, handed from a down leader to a caught-up follower");
+    move_steps_counter_ = &options_.metrics->AddCounter(
+        "felix_cluster_move_steps_total",
+        "planned-move steps (fence, cut over, retake) this broker, as controller, wrote");
     restores_counter_ = &options_.metrics->AddCounter(
         "felix_cluster_restore_steps_total",
         "replica restores this broker, as controller, started, seated or abandoned (a follower "
@@ -230,6 +233,7 @@ void Controller::Lead(const ControllerTerm& term) {
   mirror->Start();
 
   etcd::Backoff error_backoff(retry_interval_, pass_interval_);
+  std::map<ShardRef, std::chrono::steady_clock::time_point> fenced_since;
   auto next_periodic = std::chrono::steady_clock::now() + pass_interval_;
   bool stopping = false;
   while (true) {
@@ -285,10 +289,26 @@ void Controller::Lead(const ControllerTerm& term) {
     pass_options.can_write = [this] { return LeaseValid(); };
     pass_options.down = std::move(down);
     pass_options.lost = std::move(lost);
+    {
+      // How long each fenced move has been fenced, on this controller's clock (a new
+      // controller starts counting afresh): past move_fence_timeout it is retaken.
+      const auto now = std::chrono::steady_clock::now();
+      std::map<ShardRef, std::chrono::steady_clock::time_point> still;
+      for (const auto& [shard, slot] : view->assignments()) {
+        const auto& a = slot.read.value;
+        if (!a || a->state != AssignmentState::kMoving) continue;
+        auto it = fenced_since.find(shard);
+        const auto since = it == fenced_since.end() ? now : it->second;
+        still.emplace(shard, since);
+        if (now - since > options_.move_fence_timeout) pass_options.fence_expired.insert(shard);
+      }
+      fenced_since = std::move(still);
+    }
     PassResult result = RunPass(options_.etcd, term, *view, pass_options);
     if (writes_counter_) writes_counter_->Increment(result.writes + result.deletes);
     if (failovers_counter_) failovers_counter_->Increment(result.promotions);
     if (restores_counter_) restores_counter_->Increment(result.restores);
+    if (move_steps_counter_) move_steps_counter_->Increment(result.move_steps);
     for (const auto& shard : result.leaderless) {
       spdlog::warn(
           "controller: {} is led by a down node and no follower is reported caught up; it "
@@ -387,8 +407,16 @@ bool Controller::ApplyLocked(const etcd::Event& event, int64_t now_ns) {
     }
     case ControllerView::Area::kCatalog:
       return true;
-    case ControllerView::Area::kReports:
-      return false;  // read by the next pass; a report alone changes no placement
+    case ControllerView::Area::kReports: {
+      // Read by the next pass; a report alone changes no placement — except the drain report
+      // of a fenced move, which the cut-over waits for.
+      auto shard = options_.keys.ParseReport(event.kv.key);
+      auto it = shard ? view_.assignments().find(*shard) : view_.assignments().end();
+      return !deleted && it != view_.assignments().end() && it->second.read.value &&
+             it->second.read.value->state == AssignmentState::kMoving;
+    }
+    case ControllerView::Area::kMoves:
+      return true;  // a move request or a drain came or went
     case ControllerView::Area::kController:
       CheckTermLocked();
       return false;

@@ -18,7 +18,10 @@
 // DownNodes() reports it. The controller wakes when a node observed gone becomes down and its
 // pass fails over every active shard that node leads to the follower the leader's newest
 // report names caught up and furthest ahead (PlanFailover, controller_pass.h); a shard with no
-// such follower stays with its dead leader (unavailable) and is logged.
+// such follower stays with its dead leader (unavailable) and is logged. Planned moves (an
+// operator's moves/ request, a draining broker's drains/ key) fence, then cut over, or are
+// retaken after `move_fence_timeout` (move_plan.h); a leader's report wakes a pass while its
+// shard is fenced.
 //
 // Threading and lifetime: `etcd`, `clock` and `metrics` must outlive the Controller; the node
 // lease `lease_id` must exist while it runs (a broker that loses its lease for good stops this
@@ -31,6 +34,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +70,8 @@ struct ControllerOptions {
   // FELIX_SHARD_RESTORE_AFTER_MS: a follower down this long (after the down rule) is replaced
   // (restore_plan.h); 0 turns restoring off.
   std::chrono::milliseconds restore_after{300000};
+  // A planned move fenced this long without draining is retaken by its leader (move_plan.h).
+  std::chrono::milliseconds move_fence_timeout{10000};
 };
 
 class Controller {
@@ -119,6 +125,7 @@ class Controller {
   Counter* writes_counter_ = nullptr;
   Counter* failovers_counter_ = nullptr;
   Counter* restores_counter_ = nullptr;
+  Counter* move_steps_counter_ = nullptr;
   Gauge* unavailable_gauge_ = nullptr;  // felix_cluster_unavailable_shards
 
   mutable Mutex mu_;

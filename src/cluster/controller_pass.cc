@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "cluster/move_plan.h"
 #include "cluster/restore_plan.h"
 
 namespace felix::cluster {
@@ -143,11 +144,16 @@ std::optional<Assignment> PlanShard(const std::optional<Assignment>& current,
 std::optional<Assignment> PlanFailover(const std::optional<Assignment>& current,
                                        const Report* report, const std::set<std::string>& down,
                                        const std::set<std::string>& registered) {
-  if (!current || current->state != AssignmentState::kActive || current->leader.empty() ||
+  if (!current || current->state == AssignmentState::kUnavailable || current->leader.empty() ||
       !down.contains(current->leader)) {
     return std::nullopt;
   }
-  if (!report || report->generation != current->generation || report->leader != current->leader) {
+  // A fenced move's generation writes nothing (move_plan.h): the report of the generation before
+  // it is as good as one at it. (The drain's own report, at the fence generation, is stronger.)
+  const bool fenced = current->state == AssignmentState::kMoving;
+  if (!report || report->leader != current->leader ||
+      (report->generation != current->generation &&
+       !(fenced && report->generation + 1 == current->generation))) {
     return std::nullopt;
   }
   const std::string* best = nullptr;
@@ -204,6 +210,7 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
   }
   const PlacementResult target = Place(input);
   result.unplaced = target.unplaced;
+  std::set<ShardRef> finished_moves;  // cut over or retaken in this pass: their requests go
 
   for (const auto& w : wanted) {
     const std::string key = keys.Assign(w.ref);
@@ -221,6 +228,15 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
     const Report* report = report_it == view.reports().end() ? nullptr : &report_it->second;
     bool failover = false;
     bool restore = false;
+    std::optional<MoveAction> move;
+    auto request_it = view.moves().find(w.ref);
+    MoveInputs move_in;
+    move_in.report = report;
+    move_in.request = request_it == view.moves().end() ? nullptr : &request_it->second;
+    move_in.draining = &view.drains();
+    move_in.down = &options.down;
+    move_in.registered = &registered;
+    move_in.fence_expired = options.fence_expired.contains(w.ref);
     const std::string shard_path = w.ref.Path();
     RestoreInputs restore_in;
     restore_in.report = report;
@@ -233,6 +249,11 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
       auto promoted = PlanFailover(r.value, report, options.down, registered);
       failover = promoted.has_value();
       if (promoted) return promoted;
+      move.reset();
+      if (auto moved = PlanMove(r.value, move_in)) {
+        move = moved->action;
+        return std::optional<Assignment>(std::move(moved->next));
+      }
       auto restored = PlanRestore(r.value, restore_in);
       restore = restored.has_value();
       if (restored) return restored;
@@ -245,6 +266,14 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
       ++result.writes;
       if (failover) ++result.promotions;
       if (restore) ++result.restores;
+      if (move) {
+        ++result.move_steps;
+        if (*move != MoveAction::kFence) finished_moves.insert(w.ref);
+        spdlog::info("controller: move of {} {}: generation={} leader={} replicas={}{}",
+                     w.ref.Path(), MoveActionName(*move), written.value->generation, next.leader,
+                     Join(next.replicas), next.move ? " target=" + next.move->target : "");
+        return;
+      }
       spdlog::info("controller: {} {} generation={} leader={} replicas={}{}",
                    failover  ? "failed over"
                    : restore ? "restoring replicas of"
@@ -257,6 +286,28 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
         options.down.contains(read.value->leader) && !failover &&
         !PlanFailover(read.value, report, options.down, registered)) {
       result.leaderless.push_back(w.ref.Path());
+    }
+  }
+
+  // Move requests that are done (cut over or retaken now, or the target already leads), that
+  // name no replica, or whose shard is gone, are deleted (a plain delete: the request is the
+  // operator's, not a placement; a deposed controller deleting one loses nothing).
+  for (const auto& [ref, request] : view.moves()) {
+    auto slot = view.assignments().find(ref);
+    const Assignment* a = slot == view.assignments().end() || !slot->second.read.value
+                              ? nullptr
+                              : &*slot->second.read.value;
+    const bool stale = Obsolete(view, ref) || (a && !Contains(a->replicas, request.target));
+    const bool done = finished_moves.contains(ref) ||
+                      (a && a->state == AssignmentState::kActive && a->leader == request.target);
+    if (!stale && !done) continue;
+    if (auto deleted = etcd.Delete(keys.Move(ref)); !deleted) {
+      ++result.errors;
+      spdlog::warn("controller: cannot delete the move request of {}: {}", ref.Path(),
+                   deleted.error().message);
+    } else if (stale) {
+      spdlog::warn("controller: dropped the move request of {} to {}: {}", ref.Path(),
+                   request.target, a ? "not a replica of the shard" : "the shard is gone");
     }
   }
 

@@ -6,8 +6,9 @@
 // What a pass writes (PlanShard):
 // - a shard with no assignment gets the target leader, replicas = leader + target followers;
 // - a shard whose assignment is active keeps its current leader — changing a live leader is a
-//   move (stage → fence → cut over) and replacing a dead one is failover (after DownTracker says
-//   "down"), both later work that hooks in here — and takes the target's followers when they
+//   move (fence → cut over, move_plan.h: an operator's request or a draining leader) and
+//   replacing a dead one is failover (after DownTracker says "down") — and takes the target's
+//   followers when they
 //   differ. A target leader other than the current one becomes a follower first (it is where a
 //   later move goes). Current followers whose node is not registered keep their slot: replacing
 //   a replica is for after its grace period (restore-RF, cluster-etcd.md §5), not for every
@@ -44,15 +45,16 @@ std::optional<Assignment> PlanShard(const std::optional<Assignment>& current,
                                     const std::set<std::string>& registered);
 
 // Failover (cluster-etcd.md §5, replication.md §14): the assignment that promotes a follower of
-// `current` whose leader is in `down`, or nullopt. Only a follower the leader's newest report
-// at the current generation names caught up, that is registered and not down, is a candidate;
-// the one furthest ahead (report.durable) wins, ties go to the earlier replica. The replica set
-// is kept, the dead leader included (it comes back as a follower and is repaired there); the
-// new leader is listed first; a restore under way ends (the joiner stays a plain replica when it
-// joined an even-sized set, else it is dropped: replication.md §19). No report at this generation,
-// or no candidate: nullopt — the shard stays with its dead leader and unavailable rather than go to
-// a replica that may lack acknowledged writes (an RF 1 shard never has a report, so it always waits
-// for its owner).
+// `current` (active, or fenced in a move) whose leader is in `down`, or nullopt. Only a follower
+// the leader's newest report at the current generation (for a fenced shard: or the one before,
+// which the fence generation wrote nothing after) names caught up, that is registered and not down,
+// is a candidate; the one furthest ahead (report.durable) wins, ties go to the earlier replica. The
+// replica set is kept, the dead leader included (it comes back as a follower and is repaired
+// there); the new leader is listed first; a restore under way ends (the joiner stays a plain
+// replica when it joined an even-sized set, else it is dropped: replication.md §19). No report at
+// this generation, or no candidate: nullopt — the shard stays with its dead leader and unavailable
+// rather than go to a replica that may lack acknowledged writes (an RF 1 shard never has a report,
+// so it always waits for its owner).
 std::optional<Assignment> PlanFailover(const std::optional<Assignment>& current,
                                        const Report* report, const std::set<std::string>& down,
                                        const std::set<std::string>& registered);
@@ -63,6 +65,8 @@ struct PassOptions {
   // Nodes down for at least the restore grace period: the followers they hold are replaced
   // (restore_plan.h). Empty when restoring is off.
   std::set<std::string> lost;
+  // Fenced moves older than the controller's move timeout: retaken (move_plan.h).
+  std::set<ShardRef> fence_expired;
   // Checked before every write; false ends the pass early (paused) without writing.
   std::function<bool()> can_write;
   // Re-plans of one shard after lost races before the pass gives up on it (counted as error).
@@ -77,6 +81,7 @@ struct PassResult {
   uint64_t skipped = 0;               // shards left alone because their stored metadata is corrupt
   uint64_t promotions = 0;            // failovers written (included in `writes`)
   uint64_t restores = 0;              // restore steps written (join/seat/abandon; in `writes`)
+  uint64_t move_steps = 0;            // planned-move steps written (fence/cut over/retake)
   std::vector<std::string> unplaced;  // shards with no node to go to
   std::vector<std::string> leaderless;  // led by a down node with no caught-up follower
   bool deposed = false;                 // the controller key is not this term's any more

@@ -68,6 +68,8 @@ void ControllerView::Clear() {
   assignments_.clear();
   controller_.reset();
   reports_.clear();
+  moves_.clear();
+  drains_.clear();
 }
 
 std::set<std::string> ControllerView::RegisteredIds() const {
@@ -112,6 +114,24 @@ ControllerView::Area ControllerView::Put(const etcd::KeyValue& kv) {
     assignments_[*shard] = std::move(slot);
     return Area::kAssign;
   }
+  if (StartsWith(key, keys_.MovesPrefix())) {
+    auto shard = keys_.ParseMove(key);
+    if (!shard) return Area::kOther;
+    auto request = DecodeMoveRequest(kv.value);
+    if (request) {
+      moves_[*shard] = std::move(*request);
+    } else {
+      moves_.erase(*shard);
+      spdlog::warn("move request does not decode key={}: {}", key, request.error().ToString());
+    }
+    return Area::kMoves;
+  }
+  if (StartsWith(key, keys_.DrainsPrefix())) {
+    auto node = keys_.ParseDrain(key);
+    if (!node) return Area::kOther;
+    drains_.insert(*node);
+    return Area::kMoves;
+  }
   if (StartsWith(key, keys_.ReportsPrefix())) {
     auto shard = keys_.ParseReport(key);
     if (!shard) return Area::kOther;
@@ -155,6 +175,18 @@ ControllerView::Area ControllerView::Delete(std::string_view key) {
     if (!shard) return Area::kOther;
     reports_.erase(*shard);
     return Area::kReports;
+  }
+  if (StartsWith(key, keys_.MovesPrefix())) {
+    auto shard = keys_.ParseMove(key);
+    if (!shard) return Area::kOther;
+    moves_.erase(*shard);
+    return Area::kMoves;
+  }
+  if (StartsWith(key, keys_.DrainsPrefix())) {
+    auto node = keys_.ParseDrain(key);
+    if (!node) return Area::kOther;
+    drains_.erase(*node);
+    return Area::kMoves;
   }
   return Area::kOther;
 }

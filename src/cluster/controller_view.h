@@ -11,6 +11,8 @@
 // - controller: the controller key as stored;
 // - reports/<kind>/<t>/<ns>/<name>/<shard>: each shard leader's newest replica report (a value
 //   that does not decode is dropped: failover then treats the shard as unreported).
+// - moves/<kind>/<t>/<ns>/<name>/<shard>: operators' move requests (one that does not decode
+//   is dropped); drains/<node>: the brokers shutting down that give up what they lead.
 // Everything else under the prefix (tenants, namespaces, keys, suspects, ...) is ignored.
 // Put/Delete say which part changed, so the caller knows whether to re-plan.
 //
@@ -57,7 +59,7 @@ struct AssignmentSlot {
 
 class ControllerView {
  public:
-  enum class Area { kOther, kNodes, kCatalog, kAssign, kController, kReports };
+  enum class Area { kOther, kNodes, kCatalog, kAssign, kController, kReports, kMoves };
 
   explicit ControllerView(ClusterKeys keys) : keys_(std::move(keys)) {}
 
@@ -78,6 +80,8 @@ class ControllerView {
   const std::map<ShardRef, AssignmentSlot>& assignments() const { return assignments_; }
   const std::optional<etcd::KeyValue>& controller() const { return controller_; }
   const std::map<ShardRef, Report>& reports() const { return reports_; }
+  const std::map<ShardRef, MoveRequest>& moves() const { return moves_; }
+  const std::set<std::string>& drains() const { return drains_; }
   const ClusterKeys& keys() const { return keys_; }
 
  private:
@@ -88,6 +92,8 @@ class ControllerView {
   std::map<ShardRef, AssignmentSlot> assignments_;
   std::optional<etcd::KeyValue> controller_;
   std::map<ShardRef, Report> reports_;
+  std::map<ShardRef, MoveRequest> moves_;
+  std::set<std::string> drains_;
 };
 
 }  // namespace felix::cluster

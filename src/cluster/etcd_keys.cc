@@ -190,6 +190,23 @@ Result<ShardRef> ClusterKeys::ParseReport(std::string_view key) const {
   return ParseShardPath(*rest);
 }
 
+Result<ShardRef> ClusterKeys::ParseMove(std::string_view key) const {
+  auto rest = StripPrefix(key, MovesPrefix(), "move");
+  if (!rest) return tl::unexpected(rest.error());
+  return ParseShardPath(*rest);
+}
+
+std::string ClusterKeys::Drain(std::string_view node_id) const {
+  return DrainsPrefix() + std::string(node_id);
+}
+
+Result<std::string> ClusterKeys::ParseDrain(std::string_view key) const {
+  auto rest = StripPrefix(key, DrainsPrefix(), "drain");
+  if (!rest) return tl::unexpected(rest.error());
+  if (auto ok = ValidateNodeId(*rest); !ok) return tl::unexpected(ok.error());
+  return std::string(*rest);
+}
+
 Result<std::pair<std::string, std::string>> ClusterKeys::ParseSuspect(std::string_view key) const {
   auto rest = StripPrefix(key, SuspectsPrefix(), "suspect");
   if (!rest) return tl::unexpected(rest.error());

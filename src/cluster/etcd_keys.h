@@ -67,6 +67,14 @@ class ClusterKeys {
   std::string Assign(const ShardRef& shard) const { return AssignPrefix() + shard.Path(); }
   std::string ReportsPrefix() const { return prefix_ + "reports/"; }
   std::string Report(const ShardRef& shard) const { return ReportsPrefix() + shard.Path(); }
+  // Planned moves (control-plane.md §12): moves/<kind>/<t>/<ns>/<name>/<shard> = {target}, an
+  // operator's request (admin API, `felix cluster move`) that the controller carries out and
+  // deletes; drains/<node_id> = {} under that node's lease, written by a broker shutting down
+  // gracefully (SIGTERM): the controller moves every shard it leads to a caught-up replica.
+  std::string MovesPrefix() const { return prefix_ + "moves/"; }
+  std::string Move(const ShardRef& shard) const { return MovesPrefix() + shard.Path(); }
+  std::string DrainsPrefix() const { return prefix_ + "drains/"; }
+  std::string Drain(std::string_view node_id) const;
   std::string SuspectsPrefix() const { return prefix_ + "suspects/"; }
   std::string Suspect(std::string_view follower, std::string_view leader) const;
 
@@ -74,6 +82,8 @@ class ClusterKeys {
   Result<std::string> ParseNode(std::string_view key) const;
   Result<ShardRef> ParseAssign(std::string_view key) const;
   Result<ShardRef> ParseReport(std::string_view key) const;
+  Result<ShardRef> ParseMove(std::string_view key) const;
+  Result<std::string> ParseDrain(std::string_view key) const;
   // {follower, leader}
   Result<std::pair<std::string, std::string>> ParseSuspect(std::string_view key) const;
 

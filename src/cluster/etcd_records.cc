@@ -128,6 +128,20 @@ Result<NodeRecord> DecodeNodeRecord(std::string_view text) {
   return r;
 }
 
+std::string EncodeMoveRequest(const MoveRequest& request) {
+  return Json{{"target", request.target}}.dump();
+}
+
+Result<MoveRequest> DecodeMoveRequest(std::string_view text) {
+  constexpr std::string_view kRec = "move request";
+  auto j = ParseObject(text, kRec);
+  if (!j) return tl::unexpected(j.error());
+  auto target = GetString(*j, "target", kRec);
+  if (!target) return tl::unexpected(target.error());
+  if (target->empty()) return Corrupt(kRec, "empty target");
+  return MoveRequest{*target};
+}
+
 std::string EncodeControllerRecord(const ControllerRecord& r) {
   return Json{{"node_id", r.node_id}, {"incarnation", r.incarnation}}.dump();
 }

@@ -79,6 +79,17 @@ struct Report {
   bool operator==(const Report&) const = default;
 };
 
+// moves/<kind>/<t>/<ns>/<name>/<shard>: an operator's request to move the shard's leadership
+// to `target` (a registered replica of the shard); the controller carries it out (fence, then
+// cut over) and deletes it.
+struct MoveRequest {
+  std::string target;
+  bool operator==(const MoveRequest&) const = default;
+};
+
+std::string EncodeMoveRequest(const MoveRequest& request);
+Result<MoveRequest> DecodeMoveRequest(std::string_view json);
+
 std::string EncodeNodeRecord(const NodeRecord& record);
 Result<NodeRecord> DecodeNodeRecord(std::string_view json);
 

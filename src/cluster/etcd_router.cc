@@ -21,6 +21,15 @@ broker::Route EtcdRouter::RouteShard(const broker::ShardId& shard) const {
     route.unavailable_reason = "held unplaced: no caught-up replica is alive";
     return route;
   }
+  if (assignment->state == AssignmentState::kMoving && assignment->move &&
+      assignment->move->step == MoveStep::kFence) {
+    // A planned move's fence (move_plan.h): nobody serves it until the cut-over, which follows
+    // in moments; the leader closes it and drains its logs to the target.
+    route.where = broker::Route::Where::kUnavailable;
+    route.unavailable_reason = "moving from " + assignment->leader + " to " +
+                               assignment->move->target + " (retry shortly)";
+    return route;
+  }
   if (assignment->leader == node_id_) {
     if (lease_valid_ && !lease_valid_()) {
       route.where = broker::Route::Where::kUnavailable;

@@ -6,7 +6,8 @@
 //     (cluster-etcd.md §3);
 //   - another node leads → Remote(leader, its client address from nodes/ if registered,
 //     generation);
-//   - no assignment yet, or the shard is held unplaced → Unavailable with the reason.
+//   - no assignment yet, the shard is held unplaced, or a planned move has fenced it
+//     (move_plan.h; on every broker, its leader included) → Unavailable with the reason.
 // Brokers() lists registered nodes with a client address (FLX1 `topology`).
 //
 // Threading: thread-safe (ClusterView is). The view must outlive the router; `lease_valid`

@@ -25,7 +25,9 @@
 //   - TODO(generation-start record, §17): writing the record at start_offset needs storage
 //     record flag bit 29 (segment format v4, storage.md), which the segment format does not
 //     have yet; on_open is called without it;
-//   - step 2 (holding writes while fencing) and routing belong to the host;
+//   - step 2 (holding writes while fencing): the shard is not open in the broker core until the
+//     fence is done (ReplicationHost::FenceQuorumShard runs in the core's opener), so requests
+//     wait for the open or are refused retryably; routing belongs to the router;
 //   - step 6 (the counter log of a cache shard): only the shard's own log is fenced;
 //   - a replica answering UnsupportedKind to kind 37 is asked with 33, then 31; a fetch
 //     answered without labels (kind 7/14) labels the fetched records with the replica's

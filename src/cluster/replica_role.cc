@@ -9,6 +9,12 @@ namespace flxi = wire::flxi;
 FollowerRole FollowerRoleFor(const std::optional<Assignment>& assignment, uint64_t generation,
                              std::string_view self) {
   if (!assignment) return FollowerRole::kNotReplica;
+  // A planned move's fence raises the generation but keeps the leader, who drains the logs it
+  // wrote at the generation before (move_plan.h): that one is still followed.
+  const bool draining = assignment->state == AssignmentState::kMoving && assignment->move &&
+                        assignment->move->step == MoveStep::kFence &&
+                        assignment->generation == generation + 1;
+  if (draining) generation = assignment->generation;
   if (assignment->generation > generation) return FollowerRole::kViewNewer;
   if (assignment->generation < generation) return FollowerRole::kViewOlder;
   if (assignment->leader == self) return FollowerRole::kNotReplica;

@@ -16,7 +16,8 @@ namespace felix::cluster {
 
 // The view's assignment of the shard (nullopt: unknown here) against G:
 //   newer than G → kViewNewer (FencedEpoch); older → kViewOlder (StaleRoute); at G and this
-//   broker is in the replica set without leading it → kFollower; else kNotReplica.
+//   broker is in the replica set without leading it → kFollower; else kNotReplica. A fenced
+//   move (move_plan.h) at G + 1 counts as G: its leader drains what it wrote at G.
 FollowerRole FollowerRoleFor(const std::optional<Assignment>& assignment, uint64_t generation,
                              std::string_view self);
 

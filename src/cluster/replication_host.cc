@@ -33,6 +33,19 @@ struct ReplicationHost::LeaderSlot {
   std::unique_ptr<ShardReplicator> replicator;
 };
 
+// A fenced move's drain (see the header): the store this host opened after the core closed
+// the shard, and the replicator shipping it.
+struct ReplicationHost::DrainSlot {
+  ShardRef shard;
+  broker::Executor* executor = nullptr;
+  std::string dir;
+  uint64_t fence_generation = 0;  // the assignment's: reports are written at it
+  uint64_t generation = 0;        // the store's: the shard was led (and is shipped) at it
+  std::vector<std::string> followers;
+  std::unique_ptr<storage::ShardStore> store;  // opened and closed on the executor
+  std::unique_ptr<ShardReplicator> replicator;
+};
+
 namespace {
 
 ShardRef RefOf(const broker::ShardId& id) {
@@ -138,7 +151,12 @@ ReplicationHost::ReplicationHost(const ClusterView& view, ReplicationHostOptions
                                         "outcome=\"failed\"")),
       promotion_truncated_(metrics.AddCounter(
           "felix_broker_promotion_truncated_total",
-          "own records a promotion fence dropped (a divergent suffix no majority held)")) {
+          "own records a promotion fence dropped (a divergent suffix no majority held)")),
+      failover_seconds_(metrics.AddHistogram(
+          "felix_cluster_failover_seconds",
+          "failovers to this broker: from seeing the dead leader's node key go (its lease "
+          "lapsed) to serving the shard here (store open, promotion fence done)",
+          {0.25, 0.5, 1, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 20, 30})) {
   size_t n = std::max<size_t>(1, options_.executors);
   for (size_t i = 0; i < n; ++i) {
     executors_.push_back(std::make_unique<broker::Executor>("felix-repl-" + std::to_string(i)));
@@ -193,6 +211,12 @@ void ReplicationHost::Stop() {
   }
   control_.Stop();  // no reconcile runs after this
   periodic_.reset();
+  std::map<ShardRef, std::shared_ptr<DrainSlot>> drains;
+  {
+    std::lock_guard lock(leader_mu_);
+    drains.swap(drains_);
+  }
+  for (auto& [shard, slot] : drains) CloseDrain(slot);
   std::map<ShardRef, std::shared_ptr<LeaderSlot>> leaders;
   {
     std::lock_guard lock(leader_mu_);
@@ -240,6 +264,8 @@ void ReplicationHost::Reconcile() {
   // (issue 16: a deposed leader steps down and is repaired as a follower, §9.1).
   if (size_t stepped = core_->StepDownDeposed(); stepped > 0) stepdowns_.Increment(stepped);
   auto assignments = view_.Assignments();
+  // Drains next: one that ended releases its store before this broker follows the shard.
+  ReconcileDrains(assignments);
   // Followers first: a shard this broker now leads is closed as a follower before the core is
   // asked to open it (the handover rule).
   ReconcileFollowers(assignments);
@@ -368,7 +394,8 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
   }
   for (const auto& [shard, a] : assignments) {
     if (a.leader != options_.own_node_id || a.replicas.size() < 2) continue;
-    if (a.state == AssignmentState::kUnavailable) continue;
+    // A fenced move is drained (ReconcileDrains), not opened.
+    if (a.state != AssignmentState::kActive) continue;
     auto store = core_stores_.find(shard);
     if (store == core_stores_.end()) {
       // Open it in the core now: replication starts without waiting for a client. The core
@@ -442,10 +469,131 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
   led_gauge_.Set(static_cast<int64_t>(leaders_.size()));
 }
 
-void ReplicationHost::OnStoreOpened(const broker::ShardId& id, storage::ShardStore& store) {
+namespace {
+
+bool Fenced(const Assignment& a) {
+  return a.state == AssignmentState::kMoving && a.move && a.move->step == MoveStep::kFence;
+}
+
+}  // namespace
+
+void ReplicationHost::ReconcileDrains(const std::map<ShardRef, Assignment>& assignments) {
+  std::vector<std::shared_ptr<DrainSlot>> closing;
+  std::vector<std::pair<ShardRef, Assignment>> opening;
   {
     std::lock_guard lock(leader_mu_);
-    core_stores_[RefOf(id)] = &store;
+    for (auto it = drains_.begin(); it != drains_.end();) {
+      auto a = assignments.find(it->first);
+      bool keep = a != assignments.end() && Fenced(a->second) &&
+                  a->second.leader == options_.own_node_id &&
+                  a->second.generation == it->second->fence_generation;
+      if (keep) {
+        ++it;
+        continue;
+      }
+      closing.push_back(it->second);
+      it = drains_.erase(it);
+    }
+    for (const auto& [shard, a] : assignments) {
+      if (!Fenced(a) || a.leader != options_.own_node_id || a.replicas.size() < 2) continue;
+      // The core still holds it (its step-down comes first; the next reconcile retries).
+      if (drains_.count(shard) > 0 || core_stores_.count(shard) > 0) continue;
+      opening.emplace_back(shard, a);
+    }
+  }
+  for (auto& slot : closing) CloseDrain(slot);
+  for (auto& [shard, a] : opening) {
+    std::optional<broker::ShardStoreLayout> layout;
+    if (shard.kind == ShardKind::kStream) {
+      auto stream = core_->FindStream(shard.tenant, shard.ns, shard.name);
+      if (!stream || !stream->durable || shard.shard >= stream->shards) continue;
+      layout = core_->StreamLayout(*stream, shard.shard);
+    } else {
+      auto cache = core_->FindCache(shard.tenant, shard.ns, shard.name);
+      if (!cache || !cache->durable || shard.shard >= cache->shards) continue;
+      layout = core_->CacheLayout(*cache, shard.shard);
+    }
+    if (!custody_->Claim(layout->dir, broker::StoreHolder::kFollower)) continue;
+    auto slot = std::make_shared<DrainSlot>();
+    slot->shard = shard;
+    slot->executor = &ExecutorFor(shard);
+    slot->dir = layout->dir;
+    slot->fence_generation = a.generation;
+    std::string error;
+    RunOn(*slot->executor, [&] {
+      auto store = storage::ShardStore::Open(layout->dir, layout->store_options());
+      if (!store) {
+        error = store.error().ToString();
+        return;
+      }
+      slot->store = std::move(*store);
+      slot->generation = slot->store->replica_state().generation;
+    });
+    if (!slot->store) {
+      spdlog::error("replication: cannot open {} to drain it for its move: {}", shard.Path(),
+                    error);
+      custody_->Release(layout->dir, broker::StoreHolder::kFollower);
+      continue;
+    }
+    ShardReplicatorOptions ro;
+    ro.tenant = shard.tenant;
+    ro.ns = shard.ns;
+    ro.name = shard.name;
+    ro.shard = shard.shard;
+    ro.cache_shard = shard.kind == ShardKind::kCache;
+    ro.generation = slot->generation;
+    ro.rebuild_max_concurrent = options_.rebuild_max_concurrent;
+    ro.rebuild_bytes_per_sec = options_.rebuild_bytes_per_sec;
+    for (const auto& node : a.replicas) {
+      if (node == options_.own_node_id) continue;
+      slot->followers.push_back(node);
+      ro.followers.push_back(
+          PeerAddress{node, options_.internal_addr_of(node).value_or(HostPort{"127.0.0.1", 0})});
+    }
+    slot->replicator = std::make_unique<ShardReplicator>(*slot->store, std::move(ro), *transport_,
+                                                         *slot->executor, &metrics_);
+    slot->replicator->Start();
+    spdlog::info("replication: draining {} for its move to {}: generation={} fence={}",
+                 shard.Path(), a.move->target, slot->generation, a.generation);
+    std::lock_guard lock(leader_mu_);
+    drains_[shard] = std::move(slot);
+  }
+}
+
+void ReplicationHost::CloseDrain(const std::shared_ptr<DrainSlot>& slot) {
+  spdlog::info("replication: drain of {} (fence generation {}) ended", slot->shard.Path(),
+               slot->fence_generation);
+  slot->replicator->Stop();
+  auto close = [slot] {
+    slot->replicator.reset();
+    if (slot->store) {
+      if (auto closed = slot->store->Close(); !closed) {
+        spdlog::error("replication: closing the drained store of {} failed: {}", slot->shard.Path(),
+                      closed.error().ToString());
+      }
+      slot->store.reset();
+    }
+  };
+  if (!RunOn(*slot->executor, close)) close();
+  custody_->Release(slot->dir, broker::StoreHolder::kFollower);
+}
+
+void ReplicationHost::OnStoreOpened(const broker::ShardId& id, storage::ShardStore& store) {
+  const ShardRef shard = RefOf(id);
+  auto a = view_.FindAssignment(shard);
+  auto lost = view_.PreviousLeaderLostAt(shard);
+  {
+    std::lock_guard lock(leader_mu_);
+    core_stores_[shard] = &store;
+    // A failover to this broker: measured once per generation, and only while the lapse is
+    // recent (a shard reopened much later is no failover).
+    const auto since = lost ? std::chrono::steady_clock::now() - *lost
+                            : std::chrono::steady_clock::duration::max();
+    if (a && a->leader == options_.own_node_id && since < std::chrono::minutes(5) &&
+        failover_observed_[shard] != a->generation) {
+      failover_observed_[shard] = a->generation;
+      failover_seconds_.Observe(std::chrono::duration<double>(since).count());
+    }
   }
   ScheduleReconcile();
 }
@@ -658,6 +806,28 @@ std::vector<LeaderReport> ReplicationHost::Reports() const {
       }
       reports.push_back({shard, MakeReport(slot->generation, options_.own_node_id, durable, mark,
                                            followers, floors, slot->replicator->status())});
+    });
+  }
+  // Drains report at the fence generation; caught up there means every log held to its final
+  // tail (what the cut-over waits for).
+  for (const auto& entry : drains_) {
+    const ShardRef& shard = entry.first;
+    const std::shared_ptr<DrainSlot>& slot = entry.second;
+    RunOn(*slot->executor, [&] {
+      if (!slot->store || !slot->replicator) return;
+      const auto logs = LogsOf(shard);
+      std::vector<CaughtUpFloor> floors;
+      for (auto log : logs) {
+        const auto& l = slot->store->log(log);
+        if (l.TailOffset() > l.BaseOffset()) floors.push_back({log, l.TailOffset()});
+      }
+      const uint64_t tail = slot->store->log(logs.front()).TailOffset();
+      if (floors.empty() || floors.front().log != logs.front()) {
+        floors.insert(floors.begin(), {logs.front(), tail});  // the own log first, even empty
+      }
+      reports.push_back({shard, MakeReport(slot->fence_generation, options_.own_node_id, tail,
+                                           slot->replicator->mark(logs.front()), slot->followers,
+                                           floors, slot->replicator->status())});
     });
   }
   return reports;

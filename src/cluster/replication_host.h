@@ -17,6 +17,15 @@
 //     answered before). For a `Quorum` stream or cache shard the core gated (GateQuorumShard),
 //     every rise of a log's mark advances that log's commit gate (broker/commit_gate.h).
 //
+// A planned move's fence (move_plan.h) names this broker leader of a shard the core has just
+// closed (BrokerCore::StepDownDeposed): the host opens the shard's store itself — its logs are
+// final, nobody appends to them — and drains it, a ShardReplicator at the generation the shard
+// was led at shipping every log to the followers (which follow the fence generation's leader at
+// the generation before, replica_role.h). Its reports carry the fence generation and name caught
+// up the followers holding every log to its final tail, which the controller's cut-over waits
+// for. The drain ends when the assignment moves on (cut over: this broker then follows the
+// target; retaken: the core opens the shard again).
+//
 // Peer handlers (RegisterOn): kinds 7, 14, 16, 18, 20, 25, 26, 32, 36 (records), 10, 15, 17,
 // 19, 21 (bootstrap) and 24 (rebuild). The handler finds the follower for the frame's shard,
 // computes the FollowerRole from the view (replica_role.h), copies the frame (its views die
@@ -137,12 +146,15 @@ class ReplicationHost {
 
   struct FollowerSlot;
   struct LeaderSlot;
+  struct DrainSlot;
 
  private:
   void ScheduleReconcile();
   void Reconcile();  // control executor only
   void ReconcileFollowers(const std::map<ShardRef, Assignment>& assignments);
   void ReconcileLeaders(const std::map<ShardRef, Assignment>& assignments);
+  void ReconcileDrains(const std::map<ShardRef, Assignment>& assignments);
+  void CloseDrain(const std::shared_ptr<DrainSlot>& slot);
   void OpenFollower(const ShardRef& shard);
   void CloseFollower(std::shared_ptr<FollowerSlot> slot, bool wait);
   broker::Executor& ExecutorFor(const ShardRef& shard);
@@ -172,7 +184,8 @@ class ReplicationHost {
   std::map<ShardRef, storage::ShardStore*> core_stores_;     // leader_mu_
   std::map<ShardRef, std::shared_ptr<LeaderSlot>> leaders_;  // leader_mu_
   std::map<ShardRef, broker::BrokerCoreOptions::CommitAdvance>
-      gates_;  // leader_mu_: gated shards' advance
+      gates_;                                              // leader_mu_: gated shards' advance
+  std::map<ShardRef, std::shared_ptr<DrainSlot>> drains_;  // leader_mu_: fenced moves led here
 
   Gauge& followed_gauge_;
   Gauge& led_gauge_;
@@ -181,6 +194,10 @@ class ReplicationHost {
   Counter& fences_opened_;
   Counter& fences_failed_;
   Counter& promotion_truncated_;
+  // felix_cluster_failover_seconds: the previous leader's lease lapse as this broker saw it
+  // (its nodes/ key deleted) → this broker serving the shard (the store open, the fence done).
+  Histogram& failover_seconds_;
+  std::map<ShardRef, uint64_t> failover_observed_;  // leader_mu_: generation observed per shard
 };
 
 }  // namespace felix::cluster

@@ -161,11 +161,21 @@ HttpEndpoint::Handler AdminApi::Guarded(HttpEndpoint::Handler handler) {
   };
 }
 
-void AdminApi::RegisterGuardedGet(HttpEndpoint& http, const std::string& pattern,
-                                  JsonGet handler) {
+void AdminApi::RegisterGuardedGet(HttpEndpoint& http, const std::string& pattern, JsonGet handler) {
   http.Get(pattern, Guarded([handler = std::move(handler)](const Req&, Res& res) {
              SendJson(res, 200, handler());
            }));
+}
+
+void AdminApi::RegisterGuardedPost(HttpEndpoint& http, const std::string& pattern,
+                                   JsonPost handler) {
+  http.Post(pattern, Guarded([handler = std::move(handler)](const Req& req, Res& res) {
+              auto body = ParseBody(req, res);
+              if (!body) return;
+              auto answer = handler(*body);
+              if (!answer) return SendFailure(res, answer.error());
+              SendJson(res, 202, *answer);
+            }));
 }
 
 void AdminApi::Register(HttpEndpoint& http) {

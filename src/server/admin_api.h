@@ -46,6 +46,13 @@ class AdminApi {
   using JsonGet = std::function<nlohmann::ordered_json()>;
   void RegisterGuardedGet(HttpEndpoint& http, const std::string& pattern, JsonGet handler);
 
+  // Serves POST `pattern` behind the admin-token check: `handler` gets the JSON object body
+  // and answers 202 with its JSON, or the error (400 invalid, 404 missing, 409 conflict, 503
+  // unavailable, like every route).
+  using JsonPost =
+      std::function<Result<nlohmann::ordered_json>(const nlohmann::ordered_json& body)>;
+  void RegisterGuardedPost(HttpEndpoint& http, const std::string& pattern, JsonPost handler);
+
   // What the broker does with a stream's (cache's) data when it is deleted, and before one is
   // created under a name that is free (BrokerCore::DropStream/DropCache). Runs on an HTTP
   // worker thread; the delete is answered once it returned. Set before HttpEndpoint::Start.

@@ -212,6 +212,8 @@ const std::vector<Setting>& Settings() {
             &C::durable_index_spacing_bytes),
         U64("FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS", "shutdown_drain_timeout_ms",
             &C::shutdown_drain_timeout_ms),
+        U64("FELIX_SHUTDOWN_HANDOFF_TIMEOUT_MS", "shutdown_handoff_timeout_ms",
+            &C::shutdown_handoff_timeout_ms),
         Str("FELIX_LOG", "log", &C::log_level),
         Str("FELIX_ADMIN_TOKEN", nullptr, &C::admin_token, /*secret=*/true),
     };

@@ -103,6 +103,9 @@ struct BrokerConfig {
 
   // Shutdown (§2.12) and logging (§2.14).
   uint64_t shutdown_drain_timeout_ms = 25000;
+  // Cluster: on SIGTERM, how long the broker waits for the shards it leads to move away
+  // (control-plane.md §12.6) before it drains; 0: no handoff.
+  uint64_t shutdown_handoff_timeout_ms = 30000;
   std::string log_level = "info";
 
   // Admin API token; empty: generated on first start and kept in the data directory.

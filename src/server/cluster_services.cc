@@ -1,5 +1,7 @@
 #include "server/cluster_services.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "cluster/assignment_txn.h"
@@ -82,6 +84,7 @@ ClusterServices::ClusterServices(const BrokerConfig& config, MetricsRegistry& me
   o.on_ready_change = callbacks_.on_ready_change;
   o.on_fatal = callbacks_.on_fatal;
   o.on_registered = [this](int64_t lease, int64_t ttl_ms, uint64_t incarnation) {
+    lease_id_.store(lease);
     // Every broker makes sure the default tenant exists (create-if-absent: one wins).
     if (auto r = catalog_->EnsureDefaults(); !r) {
       spdlog::warn("cluster: default tenant/namespace: {} (retried at the next registration)",
@@ -221,6 +224,95 @@ void ClusterServices::StopController() {
   if (controller != nullptr) controller->Stop();
 }
 
+Result<nlohmann::ordered_json> ClusterServices::RequestMove(const nlohmann::ordered_json& body) {
+  using Json = nlohmann::ordered_json;
+  auto text = [&](const char* field, const char* fallback) -> Result<std::string> {
+    if (!body.contains(field)) {
+      if (fallback != nullptr) return std::string(fallback);
+      return Fail(ErrorCode::kInvalidArgument, std::string("\"") + field + "\" is required");
+    }
+    if (!body[field].is_string() || body[field].get<std::string>().empty())
+      return Fail(ErrorCode::kInvalidArgument, std::string("\"") + field + "\" must be a name");
+    return body[field].get<std::string>();
+  };
+  auto kind = text("kind", "stream");
+  auto tenant = text("tenant", "default");
+  auto ns = text("namespace", "default");
+  auto name = text("name", nullptr);
+  auto to = text("to", nullptr);
+  for (const auto* r : {&kind, &tenant, &ns, &name, &to}) {
+    if (!*r) return tl::unexpected(r->error());
+  }
+  if (*kind != "stream" && *kind != "cache")
+    return Fail(ErrorCode::kInvalidArgument, "\"kind\" must be stream or cache");
+  uint64_t shard = 0;
+  if (body.contains("shard")) {
+    if (!body["shard"].is_number_unsigned() || body["shard"].get<uint64_t>() > UINT32_MAX)
+      return Fail(ErrorCode::kInvalidArgument, "\"shard\" must be a shard number");
+    shard = body["shard"].get<uint64_t>();
+  }
+  auto ref = cluster::ParseShardPath(*kind + "/" + *tenant + "/" + *ns + "/" + *name + "/" +
+                                     std::to_string(shard));
+  if (!ref) return Fail(ErrorCode::kInvalidArgument, ref.error().message);
+  auto assignment = node_->view().FindAssignment(*ref);
+  if (!assignment) return Fail(ErrorCode::kNotFound, "no assignment for " + ref->Path());
+  if (!node_->view().FindNode(*to))
+    return Fail(ErrorCode::kInvalidArgument, "node " + *to + " is not registered");
+  Json answer{{"shard", ref->Path()},
+              {"from", assignment->leader},
+              {"to", *to},
+              {"generation", assignment->generation}};
+  if (assignment->leader == *to && assignment->state == cluster::AssignmentState::kActive) {
+    answer["status"] = "already_leader";
+    return answer;
+  }
+  if (std::find(assignment->replicas.begin(), assignment->replicas.end(), *to) ==
+      assignment->replicas.end()) {
+    return Fail(ErrorCode::kAlreadyExists,
+                "node " + *to + " is not a replica of " + ref->Path() +
+                    " (a move goes to one of its replicas; raise the replication factor first)");
+  }
+  if (assignment->state != cluster::AssignmentState::kActive || assignment->joining) {
+    return Fail(ErrorCode::kAlreadyExists,
+                ref->Path() + " is " + StateName(assignment->state) +
+                    (assignment->joining ? " (a replica is being restored)" : "") +
+                    ": a move can start once it is active");
+  }
+  if (auto put = etcd_->Put(keys_.Move(*ref), cluster::EncodeMoveRequest({*to})); !put) {
+    return Fail(ErrorCode::kUnavailable, "etcd: " + put.error().message);
+  }
+  spdlog::info("cluster: move of {} to {} requested", ref->Path(), *to);
+  answer["status"] = "requested";
+  return answer;
+}
+
+bool ClusterServices::BeginHandoff() {
+  if (LedReplicatedShards() == 0) return false;
+  const int64_t lease = lease_id_.load();
+  if (lease == 0) return false;
+  if (auto put = etcd_->Put(keys_.Drain(config_.node_id), "{}", lease); !put) {
+    spdlog::warn("cluster: cannot ask for the shutdown handoff (drains/{}): {}", config_.node_id,
+                 put.error().message);
+    return false;
+  }
+  return true;
+}
+
+size_t ClusterServices::LedReplicatedShards() const {
+  size_t led = 0;
+  const auto& view = node_->view();
+  for (const auto& [shard, a] : view.Assignments()) {
+    if (a.leader != config_.node_id || a.state == cluster::AssignmentState::kUnavailable) continue;
+    // Only a shard another registered replica could take over waits for the handoff (the last
+    // broker of a set standing has nobody to hand over to).
+    const bool successor = std::any_of(a.replicas.begin(), a.replicas.end(), [&](const auto& r) {
+      return r != config_.node_id && view.FindNode(r).has_value();
+    });
+    if (successor) ++led;
+  }
+  return led;
+}
+
 nlohmann::ordered_json ClusterServices::Status() const {
   using Json = nlohmann::ordered_json;
   Json out;
@@ -258,7 +350,8 @@ nlohmann::ordered_json ClusterServices::Status() const {
                  {"replicas", a.replicas},
                  {"generation", a.generation},
                  {"state", StateName(a.state)}};
-      if (a.joining) entry["joining"] = *a.joining;  // a replica being restored
+      if (a.joining) entry["joining"] = *a.joining;     // a replica being restored
+      if (a.move) entry["moving_to"] = a.move->target;  // a planned move, fenced
       shards.push_back(std::move(entry));
     }
   }

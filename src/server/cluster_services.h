@@ -17,6 +17,7 @@
 // Threading: accessors from any thread; on_ready_change and on_fatal run on the node's thread.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -86,6 +87,24 @@ class ClusterServices {
   // GET /v1/cluster: nodes, controller, per-shard leader/replicas/generation/state.
   nlohmann::ordered_json Status() const;
 
+  // POST /v1/shard-moves (`felix cluster move`): {"kind":"stream"|"cache" (stream),
+  // "tenant" (default), "namespace" (default), "name", "shard" (0), "to"} asks the controller
+  // to move the shard's leadership to `to` (move_plan.h: fence, then cut over), by writing
+  // moves/<shard> = {target}. kInvalidArgument: a bad body or an unregistered `to`; kNotFound: no
+  // such shard assignment; kAlreadyExists (409): `to` is not a replica of the shard (a move to a
+  // new node is not built), or a move or failover is under way. `to` leading already answers
+  // {"status":"already_leader"}. Any thread.
+  Result<nlohmann::ordered_json> RequestMove(const nlohmann::ordered_json& body);
+
+  // The graceful shutdown's handoff (control-plane.md §12.6): writes drains/<self> under this
+  // node's lease, so the controller moves every shard this broker leads (RF > 1) to a caught-up
+  // replica. False when there is nothing to hand over (no shard another registered replica
+  // could take) or the key could not be written. Any thread.
+  bool BeginHandoff();
+  // Shards this broker still leads (or leads in a fenced move), by the view, that another
+  // registered replica could take over.
+  size_t LedReplicatedShards() const;
+
  private:
   ClusterServices(const BrokerConfig& config, MetricsRegistry& metrics, Callbacks callbacks,
                   std::unique_ptr<etcd::EtcdClient> etcd, cluster::ClusterKeys keys,
@@ -107,6 +126,7 @@ class ClusterServices {
   std::unique_ptr<cluster::ReportWriter> reports_;
   std::mutex controller_mu_;  // the node's thread starts/stops it; Stop() too
   std::unique_ptr<cluster::Controller> controller_;
+  std::atomic<int64_t> lease_id_{0};  // the node lease this broker registered with (0: none)
 };
 
 }  // namespace felix::server

@@ -161,6 +161,52 @@ class ReadyHook {
   std::optional<bool> last_;
 };
 
+// The graceful shutdown's handoff (control-plane.md §12.6): /ready off, drains/<self> written, then
+// the broker keeps serving while the controller moves the shards it leads (RF > 1) to caught-up
+// replicas, until it leads none, `timeout_ms` passed, or a second signal came. Skipped when it
+// leads none.
+void HandOffLeaderships(felix::server::ClusterServices& cluster, felix::server::HttpEndpoint& http,
+                        const sigset_t& signals, uint64_t timeout_ms,
+                        felix::MetricsRegistry& metrics) {
+  const char* help = "graceful shutdowns that handed this broker's shard leaderships over";
+  auto count = [&](const char* outcome) {
+    metrics
+        .AddCounter("felix_broker_shutdown_handoffs_total", help,
+                    std::string("outcome=\"") + outcome + "\"")
+        .Increment();
+  };
+  const size_t led = cluster.LedReplicatedShards();
+  http.SetReady(false);
+  if (!cluster.BeginHandoff()) {
+    spdlog::info(
+        "shutdown handoff skipped: {}",
+        led == 0 ? "no shard it leads has another registered replica" : "drains/ not written");
+    count("skipped");
+    return;
+  }
+  spdlog::info("shutdown handoff: moving the {} replicated shards this broker leads", led);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  const char* outcome = "completed";
+  while (cluster.LedReplicatedShards() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      outcome = "timed_out";
+      break;
+    }
+    timespec poll{0, 50 * 1000 * 1000};
+    if (sigtimedwait(&signals, nullptr, &poll) > 0) {
+      outcome = "interrupted";
+      break;
+    }
+  }
+  count(outcome);
+  spdlog::info("shutdown handoff {}: {} shards still led here, {} ms", outcome,
+               cluster.LedReplicatedShards(),
+               std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count());
+}
+
 // Blocks SIGINT/SIGTERM in every thread (call before starting any) and waits for one.
 sigset_t ShutdownSignals() {
   sigset_t set;
@@ -401,6 +447,9 @@ int Run(int argc, char** argv) {
     (*admin)->RegisterGuardedGet(http, "/v1/cluster", [&cluster] { return cluster->Status(); });
     (*admin)->RegisterGuardedGet(http, "/replication",
                                  [&cluster] { return cluster->ReplicationStatus(); });
+    (*admin)->RegisterGuardedPost(http, "/v1/shard-moves", [&cluster](const auto& body) {
+      return cluster->RequestMove(body);
+    });
   }
   auto http_addr = http.Start(config.metrics_bind);
   if (!http_addr) {
@@ -442,6 +491,9 @@ int Run(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   spdlog::info("shutdown signal={}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (cluster && signal_number == SIGTERM && config.shutdown_handoff_timeout_ms > 0) {
+    HandOffLeaderships(*cluster, http, signals, config.shutdown_handoff_timeout_ms, metrics);
+  }
   // Drain (issue 12 item 7): admit nothing new, answer everything admitted (publishes with
   // their offsets, group and cache operations), wait until clients acknowledged the answers,
   // then close. Bounded by FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS. Admission stops before /ready

@@ -498,11 +498,27 @@ TEST(PlanFailover, PromotesOnlyACaughtUpLiveFollowerNamedByTheCurrentLeadersRepo
   Report outsider = report;
   outsider.caught_up = {"d"};
   EXPECT_FALSE(PlanFailover(current, &outsider, down, registered));
-  // Moving or unavailable shards belong to other logic.
+  // A shard fenced in a planned move whose leader died fails over too, from the report of its
+  // generation or of the one before (the fence generation writes nothing); an older one is
+  // not enough.
   Assignment moving = current;
   moving.state = AssignmentState::kMoving;
-  moving.move = MovePlan{"b", MoveStep::kStage};
+  moving.move = MovePlan{"b", MoveStep::kFence};
+  auto from_fence = PlanFailover(moving, &report, down, registered);
+  ASSERT_TRUE(from_fence);
+  EXPECT_EQ(from_fence->leader, "c");
+  EXPECT_EQ(from_fence->state, AssignmentState::kActive);
+  EXPECT_FALSE(from_fence->move);
+  moving.generation = 8;
+  EXPECT_TRUE(PlanFailover(moving, &report, down, registered));
+  moving.generation = 9;
   EXPECT_FALSE(PlanFailover(moving, &report, down, registered));
+  // Unavailable shards belong to other logic.
+  Assignment unavailable;
+  unavailable.generation = 7;
+  unavailable.state = AssignmentState::kUnavailable;
+  unavailable.replicas = {"a", "b", "c"};
+  EXPECT_FALSE(PlanFailover(unavailable, &report, down, registered));
   EXPECT_FALSE(PlanFailover(std::nullopt, &report, down, registered));
 }
 

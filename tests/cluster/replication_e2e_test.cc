@@ -591,6 +591,18 @@ TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
       static_cast<long long>(
           std::chrono::duration_cast<std::chrono::milliseconds>(served_at - killed_at).count()));
   ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "fo", before + 1, before + 101));
+  // The new leader measured the failover (lease lapse seen → serving); the others did not.
+  auto failovers = [&](int n) -> uint64_t {
+    auto metrics = cluster_.AdminGet(n, "/metrics");
+    const std::string series = "felix_cluster_failover_seconds_count ";
+    auto at = metrics ? metrics->find(series) : std::string::npos;
+    return at == std::string::npos ? 0 : std::stoull(metrics->substr(at + series.size()));
+  };
+  EXPECT_EQ(failovers(new_leader), 1u);
+  for (int node = 1; node <= 3; ++node) {
+    if (node == old_leader || node == new_leader) continue;
+    EXPECT_EQ(failovers(node), 0u) << node;
+  }
 
   // The new leader's log: every acknowledged record, once, at its acknowledged offset.
   for (int node = 1; node <= 3; ++node) {

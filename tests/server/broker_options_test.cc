@@ -215,6 +215,9 @@ std::map<std::string, SettingCheck> Checks() {
   c["FELIX_SHUTDOWN_DRAIN_TIMEOUT_MS"] = {"900", "SIGTERM drain", [](const Mapped& m) {
                                             EXPECT_EQ(m.config.shutdown_drain_timeout_ms, 900u);
                                           }};
+  c["FELIX_SHUTDOWN_HANDOFF_TIMEOUT_MS"] = {"700", "SIGTERM handoff", [](const Mapped& m) {
+                                              EXPECT_EQ(m.config.shutdown_handoff_timeout_ms, 700u);
+                                            }};
   c["FELIX_LOG"] = {"debug", "logging",
                     [](const Mapped& m) { EXPECT_EQ(m.config.log_level, "debug"); }};
   c["FELIX_ADMIN_TOKEN"] = {"s3cret-token-value", "admin API", [](const Mapped& m) {
