@@ -167,7 +167,7 @@ void RegisterClusterCommands(CLI::App& app) {
   auto mconn = std::make_shared<AdminConnection>();
   CLI::App* move = group->add_subcommand(
       "move",
-      "hand a shard's leadership to another of its replicas (fence, then cut over; publishes "
+      "hand a shard's leadership to another broker (copied in first when not a replica; publishes "
       "in the window are refused retryably, nothing acknowledged is lost)");
   AddAdminConnectionOptions(move, *mconn);
   auto* which = move->add_option_group("shard", "the stream or cache");
@@ -176,7 +176,7 @@ void RegisterClusterCommands(CLI::App& app) {
   which->require_option(1);
   move->add_option("--namespace", args->ns, "namespace (default: default)");
   move->add_option("--shard", args->shard, "shard number (default 0)");
-  move->add_option("--to", args->to, "node id of the replica that is to lead")->required();
+  move->add_option("--to", args->to, "node id of the broker that is to lead")->required();
   move->add_flag("--no-wait", args->no_wait, "return once the move is requested");
   move->add_option("--timeout", args->timeout_s, "seconds to wait for the cut-over (default 30)");
   move->callback([args, mconn] {

@@ -38,9 +38,10 @@ Controller::Controller(ControllerOptions options)
     failovers_counter_ = &options_.metrics->AddCounter(
         "felix_cluster_failovers_total",
         "shards this broker, as controller, handed from a down leader to a caught-up follower");
-    move_steps_counter_ = &options_.metrics->AddCounter(
-        "felix_cluster_move_steps_total",
-        "planned-move steps (fence, cut over, retake) this broker, as controller, wrote");
+    move_steps_counter_ =
+        &options_.metrics->AddCounter("felix_cluster_move_steps_total",
+                                      "planned-move steps (stage, fence, cut over, retake, "
+                                      "abandon) this broker, as controller, wrote");
     restores_counter_ = &options_.metrics->AddCounter(
         "felix_cluster_restore_steps_total",
         "replica restores this broker, as controller, started, seated or abandoned (a follower "
@@ -296,7 +297,10 @@ void Controller::Lead(const ControllerTerm& term) {
       std::map<ShardRef, std::chrono::steady_clock::time_point> still;
       for (const auto& [shard, slot] : view->assignments()) {
         const auto& a = slot.read.value;
-        if (!a || a->state != AssignmentState::kMoving) continue;
+        if (!a || a->state != AssignmentState::kMoving || !a->move ||
+            a->move->step != MoveStep::kFence) {
+          continue;  // only a fence has a timeout (a stage copies for as long as it takes)
+        }
         auto it = fenced_since.find(shard);
         const auto since = it == fenced_since.end() ? now : it->second;
         still.emplace(shard, since);

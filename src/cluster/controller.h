@@ -19,7 +19,7 @@
 // pass fails over every active shard that node leads to the follower the leader's newest
 // report names caught up and furthest ahead (PlanFailover, controller_pass.h); a shard with no
 // such follower stays with its dead leader (unavailable) and is logged. Planned moves (an
-// operator's moves/ request, a draining broker's drains/ key) fence, then cut over, or are
+// operator's moves/ request, a draining broker's drains/ key) stage, fence, cut over, or are
 // retaken after `move_fence_timeout` (move_plan.h); a leader's report wakes a pass while its
 // shard is fenced.
 //

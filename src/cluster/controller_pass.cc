@@ -237,6 +237,7 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
     move_in.down = &options.down;
     move_in.registered = &registered;
     move_in.fence_expired = options.fence_expired.contains(w.ref);
+    move_in.replication_factor = w.replication_factor;
     const std::string shard_path = w.ref.Path();
     RestoreInputs restore_in;
     restore_in.report = report;
@@ -297,7 +298,7 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
     const Assignment* a = slot == view.assignments().end() || !slot->second.read.value
                               ? nullptr
                               : &*slot->second.read.value;
-    const bool stale = Obsolete(view, ref) || (a && !Contains(a->replicas, request.target));
+    const bool stale = Obsolete(view, ref) || !registered.contains(request.target);
     const bool done = finished_moves.contains(ref) ||
                       (a && a->state == AssignmentState::kActive && a->leader == request.target);
     if (!stale && !done) continue;
@@ -307,7 +308,8 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
                    deleted.error().message);
     } else if (stale) {
       spdlog::warn("controller: dropped the move request of {} to {}: {}", ref.Path(),
-                   request.target, a ? "not a replica of the shard" : "the shard is gone");
+                   request.target,
+                   Obsolete(view, ref) ? "the shard is gone" : "the target is not registered");
     }
   }
 

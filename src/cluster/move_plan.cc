@@ -20,6 +20,10 @@ const char* MoveActionName(MoveAction action) {
       return "cut_over";
     case MoveAction::kRetake:
       return "retake";
+    case MoveAction::kStage:
+      return "stage";
+    case MoveAction::kAbandon:
+      return "abandon";
   }
   return "?";
 }
@@ -44,9 +48,18 @@ std::optional<PlannedMove> PlanMove(const std::optional<Assignment>& current,
     std::optional<std::string> target;
     if (in.request && in.request->target != leader) {
       const std::string& t = in.request->target;
-      if (!Contains(current->replicas, t) || !alive(t) || !reported ||
-          !Contains(in.report->caught_up, t)) {
-        return std::nullopt;  // waits until the target is caught up (or the request goes)
+      if (!alive(t)) return std::nullopt;  // waits for it (or the request goes)
+      if (!Contains(current->replicas, t)) {
+        // Not a replica yet: copied in first (stage), fenced once caught up.
+        PlannedMove out{*current, MoveAction::kStage};
+        out.next.generation = 0;
+        out.next.replicas.push_back(t);
+        out.next.state = AssignmentState::kMoving;
+        out.next.move = MovePlan{t, MoveStep::kStage};
+        return out;
+      }
+      if (!reported || !Contains(in.report->caught_up, t)) {
+        return std::nullopt;  // waits until the target is caught up
       }
       target = t;
     } else if (draining.contains(leader) && reported) {
@@ -72,18 +85,40 @@ std::optional<PlannedMove> PlanMove(const std::optional<Assignment>& current,
     return out;
   }
 
-  if (current->state != AssignmentState::kMoving || !current->move ||
-      current->move->step != MoveStep::kFence) {
-    return std::nullopt;
-  }
+  if (current->state != AssignmentState::kMoving || !current->move) return std::nullopt;
   const std::string& target = current->move->target;
+  if (current->move->step == MoveStep::kStage) {
+    if (!alive(leader)) return std::nullopt;  // failover's
+    if (!alive(target) || !Contains(current->replicas, target)) {
+      // The copy died: dropped, the shard active again as it was.
+      PlannedMove out{*current, MoveAction::kAbandon};
+      out.next.generation = 0;
+      out.next.replicas.erase(
+          std::remove(out.next.replicas.begin(), out.next.replicas.end(), target),
+          out.next.replicas.end());
+      out.next.state = AssignmentState::kActive;
+      out.next.move.reset();
+      return out;
+    }
+    if (!reported || !Contains(in.report->caught_up, target)) return std::nullopt;  // copying
+    PlannedMove out{*current, MoveAction::kFence};
+    out.next.generation = 0;
+    out.next.move = MovePlan{target, MoveStep::kFence};
+    return out;
+  }
+  if (current->move->step != MoveStep::kFence) return std::nullopt;
   if (reported && Contains(in.report->caught_up, target) && alive(target) &&
       Contains(current->replicas, target)) {
     PlannedMove out{Assignment{}, MoveAction::kCutOver};
     out.next.leader = target;
     out.next.replicas.push_back(target);
+    // The old leader keeps its seat unless the set outgrew the replication factor (a target
+    // copied in by a stage): then it is the one that leaves.
+    const bool drop_old =
+        in.replication_factor > 0 && current->replicas.size() > in.replication_factor;
     for (const auto& node : current->replicas) {
-      if (node != target) out.next.replicas.push_back(node);
+      if (node == target || (drop_old && node == leader)) continue;
+      out.next.replicas.push_back(node);
     }
     return out;
   }

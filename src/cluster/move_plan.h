@@ -15,11 +15,17 @@
 //   2. cut over — once that report names T (alive): leader T, listed first; the old leader
 //      keeps its seat as a follower; state active.
 //
+// A target that is not a replica yet is first copied in — 0. stage: appended to `replicas`,
+// kMoving {T, stage}; the leader serves and ships to it like any follower (it counts toward a
+// `Quorum` majority like a restore's joiner, where the reference does not count it) — and the
+// fence follows once the leader's report names it caught up. A staged copy that dies is
+// abandoned (dropped, active again). At the cut-over the old leader keeps its seat unless the
+// set is larger than the replication factor (after a stage), when it leaves.
+//
 // A fenced shard whose target went down, left the replica set or did not drain within the move
 // timeout (`fence_expired`) is retaken: active again under its leader, at a new generation (it
-// kept every write; clients find it again). A fenced shard whose leader is down is failover's
-// (PlanFailover). The destination must already be a replica: copying a new node in first (the
-// reference's `stage` step) is not built; the admin API refuses such a target.
+// kept every write; clients find it again). A moving shard whose leader is down is failover's
+// (PlanFailover).
 //
 // Pure; any thread.
 #pragma once
@@ -32,7 +38,7 @@
 
 namespace felix::cluster {
 
-enum class MoveAction { kFence, kCutOver, kRetake };
+enum class MoveAction { kStage, kFence, kCutOver, kRetake, kAbandon };
 
 const char* MoveActionName(MoveAction action);
 
@@ -42,7 +48,8 @@ struct MoveInputs {
   const std::set<std::string>* draining = nullptr;    // nodes under drains/
   const std::set<std::string>* down = nullptr;        // DownTracker's verdict
   const std::set<std::string>* registered = nullptr;  // present under nodes/
-  bool fence_expired = false;  // fenced for longer than the controller's move timeout
+  bool fence_expired = false;       // fenced for longer than the controller's move timeout
+  uint32_t replication_factor = 0;  // the catalog's; 0: unknown (the old leader keeps its seat)
 };
 
 struct PlannedMove {

@@ -48,6 +48,10 @@ struct ReplicationHost::DrainSlot {
 
 namespace {
 
+bool Fenced(const Assignment& a) {
+  return a.state == AssignmentState::kMoving && a.move && a.move->step == MoveStep::kFence;
+}
+
 ShardRef RefOf(const broker::ShardId& id) {
   return ShardRef{id.kind == broker::ShardKind::kCache ? ShardKind::kCache : ShardKind::kStream,
                   id.tenant, id.name_space, id.name, id.shard};
@@ -394,8 +398,8 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
   }
   for (const auto& [shard, a] : assignments) {
     if (a.leader != options_.own_node_id || a.replicas.size() < 2) continue;
-    // A fenced move is drained (ReconcileDrains), not opened.
-    if (a.state != AssignmentState::kActive) continue;
+    // A fenced move is drained (ReconcileDrains), not opened; a staged one serves as usual.
+    if (a.state == AssignmentState::kUnavailable || Fenced(a)) continue;
     auto store = core_stores_.find(shard);
     if (store == core_stores_.end()) {
       // Open it in the core now: replication starts without waiting for a client. The core
@@ -468,14 +472,6 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
   }
   led_gauge_.Set(static_cast<int64_t>(leaders_.size()));
 }
-
-namespace {
-
-bool Fenced(const Assignment& a) {
-  return a.state == AssignmentState::kMoving && a.move && a.move->step == MoveStep::kFence;
-}
-
-}  // namespace
 
 void ReplicationHost::ReconcileDrains(const std::map<ShardRef, Assignment>& assignments) {
   std::vector<std::shared_ptr<DrainSlot>> closing;

@@ -266,12 +266,8 @@ Result<nlohmann::ordered_json> ClusterServices::RequestMove(const nlohmann::orde
     answer["status"] = "already_leader";
     return answer;
   }
-  if (std::find(assignment->replicas.begin(), assignment->replicas.end(), *to) ==
-      assignment->replicas.end()) {
-    return Fail(ErrorCode::kAlreadyExists,
-                "node " + *to + " is not a replica of " + ref->Path() +
-                    " (a move goes to one of its replicas; raise the replication factor first)");
-  }
+  const bool replica = std::find(assignment->replicas.begin(), assignment->replicas.end(), *to) !=
+                       assignment->replicas.end();
   if (assignment->state != cluster::AssignmentState::kActive || assignment->joining) {
     return Fail(ErrorCode::kAlreadyExists,
                 ref->Path() + " is " + StateName(assignment->state) +
@@ -281,8 +277,10 @@ Result<nlohmann::ordered_json> ClusterServices::RequestMove(const nlohmann::orde
   if (auto put = etcd_->Put(keys_.Move(*ref), cluster::EncodeMoveRequest({*to})); !put) {
     return Fail(ErrorCode::kUnavailable, "etcd: " + put.error().message);
   }
-  spdlog::info("cluster: move of {} to {} requested", ref->Path(), *to);
+  spdlog::info("cluster: move of {} to {} requested{}", ref->Path(), *to,
+               replica ? "" : " (not a replica yet: copied in first)");
   answer["status"] = "requested";
+  answer["copy_first"] = !replica;
   return answer;
 }
 

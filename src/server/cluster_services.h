@@ -89,11 +89,11 @@ class ClusterServices {
 
   // POST /v1/shard-moves (`felix cluster move`): {"kind":"stream"|"cache" (stream),
   // "tenant" (default), "namespace" (default), "name", "shard" (0), "to"} asks the controller
-  // to move the shard's leadership to `to` (move_plan.h: fence, then cut over), by writing
-  // moves/<shard> = {target}. kInvalidArgument: a bad body or an unregistered `to`; kNotFound: no
-  // such shard assignment; kAlreadyExists (409): `to` is not a replica of the shard (a move to a
-  // new node is not built), or a move or failover is under way. `to` leading already answers
-  // {"status":"already_leader"}. Any thread.
+  // to move the shard's leadership to `to` (move_plan.h: stage when not a replica, fence, cut
+  // over), by writing moves/<shard> = {target} (a `to` outside the replica set is copied in first:
+  // "copy_first"). kInvalidArgument: a bad body or an unregistered `to`; kNotFound: no such shard
+  // assignment; kAlreadyExists (409): a move, failover or restore is under way. `to` leading
+  // already answers {"status":"already_leader"}. Any thread.
   Result<nlohmann::ordered_json> RequestMove(const nlohmann::ordered_json& body);
 
   // The graceful shutdown's handoff (control-plane.md §12.6): writes drains/<self> under this

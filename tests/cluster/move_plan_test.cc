@@ -36,9 +36,17 @@ struct Inputs {
   std::set<std::string> draining, down;
   std::set<std::string> registered = {"a", "b", "c", "d"};
   bool expired = false;
+  uint32_t replication_factor = 0;
   MoveInputs Get() const {
-    return MoveInputs{&report, request ? &*request : nullptr, &draining, &down, &registered,
-                      expired};
+    MoveInputs in;
+    in.report = &report;
+    in.request = request ? &*request : nullptr;
+    in.draining = &draining;
+    in.down = &down;
+    in.registered = &registered;
+    in.fence_expired = expired;
+    in.replication_factor = replication_factor;
+    return in;
   }
 };
 
@@ -79,7 +87,9 @@ TEST(PlanMove, ARequestWaitsForItsTargetToBeALiveCaughtUpReplica) {
   in.request = MoveRequest{"c"};
   EXPECT_FALSE(PlanMove(current, in.Get()));  // c lags
   in.request = MoveRequest{"d"};
-  EXPECT_FALSE(PlanMove(current, in.Get()));  // d is no replica
+  in.down = {"d"};
+  EXPECT_FALSE(PlanMove(current, in.Get()));  // d is down
+  in.down = {};
   in.request = MoveRequest{"b"};
   in.down = {"b"};
   EXPECT_FALSE(PlanMove(current, in.Get()));  // b is down
@@ -97,6 +107,54 @@ TEST(PlanMove, ARequestWaitsForItsTargetToBeALiveCaughtUpReplica) {
   restoring.joining = "c";
   EXPECT_FALSE(PlanMove(restoring, in.Get()));  // a restore finishes first
   EXPECT_TRUE(PlanMove(current, in.Get()));
+}
+
+TEST(PlanMove, ATargetOutsideTheSetIsCopiedInFirstAndTheOldLeaderLeavesAtTheCutOver) {
+  Inputs in;
+  in.report = Report{5, "a", {"b", "c"}, {{"a", 90}, {"b", 90}, {"c", 90}}, 90};
+  in.request = MoveRequest{"d"};
+  auto stage = PlanMove(Active(5, "a", {"a", "b", "c"}), in.Get());
+  ASSERT_TRUE(stage);
+  EXPECT_EQ(stage->action, MoveAction::kStage);
+  EXPECT_EQ(stage->next.leader, "a");
+  EXPECT_EQ(stage->next.replicas, (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(stage->next.move, (MovePlan{"d", MoveStep::kStage}));
+
+  Assignment staged = stage->next;
+  staged.generation = 6;
+  in.report = Report{6, "a", {"b", "c"}, {{"a", 95}, {"b", 95}, {"c", 95}, {"d", 40}}, 95};
+  EXPECT_FALSE(PlanMove(staged, in.Get()));  // still copying
+  in.report.caught_up = {"b", "c", "d"};
+  auto fence = PlanMove(staged, in.Get());
+  ASSERT_TRUE(fence);
+  EXPECT_EQ(fence->action, MoveAction::kFence);
+  EXPECT_EQ(fence->next.replicas, staged.replicas);
+  EXPECT_EQ(fence->next.move, (MovePlan{"d", MoveStep::kFence}));
+
+  Assignment fenced = fence->next;
+  fenced.generation = 7;
+  in.report.generation = 7;
+  in.replication_factor = 3;
+  auto cut = PlanMove(fenced, in.Get());
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(cut->action, MoveAction::kCutOver);
+  EXPECT_EQ(cut->next.leader, "d");
+  EXPECT_EQ(cut->next.replicas, (std::vector<std::string>{"d", "b", "c"}));  // a left
+
+  // A staged copy that dies is dropped and the shard is active again as it was; a stage never
+  // times out (only a fence does).
+  in.report.generation = 6;
+  in.down = {"d"};
+  in.expired = true;
+  auto abandon = PlanMove(staged, in.Get());
+  ASSERT_TRUE(abandon);
+  EXPECT_EQ(abandon->action, MoveAction::kAbandon);
+  EXPECT_EQ(abandon->next.replicas, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(abandon->next.state, AssignmentState::kActive);
+  EXPECT_FALSE(abandon->next.move);
+  in.down = {};
+  in.report.caught_up = {"b", "c"};
+  EXPECT_FALSE(PlanMove(staged, in.Get()));
 }
 
 TEST(PlanMove, ADrainingLeaderGivesItsShardToTheFurthestCaughtUpFollowerNotDraining) {
