@@ -98,7 +98,8 @@ void PrintStatus(const Json& answer) {
         {name, Cell(s, "leader"), replicas != s.end() ? Joined(*replicas) : std::string("-"),
          Cell(s, "generation"),
          s.contains("joining") ? Cell(s, "state") + " (restoring to " + JsonText(s, "joining") + ")"
-                               : Cell(s, "state")});
+         : s.contains("moving_to") ? Cell(s, "state") + " (to " + JsonText(s, "moving_to") + ")"
+                                   : Cell(s, "state")});
   }
   PrintTable({"SHARD", "LEADER", "REPLICAS", "GENERATION", "STATE"}, shard_rows);
 }
