@@ -651,9 +651,14 @@ size_t BrokerCore::StepDownDeposed() {
                       "generation " + std::to_string(own);
     spdlog::warn("{}: closing it here (subscriptions end with not_leader)", why);
     QueueEnd end;
-    end.kind = QueueEnd::Kind::kError;
+    end.kind = QueueEnd::Kind::kMoved;
     end.code = Code(wire::flx1::ProtocolErrorCode::kNotLeader);
     end.message = why + " (resume there)";
+    end.generation = d.route.generation.value();
+    if (d.route.is_remote()) {
+      end.node_id = d.route.owner_node_id;
+      end.addr = d.route.owner_client_addr;
+    }
     CloseRemoved(d.shard, end, GroupError{GroupErrc::kUnavailable, false, why + " (retry)"},
                  Error{ErrorCode::kUnavailable, why + ": nothing written (retry)"});
   }

@@ -804,6 +804,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
   variant.skipped = (peer_flags_ & flx1::kFlagEventBatchSkipped) != 0;
   variant.publisher = (peer_flags_ & flx1::kFlagEventBatchPublisher) != 0;
   variant.error_codes = error_codes_;
+  variant.shard_moved = (peer_features_ & flx1::kFeatureShardMoved) != 0;
   auto writer = std::make_shared<EventStreamWriter>(endpoint_, *uni, handle, sub.id, client_id,
                                                     variant, service_.metrics());
   std::weak_ptr<ClientConnectionState> state = connection_;

@@ -70,6 +70,8 @@ void EventStreamWriter::Drain() {
       Stop();
       return;
     }
+    // Written (or queued in the stream, which delivers it before the end): the next to send.
+    if (!events.records.empty()) resume_from_ = events.records.back().offset + 1;
     if (!*written) {
       blocked_ = true;  // resumes on on_writable
       break;
@@ -140,6 +142,14 @@ void EventStreamWriter::WriteEnd(const QueueEnd& end) {
     lagged.subscription_id = client_subscription_id_;
     lagged.resume_from = end.resume_from;
     last = lagged;
+  } else if (end.kind == QueueEnd::Kind::kMoved && variant_.shard_moved) {
+    flx1::ShardMoved moved;
+    moved.subscription_id = client_subscription_id_;
+    if (variant_.offsets) moved.resume_from = resume_from_;
+    if (!end.node_id.empty()) moved.node_id = end.node_id;
+    if (!end.addr.empty()) moved.addr = end.addr;
+    moved.generation = end.generation;
+    last = moved;
   } else {
     flx1::Error error;
     error.message = end.message;
@@ -149,7 +159,7 @@ void EventStreamWriter::WriteEnd(const QueueEnd& end) {
           end.fatal ? flx1::RetryClass::kFatal : flx1::DefaultRetryClass(end.code)));
     }
     last = std::move(error);
-    metrics_.sub_read_errors.Increment();
+    if (end.kind == QueueEnd::Kind::kError) metrics_.sub_read_errors.Increment();
   }
   if (auto frame = flx1::EncodeMessageFrame(last); frame && stream_->Write(*frame)) {
     stream_->Finish();

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "broker/broker_core.h"
 #include "broker/client_metrics.h"
@@ -37,6 +38,9 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
     // Flag 0x2000 offered: records that carry a stored publisher go out in frames naming it
     // (one publisher per frame, §5.3).
     bool publisher = false;
+    // FEATURE_SHARD_MOVED offered: a subscription ended by a move or failover gets
+    // `shard_moved` (with where to resume), not the `not_leader` error. Not part of index().
+    bool shard_moved = false;
     size_t index() const {
       return (offsets ? 1 : 0) | (timestamps ? 2 : 0) | (offsets && skipped ? 4 : 0) |
              (publisher ? 8 : 0);
@@ -81,6 +85,8 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
   bool finished_ = false;  // our FIN was sent: Stop() must not reset the stream
   uint64_t dropped_seen_ = 0;
   int64_t reported_depth_ = 0;  // this queue's share of felix_sub_queue_len
+  // After the last record written (offsets known): where a moved subscription resumes.
+  std::optional<uint64_t> resume_from_;
 };
 
 }  // namespace felix::broker

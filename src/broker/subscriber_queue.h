@@ -63,12 +63,20 @@ struct QueueEnd {
   enum class Kind : uint8_t {
     kLagged,  // a durable subscriber's queue overflowed: subscription_lagged{resume_from}
     kError,   // history could not be read (e.g. corruption): `error` naming offset and file
+    // The shard is no longer served here (a failover or a planned move): `shard_moved`
+    // {resume_from, node_id, addr, generation} to a client that offered FEATURE_SHARD_MOVED,
+    // else the `error` (`code` not_leader, `message`) (cluster-etcd.md §7 item 7).
+    kMoved,
   };
   Kind kind = Kind::kLagged;
   uint64_t resume_from = 0;  // kLagged: nothing at or above it was queued
-  uint16_t code = 0;         // kError: FLX1 error code
-  std::string message;       // kError
+  uint16_t code = 0;         // kError, kMoved: FLX1 error code
+  std::string message;       // kError, kMoved
   bool fatal = false;        // kError: retry class `fatal` instead of the code's default
+  // kMoved: the new owner when known (empty: not yet, e.g. a move's fence) and its generation.
+  std::string node_id;
+  std::string addr;
+  uint64_t generation = 0;
 };
 
 class SubscriberQueue {

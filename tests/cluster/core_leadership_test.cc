@@ -198,8 +198,11 @@ TEST_F(CoreLeadershipTest, StepDownEndsSubscribersRefusesAppendsAndReleasesTheSt
   }
   auto end = queue->TakeEnd();
   ASSERT_TRUE(end);
-  EXPECT_EQ(end->kind, broker::QueueEnd::Kind::kError);
+  EXPECT_EQ(end->kind, broker::QueueEnd::Kind::kMoved);
   EXPECT_EQ(end->code, static_cast<uint16_t>(wire::flx1::ProtocolErrorCode::kNotLeader));
+  EXPECT_EQ(end->node_id, "n2");
+  EXPECT_EQ(end->addr, "127.0.0.1:7000");
+  EXPECT_EQ(end->generation, 4u);
   EXPECT_NE(end->message.find("n2 (127.0.0.1:7000) leads it at generation 4"), std::string::npos)
       << end->message;
 

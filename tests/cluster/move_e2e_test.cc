@@ -227,6 +227,26 @@ void MoveE2E::MoveThenHandOver(const std::string& consistency) {
   Publisher publisher(Options(token), stream);
   ASSERT_TRUE(Eventually([&] { return publisher.acked() >= 50; })) << publisher.last_error();
 
+  // A subscriber on the leader (the client library offers FEATURE_SHARD_MOVED): the move ends
+  // its subscription with `shard_moved` naming where to resume, and resuming there loses and
+  // repeats nothing.
+  auto sub_client = Client::Connect(Options(token));
+  ASSERT_TRUE(sub_client) << sub_client.error().ToString();
+  auto sub = (*sub_client)->Subscribe(stream, {.start = StartPosition::Offset(0)});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  std::optional<uint64_t> last_seen;
+  std::optional<ClientError> sub_end;
+  std::thread reader([&] {
+    for (;;) {
+      auto next = (*sub)->Next(200ms);
+      if (!next) {
+        sub_end = next.error();
+        return;
+      }
+      if (*next && (*next)->offset) last_seen = (*next)->offset;
+    }
+  });
+
   // The operator's move (what `felix cluster move --stream NAME --to nT` sends).
   auto [status, move] = Admin(third, "POST", "/v1/shard-moves",
                               Json{{"name", name}, {"to", cluster_.node_id(target)}});
@@ -234,6 +254,18 @@ void MoveE2E::MoveThenHandOver(const std::string& consistency) {
   EXPECT_EQ(move["status"], "requested");
   EXPECT_EQ(move["from"], cluster_.node_id(first));
   ASSERT_TRUE(Eventually([&] { return Leads(name, target, {1, 2, 3}); })) << Shard(1, name).dump();
+  reader.join();
+  ASSERT_TRUE(sub_end);
+  EXPECT_EQ(sub_end->code, ClientErrorCode::kShardMoved) << sub_end->ToString();
+  ASSERT_TRUE(last_seen);
+  ASSERT_TRUE(sub_end->resume_from) << sub_end->ToString();
+  EXPECT_EQ(*sub_end->resume_from, *last_seen + 1);
+  auto resumed =
+      (*sub_client)->Subscribe(stream, {.start = StartPosition::Offset(*sub_end->resume_from)});
+  ASSERT_TRUE(resumed) << resumed.error().ToString();
+  auto first_again = (*resumed)->Next(10s);
+  ASSERT_TRUE(first_again && *first_again) << "the new leader serves the rest";
+  EXPECT_EQ((*first_again)->offset, *sub_end->resume_from);
   const uint64_t moved_generation = Shard(target, name)["generation"].get<uint64_t>();
   EXPECT_EQ(moved_generation, placed["generation"].get<uint64_t>() + 2);  // fence, cut over
   size_t before = publisher.acked();
