@@ -309,17 +309,27 @@ void ReplicationHost::ReconcileFollowers(const std::map<ShardRef, Assignment>& a
   followed_gauge_.Set(static_cast<int64_t>(followers_.size()));
 }
 
-void ReplicationHost::OpenFollower(const ShardRef& shard) {
-  std::optional<broker::ShardStoreLayout> layout;
+namespace {
+
+// Where the broker core keeps `shard`'s store (the same directory and log options the core
+// would open), or nullopt when the catalog has no such durable stream or cache shard.
+std::optional<broker::ShardStoreLayout> LayoutOf(const broker::BrokerCore& core,
+                                                 const ShardRef& shard) {
   if (shard.kind == ShardKind::kStream) {
-    auto stream = core_->FindStream(shard.tenant, shard.ns, shard.name);
-    if (!stream || !stream->durable || shard.shard >= stream->shards) return;
-    layout = core_->StreamLayout(*stream, shard.shard);
-  } else {
-    auto cache = core_->FindCache(shard.tenant, shard.ns, shard.name);
-    if (!cache || !cache->durable || shard.shard >= cache->shards) return;
-    layout = core_->CacheLayout(*cache, shard.shard);
+    auto stream = core.FindStream(shard.tenant, shard.ns, shard.name);
+    if (!stream || !stream->durable || shard.shard >= stream->shards) return std::nullopt;
+    return core.StreamLayout(*stream, shard.shard);
   }
+  auto cache = core.FindCache(shard.tenant, shard.ns, shard.name);
+  if (!cache || !cache->durable || shard.shard >= cache->shards) return std::nullopt;
+  return core.CacheLayout(*cache, shard.shard);
+}
+
+}  // namespace
+
+void ReplicationHost::OpenFollower(const ShardRef& shard) {
+  std::optional<broker::ShardStoreLayout> layout = LayoutOf(*core_, shard);
+  if (!layout) return;
   if (!custody_->Claim(layout->dir, broker::StoreHolder::kFollower)) {
     // The core still holds it (this broker led the shard before): promotion's handover.
     spdlog::debug("replication: {} is held by the broker core; not opened as a follower",
@@ -499,17 +509,8 @@ void ReplicationHost::ReconcileDrains(const std::map<ShardRef, Assignment>& assi
   }
   for (auto& slot : closing) CloseDrain(slot);
   for (auto& [shard, a] : opening) {
-    std::optional<broker::ShardStoreLayout> layout;
-    if (shard.kind == ShardKind::kStream) {
-      auto stream = core_->FindStream(shard.tenant, shard.ns, shard.name);
-      if (!stream || !stream->durable || shard.shard >= stream->shards) continue;
-      layout = core_->StreamLayout(*stream, shard.shard);
-    } else {
-      auto cache = core_->FindCache(shard.tenant, shard.ns, shard.name);
-      if (!cache || !cache->durable || shard.shard >= cache->shards) continue;
-      layout = core_->CacheLayout(*cache, shard.shard);
-    }
-    if (!custody_->Claim(layout->dir, broker::StoreHolder::kFollower)) continue;
+    std::optional<broker::ShardStoreLayout> layout = LayoutOf(*core_, shard);
+    if (!layout || !custody_->Claim(layout->dir, broker::StoreHolder::kFollower)) continue;
     auto slot = std::make_shared<DrainSlot>();
     slot->shard = shard;
     slot->executor = &ExecutorFor(shard);
