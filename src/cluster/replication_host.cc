@@ -389,6 +389,20 @@ void ReplicationHost::CloseFollower(std::shared_ptr<FollowerSlot> slot, bool wai
   }
 }
 
+ShardReplicatorOptions ReplicationHost::ReplicatorOptions(const ShardRef& shard,
+                                                          uint64_t generation) const {
+  ShardReplicatorOptions ro;
+  ro.tenant = shard.tenant;
+  ro.ns = shard.ns;
+  ro.name = shard.name;
+  ro.shard = shard.shard;
+  ro.cache_shard = shard.kind == ShardKind::kCache;
+  ro.generation = generation;
+  ro.rebuild_max_concurrent = options_.rebuild_max_concurrent;
+  ro.rebuild_bytes_per_sec = options_.rebuild_bytes_per_sec;
+  return ro;
+}
+
 void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& assignments) {
   std::lock_guard lock(leader_mu_);
   // Replicators whose shard is no longer led here at their generation stop.
@@ -451,16 +465,8 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
     slot->generation = a.generation;
     slot->followers = dialled;
     slot->store = store->second;
-    ShardReplicatorOptions ro;
-    ro.tenant = shard.tenant;
-    ro.ns = shard.ns;
-    ro.name = shard.name;
-    ro.shard = shard.shard;
-    ro.cache_shard = shard.kind == ShardKind::kCache;
-    ro.generation = a.generation;
+    ShardReplicatorOptions ro = ReplicatorOptions(shard, a.generation);
     ro.followers = std::move(followers);
-    ro.rebuild_max_concurrent = options_.rebuild_max_concurrent;
-    ro.rebuild_bytes_per_sec = options_.rebuild_bytes_per_sec;
     ShardReplicator::MarkListener on_mark;
     if (auto gate = gates_.find(shard); gate != gates_.end()) {
       // Quorum: a log's mark is the commit offset its writers and readers wait for.
@@ -532,15 +538,7 @@ void ReplicationHost::ReconcileDrains(const std::map<ShardRef, Assignment>& assi
       custody_->Release(layout->dir, broker::StoreHolder::kFollower);
       continue;
     }
-    ShardReplicatorOptions ro;
-    ro.tenant = shard.tenant;
-    ro.ns = shard.ns;
-    ro.name = shard.name;
-    ro.shard = shard.shard;
-    ro.cache_shard = shard.kind == ShardKind::kCache;
-    ro.generation = slot->generation;
-    ro.rebuild_max_concurrent = options_.rebuild_max_concurrent;
-    ro.rebuild_bytes_per_sec = options_.rebuild_bytes_per_sec;
+    ShardReplicatorOptions ro = ReplicatorOptions(shard, slot->generation);
     for (const auto& node : a.replicas) {
       if (node == options_.own_node_id) continue;
       slot->followers.push_back(node);

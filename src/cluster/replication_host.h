@@ -155,6 +155,8 @@ class ReplicationHost {
   void ReconcileLeaders(const std::map<ShardRef, Assignment>& assignments);
   void ReconcileDrains(const std::map<ShardRef, Assignment>& assignments);
   void CloseDrain(const std::shared_ptr<DrainSlot>& slot);
+  // A replicator of `shard` at `generation` under this host's rebuild policy (followers unset).
+  ShardReplicatorOptions ReplicatorOptions(const ShardRef& shard, uint64_t generation) const;
   void OpenFollower(const ShardRef& shard);
   void CloseFollower(std::shared_ptr<FollowerSlot> slot, bool wait);
   broker::Executor& ExecutorFor(const ShardRef& shard);

@@ -69,15 +69,7 @@ class ClusterE2E : public ::testing::Test {
     }
     return out;
   }
-  std::string Token() {
-    auto [status, body] =
-        Admin(1, "POST", "/v1/tenants/default/tokens",
-              Json{{"subject", "tester"},
-                   {"permissions",
-                    {"stream.publish:stream:default/*/*", "stream.subscribe:stream:default/*/*"}}});
-    EXPECT_EQ(status, 200) << body.dump();
-    return body.value("felix_token", "");
-  }
+  std::string Token() { return e2e::StreamToken(cluster_); }
   double Metric(int n, const std::string& name) {
     auto text = cluster_.AdminGet(n, "/metrics");
     if (!text) return -1;

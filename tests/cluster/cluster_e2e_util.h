@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -46,6 +47,19 @@ inline std::pair<int, nlohmann::json> Admin(const felix::testing::ClusterHarness
   if (!r) return {0, nullptr};
   return {r->status,
           r->body.empty() ? nlohmann::json() : nlohmann::json::parse(r->body, nullptr, false)};
+}
+
+// A token of the default tenant that may publish to and subscribe to every stream (minted by
+// node 1's admin API).
+inline std::string StreamToken(const felix::testing::ClusterHarness& cluster) {
+  auto [status, body] =
+      Admin(cluster, 1, "POST", "/v1/tenants/default/tokens",
+            nlohmann::json{
+                {"subject", "tester"},
+                {"permissions",
+                 {"stream.publish:stream:default/*/*", "stream.subscribe:stream:default/*/*"}}});
+  EXPECT_EQ(status, 200) << body.dump();
+  return body.value("felix_token", "");
 }
 
 }  // namespace felix::cluster::e2e

@@ -128,15 +128,7 @@ class MoveE2E : public ::testing::Test {
     }
     return nullptr;
   }
-  std::string Token() {
-    auto [status, body] =
-        Admin(1, "POST", "/v1/tenants/default/tokens",
-              Json{{"subject", "tester"},
-                   {"permissions",
-                    {"stream.publish:stream:default/*/*", "stream.subscribe:stream:default/*/*"}}});
-    EXPECT_EQ(status, 200) << body.dump();
-    return body.value("felix_token", "");
-  }
+  std::string Token() { return e2e::StreamToken(cluster_); }
   ClientOptions Options(const std::string& token) {
     ClientOptions o;
     o.broker = cluster_.brokers();

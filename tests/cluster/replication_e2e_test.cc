@@ -118,15 +118,7 @@ class ReplicationE2E : public ::testing::Test {
     }
     return std::nullopt;
   }
-  std::string Token() {
-    auto [status, body] =
-        Admin(1, "POST", "/v1/tenants/default/tokens",
-              Json{{"subject", "tester"},
-                   {"permissions",
-                    {"stream.publish:stream:default/*/*", "stream.subscribe:stream:default/*/*"}}});
-    EXPECT_EQ(status, 200) << body.dump();
-    return body.value("felix_token", "");
-  }
+  std::string Token() { return e2e::StreamToken(cluster_); }
   // Publishes payloads [from, to) to `stream` on node n in acknowledged batches; each batch's
   // offset must follow the previous one.
   void Publish(int n, const std::string& token, const std::string& stream, size_t from, size_t to) {
