@@ -130,7 +130,18 @@ class Run {
   // shards with a leader).
   std::map<uint32_t, int> Leaders(int n, const std::string& kind = "stream");
   bool Setup(FaultRunResult& result);
+  // A client whose first seed is node `node`. With `quorum` every broker is a seed (the client
+  // library routes to owners and skips a dead seed); node 0 then rotates the first seed.
   std::unique_ptr<felix::Client> Connect(int node);
+  // The node a client op targets and names in the history: the shard's fixed leader, or 0
+  // ("routed, unknown") with `quorum`, where leaders move.
+  int Target(int leader) const { return options_.quorum ? 0 : leader; }
+  // The stream's shard leaders (kind "cache": the cache's) as the first answering broker sees
+  // them with every shard led; empty when none does.
+  std::map<uint32_t, int> LeadersNow(const std::string& kind = "stream");
+  // The sum of the generations of the stream's and the cache's shards as node n sees them: it
+  // grows with every failover, move or replica change (-1 when unreadable).
+  int64_t GenerationSum(int n);
   void Publisher(int client);
   void Reader();
   void CacheLoop(int client, const std::function<bool(felix::Client&, Op&)>& request);
@@ -147,7 +158,7 @@ class Run {
   void HealLocal(const Fault& fault, FaultOutcome& out);
   std::vector<Disruption> Disruptions(const FaultRunResult& result) const;
   // The node a disk fault goes to: `node` when it leads a shard, else a leader.
-  int DiskTarget(int node) const;
+  int DiskTarget(int node);
   // Puts the clock probe (TTL 10 min) on the cache leader and reads it back: present?
   std::optional<bool> ClockProbe(bool put);
   // etcd member m's own id and the leader it follows (POST /v3/maintenance/status), if it answers.
@@ -163,6 +174,11 @@ class Run {
   void InjectNetwork(const Fault& fault, FaultOutcome& out);
   bool NetworkHealed(std::string* missing);
   bool AllReadyAndLed(std::string* missing);
+  // Quorum regime (cluster-etcd.md §6 liveness: "nothing halted, a caught-up replica reported"):
+  // every shard of the stream and the cache is led by exactly one broker's replication host, with
+  // every follower of every log caught up (lag 0) and none halted, and no broker's follower side
+  // halted.
+  bool ReplicationSettled(std::string* missing);
   bool Liveness(FaultRunResult& result);
   bool ReadFinal(FaultRunResult& result, FinalLogs& logs);
   void WriteFiles(const FaultRunResult& result, const FinalLogs& logs);
@@ -173,13 +189,18 @@ class Run {
   ClusterHarness cluster_;
   Clock::time_point t0_ = Clock::now();
   std::string token_;
-  std::vector<std::string> keys_;    // shard → a key routed to it
-  std::map<uint32_t, int> leaders_;  // fixed before the clients start (no failover yet)
-  int cache_leader_ = 0;             // the counters cache's one shard
-  felix::GroupRef group_;            // the consumer group on shard 0
+  std::vector<std::string> keys_;  // shard → a key routed to it
+  // Fixed before the clients start; with `quorum` re-read after the heal (written only while no
+  // client thread runs).
+  std::map<uint32_t, int> leaders_;
+  int cache_leader_ = 0;   // the counters cache's one shard
+  felix::GroupRef group_;  // the consumer group on shard 0
   History history_;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> not_sent_{0};
+  std::atomic<int> next_seed_{0};          // Connect(0)'s rotation
+  std::map<uint32_t, int> first_leaders_;  // leaders_ as set up
+  int64_t first_generations_ = -1;         // GenerationSum as set up
 };
 
 std::pair<int, Json> Run::Admin(int n, const std::string& method, const std::string& path,
@@ -241,6 +262,26 @@ std::map<uint32_t, int> Run::Leaders(int n, const std::string& kind) {
   return out;
 }
 
+std::map<uint32_t, int> Run::LeadersNow(const std::string& kind) {
+  const size_t shards = kind == "stream" ? options_.shards : 1;
+  for (int n = 1; n <= cluster_.size(); ++n) {
+    auto leaders = Leaders(n, kind);
+    if (leaders.size() == shards) return leaders;
+  }
+  return {};
+}
+
+int64_t Run::GenerationSum(int n) {
+  Json status = Admin(n, "GET", "/v1/cluster").second;
+  if (!status.is_object() || !status.contains("shards")) return -1;
+  int64_t sum = 0;
+  for (const auto& s : status["shards"]) {
+    std::string name = s.value("name", "");
+    if (name == kStream || name == kCache) sum += s.value("generation", int64_t{0});
+  }
+  return sum;
+}
+
 bool Run::Setup(FaultRunResult& result) {
   auto fail = [&](std::string why) {
     result.setup_error = std::move(why);
@@ -250,23 +291,32 @@ bool Run::Setup(FaultRunResult& result) {
     cluster_.SetNodeEnv(n, "FELIX_STORAGE_FAULT_FILE", FaultFile(n));
   }
   if (!cluster_.StartAll()) return fail("cluster: " + cluster_.error());
-  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
-                              Json{{"stream", kStream},
-                                   {"durable", true},
-                                   {"shards", options_.shards},
-                                   {"fsync_mode", "on_commit"}});
+  // RF 1 `Leader`, or RF 3 `Quorum` (failover under the nemesis).
+  const Json regime = options_.quorum ? Json{{"replication_factor", 3}, {"consistency", "Quorum"}}
+                                      : Json{{"replication_factor", 1}, {"consistency", "Leader"}};
+  Json stream_body = Json{{"stream", kStream},
+                          {"durable", true},
+                          {"shards", options_.shards},
+                          {"fsync_mode", "on_commit"}};
+  stream_body.update(regime);
+  auto [status, body] =
+      Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams", stream_body);
   if (status != 201) return fail("create stream: " + std::to_string(status) + " " + body.dump());
   if (!Eventually([&] { return Leaders(1).size() == options_.shards; }, 30s)) {
     return fail("not every shard got a leader: " + Admin(1, "GET", "/v1/cluster").second.dump());
   }
   leaders_ = Leaders(1);
-  auto cache = Admin(1, "POST", "/v1/tenants/default/namespaces/default/caches",
-                     Json{{"cache", kCache}, {"shards", 1}, {"durable", true}});
+  Json cache_body = Json{{"cache", kCache}, {"shards", 1}, {"durable", true}};
+  cache_body.update(regime);
+  auto cache = Admin(1, "POST", "/v1/tenants/default/namespaces/default/caches", cache_body);
   if (cache.first != 201) return fail("create cache: " + cache.second.dump());
   if (!Eventually([&] { return Leaders(1, "cache").size() == 1; }, 30s)) {
     return fail("the cache got no leader");
   }
   cache_leader_ = Leaders(1, "cache").at(0);
+  first_leaders_ = leaders_;
+  first_leaders_[options_.shards] = cache_leader_;  // the cache's shard after the stream's
+  first_generations_ = GenerationSum(1);
   // Every broker must know the stream and agree on its leaders before clients go to them.
   for (int n = 2; n <= cluster_.size(); ++n) {
     if (!Eventually([&] { return Leaders(n) == leaders_; }, 30s)) {
@@ -292,7 +342,7 @@ bool Run::Setup(FaultRunResult& result) {
     }
   }
   group_ = felix::GroupRef{felix::StreamRef{"default", kStream}, 0, "g"};
-  auto c = Connect(leaders_.at(0));
+  auto c = Connect(Target(leaders_.at(0)));
   if (!c) return fail("group: no connection to shard 0's leader");
   if (auto seek = c->GroupSeek(group_, felix::StartPosition::Earliest(), true); !seek) {
     return fail("group: " + seek.error().ToString());
@@ -302,7 +352,15 @@ bool Run::Setup(FaultRunResult& result) {
 
 std::unique_ptr<felix::Client> Run::Connect(int node) {
   felix::ClientOptions o;
-  o.broker = cluster_.client_addr(node);
+  if (!options_.quorum) {
+    o.broker = cluster_.client_addr(node);
+  } else {
+    const int size = cluster_.size();
+    if (node == 0) node = 1 + next_seed_++ % size;
+    for (int i = 0; i < size; ++i) {
+      o.broker += (i == 0 ? "" : ",") + cluster_.client_addr((node - 1 + i) % size + 1);
+    }
+  }
   o.ca_file = cluster_.ca_file();
   o.token = token_;
   o.connect_timeout = 2s;
@@ -322,7 +380,7 @@ void Run::Publisher(int client) {
   felix::StreamRef stream{"default", kStream};
   while (!stop_.load()) {
     uint32_t shard = static_cast<uint32_t>(rng() % options_.shards);
-    int node = leaders_.at(shard);
+    int node = Target(leaders_.at(shard));
     auto& c = clients[node];
     if (!c) c = Connect(node);
     if (!c) {
@@ -360,7 +418,7 @@ void Run::Reader() {
   felix::StreamRef stream{"default", kStream};
   while (!stop_.load()) {
     uint32_t shard = static_cast<uint32_t>(rng() % options_.shards);
-    int node = leaders_.at(shard);
+    int node = Target(leaders_.at(shard));
     auto c = Connect(node);
     if (!c) {
       std::this_thread::sleep_for(100ms);
@@ -403,15 +461,16 @@ void Run::Reader() {
 // off after a refusal and reconnects as needed.
 void Run::CacheLoop(int client, const std::function<bool(felix::Client&, Op&)>& request) {
   std::unique_ptr<felix::Client> c;
+  const int node = Target(cache_leader_);
   while (!stop_.load()) {
-    if (!c) c = Connect(cache_leader_);
+    if (!c) c = Connect(node);
     if (!c) {
       std::this_thread::sleep_for(100ms);  // back off from a broker that is down
       continue;
     }
     Op op;
     op.client = client;
-    op.node = cache_leader_;
+    op.node = node;
     op.invoke_us = NowUs();
     bool keep = request(*c, op);
     op.complete_us = NowUs();
@@ -460,7 +519,7 @@ void Run::CacheClient(int client) {
 }
 
 int Run::GroupStep(std::unique_ptr<felix::Client>& c, std::mt19937_64& rng, bool nacks) {
-  const int node = leaders_.at(0);
+  const int node = Target(leaders_.at(0));
   if (!c) c = Connect(node);
   if (!c) {
     std::this_thread::sleep_for(100ms);  // back off from a broker that is down
@@ -565,7 +624,7 @@ void Run::CheckCache(FaultRunResult& result) {
 }
 
 bool Run::ReadCounters(FaultRunResult& result, std::map<std::string, int64_t>& values) {
-  auto c = Connect(cache_leader_);
+  auto c = Connect(Target(cache_leader_));
   if (!c) {
     result.final_read_error = "counters: no connection to n" + std::to_string(cache_leader_);
     return false;
@@ -725,15 +784,18 @@ std::vector<Disruption> Run::Disruptions(const FaultRunResult& result) const {
   return spans;
 }
 
-int Run::DiskTarget(int node) const {
-  for (const auto& [shard, leader] : leaders_) {
+int Run::DiskTarget(int node) {
+  // Leaders move in the quorum regime: take them as they are now.
+  auto leaders = options_.quorum ? LeadersNow() : leaders_;
+  if (leaders.empty()) return node;
+  for (const auto& [shard, leader] : leaders) {
     if (leader == node) return node;
   }
-  return leaders_.begin()->second;
+  return leaders.begin()->second;
 }
 
 std::optional<bool> Run::ClockProbe(bool put) {
-  auto c = Connect(cache_leader_);
+  auto c = Connect(Target(cache_leader_));
   if (!c) return std::nullopt;
   felix::CacheRef cache{"default", kCache};
   if (put && !c->CachePut(cache, "clock-probe", "t", std::chrono::minutes(10))) return std::nullopt;
@@ -747,7 +809,12 @@ std::optional<bool> Run::ClockProbe(bool put) {
 // clock stepped an hour ahead, proved by a put with a 10 min TTL expiring while the broker
 // keeps its lease (leases run on the monotonic clock, which the step does not touch).
 void Run::InjectLocal(const Fault& fault, FaultOutcome& out) {
-  out.fault.node = fault.kind == FaultKind::kClockJump ? cache_leader_ : DiskTarget(fault.node);
+  int clock_node = cache_leader_;
+  if (fault.kind == FaultKind::kClockJump && options_.quorum) {
+    // The cache's leader may have moved (failover): step the clock of the one serving it now.
+    if (auto now = LeadersNow("cache"); !now.empty()) clock_node = now.at(0);
+  }
+  out.fault.node = fault.kind == FaultKind::kClockJump ? clock_node : DiskTarget(fault.node);
   const int n = out.fault.node;
   const std::string id = "n" + std::to_string(n);
   if (fault.kind == FaultKind::kClockJump) {
@@ -1039,6 +1106,51 @@ bool Run::AllReadyAndLed(std::string* missing) {
   return true;
 }
 
+bool Run::ReplicationSettled(std::string* missing) {
+  size_t led = 0;
+  for (int n = 1; n <= cluster_.size(); ++n) {
+    const std::string id = "n" + std::to_string(n);
+    Json status = Admin(n, "GET", "/replication").second;
+    if (!status.is_object()) {
+      *missing = id + ": /replication unanswered";
+      return false;
+    }
+    for (const auto& entry : status.value("led", Json::array())) {
+      std::string name = entry.value("name", "");
+      if (name != kStream && name != kCache) continue;
+      ++led;
+      std::string where = id + " leads " + name + "/" + std::to_string(entry.value("shard", 0));
+      const Json followers = entry.value("followers", Json::array());
+      if (followers.empty()) {
+        *missing = where + " with no follower";
+        return false;
+      }
+      for (const auto& f : followers) {
+        // lag 0: the follower confirmed the leader's whole log (an empty log ships nothing,
+        // so there in_sync stays false for want of an answer, and lag is 0).
+        if (!f.value("halted", std::string()).empty() || f.value("lag", uint64_t{1}) != 0) {
+          *missing = where + ": follower " + f.dump();
+          return false;
+        }
+      }
+    }
+    for (const auto& entry : status.value("followed", Json::array())) {
+      for (const auto& log : entry.value("logs", Json::array())) {
+        if (!log.value("halted", std::string()).empty()) {
+          *missing = id + " follows " + entry.value("name", "") + " halted: " + log.dump();
+          return false;
+        }
+      }
+    }
+  }
+  if (led != options_.shards + 1) {
+    *missing = std::to_string(led) + " shards led by a replication host, want " +
+               std::to_string(options_.shards + 1);
+    return false;
+  }
+  return true;
+}
+
 // Liveness after the heal (cluster-etcd.md §6): within 60 s every broker is ready, every shard
 // is led by the broker it started on, and a probe publish to each shard is acknowledged.
 bool Run::Liveness(FaultRunResult& result) {
@@ -1049,15 +1161,27 @@ bool Run::Liveness(FaultRunResult& result) {
     return false;
   }
   auto cache_leaders = Leaders(1, "cache");
-  if (auto leaders = Leaders(1); leaders != leaders_ || cache_leaders[0] != cache_leader_) {
-    result.liveness = "shard leaders changed during the run (no failover is expected yet)";
+  if (options_.quorum) {
+    // Leaders may have moved (failover): the final reads go where they are now.
+    leaders_ = Leaders(1);
+    if (!cache_leaders.empty()) cache_leader_ = cache_leaders.at(0);
+    auto now = leaders_;
+    now[options_.shards] = cache_leader_;
+    for (const auto& [shard, leader] : now) {
+      result.moved_shards += first_leaders_[shard] != leader ? 1 : 0;
+    }
+    if (int64_t sum = GenerationSum(1); sum >= 0 && first_generations_ >= 0) {
+      result.generation_bumps = sum - first_generations_;
+    }
+  } else if (auto leaders = Leaders(1); leaders != leaders_ || cache_leaders[0] != cache_leader_) {
+    result.liveness = "shard leaders changed during the run (RF 1: no failover is expected)";
     return false;
   }
   felix::StreamRef stream{"default", kStream};
   for (uint32_t shard = 0; shard < options_.shards; ++shard) {
     bool acked = false;
     for (int attempt = 0; !acked && Clock::now() < deadline; ++attempt) {
-      auto c = Connect(leaders_[shard]);
+      auto c = Connect(Target(leaders_[shard]));
       if (!c) {
         std::this_thread::sleep_for(100ms);  // back off
         continue;
@@ -1068,7 +1192,7 @@ bool Run::Liveness(FaultRunResult& result) {
       op.shard = shard;
       op.key = keys_[shard];
       op.value = "probe-" + std::to_string(shard) + "-" + std::to_string(attempt);
-      op.node = leaders_[shard];
+      op.node = Target(leaders_[shard]);
       felix::PublishOptions po;
       po.key = op.key;
       op.invoke_us = NowUs();
@@ -1083,6 +1207,16 @@ bool Run::Liveness(FaultRunResult& result) {
       return false;
     }
   }
+  if (options_.quorum) {
+    if (!Eventually([&] { return ReplicationSettled(&missing); }, 60s)) {
+      result.liveness = "replication not settled within 60 s: " + missing;
+      return false;
+    }
+    result.liveness =
+        "every broker ready, every shard led, a probe acknowledged on each, every "
+        "follower caught up and none halted";
+    return true;
+  }
   result.liveness = "every broker ready, every shard led, a probe acknowledged on each";
   return true;
 }
@@ -1090,7 +1224,7 @@ bool Run::Liveness(FaultRunResult& result) {
 bool Run::ReadFinal(FaultRunResult& result, FinalLogs& logs) {
   felix::StreamRef stream{"default", kStream};
   for (uint32_t shard = 0; shard < options_.shards; ++shard) {
-    auto c = Connect(leaders_[shard]);
+    auto c = Connect(Target(leaders_[shard]));
     if (!c) {
       result.final_read_error = "shard " + std::to_string(shard) + ": no connection";
       return false;
@@ -1122,18 +1256,20 @@ bool Run::ReadFinal(FaultRunResult& result, FinalLogs& logs) {
 
 void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
   const std::string& dir = options_.dir;
-  std::ofstream(dir + "/run.json") << Json{{"seed", options_.seed},
-                                           {"seconds", options_.seconds},
-                                           {"min_faults", options_.min_faults},
-                                           {"brokers", cluster_.size()},
-                                           {"shards", options_.shards},
-                                           {"publishers", options_.publishers},
-                                           {"etcd_members", options_.etcd_members},
-                                           {"duration_ms", result.duration_ms},
-                                           {"network", result.network},
-                                           {"env", options_.env}}
-                                          .dump(2)
-                                   << "\n";
+  std::ofstream(dir + "/run.json")
+      << Json{{"seed", options_.seed},
+              {"seconds", options_.seconds},
+              {"min_faults", options_.min_faults},
+              {"brokers", cluster_.size()},
+              {"shards", options_.shards},
+              {"regime", options_.quorum ? "rf3-quorum" : "rf1-leader"},
+              {"publishers", options_.publishers},
+              {"etcd_members", options_.etcd_members},
+              {"duration_ms", result.duration_ms},
+              {"network", result.network},
+              {"env", options_.env}}
+             .dump(2)
+      << "\n";
   std::ofstream schedule(dir + "/schedule.jsonl");
   for (const auto& f : result.faults) {
     schedule << Json{{"kind", FaultKindName(f.fault.kind)},
@@ -1165,6 +1301,10 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
     verdict << "fault " << FaultKindName(f.fault.kind) << " n" << f.fault.node << ": "
             << (f.proved ? "proved" : "NOT PROVED") << " (" << f.proof << "), "
             << (f.healed ? "healed" : "NOT HEALED") << " (" << f.heal << ")\n";
+  }
+  if (options_.quorum) {
+    verdict << "regime rf3-quorum: " << result.moved_shards << " of " << options_.shards + 1
+            << " shards ended on another leader, generations +" << result.generation_bumps << "\n";
   }
   verdict << "liveness " << (result.live_after_heal ? "ok" : "FAILED") << ": " << result.liveness
           << "\nfinal_read " << (result.final_read ? "ok" : "FAILED: " + result.final_read_error)

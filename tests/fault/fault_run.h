@@ -1,6 +1,7 @@
 // FaultRun: one seeded fault run on a real cluster (cluster-etcd.md §6, issue 17) — one etcd and
-// three `felix-broker` processes (ClusterHarness), a durable stream with fsync on_commit, client
-// threads publishing unique keyed records (single records and three-record batches) straight to
+// three `felix-broker` processes (ClusterHarness), a durable stream with fsync on_commit (RF 1
+// `Leader`, or RF 3 `Quorum` with failover: FaultRunOptions::quorum), client
+// threads publishing unique keyed records (single records and three-record batches) to
 // each shard's leader through the C++ client library (acks after the write, with offsets), a
 // reader thread taking snapshot reads from earliest, a consumer-group client acking and nacking
 // shard 0's records, and a nemesis that runs a schedule derived from the seed: SIGKILL + restart of
@@ -54,6 +55,16 @@ struct FaultRunOptions {
   // network faults, there is no link between brokers to cut) — cluster-etcd.md §6
   // "conformance equivalence": a client must not be able to tell how many brokers there are.
   int brokers = 3;
+  // The regime under test (cluster-etcd.md §6: "run in both regimes"). false: the stream and the
+  // cache have RF 1 and consistency `Leader` — every shard stays on the broker it started on (no
+  // failover), and clients go straight to it. true (three brokers): RF 3 and `Quorum` — a killed,
+  // paused or cut-off leader's shards fail over behind the promotion fence, and every client is
+  // routed by the client library (all brokers are its seeds; it learns owners from the cluster,
+  // follows `not_leader` and forgets a broker that stopped answering). Leaders are then looked
+  // up when needed (disk and clock faults, the final reads) instead of fixed at the start, and the
+  // history records node 0 ("unknown") for client ops, so the group checker counts every
+  // redelivery after an ack instead of reporting it (group_checker.h).
+  bool quorum = false;
   int etcd_members = 3;                    // etcd member faults need 3
   std::string dir;                         // where the run writes its files (must exist)
   std::map<std::string, std::string> env;  // added to every broker's environment
@@ -75,6 +86,10 @@ struct FaultRunResult {
   bool partitions = false;  // brokers ran in network namespaces, network faults scheduled
   std::string network;      // the network set-up, or why partitions are off
   std::vector<FaultOutcome> faults;
+  // Quorum regime: shards (the stream's and the cache's) led elsewhere after the heal than at the
+  // start, and how much their generations grew (failovers, moves, replica changes).
+  int moved_shards = 0;
+  int64_t generation_bumps = 0;
   bool live_after_heal = false;  // every broker ready, every shard led and taking a probe
   std::string liveness;          // what was waited for, or what was missing
   bool final_read = false;       // every shard's final log was read to its tail

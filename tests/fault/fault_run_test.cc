@@ -9,6 +9,10 @@
 // only and says so in its verdict ("network:"). scripts/fault-run SEED [SECONDS] runs this test
 // with its own seed and length. OneBrokerKeepsTheSamePromises: the same run and assertions
 // against one broker (cluster-etcd.md §6, conformance equivalence), its own ctest entry.
+// QuorumFailoverRunKeepsEveryAcknowledgedRecord: the same run in the other regime (cluster-etcd.md
+// §6 "run in both regimes") — an RF 3 `Quorum` stream and cache whose leaders fail over under the
+// nemesis, clients routed by the client library — and it must have failed over at least once;
+// its own ctest entry (FELIX_FAULT_REGIME=quorum scripts/fault-run SEED runs it).
 //
 // The checker catches deliberately broken brokers (fault-seam builds only; the same workload,
 // 3 s, no nemesis): TheCheckerCatchesABrokerThatDropsAcknowledgedRecords — every 5th publish
@@ -117,6 +121,20 @@ TEST(FaultRun, SeededNemesisRunKeepsEveryAcknowledgedRecord) {
   auto [dir, temporary] = RunDir("seed-" + std::to_string(options.seed));
   options.dir = dir;
   ExpectEveryPromiseKept(options, RunFaults(options));
+  Finish(dir, temporary);
+}
+
+// cluster-etcd.md §6 "run in both regimes": RF 3 `Quorum`, failover under every kind of fault.
+TEST(FaultRun, QuorumFailoverRunKeepsEveryAcknowledgedRecord) {
+  FaultRunOptions options = SeededOptions(3);
+  options.quorum = true;
+  auto [dir, temporary] = RunDir("quorum-seed-" + std::to_string(options.seed));
+  options.dir = dir;
+  FaultRunResult result = RunFaults(options);
+  ExpectEveryPromiseKept(options, result);
+  std::cout << "quorum: " << result.moved_shards << " shards ended on another leader, generations +"
+            << result.generation_bumps << "\n";
+  EXPECT_GT(result.generation_bumps, 0) << "no shard failed over: the regime was not exercised";
   Finish(dir, temporary);
 }
 
