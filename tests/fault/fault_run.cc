@@ -99,7 +99,9 @@ class Run {
   felix::testing::ClusterOptions MakeClusterOptions() const {
     felix::testing::ClusterOptions o;
     o.nodes = options_.brokers;
-    o.etcd_members = options_.etcd_members;
+    // A standalone broker uses no etcd: one member is started (the harness always starts one)
+    // and never named to the broker.
+    o.etcd_members = options_.standalone ? 1 : options_.etcd_members;
     o.env = options_.env;
     o.env["FELIX_DURABLE_FSYNC_MODE"] = "on_commit";
     // Claims of polls whose answer was lost lapse soon (the group drain waits for them).
@@ -250,6 +252,11 @@ bool Run::WriteFaultFile(int n, const std::string& text) {
 
 std::map<uint32_t, int> Run::Leaders(int n, const std::string& kind) {
   std::map<uint32_t, int> out;
+  if (options_.standalone) {  // no /v1/cluster: the one broker holds every shard
+    const uint32_t shards = kind == "stream" ? options_.shards : 1;
+    for (uint32_t shard = 0; shard < shards; ++shard) out[shard] = 1;
+    return out;
+  }
   Json status = Admin(n, "GET", "/v1/cluster").second;
   if (!status.is_object() || !status.contains("shards")) return out;
   for (const auto& s : status["shards"]) {
@@ -289,6 +296,15 @@ bool Run::Setup(FaultRunResult& result) {
   };
   for (int n = 1; n <= cluster_.size(); ++n) {
     cluster_.SetNodeEnv(n, "FELIX_STORAGE_FAULT_FILE", FaultFile(n));
+    // The cluster settings off: a single node (its internal listener keeps the harness's free
+    // port rather than the default 5001, which a parallel test may hold).
+    if (options_.standalone) {
+      for (const char* name :
+           {"FELIX_NODE_ID", "FELIX_ETCD_ENDPOINTS", "FELIX_CLIENT_ADVERTISE_ADDR",
+            "FELIX_NODE_ADVERTISE_ADDR", "FELIX_CLUSTER_NAME"}) {
+        cluster_.SetNodeEnv(n, name, std::nullopt);
+      }
+    }
   }
   if (!cluster_.StartAll()) return fail("cluster: " + cluster_.error());
   // RF 1 `Leader`, or RF 3 `Quorum` (failover under the nemesis).
@@ -821,12 +837,15 @@ void Run::InjectLocal(const Fault& fault, FaultOutcome& out) {
     auto before = ClockProbe(true);
     bool stepped = before == true && WriteFaultFile(n, "clock_offset_ms=3600000\n");
     bool expired = stepped && Eventually([&] { return ClockProbe(false) == false; }, 15s);
-    bool lease = expired && Metric(n, "felix_node_lease_valid") == 1;
+    // A standalone broker holds no lease: the expiry is the whole proof.
+    bool lease = expired && (options_.standalone || Metric(n, "felix_node_lease_valid") == 1);
     out.proved = expired && lease;
     out.proof = id + ": a put with a 10 min TTL " +
                 (before == true ? "read back" : "could not be read back") +
                 (expired ? ", then expired once the clock stepped 1 h ahead" : ", never expired") +
-                (lease ? "; the lease still held (monotonic clock)" : "; the lease was lost");
+                (options_.standalone ? "; standalone, no lease"
+                 : lease             ? "; the lease still held (monotonic clock)"
+                                     : "; the lease was lost");
     return;
   }
   const bool full = fault.kind == FaultKind::kDiskFull;
@@ -1263,6 +1282,7 @@ void Run::WriteFiles(const FaultRunResult& result, const FinalLogs& logs) {
               {"brokers", cluster_.size()},
               {"shards", options_.shards},
               {"regime", options_.quorum ? "rf3-quorum" : "rf1-leader"},
+              {"standalone", options_.standalone},
               {"publishers", options_.publishers},
               {"etcd_members", options_.etcd_members},
               {"duration_ms", result.duration_ms},
@@ -1346,7 +1366,10 @@ FaultRunResult Run::Go() {
     for (int c = 0; c < options_.cache_clients; ++c)
       threads.emplace_back([this, c] { CacheClient(60 + c); });
     threads.emplace_back([this] { GroupConsumer(); });
-    const auto kinds = lab_ ? AllFaultKinds() : LocalFaultKinds();
+    const auto kinds = options_.standalone ? StandaloneFaultKinds()
+                       : lab_              ? AllFaultKinds()
+                                           : LocalFaultKinds();
+    result.kinds = kinds;
     auto schedule = NemesisSchedule(options_.seed, 64, cluster_.size(), kinds);
     const int min_faults = std::max(options_.min_faults, static_cast<int>(kinds.size()));
     auto end = t0_ + std::chrono::seconds(options_.seconds);

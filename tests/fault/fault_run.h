@@ -65,6 +65,11 @@ struct FaultRunOptions {
   // history records node 0 ("unknown") for client ops, so the group checker counts every
   // redelivery after an ack instead of reporting it (group_checker.h).
   bool quorum = false;
+  // With brokers == 1: the broker runs standalone — no FELIX_NODE_ID, no etcd (the README's
+  // single-node broker) — rather than as a one-member cluster; the faults are those that apply
+  // (StandaloneFaultKinds: kill, pause, full disk, failing fsyncs, clock step). The same client
+  // assertions hold (cluster-etcd.md §6 "conformance equivalence").
+  bool standalone = false;
   int etcd_members = 3;                    // etcd member faults need 3
   std::string dir;                         // where the run writes its files (must exist)
   std::map<std::string, std::string> env;  // added to every broker's environment
@@ -83,8 +88,9 @@ struct FaultOutcome {
 struct FaultRunResult {
   bool started = false;  // the cluster and the stream came up
   std::string setup_error;
-  bool partitions = false;  // brokers ran in network namespaces, network faults scheduled
-  std::string network;      // the network set-up, or why partitions are off
+  bool partitions = false;       // brokers ran in network namespaces, network faults scheduled
+  std::string network;           // the network set-up, or why partitions are off
+  std::vector<FaultKind> kinds;  // the kinds the schedule draws from (each at least once)
   std::vector<FaultOutcome> faults;
   // Quorum regime: shards (the stream's and the cache's) led elsewhere after the heal than at the
   // start, and how much their generations grew (failovers, moves, replica changes).

@@ -7,8 +7,10 @@
 // in network namespaces and the schedule adds the network faults (isolate, split, one-way, slow
 // link); as root a failure to set that up fails the test. Without root the run uses process faults
 // only and says so in its verdict ("network:"). scripts/fault-run SEED [SECONDS] runs this test
-// with its own seed and length. OneBrokerKeepsTheSamePromises: the same run and assertions
-// against one broker (cluster-etcd.md §6, conformance equivalence), its own ctest entry.
+// with its own seed and length. OneBrokerKeepsTheSamePromises and
+// StandaloneBrokerKeepsTheSamePromises: the same run and assertions against one broker — a
+// one-member cluster, and a standalone broker without etcd (cluster-etcd.md §6, conformance
+// equivalence) — one ctest entry for both.
 // QuorumFailoverRunKeepsEveryAcknowledgedRecord: the same run in the other regime (cluster-etcd.md
 // §6 "run in both regimes") — an RF 3 `Quorum` stream and cache whose leaders fail over under the
 // nemesis, clients routed by the client library — and it must have failed over at least once;
@@ -84,7 +86,7 @@ void ExpectEveryPromiseKept(const FaultRunOptions& options, const FaultRunResult
     EXPECT_TRUE(result.partitions) << result.network;
   }
   ASSERT_TRUE(result.started) << result.setup_error;
-  const size_t kinds = (result.partitions ? AllFaultKinds() : LocalFaultKinds()).size();
+  const size_t kinds = result.kinds.size();
   ASSERT_GE(result.faults.size(), kinds);
   std::set<FaultKind> seen;
   for (const auto& f : result.faults) {
@@ -140,8 +142,9 @@ TEST(FaultRun, QuorumFailoverRunKeepsEveryAcknowledgedRecord) {
 
 // cluster-etcd.md §6 "conformance equivalence": the same workload, nemesis kinds that apply to
 // one broker (kill, pause, etcd pause and member kills, full disk, EIO, clock step) and the
-// same assertions against a single broker.
-TEST(FaultRun, OneBrokerKeepsTheSamePromises) {
+// same assertions against a single broker — a one-member cluster (OneBroker…) and a standalone
+// broker without etcd (Standalone…: kill, pause, full disk, EIO, clock step).
+FaultRunOptions OneBrokerOptions() {
   FaultRunOptions options = SeededOptions(1);
   // With one broker every fault hits the cache's only owner, so many cache writes end
   // indeterminate, and Porcupine's search grows with the open writes per key: two clients on 4
@@ -150,7 +153,21 @@ TEST(FaultRun, OneBrokerKeepsTheSamePromises) {
   // three-broker run keeps two clients on 4 keys.
   options.cache_clients = 1;
   options.cache_keys = 12;
+  return options;
+}
+
+TEST(FaultRun, OneBrokerKeepsTheSamePromises) {
+  FaultRunOptions options = OneBrokerOptions();
   auto [dir, temporary] = RunDir("one-broker-seed-" + std::to_string(options.seed));
+  options.dir = dir;
+  ExpectEveryPromiseKept(options, RunFaults(options));
+  Finish(dir, temporary);
+}
+
+TEST(FaultRun, StandaloneBrokerKeepsTheSamePromises) {
+  FaultRunOptions options = OneBrokerOptions();
+  options.standalone = true;
+  auto [dir, temporary] = RunDir("standalone-seed-" + std::to_string(options.seed));
   options.dir = dir;
   ExpectEveryPromiseKept(options, RunFaults(options));
   Finish(dir, temporary);

@@ -41,6 +41,11 @@ std::vector<FaultKind> LocalFaultKinds() {
           FaultKind::kKillEtcdMember, FaultKind::kKillEtcdLeader};
 }
 
+std::vector<FaultKind> StandaloneFaultKinds() {
+  return {FaultKind::kKillBroker, FaultKind::kPauseBroker, FaultKind::kDiskFull,
+          FaultKind::kFsyncEio, FaultKind::kClockJump};
+}
+
 std::vector<FaultKind> AllFaultKinds() {
   return {FaultKind::kKillBroker,    FaultKind::kPauseBroker,    FaultKind::kPauseEtcd,
           FaultKind::kIsolateBroker, FaultKind::kSplit,          FaultKind::kOneWay,

@@ -29,6 +29,9 @@ enum class FaultKind {
 // and all.
 std::vector<FaultKind> LocalFaultKinds();
 std::vector<FaultKind> AllFaultKinds();
+// The kinds that apply to a standalone broker (no etcd, no peers): kill, pause, full disk,
+// failing fsyncs, clock step.
+std::vector<FaultKind> StandaloneFaultKinds();
 std::string_view FaultKindName(FaultKind kind);
 
 struct Fault {
