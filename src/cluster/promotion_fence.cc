@@ -5,6 +5,8 @@
 #include <mutex>
 #include <optional>
 
+#include <spdlog/spdlog.h>
+
 #include "cluster/fence_answer.h"
 #include "cluster/quorum_mark.h"
 
@@ -64,15 +66,24 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
   uint32_t failures_in_row = 0;
   broker::Executor::TimerId timer = 0;
   std::string last_error;
+  // The log being fenced: 0 the shard's own (stream or cache) log; 1 a cache shard's counter
+  // log (step 6), fenced once the cache log is done, at the same generation.
+  size_t phase = 0;
+  uint64_t start_offset = 0;  // where this leadership begins on the own log (phase 0's end)
 
   std::atomic<uint32_t> attempts{0};
   std::atomic<uint32_t> failures{0};
   std::atomic<uint64_t> truncated{0};
   std::atomic<bool> opened{false};
 
-  LogKind own_log() const { return opts.cache_shard ? LogKind::kCache : LogKind::kStream; }
+  bool counter_phase() const { return phase == 1; }
+  LogKind own_log() const {
+    if (!opts.cache_shard) return LogKind::kStream;
+    return counter_phase() ? LogKind::kCounters : LogKind::kCache;
+  }
   flxi::ReplicaLog wire_log() const {
-    return opts.cache_shard ? flxi::ReplicaLog::kCache : flxi::ReplicaLog::kStream;
+    if (!opts.cache_shard) return flxi::ReplicaLog::kStream;
+    return counter_phase() ? flxi::ReplicaLog::kCounters : flxi::ReplicaLog::kCache;
   }
   flxi::ShardRef shard_ref() const {
     return flxi::ShardRef{opts.tenant, opts.ns, opts.name, opts.shard, opts.generation};
@@ -153,6 +164,17 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     if (id != attempt || !deciding) return;  // a later answer is not waited for
     const std::string& node = opts.replicas[replica].node_id;
     if (!answer) {
+      if (counter_phase() && answer.error().kind == PeerErrorKind::kNotOffered) {
+        // A replica of an older build that does not offer CACHE_FENCE (§10): the counter log
+        // stays unfenced, as it was before this build; a mixed cluster is only as safe as its
+        // oldest broker. The cache log is fenced: open.
+        spdlog::warn(
+            "promotion fence of cache {}/{}/{}/{} at generation {}: {} does not offer "
+            "CACHE_FENCE, the counter log is not fenced",
+            opts.tenant, opts.ns, opts.name, opts.shard, opts.generation, node);
+        ++attempt;  // later answers of this attempt are dropped
+        return Open();
+      }
       last_error = "fence to " + node + ": " + answer.error().message;
       return Count(id);
     }
@@ -210,10 +232,15 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     }
     if (!ahead) return Finish();
     // From the own commit offset or the start of the own last generation, whichever is later:
-    // below both the logs agree (committed, or written by the same generation's leader).
-    uint64_t from = store.replica_state().commit_offset;
-    for (const auto& e : store.generation_history().entries()) {
-      if (e.generation == own->last_generation) from = std::max(from, e.start_offset);
+    // below both the logs agree (committed, or written by the same generation's leader). The
+    // counter log has neither a commit offset nor a generation history of its own: it is
+    // compared from its base (a compacted log: about one checkpoint per live counter).
+    uint64_t from = 0;
+    if (!counter_phase()) {
+      from = store.replica_state().commit_offset;
+      for (const auto& e : store.generation_history().entries()) {
+        if (e.generation == own->last_generation) from = std::max(from, e.start_offset);
+      }
     }
     from = std::max(std::min(from, own->log_end), log().BaseOffset());
     Fetch(from);
@@ -326,6 +353,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     }
     // Overlay the replica's labels on everything this batch covered (without labels, only on
     // what was appended: the compared records keep their own).
+    if (counter_phase()) return {};  // the history describes the own log only
     std::vector<storage::EpochEntry> runs;
     const uint64_t relabel_from = labelled ? first : std::max(first, tail);
     for (uint64_t o = relabel_from; o < end; ++o) {
@@ -344,7 +372,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
         return Fail("cutting the own log at " + std::to_string(end) + ": " + t.error().ToString());
       }
       truncated.fetch_add(tail - end);
-      (void)store.RelabelGenerations(end, {});
+      if (!counter_phase()) (void)store.RelabelGenerations(end, {});
     }
     Finish();
   }
@@ -354,16 +382,33 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
   void Finish() {
     if (timer != 0) ex.Cancel(timer);
     timer = 0;
-    const uint64_t start = log().TailOffset();
-    // Only now: records taken above keep their own generations (replication.md §9.3).
-    const storage::EpochEntry entry{opts.generation, start};
-    (void)store.RelabelGenerations(start, {&entry, 1});  // advisory
+    if (!counter_phase()) {
+      start_offset = log().TailOffset();
+      // Only now: records taken above keep their own generations (replication.md §9.3).
+      const storage::EpochEntry entry{opts.generation, start_offset};
+      (void)store.RelabelGenerations(start_offset, {&entry, 1});  // advisory
+    }
     // TODO(generation-start record, §17): append it here once storage has flag bit 29.
+    if (opts.cache_shard && !counter_phase()) {
+      // Step 6: the counter log the same way. Without it a promoted cache leader would miss
+      // counter adds a majority acknowledged, and its followers would hold records it lacks
+      // (found by the Quorum fault run: they halted, diverged, and the adds were gone).
+      phase = 1;
+      fetch_kind = opts.fetch_kind;
+      failures_in_row = 0;
+      return StartAttempt();
+    }
+    Open();
+  }
+
+  void Open() {
+    if (timer != 0) ex.Cancel(timer);
+    timer = 0;
     done = true;
     deciding = false;
     failures_in_row = 0;
     opened.store(true);
-    if (on_open) on_open(start);
+    if (on_open) on_open(start_offset);
   }
 
   // --- step 8 -----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 // PromotionFence: the leader side of the promotion fence for one shard at one generation G
-// (replication.md §10 "Leader side" steps 1–5, 7, 8; §11; cluster-etcd.md D3). One attempt:
+// (replication.md §10 "Leader side" steps 1, 3–8; §11; cluster-etcd.md D3). One attempt:
 //
 //   1. persist G and a ballot naming this node (ShardStore::AcceptGeneration; a store that
 //      already accepted G from another node, or a newer generation, fails the attempt);
@@ -16,6 +16,9 @@
 //      offset: DurableLog refuses) and the rest is appended at the fetched offsets with the
 //      fetched generations and times; finally any own records past that log's end are cut;
 //      the generation history is relabelled for what was taken (ShardStore::RelabelGenerations);
+//   6. a cache shard: steps 3–5 again for its counter log (Fence/fetch with log = Counters,
+//      compared from the counter log's base: it has no commit offset or history of its own);
+//      a failure there retries the counter log only;
 //   7. record where this leadership begins (history entry (G, own tail)) and call
 //      on_open(start_offset);
 //   8. on failure retry after `retry` (200 ms), doubling per failed attempt up to `retry_max`
@@ -28,7 +31,6 @@
 //   - step 2 (holding writes while fencing): the shard is not open in the broker core until the
 //     fence is done (ReplicationHost::FenceQuorumShard runs in the core's opener), so requests
 //     wait for the open or are refused retryably; routing belongs to the router;
-//   - step 6 (the counter log of a cache shard): only the shard's own log is fenced;
 //   - a replica answering UnsupportedKind to kind 37 is asked with 33, then 31; a fetch
 //     answered without labels (kind 7/14) labels the fetched records with the replica's
 //     last_generation from its FenceOk (an overclaim, replication.md §9.2).

@@ -247,8 +247,15 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
         c.follower = f;
         c.log = log;
         // §4: one record below where this generation begins, so the first batch overlaps a
-        // record the follower should already hold; aux logs (and no history) start at 0.
+        // record the follower should already hold; aux logs (and no history) start at 0. Never
+        // below the log's base: a compacted log (a cache's) read there is trimmed, which would
+        // take a follower holding everything for one that needs a bootstrap — and a bootstrap
+        // waits for a mark that, right after this leader (re)opened, only such followers'
+        // answers can raise (found by the Quorum fault run: a restarted cache leader's counter
+        // log never replicated again). From the base the first batch is the probe: the follower
+        // confirms it, or answers LogGap with its tail, and a real bootstrap follows.
         if (log == OwnLog() && own_start && *own_start > 0) c.next = *own_start - 1;
+        c.next = std::max(c.next, store.log(log).BaseOffset());
         c.send_from = c.next;
         cursors.push_back(std::move(c));
       }

@@ -30,10 +30,12 @@ inline constexpr uint64_t kInternalCapabilities = 0;
 inline constexpr uint64_t kForwardingCapabilities = wire::flxi::kCapForwardOffsets;
 // Cluster mode also serves replication (cluster/replication_host.h): followers take per-record
 // generation labels (kind 32) and the leader's record times (kind 36), and answer the
-// promotion fence (kind 29) and its fetches (31, 33, 37) of a shard's own log.
+// promotion fence (kind 29) and its fetches (31, 33, 37) of a shard's own log and of a cache
+// shard's counter log (CACHE_FENCE: a promoted cache leader fences both, replication.md §10
+// step 6; labels then also ride the cache and counter logs, §7.1).
 inline constexpr uint64_t kReplicationCapabilities =
     wire::flxi::kCapGenerationLabels | wire::flxi::kCapRecordTimes | wire::flxi::kCapFence |
-    wire::flxi::kCapTailFetch;
+    wire::flxi::kCapTailFetch | wire::flxi::kCapCacheFence;
 
 // Own node id (FELIX_NODE_ID, or "localhost" on a single node, the name of the self-signed
 // internal certificate), the capability bits, and the Hello identity check whenever peer mTLS

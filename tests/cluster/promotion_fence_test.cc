@@ -44,6 +44,7 @@ struct Replica {
 class ScriptedTransport final : public ReplicaTransport {
  public:
   std::map<std::string, Replica*> replicas;
+  bool cache_shard = false;  // the replicas hold a cache shard (cache and counter logs)
 
   Result<void> Send(const PeerAddress& peer, const flxi::Frame& request,
                     PeerCallback done) override {
@@ -55,6 +56,7 @@ class ScriptedTransport final : public ReplicaTransport {
     {
       std::lock_guard<std::mutex> lock(mu_);
       sent_.push_back({peer.node_id, frame->kind});
+      if (auto* fence = std::get_if<flxi::Fence>(&frame->body)) fenced_logs_.push_back(fence->log);
     }
     cv_.notify_all();
     switch (r.mode.load()) {
@@ -77,10 +79,11 @@ class ScriptedTransport final : public ReplicaTransport {
       answer = flxi::EncodeUnsupportedKindAnswer(
           uint16_t(frame->kind), std::span<const uint8_t>(*bytes).subspan(flxi::kHeaderBytes));
     } else if (auto* fence = std::get_if<flxi::Fence>(&frame->body)) {
-      FenceAnswer a = AnswerFence(r.store.get(), false, *fence, FollowerRole::kViewOlder, "leader");
+      FenceAnswer a =
+          AnswerFence(r.store.get(), cache_shard, *fence, FollowerRole::kViewOlder, "leader");
       answer = *flxi::EncodeFrame(a.ToFrame(fence->correlation_id));
     } else if (auto* fetch = std::get_if<flxi::Fetch>(&frame->body)) {
-      FetchAnswer a = AnswerFetch(r.store.get(), false, *fetch, frame->kind,
+      FetchAnswer a = AnswerFetch(r.store.get(), cache_shard, *fetch, frame->kind,
                                   FollowerRole::kViewOlder, "leader");
       answer = *flxi::EncodeFrame(a.ToFrame(fetch->correlation_id));
     } else {
@@ -103,6 +106,10 @@ class ScriptedTransport final : public ReplicaTransport {
     std::lock_guard<std::mutex> lock(mu_);
     return sent_;
   }
+  std::vector<flxi::ReplicaLog> fenced_logs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fenced_logs_;
+  }
   std::vector<PeerCallback> TakeHeld() {
     std::lock_guard<std::mutex> lock(mu_);
     return std::move(held_);
@@ -112,6 +119,7 @@ class ScriptedTransport final : public ReplicaTransport {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::pair<std::string, flxi::Kind>> sent_;
+  std::vector<flxi::ReplicaLog> fenced_logs_;
   std::vector<PeerCallback> held_;
 };
 
@@ -138,20 +146,21 @@ class PromotionFenceTest : public ::testing::Test {
     EXPECT_TRUE(s.has_value()) << s.error().ToString();
     return std::move(*s);
   }
-  static void Write(storage::ShardStore& store,
-                    std::vector<std::pair<std::string, uint64_t>> recs) {
+  static void Write(storage::ShardStore& store, std::vector<std::pair<std::string, uint64_t>> recs,
+                    LogKind log = LogKind::kStream) {
     for (auto& [payload, g] : recs) {
       if (store.replica_state().generation < g) {
-        ASSERT_TRUE(store.AcceptGeneration(g, "old" + std::to_string(g),
-                                           store.log(LogKind::kStream).TailOffset()));
+        ASSERT_TRUE(
+            store.AcceptGeneration(g, "old" + std::to_string(g), store.log(log).TailOffset()));
       }
       storage::AppendRecord r{storage::AsBytes(payload), g, 0};
-      ASSERT_TRUE(store.log(LogKind::kStream).Append(r).has_value());
+      ASSERT_TRUE(store.log(log).Append(r).has_value());
     }
   }
-  static std::vector<std::pair<std::string, uint64_t>> Contents(storage::ShardStore& store) {
+  static std::vector<std::pair<std::string, uint64_t>> Contents(storage::ShardStore& store,
+                                                                LogKind kind = LogKind::kStream) {
     std::vector<std::pair<std::string, uint64_t>> out;
-    auto& log = store.log(LogKind::kStream);
+    auto& log = store.log(kind);
     auto batch = log.Read(log.BaseOffset(), storage::ReadLimits{1000, 1 << 20});
     if (!batch) return out;
     for (auto& r : batch->records) out.emplace_back(r.payload, r.generation);
@@ -228,6 +237,50 @@ TEST_F(PromotionFenceTest, ReplicaAheadIsFetchedAndAppendedWithItsGenerations) {
     }
   }
   EXPECT_EQ(fetches, 5u);  // from offset 0 (no commit, own last generation began at 0)
+}
+
+// Step 6: a cache shard's counter log is fenced and taken like its cache log. A majority
+// (leader + r1) acknowledged counter adds the leader lacks; it must take them, and cut a
+// counter record of its own that no one in the majority holds past that log's end.
+TEST_F(PromotionFenceTest, ACacheShardTakesItsCounterLogToo) {
+  transport_.cache_shard = true;
+  Write(*leader_, {{"a", 1}}, LogKind::kCache);
+  Write(*replicas_["r1"].store, {{"a", 1}, {"b", 2}}, LogKind::kCache);
+  Write(*leader_, {{"n1", 1}}, LogKind::kCounters);
+  Write(*replicas_["r1"].store, {{"n1", 1}, {"n2", 2}, {"n3", 2}}, LogKind::kCounters);
+  replicas_["r2"].mode = Mode::kFail;
+  PromotionFenceOptions o;
+  o.cache_shard = true;
+  StartFence(3, o);
+  EXPECT_EQ(WaitOpen(), 2u) << "the leadership begins at the cache log's tail";
+  fence_->Stop();
+  using C = std::vector<std::pair<std::string, uint64_t>>;
+  EXPECT_EQ(Contents(*leader_, LogKind::kCache), (C{{"a", 1}, {"b", 2}}));
+  EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}, {"n2", 2}, {"n3", 2}}));
+  EXPECT_EQ(
+      transport_.fenced_logs(),
+      (std::vector<flxi::ReplicaLog>{flxi::ReplicaLog::kCache, flxi::ReplicaLog::kCache,
+                                     flxi::ReplicaLog::kCounters, flxi::ReplicaLog::kCounters}));
+  // The history describes the cache log alone.
+  EXPECT_EQ(leader_->generation_history().entries().back(), (storage::EpochEntry{3, 2}));
+}
+
+TEST_F(PromotionFenceTest, ACacheLeaderAheadOnCountersCutsWhatTheMajorityLacks) {
+  transport_.cache_shard = true;
+  Write(*leader_, {{"a", 1}}, LogKind::kCache);
+  Write(*replicas_["r1"].store, {{"a", 1}}, LogKind::kCache);
+  // The leader's counter record at 1 came from generation 1; r1 holds generation 2's there.
+  Write(*leader_, {{"n1", 1}, {"old", 1}}, LogKind::kCounters);
+  Write(*replicas_["r1"].store, {{"n1", 1}, {"new", 2}}, LogKind::kCounters);
+  replicas_["r2"].mode = Mode::kFail;
+  PromotionFenceOptions o;
+  o.cache_shard = true;
+  StartFence(3, o);
+  EXPECT_EQ(WaitOpen(), 1u);
+  fence_->Stop();
+  using C = std::vector<std::pair<std::string, uint64_t>>;
+  EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}, {"new", 2}}));
+  EXPECT_EQ(fence_->truncated(), 1u);
 }
 
 TEST_F(PromotionFenceTest, OlderReplicaIsFetchedWithTheOlderKinds) {

@@ -746,8 +746,13 @@ TEST_F(ShardReplicatorTest, TrimmedOffersBootstrapNeverAboveMarkAndCommit) {
   auto o = Options(1);
   o.max_in_flight = 1;
   Start(o);
-  // The cursor starts at 0, below the base; the base (100) is above the mark (0) and the
-  // commit offset (0): no offer.
+  // The cursor starts at the base (never below it): the first batch probes the follower.
+  auto probe = transport_.Next("f0");
+  ASSERT_TRUE(probe);
+  EXPECT_EQ(probe->first(), 100u);
+  // It holds nothing: below the base, so a bootstrap; but the base (100) is above the mark (0)
+  // and the commit offset (0): no offer.
+  Deliver(probe, ErrAnswer(flxi::ErrorCode::kLogGap, 0));
   Barrier();
   rep_->Wake();
   Barrier();
@@ -768,6 +773,22 @@ TEST_F(ShardReplicatorTest, TrimmedOffersBootstrapNeverAboveMarkAndCommit) {
   EXPECT_EQ(MarkOf(LogKind::kStream), 105u);
 }
 
+// A restarted leader of a compacted log: followers that hold it all are shipped to from the base
+// (their answers raise the mark), never sent to a bootstrap.
+TEST_F(ShardReplicatorTest, AFollowerHoldingACompactedLogIsProbedAtTheBase) {
+  OpenStore(/*initial_base=*/100);
+  Append(LogKind::kStream, 5);  // offsets 100..104
+  Start(Options(1));
+  auto ship = transport_.Next("f0");
+  ASSERT_TRUE(ship);
+  EXPECT_EQ(ship->kind(), flxi::Kind::kReplicateTimedRecords);
+  EXPECT_EQ(ship->first(), 100u);
+  Deliver(ship, OkAnswer(105));
+  EXPECT_EQ(MarkOf(LogKind::kStream), 105u);
+  EXPECT_EQ(Shipped("bootstrapped"), 0u);
+  EXPECT_FALSE(StatusOf("f0", LogKind::kStream).stalled);
+}
+
 TEST_F(ShardReplicatorTest, RefusedBootstrapHaltsNeedsBootstrapThenRebuilds) {
   OpenStore(/*initial_base=*/50);
   Append(LogKind::kCursors, 2);  // the cursor log: kind 17
@@ -777,6 +798,11 @@ TEST_F(ShardReplicatorTest, RefusedBootstrapHaltsNeedsBootstrapThenRebuilds) {
   OnExec([&] { store_->log(LogKind::kCursors).SetCommitOffset(52); });
   SentPtr offer;
   while ((offer = transport_.Next("f0")) && offer->kind() != flxi::Kind::kReplicateGroupBootstrap) {
+    // The cursor log's probe from its base: the follower holds less (LogGap at 0), so a
+    // bootstrap follows.
+    if (offer->kind() == flxi::Kind::kReplicateGroupRecords) {
+      Deliver(offer, ErrAnswer(flxi::ErrorCode::kLogGap, 0));
+    }
   }
   ASSERT_TRUE(offer);
   Deliver(offer, ErrAnswer(flxi::ErrorCode::kLogConflict, 10));

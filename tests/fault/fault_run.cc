@@ -167,6 +167,11 @@ class Run {
   std::optional<std::pair<std::string, std::string>> EtcdStatus(int m);
   // Kills a follower or the leader of a multi-member etcd and proves the survivors lead on.
   void InjectEtcd(const Fault& fault, FaultOutcome& out);
+  // Assignment faults (Quorum regime): a planned move of a stream shard to fault.node, proved by
+  // the shard's leader becoming it (a move is not undone: its heal is the cluster settling); or
+  // a SIGTERM of fault.node, proved by a clean exit after it handed off every shard it led,
+  // healed by a restart.
+  void InjectAssignment(const Fault& fault, FaultOutcome& out);
   void HealEtcd(FaultOutcome& out);
   void PauseAllEtcd(bool pause);
   void CheckCache(FaultRunResult& result);
@@ -732,6 +737,10 @@ FaultOutcome Run::Inject(const Fault& fault) {
     case FaultKind::kKillEtcdLeader:
       InjectEtcd(fault, out);
       break;
+    case FaultKind::kMoveShard:
+    case FaultKind::kDrainBroker:
+      InjectAssignment(fault, out);
+      break;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(fault.hold_ms));  // the fault's span
   switch (fault.kind) {
@@ -774,6 +783,14 @@ FaultOutcome Run::Inject(const Fault& fault) {
     case FaultKind::kKillEtcdLeader:
       HealEtcd(out);
       break;
+    case FaultKind::kMoveShard:
+      out.healed = true;
+      out.heal = "nothing to undo (the shard stays on its new leader)";
+      break;
+    case FaultKind::kDrainBroker:
+      out.healed = cluster_.StartReady(n, 60s);
+      out.heal = out.healed ? "restarted, ready" : cluster_.error();
+      break;
   }
   std::string missing;
   if (out.healed && !Eventually([&] { return AllReadyAndLed(&missing); }, 60s)) {
@@ -783,6 +800,56 @@ FaultOutcome Run::Inject(const Fault& fault) {
   std::this_thread::sleep_for(std::chrono::milliseconds(fault.gap_ms));  // quiet time
   out.end_us = NowUs();
   return out;
+}
+
+void Run::InjectAssignment(const Fault& fault, FaultOutcome& out) {
+  const int n = fault.node;
+  const std::string id = "n" + std::to_string(n);
+  if (fault.kind == FaultKind::kDrainBroker) {
+    std::map<uint32_t, int> before = LeadersNow();
+    int led = 0;
+    for (const auto& [shard, leader] : before) led += leader == n ? 1 : 0;
+    const int status = cluster_.Stop(n, 60s);  // SIGTERM: hand off, then drain and exit
+    std::map<uint32_t, int> after;
+    bool handed_off = Eventually(
+        [&] {
+          after = LeadersNow();
+          if (after.empty()) return false;
+          for (const auto& [shard, leader] : after) {
+            if (leader == n) return false;
+          }
+          return true;
+        },
+        15s);
+    out.proved = status == 0 && handed_off;
+    out.proof = id + " (led " + std::to_string(led) + " stream shards) exited " +
+                std::to_string(status) + " after SIGTERM; " +
+                (handed_off ? "every stream shard led elsewhere" : "it still leads a shard");
+    return;
+  }
+  // A stream shard `n` does not lead, moved to `n`.
+  std::map<uint32_t, int> leaders = LeadersNow();
+  std::optional<uint32_t> shard;
+  for (const auto& [s, leader] : leaders) {
+    if (leader != n && !shard) shard = s;
+  }
+  if (!shard) {
+    out.proved = false;
+    out.proof = id + " leads every stream shard (or none is led): nothing to move";
+    return;
+  }
+  auto [status, body] =
+      Admin(1, "POST", "/v1/shard-moves",
+            Json{{"kind", "stream"}, {"name", kStream}, {"shard", *shard}, {"to", id}});
+  if (status == 0)
+    status = Admin(n, "POST", "/v1/shard-moves",
+                   Json{{"kind", "stream"}, {"name", kStream}, {"shard", *shard}, {"to", id}})
+                 .first;
+  bool moved = status == 202 && Eventually([&] { return LeadersNow()[*shard] == n; }, 30s);
+  out.proved = moved;
+  out.proof = "stream shard " + std::to_string(*shard) + " from n" +
+              std::to_string(leaders[*shard]) + " to " + id + ": request " +
+              std::to_string(status) + (moved ? ", now led by " + id : ", never led by " + id);
 }
 
 // The spans in which a fault could have rebuilt the group's tracker (group checker): a process,
@@ -1366,9 +1433,10 @@ FaultRunResult Run::Go() {
     for (int c = 0; c < options_.cache_clients; ++c)
       threads.emplace_back([this, c] { CacheClient(60 + c); });
     threads.emplace_back([this] { GroupConsumer(); });
-    const auto kinds = options_.standalone ? StandaloneFaultKinds()
-                       : lab_              ? AllFaultKinds()
-                                           : LocalFaultKinds();
+    auto kinds = options_.standalone ? StandaloneFaultKinds()
+                 : lab_              ? AllFaultKinds()
+                                     : LocalFaultKinds();
+    if (options_.quorum) kinds = WithAssignmentFaults(std::move(kinds));
     result.kinds = kinds;
     auto schedule = NemesisSchedule(options_.seed, 64, cluster_.size(), kinds);
     const int min_faults = std::max(options_.min_faults, static_cast<int>(kinds.size()));

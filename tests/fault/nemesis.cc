@@ -31,6 +31,10 @@ std::string_view FaultKindName(FaultKind kind) {
       return "kill_etcd_member";
     case FaultKind::kKillEtcdLeader:
       return "kill_etcd_leader";
+    case FaultKind::kMoveShard:
+      return "move_shard";
+    case FaultKind::kDrainBroker:
+      return "drain_broker";
   }
   return "kill_broker";
 }
@@ -44,6 +48,12 @@ std::vector<FaultKind> LocalFaultKinds() {
 std::vector<FaultKind> StandaloneFaultKinds() {
   return {FaultKind::kKillBroker, FaultKind::kPauseBroker, FaultKind::kDiskFull,
           FaultKind::kFsyncEio, FaultKind::kClockJump};
+}
+
+std::vector<FaultKind> WithAssignmentFaults(std::vector<FaultKind> kinds) {
+  kinds.push_back(FaultKind::kMoveShard);
+  kinds.push_back(FaultKind::kDrainBroker);
+  return kinds;
 }
 
 std::vector<FaultKind> AllFaultKinds() {

@@ -24,6 +24,9 @@ enum class FaultKind {
   kClockJump,       // the cache leader's wall clock steps an hour ahead, then back
   kKillEtcdMember,  // SIGKILL a follower member of the 3-member etcd, restart it
   kKillEtcdLeader,  // SIGKILL the etcd leader member, restart it
+  // Assignment faults (cluster-etcd.md §6), replicated shards only (the Quorum regime):
+  kMoveShard,    // a planned move of a stream shard to the node (POST /v1/shard-moves)
+  kDrainBroker,  // SIGTERM a broker (it hands its shards off, then exits), restart it
 };
 // The kinds a run without network namespaces can inject (process, disk, clock, etcd member),
 // and all.
@@ -32,6 +35,8 @@ std::vector<FaultKind> AllFaultKinds();
 // The kinds that apply to a standalone broker (no etcd, no peers): kill, pause, full disk,
 // failing fsyncs, clock step.
 std::vector<FaultKind> StandaloneFaultKinds();
+// `kinds` and the two assignment faults (move, drain): the Quorum regime's.
+std::vector<FaultKind> WithAssignmentFaults(std::vector<FaultKind> kinds);
 std::string_view FaultKindName(FaultKind kind);
 
 struct Fault {

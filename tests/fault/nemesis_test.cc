@@ -43,6 +43,17 @@ TEST(Nemesis, TheSeedNamesTheSchedule) {
   EXPECT_EQ(LocalFaultKinds().size(), 8u);
 }
 
+TEST(Nemesis, TheQuorumRegimeAddsTheAssignmentFaults) {
+  auto kinds = WithAssignmentFaults(AllFaultKinds());
+  ASSERT_EQ(kinds.size(), 14u);
+  EXPECT_EQ(FaultKindName(kinds[12]), "move_shard");
+  EXPECT_EQ(FaultKindName(kinds[13]), "drain_broker");
+  auto schedule = NemesisSchedule(7, 14, 3, kinds);
+  std::set<FaultKind> seen;
+  for (const Fault& f : schedule) seen.insert(f.kind);
+  EXPECT_EQ(seen.size(), 14u) << "one of each kind in the first group";
+}
+
 TEST(Nemesis, EveryGroupHasEveryKind) {
   const auto all = AllFaultKinds();
   ASSERT_EQ(all.size(), 12u);
