@@ -83,7 +83,9 @@ bool ClientService::WaitDrained(transport::Endpoint& endpoint,
       return false;
     }
     size_t busy = future.get();
-    if (busy == 0) return true;
+    const auto last_refusal = std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(last_draining_refusal_ns_.load()));
+    if (busy == 0 && std::chrono::steady_clock::now() - last_refusal >= kDrainQuiet) return true;
     if (std::chrono::steady_clock::now() >= deadline) {
       *unfinished = busy;
       return false;

@@ -90,10 +90,19 @@ class ClientService {
   // connections are closed (code 0), `auth` and new requests are answered `draining`, and
   // publishes are refused `draining` (retry class: nothing was written). Requests admitted
   // before keep running. WaitDrained (any thread but the endpoint's loop) returns true once
-  // every admitted request was answered and every answer acknowledged by its client, false
-  // if `deadline` passed first (`*unfinished` = sessions still busy).
+  // every admitted request was answered and every answer acknowledged by its client, and no
+  // request was refused `draining` for kDrainQuiet (a client sends nothing more on a connection
+  // that answered `draining`; one racing that answer is refused too, and its refusal must reach
+  // it before the close, or its publish would end "outcome unknown"), false if `deadline` passed
+  // first (`*unfinished` = sessions still busy).
   void BeginDrain() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
+  // A request was refused `draining` (any thread).
+  void NoteDrainingRefusal() {
+    last_draining_refusal_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                                    std::memory_order_relaxed);
+  }
+  static constexpr std::chrono::milliseconds kDrainQuiet{100};
   bool WaitDrained(transport::Endpoint& endpoint, std::chrono::steady_clock::time_point deadline,
                    size_t* unfinished);
 
@@ -139,6 +148,7 @@ class ClientService {
   MemoryTrimmer memory_trimmer_;
 
   std::atomic<bool> draining_{false};
+  std::atomic<std::chrono::steady_clock::rep> last_draining_refusal_ns_{0};
   Mutex mu_;
   std::vector<std::weak_ptr<struct ClientConnectionState>> connections_ GUARDED_BY(mu_);
   std::map<std::string, size_t> per_ip_;  // loop thread: open connections by source address

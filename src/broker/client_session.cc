@@ -324,6 +324,7 @@ bool ClientSession::HandleMessage(flx1::Message message) {
     return HandleJsonPublish(std::make_shared<flx1::Message>(std::move(message)));
   }
   if (service_.draining()) {  // shutdown: requests admitted before still get their answers
+    service_.NoteDrainingRefusal();
     SendError(Code(ProtocolErrorCode::kDraining), "broker is shutting down");
     FinishStream();
     return false;
@@ -379,6 +380,7 @@ bool ClientSession::HandleAuth(const flx1::Auth& auth) {
     return false;
   }
   if (service_.draining()) {  // client-protocol.md §6.1: a draining broker admits no stream
+    service_.NoteDrainingRefusal();
     SendError(Code(ProtocolErrorCode::kDraining), "broker is shutting down");
     FinishStream();
     return false;
@@ -543,6 +545,7 @@ bool ClientSession::Publish(PublishRequest request) {
     return true;  // validation, not-found and overload answers keep the stream (§8.3)
   };
   if (service_.draining()) {
+    service_.NoteDrainingRefusal();
     return refuse(Code(ProtocolErrorCode::kDraining), "broker is shutting down");  // not written
   }
   auto route = RoutePublish(request.tenant, request.ns, request.stream, request.key, true);

@@ -518,6 +518,13 @@ int Run(int argc, char** argv) {
   // follower stores close before the core's.
   if (cluster) cluster->StopReplication();
   if (peer_pool) peer_pool->Shutdown();  // fails what is still forwarding (kStopped)
+  // Answers sent meanwhile (refusals of requests that raced `draining`) reach their clients
+  // before the close: a short last pass.
+  (void)service.WaitDrained(
+      (*quic)->client_endpoint(),
+      std::chrono::steady_clock::now() +
+          std::chrono::milliseconds(std::min<uint64_t>(1000, config.shutdown_drain_timeout_ms)),
+      &unfinished);
   (*quic)->Stop();
   service.ReleaseAll();
   if (cluster) cluster->Stop();  // leaves the cluster: the lease is revoked, nodes/<id> goes

@@ -368,6 +368,42 @@ bool Run::Setup(FaultRunResult& result) {
   if (auto seek = c->GroupSeek(group_, felix::StartPosition::Earliest(), true); !seek) {
     return fail("group: " + seek.error().ToString());
   }
+  // cluster-etcd.md §6 harness startup: a publish through a non-owner (forwarded) is
+  // acknowledged on every shard before the workload starts; recorded like any publish.
+  if (cluster_.size() > 1) {
+    for (uint32_t shard = 0; shard < options_.shards; ++shard) {
+      const int via = leaders_.at(shard) % cluster_.size() + 1;
+      felix::ClientOptions o;
+      o.broker = cluster_.client_addr(via);
+      o.ca_file = cluster_.ca_file();
+      o.token = token_;
+      o.request_timeout = 5s;
+      o.ack_on_commit = true;
+      o.route_to_owners = false;  // everything through `via`, which forwards to the owner
+      auto forwarded = felix::Client::Connect(o);
+      if (!forwarded) return fail("forwarding probe: no connection to n" + std::to_string(via));
+      Op op;
+      op.client = 999;
+      op.kind = OpKind::kPublish;
+      op.shard = shard;
+      op.key = keys_[shard];
+      op.value = "forwarded-" + std::to_string(shard);
+      op.node = via;
+      felix::PublishOptions po;
+      po.key = op.key;
+      op.invoke_us = NowUs();
+      auto r = (*forwarded)->Publish(felix::StreamRef{"default", kStream}, {op.value}, po);
+      op.complete_us = NowUs();
+      NoteAnswer(op, r);
+      const bool acked = op.outcome == Outcome::kOk;
+      history_.Add(std::move(op));
+      if (!acked) {
+        return fail("shard " + std::to_string(shard) + ": a publish through non-owner n" +
+                    std::to_string(via) +
+                    " was not acknowledged: " + (r ? std::string("?") : r.error().ToString()));
+      }
+    }
+  }
   return true;
 }
 
@@ -1422,9 +1458,10 @@ FaultRunResult Run::Go() {
   FinalLogs logs;
   result.partitions = lab_ != nullptr;
   result.network = network_;
+  t0_ = Clock::now();  // one timeline for the history, setup probes included
   result.started = Setup(result);
   if (result.started) {
-    t0_ = Clock::now();
+    const auto workload_start = Clock::now();
     std::vector<std::thread> threads;
     for (int c = 1; c <= options_.publishers; ++c)
       threads.emplace_back([this, c] { Publisher(c); });
@@ -1440,7 +1477,7 @@ FaultRunResult Run::Go() {
     result.kinds = kinds;
     auto schedule = NemesisSchedule(options_.seed, 64, cluster_.size(), kinds);
     const int min_faults = std::max(options_.min_faults, static_cast<int>(kinds.size()));
-    auto end = t0_ + std::chrono::seconds(options_.seconds);
+    auto end = workload_start + std::chrono::seconds(options_.seconds);
     // Let the workload run a moment before the first fault, so there is history to lose.
     std::this_thread::sleep_for(1s);
     for (const Fault& fault : schedule) {

@@ -130,6 +130,10 @@ TEST(FaultRun, SeededNemesisRunKeepsEveryAcknowledgedRecord) {
 TEST(FaultRun, QuorumFailoverRunKeepsEveryAcknowledgedRecord) {
   FaultRunOptions options = SeededOptions(3);
   options.quorum = true;
+  // Writes whose outcome is unknown are more frequent here (every failover leaves some), and
+  // Porcupine's search grows with them: 4 keys left one key of ~2,000 ops undecided within
+  // 60 s in a 30 s run (seed 2001). 12 keys keep each key short.
+  options.cache_keys = 12;
   auto [dir, temporary] = RunDir("quorum-seed-" + std::to_string(options.seed));
   options.dir = dir;
   FaultRunResult result = RunFaults(options);
