@@ -863,29 +863,37 @@ void Run::InjectAssignment(const Fault& fault, FaultOutcome& out) {
                 (handed_off ? "every stream shard led elsewhere" : "it still leads a shard");
     return;
   }
-  // A stream shard `n` does not lead, moved to `n`.
-  std::map<uint32_t, int> leaders = LeadersNow();
+  // A stream shard `n` does not lead, moved to `n`; when `n` leads them all (drains and kills
+  // can gather every shard on one broker), one of them moved from `n` to the next broker.
+  std::map<uint32_t, int> leaders;
+  Eventually([&] { return !(leaders = LeadersNow()).empty(); }, 15s);
+  if (leaders.empty()) {
+    out.proved = false;
+    out.proof = "no broker saw every stream shard led: nothing to move";
+    return;
+  }
   std::optional<uint32_t> shard;
+  int to = n;
   for (const auto& [s, leader] : leaders) {
     if (leader != n && !shard) shard = s;
   }
   if (!shard) {
-    out.proved = false;
-    out.proof = id + " leads every stream shard (or none is led): nothing to move";
-    return;
+    shard = leaders.begin()->first;
+    to = n % cluster_.size() + 1;
   }
-  auto [status, body] =
-      Admin(1, "POST", "/v1/shard-moves",
-            Json{{"kind", "stream"}, {"name", kStream}, {"shard", *shard}, {"to", id}});
-  if (status == 0)
-    status = Admin(n, "POST", "/v1/shard-moves",
-                   Json{{"kind", "stream"}, {"name", kStream}, {"shard", *shard}, {"to", id}})
-                 .first;
-  bool moved = status == 202 && Eventually([&] { return LeadersNow()[*shard] == n; }, 30s);
+  out.fault.node = to;
+  const std::string to_id = "n" + std::to_string(to);
+  const Json request{{"kind", "stream"}, {"name", kStream}, {"shard", *shard}, {"to", to_id}};
+  int status = 0;
+  for (int m = 1; m <= cluster_.size() && status == 0; ++m) {
+    status = Admin(m, "POST", "/v1/shard-moves", request).first;  // any broker that answers
+  }
+  bool moved = status == 202 && Eventually([&] { return LeadersNow()[*shard] == to; }, 30s);
   out.proved = moved;
   out.proof = "stream shard " + std::to_string(*shard) + " from n" +
-              std::to_string(leaders[*shard]) + " to " + id + ": request " +
-              std::to_string(status) + (moved ? ", now led by " + id : ", never led by " + id);
+              std::to_string(leaders[*shard]) + " to " + to_id + ": request " +
+              std::to_string(status) +
+              (moved ? ", now led by " + to_id : ", never led by " + to_id);
 }
 
 // The spans in which a fault could have rebuilt the group's tracker (group checker): a process,
