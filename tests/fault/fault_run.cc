@@ -473,6 +473,7 @@ void Run::Publisher(int client) {
 void Run::Reader() {
   std::mt19937_64 rng(options_.seed * 7919);
   felix::StreamRef stream{"default", kStream};
+  std::map<uint32_t, uint64_t> seen_tail;  // shard → the highest live_offset a read reported
   while (!stop_.load()) {
     uint32_t shard = static_cast<uint32_t>(rng() % options_.shards);
     int node = Target(leaders_.at(shard));
@@ -490,12 +491,19 @@ void Run::Reader() {
     felix::SubscribeOptions so;
     so.shard = shard;
     so.start = felix::StartPosition::Earliest();
+    // Every other read resumes at an offset below a tail an earlier read saw (the checker then
+    // wants consecutive offsets from exactly there).
+    if (rng() % 2 == 0 && seen_tail[shard] > 0) {
+      op.offset = rng() % seen_tail[shard];
+      so.start = felix::StartPosition::Offset(*op.offset);
+    }
     auto sub = c->Subscribe(stream, so);
     if (!sub) {  // nothing read: nothing to check
       std::this_thread::sleep_for(100ms);
       continue;
     }
     uint64_t tail = (*sub)->live_offset().value_or(0);
+    seen_tail[shard] = std::max(seen_tail[shard], tail);
     op.outcome = Outcome::kOk;
     while (op.read.empty() || op.read.back().first + 1 < tail) {
       if (tail == 0) break;

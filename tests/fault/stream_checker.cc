@@ -204,6 +204,22 @@ StreamVerdict CheckStreams(const std::vector<Op>& history, const FinalLogs& fina
   for (const Op& op : history) {
     if (op.kind != OpKind::kRead) continue;
     ++verdict.reads;
+    // A subscriber sees its shard in offset order from where it started (op.offset when it
+    // resumed at an offset; from earliest, the final log's first offset: these runs retain
+    // everything), with no gap it was not told of and no duplicate.
+    std::optional<uint64_t> want = op.offset;
+    if (!want) {
+      auto log = final_logs.find(op.shard);
+      if (log != final_logs.end() && !log->second.empty()) want = log->second.front().first;
+    }
+    for (const auto& [offset, value] : op.read) {
+      if (want && offset != *want) {
+        add(3, offset > *want ? "read_gap" : "read_out_of_order", op.shard, value, *want, {offset},
+            op.id);
+        break;  // one per read: the rest is off by the same step
+      }
+      want = offset + 1;
+    }
     for (const auto& [offset, value] : op.read) {
       if (!published.count(value)) {
         add(5, "phantom_read", op.shard, value, offset, found_of(value), op.id);

@@ -7,7 +7,9 @@
 //   rule 2  no value appears twice in the final state, and each shard's offsets are dense
 //           (strictly consecutive from its first offset);
 //   rule 3  every read is a prefix of the final log: each (offset, value) it returned is the
-//           final log's record at that offset;
+//           final log's record at that offset, and it delivered consecutive offsets from where
+//           it started (Op::offset for a read resumed at an offset, else the final log's first
+//           offset) — no gap, no duplicate, no reordering ("read_gap", "read_out_of_order");
 //   rule 5  no phantom: every value in the final state or in a read was published by someone;
 //   rule 6  no publish that definitely failed is in the final state.
 // Values must be unique per publish (the workloads make them so). Rules 4, 7 and 8 (real-time

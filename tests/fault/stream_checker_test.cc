@@ -120,6 +120,27 @@ TEST(StreamChecker, Rule3AReadThatIsNotAPrefixOfTheFinalLog) {
   EXPECT_EQ(verdict.violations[0].value, "e");
 }
 
+TEST(StreamChecker, Rule3AReadWithAGapADuplicateOrAWrongStart) {
+  auto history = Clean();
+  history.push_back(Read(8, 0, {{0, "a"}, {2, "c"}}));            // skipped b untold
+  history.push_back(Read(9, 0, {{0, "a"}, {1, "b"}, {1, "b"}}));  // b twice
+  Op resumed = Read(10, 0, {{2, "c"}});  // asked to resume at 1, began at 2
+  resumed.offset = 1;
+  history.push_back(resumed);
+  Op from_earliest_late = Read(11, 0, {{1, "b"}});  // from earliest, but began past offset 0
+  history.push_back(from_earliest_late);
+  Op fine = Read(12, 0, {{1, "b"}, {2, "c"}});  // resumed at 1: consecutive from there
+  fine.offset = 1;
+  history.push_back(fine);
+  auto verdict = CheckStreams(history, CleanFinal());
+  ASSERT_EQ(verdict.Count(3), 4u) << verdict.Summary();
+  std::vector<std::pair<std::string, uint64_t>> seen;
+  for (const auto& v : verdict.violations) seen.emplace_back(v.what, v.op_id);
+  EXPECT_EQ(seen,
+            (std::vector<std::pair<std::string, uint64_t>>{
+                {"read_gap", 8}, {"read_out_of_order", 9}, {"read_gap", 10}, {"read_gap", 11}}));
+}
+
 TEST(StreamChecker, Rule5PhantomsInTheFinalStateAndInReads) {
   FinalLogs final = {{0, {{0, "a"}, {1, "b"}, {2, "c"}}}, {1, {{0, "d"}, {1, "zz"}}}};
   auto verdict = CheckStreams(Clean(), final);
