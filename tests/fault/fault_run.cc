@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 #include <type_traits>
 
@@ -186,6 +189,7 @@ class Run {
   // every follower of every log caught up (lag 0) and none halted, and no broker's follower side
   // halted.
   bool ReplicationSettled(std::string* missing);
+  std::string UnreplicatedShards(const std::set<std::pair<std::string, uint32_t>>& led);
   bool Liveness(FaultRunResult& result);
   bool ReadFinal(FaultRunResult& result, FinalLogs& logs);
   void WriteFiles(const FaultRunResult& result, const FinalLogs& logs);
@@ -1246,6 +1250,7 @@ bool Run::AllReadyAndLed(std::string* missing) {
 
 bool Run::ReplicationSettled(std::string* missing) {
   size_t led = 0;
+  std::set<std::pair<std::string, uint32_t>> led_shards;
   for (int n = 1; n <= cluster_.size(); ++n) {
     const std::string id = "n" + std::to_string(n);
     Json status = Admin(n, "GET", "/replication").second;
@@ -1257,6 +1262,7 @@ bool Run::ReplicationSettled(std::string* missing) {
       std::string name = entry.value("name", "");
       if (name != kStream && name != kCache) continue;
       ++led;
+      led_shards.emplace(name, entry.value("shard", 0u));
       std::string where = id + " leads " + name + "/" + std::to_string(entry.value("shard", 0));
       const Json followers = entry.value("followers", Json::array());
       if (followers.empty()) {
@@ -1283,10 +1289,43 @@ bool Run::ReplicationSettled(std::string* missing) {
   }
   if (led != options_.shards + 1) {
     *missing = std::to_string(led) + " shards led by a replication host, want " +
-               std::to_string(options_.shards + 1);
+               std::to_string(options_.shards + 1) + UnreplicatedShards(led_shards);
     return false;
   }
   return true;
+}
+
+// For a liveness failure: each shard no replication host leads, with its assignment as n1
+// sees it and what its leader logged of it last (the run's files stay on the CI machine; the
+// test's output is what a failure leaves to diagnose).
+std::string Run::UnreplicatedShards(const std::set<std::pair<std::string, uint32_t>>& led) {
+  std::string out;
+  Json status = Admin(1, "GET", "/v1/cluster").second;
+  if (!status.is_object() || !status.contains("shards")) return "; /v1/cluster unanswered";
+  for (const auto& s : status["shards"]) {
+    const std::string name = s.value("name", "");
+    if (name != kStream && name != kCache) continue;
+    const uint32_t shard = s.value("shard", 0u);
+    if (led.contains({name, shard})) continue;
+    out += "; not replicated: " + s.dump();
+    const std::string leader = s.value("leader", "");
+    if (leader.size() < 2) continue;
+    const int n = std::atoi(leader.c_str() + 1);
+    if (n < 1 || n > cluster_.size()) continue;
+    const std::string path = name + "#" + std::to_string(shard);
+    const std::string slash = "/" + name + "/" + std::to_string(shard);
+    std::vector<std::string> lines;
+    std::istringstream log(cluster_.LogTail(n, 1 << 20));
+    for (std::string line; std::getline(log, line);) {
+      if (line.find(path) != std::string::npos || line.find(slash) != std::string::npos) {
+        lines.push_back(std::move(line));
+      }
+    }
+    const size_t from = lines.size() > 12 ? lines.size() - 12 : 0;
+    out += "\n  " + leader + "'s last lines on it:";
+    for (size_t i = from; i < lines.size(); ++i) out += "\n    " + lines[i];
+  }
+  return out;
 }
 
 // Liveness after the heal (cluster-etcd.md §6): within 60 s every broker is ready, every shard
