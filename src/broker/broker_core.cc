@@ -99,11 +99,14 @@ Result<std::unique_ptr<storage::ShardStore>> BrokerCore::OpenStore(const std::st
                                                                    const ShardStoreLayout& layout,
                                                                    OpenShard& open) {
   if (options_.custody != nullptr && !options_.custody->Claim(layout.dir, StoreHolder::kCore)) {
-    // Retryable: the follower releases it once the assignment names this broker leader.
+    // Retryable: the follower releases it once the assignment names this broker leader; the
+    // core's own previous store of the shard (stepped down a moment ago) once it closed.
+    const bool own = options_.custody->HolderOf(layout.dir) == StoreHolder::kCore;
     return Fail(ErrorCode::kUnavailable,
-                "shard " + key +
-                    " unavailable: its store is held by this broker's replication "
-                    "follower (retry once the leadership handover completed)");
+                "shard " + key + " unavailable: " +
+                    (own ? "its previous store on this broker is still closing (retry)"
+                         : "its store is held by this broker's replication follower (retry "
+                           "once the leadership handover completed)"));
   }
   auto store = storage::ShardStore::Open(layout.dir, layout.store_options());
   if (!store) {
@@ -218,8 +221,13 @@ void BrokerCore::StartOpen(const std::string& key, const ShardHandle<Opened>& ha
     }
     OpenShard built;
     Result<Opened> opened = open(built);
-    ShardId id = built.id;
-    storage::ShardStore* store = built.store.get();
+    // Announced before the shard is adopted, i.e. before a Drop, a step-down or Stop can see
+    // its store: whatever closes it announces "closing" after this "opened", never before
+    // (the replication host would otherwise keep a closed store). Outside mu_: the hook takes
+    // its own locks, and their owner calls into the core while holding them.
+    const bool announced =
+        opened && built.store != nullptr && static_cast<bool>(options_.on_shard_store_opened);
+    if (announced) options_.on_shard_store_opened(built.id, *built.store);
     bool adopted = false;
     {
       MutexLock lock(mu_);
@@ -227,18 +235,15 @@ void BrokerCore::StartOpen(const std::string& key, const ShardHandle<Opened>& ha
         CloseBuilt(built);
         ForgetLocked(key, handle.cell.get());
         failed_opens_.Increment();
-      } else if (!AdoptLocked(key, handle.cell.get(), built)) {
-        opened = Fail(ErrorCode::kNotFound, "shard " + key + " was closed while it opened");
       } else {
-        adopted = true;
+        adopted = AdoptLocked(key, handle.cell.get(), built);
       }
     }
-    // Outside mu_: the hook may take its own locks. A Drop or Stop that races with this runs
-    // on_shard_store_closing only after taking mu_, i.e. after the adoption above, so the
-    // hook's owner may see "closing" before "opened" and must tolerate it (it does: the
-    // replication host ignores an "opened" for a store it was told is closing).
-    if (adopted && store != nullptr && options_.on_shard_store_opened) {
-      options_.on_shard_store_opened(id, *store);
+    if (opened && !adopted) {
+      // Stop() closed the shards it knew, or the shard was dropped or deposed while it opened.
+      if (announced) StoreClosing(built);
+      CloseBuilt(built);
+      opened = Fail(ErrorCode::kNotFound, "shard " + key + " was closed while it opened");
     }
     handle.executor->Post([cell = handle.cell, started, opened = std::move(opened)]() mutable {
       if (opened && started) started(*opened);
@@ -377,11 +382,7 @@ bool BrokerCore::AdoptLocked(const std::string& key, const void* cell, OpenShard
     entry_cell = it->second.stream_cell ? static_cast<const void*>(it->second.stream_cell.get())
                                         : it->second.cache_cell.get();
   }
-  if (stopped_ || entry_cell != cell) {
-    // Stop() closed the shards it knew, or the shard was dropped: close what was opened.
-    CloseBuilt(built);
-    return false;
-  }
+  if (stopped_ || entry_cell != cell) return false;  // the caller closes what was opened
   OpenShard& entry = it->second;
   entry.store = std::move(built.store);
   entry.fence = std::move(built.fence);

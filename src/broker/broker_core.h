@@ -70,9 +70,13 @@ struct BrokerCoreOptions {
   // before their store opens and released after it closed; a directory a replication follower
   // holds is refused (kUnavailable, retryable) until it is released (store_custody.h).
   StoreCustody* custody = nullptr;
-  // Cluster mode: a durable shard's store was opened and the shard adopted (opener thread);
-  // the store stays valid until on_shard_store_closing for the same shard has returned, which
-  // runs before the store closes (Drop, Stop; the caller's thread). The replication leader
+  // Cluster mode: a durable shard's store was opened (opener thread), announced just before
+  // the shard is adopted, so every on_shard_store_closing of that store comes after it (also
+  // when the shard is dropped, deposed or the core stopped while it opened: then "closing"
+  // follows at once), and, the custody being exclusive, after the "closing" of the shard's
+  // previous store. The store stays valid until on_shard_store_closing for the same shard has
+  // returned, which runs before the store closes (Drop, step-down, Stop; the caller's thread).
+  // The replication leader
   // learns of the store through these without the core knowing about replication. Never call
   // back into the core from them.
   std::function<void(const ShardId&, storage::ShardStore&)> on_shard_store_opened;

@@ -8,8 +8,7 @@ const char* StoreHolderName(StoreHolder holder) {
 
 bool StoreCustody::Claim(const std::string& dir, StoreHolder holder) {
   MutexLock lock(mu_);
-  auto [it, inserted] = held_.try_emplace(dir, holder);
-  return inserted || it->second == holder;
+  return held_.try_emplace(dir, holder).second;
 }
 
 void StoreCustody::Release(const std::string& dir, StoreHolder holder) {

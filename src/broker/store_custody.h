@@ -10,6 +10,12 @@
 // retries on its next reconcile). Moving a store from one side to the other is the owner's
 // close + release followed by the other side's claim + open; promotion (issue 16) drives that.
 //
+// A claim is exclusive even against its own side: one claim per open store. A shard the core
+// stepped down from and is named leader of again a moment later is refused (retryably) until
+// the old store's close has released the directory — the reopen never runs beside the close,
+// and "closing" of the old store always precedes "opened" of the new one for the replication
+// side's bookkeeping. The same holds for a follower or a move's drain on the replication side.
+//
 // Threading: thread-safe (one mutex, no I/O under it).
 #pragma once
 
@@ -26,7 +32,8 @@ const char* StoreHolderName(StoreHolder holder);
 
 class StoreCustody {
  public:
-  // True when `dir` was free (now held by `holder`) or already held by `holder`.
+  // True when `dir` was free (now held by `holder`); false when anyone holds it (the holder,
+  // for the refusal's wording: HolderOf).
   bool Claim(const std::string& dir, StoreHolder holder);
   // Releases `dir` if `holder` holds it.
   void Release(const std::string& dir, StoreHolder holder);

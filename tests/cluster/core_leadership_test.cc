@@ -13,6 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "broker/publish_path.h"
 #include "broker/store_custody.h"
@@ -240,6 +243,69 @@ TEST_F(CoreLeadershipTest, StepDownEndsSubscribersRefusesAppendsAndReleasesTheSt
   auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform({}));
   ASSERT_TRUE(store);
   EXPECT_EQ((*store)->generation_history().entries().back(), (storage::EpochEntry{7, 3}));
+}
+
+// One claim per open store (store_custody.h): a shard the core stepped down from and is named
+// leader of again before the old store finished closing is refused (retryably, nothing
+// written) instead of being opened a second time beside the close.
+TEST_F(CoreLeadershipTest, AStoreStillClosingIsNotOpenedASecondTime) {
+  Start(3);
+  const std::string dir = Dir();
+  // The core's previous store of the shard, still closing: the core holds the directory.
+  ASSERT_TRUE(custody_.Claim(dir, broker::StoreHolder::kCore));
+  EXPECT_FALSE(custody_.Claim(dir, broker::StoreHolder::kCore)) << "exclusive, even to its side";
+  EXPECT_FALSE(custody_.Claim(dir, broker::StoreHolder::kFollower));
+  auto refused = Publish(Open(), {"a"});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(refused.error().message.find("previous store on this broker is still closing"),
+            std::string::npos)
+      << refused.error().message;
+  // Closed and released: the next open serves.
+  custody_.Release(dir, broker::StoreHolder::kCore);
+  ASSERT_EQ(Publish(Open(), {"a"}).value_or(99), 0u);
+  StopCore();
+  EXPECT_EQ(Records().size(), 1u);
+}
+
+// The replication side learns of a store by on_shard_store_opened before anything can close
+// the shard: a shard dropped while it opened announces "opened" then "closing" (never
+// "closing" first, which would leave the host holding a closed store), and the store goes.
+TEST_F(CoreLeadershipTest, AShardClosedWhileItOpensAnnouncesOpenedThenClosing) {
+  std::promise<void> opening;
+  std::promise<void> proceed;
+  auto proceed_future = proceed.get_future().share();
+  std::mutex mu;
+  std::vector<std::string> events;
+  router_.Set(LocalRoute(3));
+  StartCore([&](broker::BrokerCoreOptions& o) {
+    o.router = &router_;
+    o.node_id = "n1";
+    o.custody = &custody_;
+    o.before_open = [&](const std::string&) {
+      opening.set_value();
+      proceed_future.wait();
+    };
+    o.on_shard_store_opened = [&](const broker::ShardId&, storage::ShardStore&) {
+      std::lock_guard lock(mu);
+      events.push_back("opened");
+    };
+    o.on_shard_store_closing = [&](const broker::ShardId&) {
+      std::lock_guard lock(mu);
+      events.push_back("closing");
+    };
+  });
+  const std::string dir = Dir();
+  auto handle = Open();
+  opening.get_future().wait();
+  core_->DropStream("default", "default", "orders");  // the open is still in progress
+  proceed.set_value();
+  auto refused = Publish(handle, {"a"});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kNotFound) << refused.error().message;
+  std::lock_guard lock(mu);
+  EXPECT_EQ(events, (std::vector<std::string>{"opened", "closing"}));
+  EXPECT_EQ(custody_.HolderOf(dir), std::nullopt) << "the store was closed and released";
 }
 
 }  // namespace

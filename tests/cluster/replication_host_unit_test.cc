@@ -68,7 +68,8 @@ TEST(ReplicationRole, TheFramesShardAndLogPickTheStreamOrCacheShard) {
 TEST(StoreCustody, OneHolderPerDirectoryNeverStolen) {
   broker::StoreCustody custody;
   EXPECT_TRUE(custody.Claim("/d/1", broker::StoreHolder::kFollower));
-  EXPECT_TRUE(custody.Claim("/d/1", broker::StoreHolder::kFollower));  // its own: idempotent
+  // One claim per open store, even to its own side (a second open beside the first is refused).
+  EXPECT_FALSE(custody.Claim("/d/1", broker::StoreHolder::kFollower));
   EXPECT_FALSE(custody.Claim("/d/1", broker::StoreHolder::kCore));
   custody.Release("/d/1", broker::StoreHolder::kCore);  // not the holder: nothing changes
   EXPECT_EQ(custody.HolderOf("/d/1"), broker::StoreHolder::kFollower);
