@@ -201,8 +201,9 @@ void CacheShard::Append(LogId which, std::vector<std::vector<uint8_t>> records,
   ++state.pending;
   state.log->Append(*batch, [this, which, batch, settle = std::move(settle),
                              early = std::move(early)](Result<uint64_t> result) mutable {
-    executor_.Post([this, which, batch, settle = std::move(settle), early = std::move(early),
-                    result = std::move(result)]() mutable {
+    // On a durable log's flusher thread when the executor is idle (as StreamShard::Publish).
+    executor_.RunAloneOrPost([this, which, batch, settle = std::move(settle),
+                              early = std::move(early), result = std::move(result)]() mutable {
       CommitGate* gate = Gate(which);
       if (gate == nullptr || !result) return Settle(which, settle, std::move(result));
       // Quorum: applied and answered once a majority holds it. The gate runs exactly one of

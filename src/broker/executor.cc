@@ -35,6 +35,14 @@ bool Executor::Enqueue(Task task) {
 }
 
 bool Executor::RunOrPost(Task task) {
+  return RunInlineOrPost(std::move(task), true);
+}
+
+bool Executor::RunAloneOrPost(Task task) {
+  return RunInlineOrPost(std::move(task), false);
+}
+
+bool Executor::RunInlineOrPost(Task task, bool continuations) {
   {
     MutexLock lock(mu_);
     if (stopping_) return false;
@@ -52,7 +60,7 @@ bool Executor::RunOrPost(Task task) {
   // but only as many as were queued when it ended: a task that keeps re-posting itself (a
   // replay yielding) goes back to the executor's own thread.
   MutexLock lock(mu_);
-  for (size_t n = tasks_.size(); n > 0 && !tasks_.empty(); --n) {
+  for (size_t n = continuations ? tasks_.size() : 0; n > 0 && !tasks_.empty(); --n) {
     Task next = PopTask();
     lock.Unlock();
     next();

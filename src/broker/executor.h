@@ -53,6 +53,11 @@ class Executor {
   // — else posts it. False (dropped) once Stop() has begun. Tasks run this way must not wait
   // for the calling thread's own work (they never block anyway, see above).
   bool RunOrPost(Task task);
+  // RunOrPost without the continuations: only `task` runs inline; whatever was posted
+  // meanwhile runs on the executor's own thread. For a log's flusher thread, which must not
+  // run other shard work (a queued close would join the flusher from itself, and a long task
+  // would hold back the next fsync).
+  bool RunAloneOrPost(Task task);
   // Runs `task` at or after `delay` from now, unless cancelled first. 0 when stopped.
   TimerId PostAfter(Clock::duration delay, Task task);
   // True if the timer had not fired yet and now never will.
@@ -77,6 +82,8 @@ class Executor {
     }
   };
   void Run();
+  // RunOrPost (`continuations`) and RunAloneOrPost.
+  bool RunInlineOrPost(Task task, bool continuations);
   // Queues `task`; true when the thread must be notified.
   bool Enqueue(Task task) REQUIRES(mu_);
   // Pops the next queued task (there is one).

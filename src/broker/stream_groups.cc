@@ -572,18 +572,20 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
   // `cursor`: a cursor write of `group` that succeeded (recorded as durable).
   auto complete = [join, alive, executor](std::optional<GroupError> error, std::string group,
                                           std::optional<uint64_t> cursor) {
-    executor->Post([join, alive, error = std::move(error), group = std::move(group), cursor] {
-      auto self = alive.lock();
-      if (!self) return;
-      if (!error && cursor) (*self)->NoteDurableCursor(group, *cursor);
-      if (error && !join->error) join->error = error;
-      if (--join->left != 0) return;
-      if (join->error) {
-        join->done(tl::unexpected(*join->error));
-      } else {
-        join->done({});
-      }
-    });
+    // On a durable log's flusher thread when the executor is idle (as StreamShard::Publish).
+    executor->RunAloneOrPost(
+        [join, alive, error = std::move(error), group = std::move(group), cursor] {
+          auto self = alive.lock();
+          if (!self) return;
+          if (!error && cursor) (*self)->NoteDurableCursor(group, *cursor);
+          if (error && !join->error) join->error = error;
+          if (--join->left != 0) return;
+          if (join->error) {
+            join->done(tl::unexpected(*join->error));
+          } else {
+            join->done({});
+          }
+        });
   };
   for (Write& w : writes) {
     storage::AppendRecord record{std::span<const uint8_t>(w.record), 0, 0};

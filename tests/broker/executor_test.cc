@@ -2,6 +2,7 @@
 
 #include <future>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -120,6 +121,29 @@ TEST(Executor, TasksPostedDuringAnInlineRunWaitForIt) {
   }));
   other.join();
   ASSERT_EQ(done.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+// A log's flusher completes appends with RunAloneOrPost: the completion runs on the calling
+// thread when the executor is idle, but what anyone posted meanwhile (a close that would join
+// that very thread) runs on the executor's own thread, after it.
+TEST(Executor, RunAloneOrPostLeavesWhatWasPostedMeanwhileToTheExecutorThread) {
+  Executor executor("alone");
+  const auto caller = std::this_thread::get_id();
+  std::vector<int> order;
+  std::promise<std::thread::id> continuation_thread;
+  ASSERT_TRUE(executor.RunAloneOrPost([&] {
+    EXPECT_TRUE(executor.InExecutorThread());
+    EXPECT_EQ(std::this_thread::get_id(), caller) << "idle: runs inline";
+    executor.Post([&] {
+      order.push_back(2);
+      continuation_thread.set_value(std::this_thread::get_id());
+    });
+    order.push_back(1);
+  }));
+  auto ran_on = continuation_thread.get_future();
+  ASSERT_EQ(ran_on.wait_for(10s), std::future_status::ready);
+  EXPECT_NE(ran_on.get(), caller) << "the continuation went to the executor's thread";
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
 }
 
