@@ -290,8 +290,12 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Publishes one batch (every record goes to one shard, in order) and waits for its
-  // acknowledgement (or, with AckMode::kNone, until it is queued for sending). An acknowledged
-  // publish whose outcome is unknown fails with kIndeterminate (it may have been written).
+  // acknowledgement. An acknowledged publish whose outcome is unknown fails with
+  // kIndeterminate (it may have been written). With AckMode::kNone it returns once the batch
+  // is queued to the connection (at most 8 MiB queued unwritten: beyond, it waits for room up
+  // to request_timeout); a batch that could then not be written (the connection was lost) is
+  // reported by the next kNone call, which sends nothing and says an earlier batch was not
+  // sent. Batches of one thread to one shard leave in order.
   ClientResult<PublishReceipt> Publish(const StreamRef& stream,
                                        const std::vector<std::string>& payloads,
                                        const PublishOptions& options = {});

@@ -140,6 +140,10 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
 
   ClientResult<void> Start();
   void Close();
+  // Waits (polling the loop every millisecond, never on the loop thread) until the request
+  // stream's queued bytes were all acknowledged by the broker, the stream is gone, or
+  // `deadline` passed (false). Close calls this first, so what was written is not discarded.
+  bool WaitSent(std::chrono::steady_clock::time_point deadline);
 
   ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
                                   const PublishOptions& po, client_impl::PublishDone done);
@@ -194,6 +198,8 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   void OnRequestData(transport::Stream& stream, std::span<const uint8_t> data);
   Verdict OnRequestFrame(uint16_t flags, std::span<const uint8_t> payload);
   void OnRequestStreamEnded(const ClientError& why);
+  // Completes the backlogged fire-and-forget publishes (`why`: they failed with it).
+  void ReleaseBacklogged(std::optional<ClientError> why);
   void OnAuthAnswer(ClientResult<void> result);
   void OnConnectionClosed(const transport::CloseInfo& info);
   void FailEverything(const ClientError& why);
@@ -244,6 +250,10 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   std::shared_ptr<transport::Stream> request_stream_;
   std::unique_ptr<FrameReader> request_reader_;
   std::optional<ClientError> request_stream_error_;
+  // Fire-and-forget publishes written while the request stream's unacknowledged backlog was at
+  // its high-water mark: completed once it drains (on_writable), so the caller's queue budget
+  // (Router::PublishUnacked) holds until then — the backpressure — or failed with the stream.
+  std::vector<std::function<void(std::optional<ClientError>)>> backlogged_;
   PendingRequests<Answer> pending_;
   std::function<void(ClientResult<void>)> auth_waiter_;
   EventRouter<WaitingEvents, std::shared_ptr<Subscription::State>> router_;
@@ -430,7 +440,10 @@ bool Client::Impl::EnsureRequestStream() {
                 ClientErrorCode::kTransport,
                 "the request stream was reset (code " + std::to_string(code) + ")")));
           },
-      .on_writable = nullptr,
+      .on_writable =
+          [this, raw](transport::Stream&) {
+            if (request_stream_.get() == raw) ReleaseBacklogged(std::nullopt);
+          },
   });
   auto wrote = request_stream_->Write(AuthFrame());
   return wrote.has_value();
@@ -536,9 +549,36 @@ void Client::Impl::OnAuthAnswer(ClientResult<void> result) {
   waiter(std::move(result));
 }
 
+void Client::Impl::ReleaseBacklogged(std::optional<ClientError> why) {
+  auto waiting = std::move(backlogged_);
+  backlogged_.clear();
+  for (auto& done : waiting) done(why);
+}
+
+bool Client::Impl::WaitSent(std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    auto left = std::make_shared<std::promise<size_t>>();
+    auto answer = left->get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!endpoint_ || endpoint_->InLoopThread()) return true;
+      if (!PostLocked([this, left] {
+            left->set_value(request_stream_ && !request_stream_->closed()
+                                ? request_stream_->send_buffered()
+                                : 0);
+          }))
+        return true;  // the loop is gone: nothing more can be sent
+    }
+    if (answer.get() == 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 void Client::Impl::OnRequestStreamEnded(const ClientError& why) {
   request_stream_.reset();
   request_reader_.reset();
+  ReleaseBacklogged(why);
   OnAuthAnswer(Unexpected(why));
   ClientError failure = why;
   if (failure.code == ClientErrorCode::kTransport) failure.retry = RetryClass::kOutcomeUnknown;
@@ -564,6 +604,7 @@ void Client::Impl::FailEverything(const ClientError& why) {
     return;
   OnAuthAnswer(Unexpected(why));
   pending_.FailAll([&] { return Answer(Unexpected(why)); });
+  ReleaseBacklogged(why);
   request_stream_.reset();
   request_reader_.reset();
   auto subs = std::move(subscriptions_);
@@ -709,9 +750,17 @@ ClientResult<void> Client::Impl::PublishAsync(const StreamRef& stream,
       outcome = Err<PublishReceipt>(ClientErrorCode::kTransport, "connection lost");
     if (outcome) {
       auto wrote = request_stream_->Write(frame);
-      if (!wrote)
+      if (!wrote) {
         outcome = Unexpected(
             client_impl::FromTransport(wrote.error(), "send", RetryClass::kOutcomeUnknown));
+      } else if (!*wrote) {
+        // Queued, but the backlog is at its high-water mark: done once it drains.
+        backlogged_.push_back([done = std::move(done), count](std::optional<ClientError> why) {
+          if (why) return done(Unexpected(*why), std::nullopt);
+          done(PublishReceipt{std::nullopt, count}, std::nullopt);
+        });
+        return;
+      }
     }
     done(std::move(outcome), std::nullopt);
   };
@@ -1327,6 +1376,10 @@ void CloseConnection(Client::Impl& impl) {
   impl.Close();
 }
 
+bool WaitSent(Client::Impl& impl, std::chrono::steady_clock::time_point deadline) {
+  return impl.WaitSent(deadline);
+}
+
 bool Usable(const Client::Impl& impl) {
   return impl.Usable();
 }
@@ -1380,6 +1433,7 @@ ClientResult<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
 ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
                                              const std::vector<std::string>& payloads,
                                              const PublishOptions& options) {
+  if (options.ack == AckMode::kNone) return router_->PublishUnacked(stream, payloads, options);
   auto promise = std::make_shared<std::promise<ClientResult<PublishReceipt>>>();
   auto outcome = promise->get_future();
   auto sent_to = std::make_shared<Router::SentTo>();

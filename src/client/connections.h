@@ -5,6 +5,7 @@
 // ones (DialBroker, StreamShardsOn, SubscribeOn) must not be called from a client I/O thread.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,6 +24,9 @@ ClientResult<Connection> DialBroker(ClientOptions options);
 // Fails outstanding work with kClosed and closes (joins the connection's I/O thread: never
 // from that thread). Idempotent.
 void CloseConnection(Client::Impl& impl);
+// Waits until what the connection's request stream queued was acknowledged by the broker (or
+// the stream is gone); false when `deadline` passed first. Not on an I/O thread.
+bool WaitSent(Client::Impl& impl, std::chrono::steady_clock::time_point deadline);
 // False once the connection was closed or lost.
 bool Usable(const Client::Impl& impl);
 // True on the connection's own I/O thread.

@@ -81,6 +81,25 @@ Client::Router::~Router() {
 }
 
 void Client::Router::Close() {
+  // Fire-and-forget batches queued to a loop are written before the connections close (as
+  // when Publish waited for each), for at most request_timeout.
+  // Fire-and-forget batches queued to a loop are written, and what the request streams hold is
+  // acknowledged by the brokers, before the connections close (closing would discard it), for
+  // at most request_timeout in all.
+  if (!OnIoThread()) {
+    const auto deadline = std::chrono::steady_clock::now() + options_.request_timeout;
+    {
+      std::unique_lock<std::mutex> lock(unacked_mu_);
+      unacked_cv_.wait_until(lock, deadline, [&] { return unacked_bytes_ == 0; });
+    }
+    std::vector<Connection> open;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [addr, conn] : conns_) open.push_back(conn);
+      if (home_) open.push_back(home_);
+    }
+    for (auto& conn : open) (void)client_impl::WaitSent(*conn, deadline);
+  }
   {
     std::lock_guard<std::mutex> lock(retry_mu_);
     retry_stopping_ = true;
@@ -372,6 +391,65 @@ struct Client::Router::PublishJob {
     return {NameKind::kStream, stream.namespace_name, stream.stream};
   }
 };
+
+ClientResult<PublishReceipt> Client::Router::PublishUnacked(
+    const StreamRef& stream, const std::vector<std::string>& payloads,
+    const PublishOptions& options) {
+  size_t bytes = 64;  // the frame's header and names, roughly: only a bound matters
+  for (const auto& p : payloads) bytes += p.size() + 8;
+  {
+    std::unique_lock<std::mutex> lock(unacked_mu_);
+    auto earlier = [&]() -> std::optional<ClientError> {
+      if (!unacked_error_) return std::nullopt;
+      ClientError e = *unacked_error_;
+      unacked_error_.reset();
+      e.message = "an earlier fire-and-forget publish was not sent (" + e.message +
+                  "); this one was not sent either";
+      return e;
+    };
+    if (auto e = earlier()) return Unexpected(*e);
+    auto room = [&] { return unacked_bytes_ == 0 || unacked_bytes_ + bytes <= kUnackedQueueBytes; };
+    if (!room()) {
+      if (OnIoThread()) {
+        ClientError e = MakeClientError(
+            ClientErrorCode::kOverloaded,
+            "fire-and-forget send queue full (called from a client callback); not sent");
+        e.retry = RetryClass::kRetryAfter;
+        return Unexpected(e);
+      }
+      if (!unacked_cv_.wait_for(lock, options_.request_timeout, room)) {
+        ClientError e = MakeClientError(ClientErrorCode::kTimeout,
+                                        "fire-and-forget send queue stayed full; not sent");
+        e.retry = RetryClass::kRetryAfter;
+        return Unexpected(e);
+      }
+      if (auto e = earlier()) return Unexpected(*e);
+    }
+    unacked_bytes_ += bytes;
+  }
+  auto release = [weak = weak_from_this(), bytes](std::optional<ClientError> error) {
+    auto self = weak.lock();
+    if (!self) return;
+    std::lock_guard<std::mutex> lock(self->unacked_mu_);
+    self->unacked_bytes_ -= bytes;
+    if (error && !self->unacked_error_) self->unacked_error_ = std::move(error);
+    self->unacked_cv_.notify_all();
+  };
+  auto queued =
+      PublishAsync(stream, payloads, options, [release](ClientResult<PublishReceipt> written) {
+        release(written ? std::nullopt : std::optional<ClientError>(written.error()));
+      });
+  if (!queued) {
+    // Refused before anything was queued: this call reports it, and no later one.
+    {
+      std::lock_guard<std::mutex> lock(unacked_mu_);
+      unacked_bytes_ -= bytes;
+    }
+    unacked_cv_.notify_all();
+    return Unexpected(queued.error());
+  }
+  return PublishReceipt{std::nullopt, payloads.size()};
+}
 
 ClientResult<void> Client::Router::PublishAsync(const StreamRef& stream,
                                                 const std::vector<std::string>& payloads,

@@ -97,6 +97,18 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
                                   const PublishOptions& options, PublishCallback done,
                                   std::shared_ptr<SentTo> sent_to = nullptr);
 
+  // Client::Publish with AckMode::kNone: returns once the batch is queued to its connection's
+  // loop, not once the loop wrote it, so a burst of single-record publishes leaves in full
+  // datagrams and the caller never waits for the loop thread (docs/performance.md). At most
+  // kUnackedQueueBytes are queued unwritten at once (beyond, the caller waits up to
+  // request_timeout for room: kTimeout, retry-after; on an I/O thread kOverloaded at once).
+  // A batch the loop could not write (connection lost) is reported by the next call, which
+  // then sends nothing: its error says an earlier batch was not sent.
+  static constexpr size_t kUnackedQueueBytes = 8u << 20;
+  ClientResult<PublishReceipt> PublishUnacked(const StreamRef& stream,
+                                              const std::vector<std::string>& payloads,
+                                              const PublishOptions& options);
+
   // A request sent to `addr` went unanswered for the caller's whole wait: the broker may be
   // dead (its QUIC connection notices only at the idle timeout). Its shards are forgotten and
   // its connection closed — what was pending there fails with an unknown outcome — so the
@@ -150,6 +162,13 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
   // Connections whose broker answered `draining`: not used for anything new.
   std::vector<std::weak_ptr<Client::Impl>> draining_;
   bool closed_ = false;
+
+  // PublishUnacked's queue: bytes queued to a loop and not yet written, and the first failure
+  // of one of them not yet reported.
+  std::mutex unacked_mu_;
+  std::condition_variable unacked_cv_;
+  size_t unacked_bytes_ = 0;                  // guarded by unacked_mu_
+  std::optional<ClientError> unacked_error_;  // guarded by unacked_mu_
 
   struct Retry {
     std::function<void()> run;

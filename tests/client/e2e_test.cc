@@ -2,8 +2,8 @@
 // publish with the client library, subscribe from earliest, check offsets and payloads,
 // resume from next_offset(), and run `felix pub` / `felix sub` against the same broker.
 //
-// Needs the broker's FLX1 client listener: skipped (with the reason) while felix-broker does
-// not print `quic=` in its listening line or does not write <data_dir>/tls/broker-cert.pem.
+// A broker that does not print `quic=` in its listening line or does not write
+// <data_dir>/tls/broker-cert.pem fails the test.
 #include <signal.h>
 
 #include <filesystem>
@@ -138,6 +138,37 @@ TEST_F(ClientE2E, PublishSubscribeEarliestAndResume) {
   auto future = (*client)->Subscribe(stream, {.start = StartPosition::Offset(*resume_at + 100)});
   ASSERT_FALSE(future);
   EXPECT_EQ(future.error().code, ClientErrorCode::kCursorInFuture);
+}
+
+// Fire-and-forget publishes return once queued to the connection (the caller never waits for
+// the client's loop thread); closing the client writes what is still queued first, so every
+// record arrives, in the order published.
+TEST_F(ClientE2E, FireAndForgetPublishesAreAllWrittenInOrderBeforeTheClientCloses) {
+  auto [rc, out] = Felix({"stream", "create", "ff", "--durable"});
+  ASSERT_EQ(rc, 0) << out;
+  StreamRef stream{"default", "ff"};
+  constexpr int kRecords = 3000;
+  {
+    auto client = Client::Connect(Options("ff"));
+    ASSERT_TRUE(client) << client.error().ToString();
+    PublishOptions po;
+    po.ack = AckMode::kNone;
+    for (int i = 0; i < kRecords; ++i) {
+      auto queued = (*client)->Publish(stream, {"m" + std::to_string(i)}, po);
+      ASSERT_TRUE(queued) << i << ": " << queued.error().ToString();
+      EXPECT_FALSE(queued->offset) << "nothing comes back for fire-and-forget";
+    }
+  }  // closed here, right after the last call returned
+  auto reader = Client::Connect(Options("ff"));
+  ASSERT_TRUE(reader) << reader.error().ToString();
+  auto sub = (*reader)->Subscribe(stream, {.start = StartPosition::Earliest()});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  for (int i = 0; i < kRecords; ++i) {
+    auto e = (*sub)->Next(std::chrono::seconds(10));
+    ASSERT_TRUE(e) << e.error().ToString();
+    ASSERT_TRUE(*e) << "record " << i << " never arrived";
+    ASSERT_EQ((*e)->payload, "m" + std::to_string(i));
+  }
 }
 
 TEST_F(ClientE2E, CliPubAndSub) {
