@@ -86,7 +86,7 @@ void Client::Router::Close() {
   // Fire-and-forget batches queued to a loop are written, and what the request streams hold is
   // acknowledged by the brokers, before the connections close (closing would discard it), for
   // at most request_timeout in all.
-  if (!OnIoThread()) {
+  if (unacked_used_.load(std::memory_order_relaxed) && !OnIoThread()) {
     const auto deadline = std::chrono::steady_clock::now() + options_.request_timeout;
     {
       std::unique_lock<std::mutex> lock(unacked_mu_);
@@ -427,6 +427,7 @@ ClientResult<PublishReceipt> Client::Router::PublishUnacked(
     }
     unacked_bytes_ += bytes;
   }
+  unacked_used_.store(true, std::memory_order_relaxed);
   auto release = [weak = weak_from_this(), bytes](std::optional<ClientError> error) {
     auto self = weak.lock();
     if (!self) return;

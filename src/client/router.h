@@ -21,6 +21,7 @@
 // client I/O thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -169,6 +170,10 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
   std::condition_variable unacked_cv_;
   size_t unacked_bytes_ = 0;                  // guarded by unacked_mu_
   std::optional<ClientError> unacked_error_;  // guarded by unacked_mu_
+  // Set by the first PublishUnacked: only then does Close wait for the request streams'
+  // backlog (an acked request's caller has its answer or error already; a close after a
+  // broker went unreachable must not wait for it).
+  std::atomic<bool> unacked_used_{false};
 
   struct Retry {
     std::function<void()> run;
