@@ -142,7 +142,8 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   void Close();
   // Waits (polling the loop every millisecond, never on the loop thread) until the request
   // stream's queued bytes were all acknowledged by the broker, the stream is gone, or
-  // `deadline` passed (false). Close calls this first, so what was written is not discarded.
+  // `deadline` passed (false). Router::Close calls this first after fire-and-forget
+  // publishes, so what was written is not discarded by the close.
   bool WaitSent(std::chrono::steady_clock::time_point deadline);
 
   ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,

@@ -81,8 +81,6 @@ Client::Router::~Router() {
 }
 
 void Client::Router::Close() {
-  // Fire-and-forget batches queued to a loop are written before the connections close (as
-  // when Publish waited for each), for at most request_timeout.
   // Fire-and-forget batches queued to a loop are written, and what the request streams hold is
   // acknowledged by the brokers, before the connections close (closing would discard it), for
   // at most request_timeout in all.
