@@ -231,6 +231,7 @@ TEST_F(ClusterE2E, ABrokerThatCannotRenewItsLeaseStopsServingUntilItCan) {
     shard = s;
     break;
   }
+  ASSERT_TRUE(Eventually([&] { return Leaders(n, "leased") == leaders; })) << Status(n).dump();
   std::string token = Token();
   auto client = Connect(n);
   ASSERT_TRUE(client);
@@ -276,12 +277,19 @@ TEST_F(ClusterE2E, TheClientLibraryFollowsASubscribeRedirectToTheLeader) {
     }
   }
   ASSERT_NE(owner, 0) << "every shard led by n1";
+  // n1 saw the stream and its assignments first; the owner's catalog watch may lag behind
+  // (read-your-writes holds only on the broker that wrote), so wait until it agrees.
+  ASSERT_TRUE(Eventually([&] { return Leaders(owner, "follow") == leaders; }))
+      << Status(owner).dump();
   std::string token = Token();
   auto raw = Connect(owner);
   ASSERT_TRUE(raw);
   auto stream = Authed(*raw, token);
   auto published = PublishKeyed(*stream, "follow", KeyForShard(3, shard), 1);
-  ASSERT_TRUE(published && std::holds_alternative<flx1::PublishOk>(*published));
+  ASSERT_TRUE(published);
+  const auto* refused = std::get_if<flx1::PublishError>(&*published);
+  ASSERT_EQ(refused, nullptr) << refused->code.value_or("") << ": " << refused->message;
+  ASSERT_TRUE(std::holds_alternative<flx1::PublishOk>(*published));
 
   ClientOptions options;
   options.broker = cluster_.client_addr(1);
