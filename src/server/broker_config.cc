@@ -104,6 +104,7 @@ const std::vector<Setting>& Settings() {
     std::vector<Setting> s = {
         Addr("FELIX_QUIC_BIND", "quic_bind", &C::quic_bind),
         Addr("FELIX_INTERNAL_BIND", nullptr, &C::internal_bind),
+        U64("FELIX_QUIC_LOOPS", "quic_loops", &C::quic_loops),
         Addr("FELIX_BROKER_METRICS_BIND", "metrics_bind", &C::metrics_bind),
         Str("FELIX_TLS_CERT", nullptr, &C::tls_cert),
         Str("FELIX_TLS_KEY", nullptr, &C::tls_key),
@@ -479,6 +480,11 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
     if (!c.node_zone.empty() && !IsValidDnsName(c.node_zone)) {
       return refuse("FELIX_NODE_ZONE '" + c.node_zone +
                     "' is not a valid zone name (letters, digits, hyphens and dots)");
+    }
+    if (c.quic_loops < 1 || c.quic_loops > 2) {
+      return refuse(
+          "FELIX_QUIC_LOOPS must be 1 (client and internal ports on one thread) or 2 (a thread "
+          "each)");
     }
     if (c.node_lease_ms < 1000 || c.node_lease_ms > 60000) {
       return refuse(

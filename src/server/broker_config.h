@@ -25,6 +25,9 @@ enum class SubscriberQueuePolicy { kBlock, kDropNew, kDropOld };
 struct BrokerConfig {
   // Listeners (§2.1).
   HostPort quic_bind{"0.0.0.0", 5000};
+  // QUIC event-loop threads: 1 serves the client and internal ports on one thread (a forwarded
+  // request crosses no thread on the broker it entered), 2 gives each port its own.
+  uint64_t quic_loops = 1;
   HostPort internal_bind{"0.0.0.0", 5001};
   HostPort metrics_bind{"0.0.0.0", 8080};
   std::string tls_cert;

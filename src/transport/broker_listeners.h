@@ -33,6 +33,9 @@ struct ListenerConfig {
   std::string internal_tls_cert, internal_tls_key, internal_tls_ca;
   std::string node_id;  // empty: single node
   std::chrono::milliseconds idle_timeout{6000};
+  // The internal endpoint runs on the client endpoint's loop thread (EndpointOptions::
+  // share_loop_of): a request one port hands to the other stays on one thread.
+  bool shared_loop = true;
   std::optional<ListenHandlers> client_handlers;    // the FLX1 service; unset: refuse streams
   std::optional<ListenHandlers> internal_handlers;  // the FLXI peer server; unset: refuse streams
 };
@@ -50,7 +53,9 @@ class BrokerListeners {
   const TlsContext& client_tls() const { return client_->tls(); }
   // The client listener's endpoint (shutdown drain posts to its loop).
   Endpoint& client_endpoint() { return *client_; }
-  // The internal listener's endpoint: the PeerPool dials peers from it (same TLS identity).
+  // The internal listener's endpoint: the PeerPool dials peers from it (same TLS identity). With
+  // `shared_loop` it runs on the client endpoint's thread, which must outlive it (it does:
+  // Stop stops the client endpoint first, and members are destroyed in reverse order).
   Endpoint& internal_endpoint() { return *internal_; }
   void Stop();
 

@@ -25,6 +25,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <queue>
@@ -49,6 +50,8 @@ namespace {
 constexpr size_t kScidLen = 18;  // fixed: short-header packets carry no DCID length
 constexpr size_t kTxBatch = 32;  // packets per GSO send
 constexpr size_t kRxBatch = 16;
+// Endpoints that run on another endpoint's loop (EndpointOptions::share_loop_of), per loop.
+constexpr size_t kMaxGuests = 2;
 constexpr size_t kRxBufSize = 65536;
 constexpr size_t kChunk = 64 * 1024;
 constexpr uint64_t kStreamRefusedCode = 0x10;  // peer-opened stream with no on_stream handler
@@ -332,9 +335,10 @@ class EndpointImpl final : public Endpoint {
   ~EndpointImpl() override { Stop(); }
 
   Result<void> Bind(const HostPort& bind);
-  void Start() {
-    thread_ = std::thread([this] { Loop(); });
-  }
+  // Starts the loop thread, or joins `host`'s loop (which must be a root: not itself a guest).
+  Result<void> Start(EndpointImpl* host);
+  // The endpoint whose thread runs this one's loop.
+  EndpointImpl* loop_owner() { return host_ != nullptr ? host_ : this; }
 
   HostPort local_address() const override { return local_hp_; }
   void Post(std::function<void()> fn) override {
@@ -374,12 +378,15 @@ class EndpointImpl final : public Endpoint {
     timer_at_by_id_.erase(it);
   }
   void Stop() override {
-    if (!thread_.joinable()) return;
-    Post([this] { stopping_ = true; });
-    thread_.join();
-    if (fd_ >= 0) ::close(fd_);
-    if (event_fd_ >= 0) ::close(event_fd_);
-    fd_ = event_fd_ = -1;
+    if (host_ != nullptr) {
+      StopGuest();
+      return;
+    }
+    if (thread_.joinable()) {
+      Post([this] { stopping_ = true; });
+      thread_.join();
+    }
+    CloseFds();
   }
   const TlsContext& tls() const override { return *options_.tls; }
 
@@ -411,6 +418,17 @@ class EndpointImpl final : public Endpoint {
 
  private:
   void Loop();
+  // Guest side of Stop: the host's loop shuts this endpoint down (unless the host already
+  // did, on its own way out) and lets go of it; then the socket closes.
+  void StopGuest();
+  // On the host's loop: `guest` leaves it. `left` is fulfilled once the loop no longer touches
+  // the guest (at the top of its next iteration, or at once when the loop is not running).
+  void DetachGuest(EndpointImpl* guest, std::promise<void>* left);
+  void CloseFds() {
+    if (fd_ >= 0) ::close(fd_);
+    if (event_fd_ >= 0) ::close(event_fd_);
+    fd_ = event_fd_ = -1;
+  }
   void ReadPackets();
   void Dispatch(const uint8_t* data, size_t len, const sockaddr* from, socklen_t fromlen);
   void Accept(const uint8_t* data, size_t len, const sockaddr* from, socklen_t fromlen);
@@ -422,6 +440,10 @@ class EndpointImpl final : public Endpoint {
   bool HasPosted();
   void RunTimers();
   void Settle();
+  // Settle for every endpoint on this loop, until none has anything left to run: work handed
+  // from one to the other (a forward's answer, say) leaves in this iteration's packets.
+  static void SettleAll(EndpointImpl* const* endpoints, size_t n);
+  bool HasWork() { return HasPosted() || !deferred_.empty() || !dirty_.empty(); }
   void Reschedule(ConnImpl* c);
   uint64_t NextDeadline();
   void Shutdown();
@@ -438,6 +460,12 @@ class EndpointImpl final : public Endpoint {
   uint8_t reset_secret_[32];
   std::thread thread_;
   std::thread::id loop_thread_id_;
+  // Loop sharing: a guest runs on host_'s loop thread (host_ null: this endpoint has its own).
+  EndpointImpl* host_ = nullptr;
+  bool attached_ = false;                  // guest: joined the host's loop (Create/Stop thread)
+  bool detached_ = false;                  // guest, loop thread: shut down, skipped by the loop
+  std::vector<EndpointImpl*> guests_;      // host, loop thread
+  std::vector<std::promise<void>*> left_;  // host, loop thread: guests waiting in StopGuest
   bool stopping_ = false;
   bool reap_needed_ = false;
   bool loop_done_ = false;  // guarded by post_mu_
@@ -1457,10 +1485,94 @@ void EndpointImpl::Settle() {
   }
 }
 
+Result<void> EndpointImpl::Start(EndpointImpl* host) {
+  if (host == nullptr) {
+    thread_ = std::thread([this] { Loop(); });
+    return Ok();
+  }
+  host_ = host;
+  std::promise<bool> joined;
+  auto answer = joined.get_future();
+  host->Post([this, host, &joined] {
+    if (host->stopping_ || host->guests_.size() >= kMaxGuests) {
+      joined.set_value(false);
+      return;
+    }
+    loop_thread_id_ = std::this_thread::get_id();
+    host->guests_.push_back(this);
+    joined.set_value(true);
+  });
+  if (!answer.get()) {
+    return Fail(ErrorCode::kUnavailable,
+                "share_loop_of: that endpoint is stopped or already serves " +
+                    std::to_string(kMaxGuests) + " others");
+  }
+  attached_ = true;
+  return Ok();
+}
+
+void EndpointImpl::StopGuest() {
+  if (attached_) {
+    attached_ = false;
+    std::promise<void> left;
+    auto done = left.get_future();
+    EndpointImpl* host = host_;
+    host->Post([this, host, &left] { host->DetachGuest(this, &left); });
+    done.wait();
+  }
+  CloseFds();
+}
+
+void EndpointImpl::DetachGuest(EndpointImpl* guest, std::promise<void>* left) {
+  auto it = std::find(guests_.begin(), guests_.end(), guest);
+  if (it != guests_.end()) {
+    guests_.erase(it);
+    guest->Shutdown();
+    guest->detached_ = true;
+  }
+  // The loop may be in the middle of an iteration that still lists the guest: release it at
+  // the top of the next one. Off the loop thread (the loop has exited) nothing touches it.
+  if (InLoopThread()) {
+    left_.push_back(left);
+  } else {
+    left->set_value();
+  }
+}
+
+void EndpointImpl::SettleAll(EndpointImpl* const* endpoints, size_t n) {
+  if (n == 1) {
+    endpoints[0]->Settle();
+    return;
+  }
+  for (int round = 0; round < 1000; ++round) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!endpoints[i]->detached_) endpoints[i]->Settle();
+    }
+    bool busy = false;
+    for (size_t i = 0; i < n && !busy; ++i) {
+      busy = !endpoints[i]->detached_ && endpoints[i]->HasWork();
+    }
+    if (!busy) return;
+  }
+}
+
 void EndpointImpl::Loop() {
   loop_thread_id_ = std::this_thread::get_id();
+  EndpointImpl* on_loop[1 + kMaxGuests];
+  pollfd fds[2 * (1 + kMaxGuests)];
   while (!stopping_) {
-    uint64_t next = NextDeadline();
+    for (auto* left : left_) left->set_value();
+    left_.clear();
+    size_t n = 0;
+    on_loop[n++] = this;
+    for (auto* guest : guests_) on_loop[n++] = guest;
+    uint64_t next = UINT64_MAX;
+    bool posted = false;
+    for (size_t i = 0; i < n; ++i) {
+      next = std::min(next, on_loop[i]->NextDeadline());
+      // Posts the loop made to itself do not write the eventfd: never sleep on them.
+      posted = posted || on_loop[i]->HasPosted();
+    }
     uint64_t now = NowNs();
     timespec ts{};
     timespec* tsp = nullptr;
@@ -1470,35 +1582,48 @@ void EndpointImpl::Loop() {
       ts.tv_nsec = long(wait % NGTCP2_SECONDS);
       tsp = &ts;
     }
-    // Posts the loop made to itself do not write the eventfd: never sleep on them.
-    if (HasPosted()) {
+    if (posted) {
       ts = timespec{};
       tsp = &ts;
     }
-    pollfd fds[2] = {{fd_, POLLIN, 0}, {event_fd_, POLLIN, 0}};
-    int rv = ppoll(fds, 2, tsp, nullptr);
-    metrics_.loop_wakeups->Increment();
+    for (size_t i = 0; i < n; ++i) {
+      fds[2 * i] = {on_loop[i]->fd_, POLLIN, 0};
+      fds[2 * i + 1] = {on_loop[i]->event_fd_, POLLIN, 0};
+    }
+    int rv = ppoll(fds, nfds_t(2 * n), tsp, nullptr);
     if (rv < 0 && errno != EINTR) {
       spdlog::error("quic endpoint ppoll: {}", std::strerror(errno));
       break;
     }
-    bool woken = false;
-    if (fds[1].revents & POLLIN) {
-      uint64_t v;
-      ssize_t r = ::read(event_fd_, &v, sizeof(v));
-      (void)r;
-      woken = true;
+    for (size_t i = 0; i < n; ++i) {
+      EndpointImpl* e = on_loop[i];
+      if (e->detached_) continue;  // left during this iteration
+      e->metrics_.loop_wakeups->Increment();
+      bool woken = false;
+      if (fds[2 * i + 1].revents & POLLIN) {
+        uint64_t v;
+        ssize_t r = ::read(e->event_fd_, &v, sizeof(v));
+        (void)r;
+        woken = true;
+      }
+      e->RunPosted(woken);
+      if (e->detached_) continue;
+      if (fds[2 * i].revents & POLLIN) e->ReadPackets();
+      e->RunTimers();
     }
-    RunPosted(woken);
-    if (fds[0].revents & POLLIN) ReadPackets();
-    RunTimers();
-    Settle();
+    SettleAll(on_loop, n);
   }
   Shutdown();
 }
 
 void EndpointImpl::Shutdown() {
   stopping_ = true;
+  // The endpoints sharing this loop go first: their connections live on this thread.
+  for (auto* guest : guests_) {
+    guest->Shutdown();
+    guest->detached_ = true;
+  }
+  guests_.clear();
   for (auto& [id, c] : conns_) {
     if (c->state() == ConnImpl::State::kOpen || c->state() == ConnImpl::State::kHandshaking) {
       c->Close(0, "endpoint stopping");
@@ -1524,6 +1649,8 @@ void EndpointImpl::Shutdown() {
     late.swap(posted_);
   }
   for (auto& fn : late) fn();
+  for (auto* left : left_) left->set_value();
+  left_.clear();
 }
 
 }  // namespace
@@ -1534,9 +1661,18 @@ Result<std::unique_ptr<Endpoint>> Endpoint::Create(const HostPort& bind, Endpoin
   EnsureGnutlsInitialized();
   if (!options.tls) return Fail(ErrorCode::kInvalidArgument, "EndpointOptions.tls is required");
   if (options.name.empty()) options.name = RoleName(options.tls->role());
+  EndpointImpl* host = nullptr;
+  if (options.share_loop_of != nullptr) {
+    host = dynamic_cast<EndpointImpl*>(options.share_loop_of);
+    if (host == nullptr) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "EndpointOptions.share_loop_of: not an endpoint made by Endpoint::Create");
+    }
+    host = host->loop_owner();
+  }
   auto ep = std::make_unique<EndpointImpl>(std::move(options), metrics, std::move(listen));
   if (auto r = ep->Bind(bind); !r) return tl::unexpected(r.error());
-  ep->Start();
+  if (auto r = ep->Start(host); !r) return tl::unexpected(r.error());
   return std::unique_ptr<Endpoint>(std::move(ep));
 }
 

@@ -3,9 +3,12 @@
 // behind it.
 //
 // Threading contract
-//  - Every Endpoint owns exactly one loop thread. All callbacks (ListenHandlers,
-//    ConnectionHandlers, StreamHandlers, Dial completions, timers, Post'ed functions) run on it,
-//    never inside ngtcp2 or GnuTLS code, so they may call any Connection/Stream method.
+//  - Every Endpoint runs on exactly one loop thread: its own, or the one of the endpoint named
+//    in EndpointOptions::share_loop_of (one thread then serves both sockets, so work handed
+//    from one endpoint to the other is a post to the same thread: no wakeup, no context
+//    switch). All callbacks (ListenHandlers, ConnectionHandlers, StreamHandlers, Dial
+//    completions, timers, Post'ed functions) run on it, never inside ngtcp2 or GnuTLS code, so
+//    they may call any Connection/Stream method.
 //  - Connection and Stream methods must be called on the loop thread (from a callback, or from
 //    a function given to Endpoint::Post). Handles (shared_ptr) may be released on any thread;
 //    after the connection or endpoint is gone their methods fail harmlessly.
@@ -16,7 +19,8 @@
 //  - Stream handlers should not capture their own Stream's shared_ptr (a cycle) unless they
 //    drop it on on_fin/on_reset.
 //  - Lifetimes: the Endpoint shares ownership of its TlsContext; the MetricsRegistry must
-//    outlive it; anything that calls into it (cluster::PeerPool, the broker) must be stopped before it.
+//    outlive it; anything that calls into it (cluster::PeerPool, the broker) must be stopped before
+//    it.
 //
 // Flow control is backpressure: received bytes stay in the stream's receive buffer, and QUIC
 // credit (MAX_STREAM_DATA / MAX_DATA) is returned only when the application calls
@@ -140,6 +144,11 @@ struct EndpointOptions {
   size_t send_high_water = 4u << 20;  // per-stream unacked bytes before Write returns false
   std::chrono::microseconds initial_rtt{10000};
   bool gso = true;  // UDP GSO on send (falls back when the kernel refuses)
+  // Run on that endpoint's loop thread instead of starting one (nullptr: a thread of its own).
+  // It must have been created by Endpoint::Create and must outlive this endpoint; it may be
+  // stopped first: stopping it stops this endpoint's connections too (this one's Stop then only
+  // closes its socket). At most three endpoints share one loop.
+  Endpoint* share_loop_of = nullptr;
 };
 
 struct ListenHandlers {

@@ -83,6 +83,8 @@ TEST(BrokerConfig, BadValuesNameTheVariable) {
   ExpectRefusedNaming(Load({{"FELIX_DURABLE_FSYNC_MODE", "always"}}), "FELIX_DURABLE_FSYNC_MODE");
   ExpectRefusedNaming(Load({{"FELIX_SUB_QUEUE_POLICY", "drop"}}), "FELIX_SUB_QUEUE_POLICY");
   ExpectRefusedNaming(Load({{"FELIX_ETCD_ENDPOINTS", "a:1,b"}}), "FELIX_ETCD_ENDPOINTS");
+  ExpectRefusedNaming(Load({{"FELIX_QUIC_LOOPS", "0"}}), "FELIX_QUIC_LOOPS");
+  ExpectRefusedNaming(Load({{"FELIX_QUIC_LOOPS", "3"}}), "FELIX_QUIC_LOOPS");
 }
 
 TEST(BrokerConfig, ImpossibleCombinationsAreRefused) {

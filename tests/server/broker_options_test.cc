@@ -56,6 +56,8 @@ std::map<std::string, SettingCheck> Checks() {
   c["FELIX_INTERNAL_BIND"] = {"127.0.0.1:6001", "internal listener", [](const Mapped& m) {
                                 EXPECT_EQ(m.config.internal_bind, (HostPort{"127.0.0.1", 6001}));
                               }};
+  c["FELIX_QUIC_LOOPS"] = {"2", "listeners (one loop thread or two; cluster forward tests)",
+                           [](const Mapped& m) { EXPECT_EQ(m.config.quic_loops, 2u); }};
   c["FELIX_BROKER_METRICS_BIND"] = {
       "127.0.0.1:6002", "HTTP listener", [](const Mapped& m) {
         EXPECT_EQ(m.config.metrics_bind, (HostPort{"127.0.0.1", 6002}));

@@ -1,6 +1,7 @@
 // Endpoint behaviour over real UDP on loopback: handshake, ALPN on the client port, echo on
 // bidi streams, server-pushed uni streams, many sequential streams (stream credit), flow
-// control as backpressure, close codes, idle timeout, version negotiation, stateless reset.
+// control as backpressure, close codes, idle timeout, version negotiation, stateless reset;
+// endpoints sharing one loop thread.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <thread>
 
 #include "transport_test_util.h"
 
@@ -237,6 +239,112 @@ TEST(EndpointTest, ApplicationCloseCodeReachesPeer) {
   EXPECT_EQ(info.kind, CloseInfo::Kind::kPeer) << info.reason;
   EXPECT_TRUE(info.application);
   EXPECT_EQ(info.code, 7u);
+}
+
+// Endpoints sharing one loop thread (EndpointOptions::share_loop_of): every callback of both
+// runs on the host's thread, a connection between the two completes on that one thread (what
+// one hands the other runs in the same iteration, with no wakeup), and either may stop first.
+TEST(EndpointLoopSharing, AGuestRunsOnItsHostsThreadAndReachesItsHost) {
+  MetricsRegistry metrics;
+  EchoServer host(MakeTls(ClientPortTls()), metrics);
+  EndpointOptions shared;
+  shared.share_loop_of = host.ep.get();
+  auto guest = MakeDialer(MakeTls(ClientDialTls({"felix/1"})), metrics, shared);
+  ASSERT_NE(guest, nullptr);
+  auto host_thread = OnLoop(*host.ep, [] { return std::this_thread::get_id(); });
+  EXPECT_EQ(OnLoop(*guest, [] { return std::this_thread::get_id(); }), host_thread);
+  EXPECT_TRUE(OnLoop(*guest, [&] { return host.ep->InLoopThread(); }));
+  EXPECT_FALSE(guest->InLoopThread());
+  auto conn = DialAndWait(*guest, host.addr(), "localhost");
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  EXPECT_EQ(EchoRoundTrip(*guest, *conn, "one thread"), "one thread");
+  // More than a stream window: credit flows back and forth between the two on one thread.
+  std::string big(3000000, 'x');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char('a' + i % 26);
+  EXPECT_EQ(EchoRoundTrip(*guest, *conn, big), big);
+}
+
+TEST(EndpointLoopSharing, AGuestListenerServesDiallersOnOtherThreads) {
+  MetricsRegistry metrics;
+  auto host = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  EndpointOptions shared;
+  shared.share_loop_of = host.get();
+  shared.name = "guest";
+  EchoServer guest(MakeTls(ClientPortTls()), metrics, shared);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({"felix/1"})), metrics);
+  auto conn = DialAndWait(*dialer, guest.addr(), "localhost");
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  EXPECT_EQ(EchoRoundTrip(*dialer, *conn, "hello guest"), "hello guest");
+  EXPECT_NE(OnLoop(*dialer, [] { return std::this_thread::get_id(); }),
+            OnLoop(*guest.ep, [] { return std::this_thread::get_id(); }));
+}
+
+TEST(EndpointLoopSharing, AGuestStopsFirstAndItsHostServesOn) {
+  MetricsRegistry metrics;
+  EchoServer host(MakeTls(ClientPortTls()), metrics);
+  EndpointOptions shared;
+  shared.share_loop_of = host.ep.get();
+  auto guest = MakeDialer(MakeTls(ClientDialTls({"felix/1"})), metrics, shared);
+  auto conn = DialAndWait(*guest, host.addr(), "localhost");
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  EXPECT_EQ(EchoRoundTrip(*guest, *conn, "before"), "before");
+  guest->Stop();
+  bool ran_inline = false;
+  guest->Post([&] { ran_inline = true; });  // its loop is over: runs on this thread
+  EXPECT_TRUE(ran_inline);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({"felix/1"})), metrics);
+  auto other = DialAndWait(*dialer, host.addr(), "localhost");
+  ASSERT_TRUE(other.has_value()) << other.error().message;
+  EXPECT_EQ(EchoRoundTrip(*dialer, *other, "after"), "after");
+}
+
+TEST(EndpointLoopSharing, StoppingTheHostClosesItsGuestsConnections) {
+  MetricsRegistry metrics;
+  auto host = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  EndpointOptions shared;
+  shared.share_loop_of = host.get();
+  EchoServer guest(MakeTls(ClientPortTls()), metrics, shared);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({"felix/1"})), metrics);
+  auto conn = DialAndWait(*dialer, guest.addr(), "localhost");
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  auto closed = std::make_shared<std::promise<CloseInfo>>();
+  auto closed_f = closed->get_future();
+  OnLoop(*dialer, [&] {
+    (*conn)->SetHandlers(ConnectionHandlers{
+        nullptr, [closed](Connection&, const CloseInfo& i) { closed->set_value(i); }});
+  });
+  EXPECT_EQ(EchoRoundTrip(*dialer, *conn, "ping"), "ping");
+  host->Stop();
+  CloseInfo info = Await(closed_f);
+  EXPECT_EQ(info.kind, CloseInfo::Kind::kPeer) << info.reason;
+  EXPECT_TRUE(info.application);
+  EXPECT_EQ(info.code, 0u);
+  bool ran_inline = false;
+  guest.ep->Post([&] { ran_inline = true; });
+  EXPECT_TRUE(ran_inline);
+  guest.ep->Stop();  // only closes its socket now
+}
+
+TEST(EndpointLoopSharing, AtMostTwoGuestsShareALoopAndAGuestNamedAsHostMeansItsHost) {
+  MetricsRegistry metrics;
+  auto host = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  std::vector<std::unique_ptr<Endpoint>> guests;
+  for (int i = 0; i < 2; ++i) {
+    EndpointOptions shared;
+    shared.tls = MakeTls(ClientDialTls({}));
+    shared.share_loop_of = host.get();
+    auto guest = Endpoint::Create(Loopback(), shared, metrics, std::nullopt);
+    ASSERT_TRUE(guest.has_value()) << guest.error().message;
+    guests.push_back(std::move(*guest));
+  }
+  // A guest named as host means its own host; a third guest is one too many.
+  EndpointOptions third;
+  third.tls = MakeTls(ClientDialTls({}));
+  third.share_loop_of = guests[0].get();
+  auto refused = Endpoint::Create(Loopback(), third, metrics, std::nullopt);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(refused.error().message.find("share_loop_of"), std::string::npos);
 }
 
 TEST(EndpointTest, IdleTimeoutClosesConnection) {
