@@ -388,6 +388,11 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
                   ") shares its port with FELIX_QUIC_BIND (" + c.quic_bind.ToString() +
                   "): peer and client traffic must not share a listener");
   }
+  if (c.quic_loops < 1 || c.quic_loops > 2) {
+    return refuse(
+        "FELIX_QUIC_LOOPS must be 1 (client and internal ports on one thread) or 2 (a thread "
+        "each)");
+  }
   if (c.max_frame_bytes == 0) return refuse("FELIX_MAX_FRAME_BYTES must be greater than 0");
   if (c.max_frame_bytes > UINT32_MAX) {
     return refuse("FELIX_MAX_FRAME_BYTES (" + std::to_string(c.max_frame_bytes) +
@@ -480,11 +485,6 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
     if (!c.node_zone.empty() && !IsValidDnsName(c.node_zone)) {
       return refuse("FELIX_NODE_ZONE '" + c.node_zone +
                     "' is not a valid zone name (letters, digits, hyphens and dots)");
-    }
-    if (c.quic_loops < 1 || c.quic_loops > 2) {
-      return refuse(
-          "FELIX_QUIC_LOOPS must be 1 (client and internal ports on one thread) or 2 (a thread "
-          "each)");
     }
     if (c.node_lease_ms < 1000 || c.node_lease_ms > 60000) {
       return refuse(

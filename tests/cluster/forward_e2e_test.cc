@@ -50,7 +50,15 @@ struct ShardInfo {
 
 class ForwardE2E : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_TRUE(cluster_.StartAll()) << cluster_.error(); }
+  void SetUp() override {
+    for (int n = 1; n <= cluster_.size(); ++n) {
+      cluster_.SetNodeEnv(n, "FELIX_QUIC_LOOPS", std::to_string(QuicLoops()));
+    }
+    ASSERT_TRUE(cluster_.StartAll()) << cluster_.error();
+  }
+  // 1 (the default): each broker's client and internal endpoints share one loop thread.
+  virtual int QuicLoops() const { return 1; }
+  void PublishToEveryShardThroughOneIngress();
 
   std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
                              const Json& body = nullptr) {
@@ -124,7 +132,23 @@ class ForwardE2E : public ::testing::Test {
   ClusterHarness cluster_;
 };
 
+// The same forwarding with a loop thread per port (FELIX_QUIC_LOOPS=2): the ingress then hands
+// each forward to another thread and takes the owner's answer back from it.
+class ForwardE2EWithALoopPerPort : public ForwardE2E {
+ protected:
+  int QuicLoops() const override { return 2; }
+};
+
 TEST_F(ForwardE2E, OneIngressPublishesToEveryShardAndEachRecordLandsOnceOnItsOwner) {
+  PublishToEveryShardThroughOneIngress();
+}
+
+TEST_F(ForwardE2EWithALoopPerPort,
+       OneIngressPublishesToEveryShardAndEachRecordLandsOnceOnItsOwner) {
+  PublishToEveryShardThroughOneIngress();
+}
+
+void ForwardE2E::PublishToEveryShardThroughOneIngress() {
   auto shards = CreateAssigned("fwd", 6);
   ASSERT_EQ(shards.size(), 6u);
   std::string token =
