@@ -166,7 +166,8 @@ void ForwardCacheHandler::Handle(const PeerRequest& request, PeerReply reply) {
     });
   };
   auto cell = proceed.local.handle.cell;
-  if (!proceed.local.handle.executor->Post(
+  // Inline on this loop thread when the shard's executor is idle (as ForwardPublishHandler).
+  if (!proceed.local.handle.executor->RunOrPost(
           [cell, command = std::move(proceed.command), answer]() mutable {
             broker::RunCacheCommandWhenOpen(*cell, std::move(command), answer);
           })) {

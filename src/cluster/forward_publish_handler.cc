@@ -96,7 +96,10 @@ void ForwardPublishHandler::Handle(const PeerRequest& request, PeerReply reply) 
     });
   };
   auto cell = local.handle.cell;
-  if (!local.handle.executor->Post([cell, batch = std::move(batch), answer]() mutable {
+  // Inline on this loop thread when the shard's executor is idle, as a client's own publish
+  // runs (ClientSession::RunOnShard): no wakeup there and back, and the answer, posted to this
+  // same loop, leaves in this iteration's packets.
+  if (!local.handle.executor->RunOrPost([cell, batch = std::move(batch), answer]() mutable {
         broker::PublishWhenOpen(*cell, std::move(batch), answer);
       })) {
     ForwardAnswer a = ForwardAnswer::Error(flxi::ErrorCode::kUnavailable, "shard is closing");
