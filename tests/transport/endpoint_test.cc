@@ -244,15 +244,24 @@ TEST(EndpointTest, ApplicationCloseCodeReachesPeer) {
 // Endpoints sharing one loop thread (EndpointOptions::share_loop_of): every callback of both
 // runs on the host's thread, a connection between the two completes on that one thread (what
 // one hands the other runs in the same iteration, with no wakeup), and either may stop first.
+
+// A dialling endpoint (ALPN felix/1) that runs on `host`'s loop thread.
+std::unique_ptr<Endpoint> GuestDialer(Endpoint& host, MetricsRegistry& metrics) {
+  EndpointOptions shared;
+  shared.share_loop_of = &host;
+  return MakeDialer(MakeTls(ClientDialTls({"felix/1"})), metrics, shared);
+}
+
+std::thread::id LoopThreadOf(Endpoint& ep) {
+  return OnLoop(ep, [] { return std::this_thread::get_id(); });
+}
+
 TEST(EndpointLoopSharing, AGuestRunsOnItsHostsThreadAndReachesItsHost) {
   MetricsRegistry metrics;
   EchoServer host(MakeTls(ClientPortTls()), metrics);
-  EndpointOptions shared;
-  shared.share_loop_of = host.ep.get();
-  auto guest = MakeDialer(MakeTls(ClientDialTls({"felix/1"})), metrics, shared);
+  auto guest = GuestDialer(*host.ep, metrics);
   ASSERT_NE(guest, nullptr);
-  auto host_thread = OnLoop(*host.ep, [] { return std::this_thread::get_id(); });
-  EXPECT_EQ(OnLoop(*guest, [] { return std::this_thread::get_id(); }), host_thread);
+  EXPECT_EQ(LoopThreadOf(*guest), LoopThreadOf(*host.ep));
   EXPECT_TRUE(OnLoop(*guest, [&] { return host.ep->InLoopThread(); }));
   EXPECT_FALSE(guest->InLoopThread());
   auto conn = DialAndWait(*guest, host.addr(), "localhost");
@@ -275,16 +284,13 @@ TEST(EndpointLoopSharing, AGuestListenerServesDiallersOnOtherThreads) {
   auto conn = DialAndWait(*dialer, guest.addr(), "localhost");
   ASSERT_TRUE(conn.has_value()) << conn.error().message;
   EXPECT_EQ(EchoRoundTrip(*dialer, *conn, "hello guest"), "hello guest");
-  EXPECT_NE(OnLoop(*dialer, [] { return std::this_thread::get_id(); }),
-            OnLoop(*guest.ep, [] { return std::this_thread::get_id(); }));
+  EXPECT_NE(LoopThreadOf(*dialer), LoopThreadOf(*guest.ep));
 }
 
 TEST(EndpointLoopSharing, AGuestStopsFirstAndItsHostServesOn) {
   MetricsRegistry metrics;
   EchoServer host(MakeTls(ClientPortTls()), metrics);
-  EndpointOptions shared;
-  shared.share_loop_of = host.ep.get();
-  auto guest = MakeDialer(MakeTls(ClientDialTls({"felix/1"})), metrics, shared);
+  auto guest = GuestDialer(*host.ep, metrics);
   auto conn = DialAndWait(*guest, host.addr(), "localhost");
   ASSERT_TRUE(conn.has_value()) << conn.error().message;
   EXPECT_EQ(EchoRoundTrip(*guest, *conn, "before"), "before");
