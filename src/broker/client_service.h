@@ -28,6 +28,7 @@
 #include "broker/shard_resolver.h"
 #include "broker/shard_router.h"
 #include "catalog/catalog.h"
+#include "catalog/verified_credentials.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "transport/endpoint.h"
@@ -121,6 +122,9 @@ class ClientService {
     return cache_forwarder_.load(std::memory_order_acquire);
   }
   const catalog::Catalog& catalog() const { return catalog_; }
+  // Tokens already verified, shared by every session: a client opens a stream per consumer-
+  // group call, and each stream's `auth` would otherwise redo the signature check. Any thread.
+  catalog::VerifiedCredentials& verified_credentials() { return verified_credentials_; }
   ClientMetrics& metrics() { return *metrics_; }
 
  private:
@@ -132,6 +136,7 @@ class ClientService {
   std::atomic<PublishForwarder*> forwarder_{nullptr};
   std::atomic<CacheForwarder*> cache_forwarder_{nullptr};
   const catalog::Catalog& catalog_;
+  catalog::VerifiedCredentials verified_credentials_;
   std::unique_ptr<ClientMetrics> metrics_;
   // Loop thread: sessions still answering or with unacknowledged answers.
   size_t BusySessions();

@@ -7,7 +7,6 @@
 
 #include "broker/protocol_codes.h"
 #include "broker/publish_path.h"
-#include "catalog/verify.h"
 
 namespace felix::broker {
 
@@ -385,8 +384,8 @@ bool ClientSession::HandleAuth(const flx1::Auth& auth) {
     FinishStream();
     return false;
   }
-  auto context = catalog::VerifyClientToken(service_.catalog(), auth.tenant_id, auth.token,
-                                            auth::NowUnixSeconds());
+  auto context = service_.verified_credentials().Verify(service_.catalog(), auth.tenant_id,
+                                                        auth.token, auth::NowUnixSeconds());
   if (!context) {
     service_.metrics().auth_failures.Increment();
     spdlog::debug("auth refused tenant={} reason={}", auth.tenant_id, context.error().ToString());

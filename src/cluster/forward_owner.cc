@@ -94,8 +94,8 @@ std::optional<ForwardAnswer> GenerationRefusal(const ForwardOwnerOptions& option
 }
 
 std::variant<auth::AuthContext, ForwardAnswer> VerifyForwardCredential(
-    const catalog::Catalog& catalog, VerifiedCredentials& verified, std::string_view tenant,
-    std::optional<std::string_view> credential) {
+    const catalog::Catalog& catalog, catalog::VerifiedCredentials& verified,
+    std::string_view tenant, std::optional<std::string_view> credential) {
   if (!credential || credential->empty()) {
     return ForwardAnswer::Error(flxi::ErrorCode::kUnauthorized,
                                 "a forward must carry the client's credential");

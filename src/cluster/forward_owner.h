@@ -17,8 +17,8 @@
 #include "auth/token.h"
 #include "broker/shard_resolver.h"
 #include "catalog/catalog.h"
+#include "catalog/verified_credentials.h"
 #include "cluster/peer_server.h"
-#include "cluster/verified_credentials.h"
 #include "common/metrics.h"
 #include "common/result.h"
 #include "wire/flxi/flxi.h"
@@ -75,8 +75,8 @@ std::optional<ForwardAnswer> GenerationRefusal(const ForwardOwnerOptions& option
 // shard names; a token `verified` already holds answers without the crypto): its context, or
 // the Unauthorized answer (missing or not verifying).
 std::variant<auth::AuthContext, ForwardAnswer> VerifyForwardCredential(
-    const catalog::Catalog& catalog, VerifiedCredentials& verified, std::string_view tenant,
-    std::optional<std::string_view> credential);
+    const catalog::Catalog& catalog, catalog::VerifiedCredentials& verified,
+    std::string_view tenant, std::optional<std::string_view> credential);
 
 // felix_forward_received_total{kind, outcome}: one forwarded request answered as owner.
 void CountReceived(MetricsRegistry& metrics, wire::flxi::Kind kind, const ForwardAnswer& answer);

@@ -74,7 +74,7 @@ class ForwardPublishHandler {
   broker::ShardResolver& resolver_;
   const catalog::Catalog& catalog_;
   // Tokens already verified (a cache: the decision methods are const).
-  mutable VerifiedCredentials credentials_;
+  mutable catalog::VerifiedCredentials credentials_;
   MetricsRegistry& metrics_;
 };
 

@@ -57,6 +57,37 @@ TEST_F(BrokerE2E, BadTokenIsRefusedAndTheStreamEnds) {
   EXPECT_EQ(refused->message, "auth failed");
 }
 
+// A token verified once is not verified again on every stream (catalog/verified_credentials.h)
+// but it answers only while its tenant's keys are the ones it was verified with: once the
+// tenant is deleted, and again once it is recreated with a new signing key, the same token is
+// refused on the next stream.
+TEST_F(BrokerE2E, AVerifiedTokenIsRefusedOnTheNextStreamOnceItsTenantsKeysChange) {
+  broker->CreateTenant("acme");
+  std::string token = broker->AllToken("acme");
+  auto client = broker->Connect();
+  ASSERT_TRUE(client);
+  for (int i = 0; i < 3; ++i) {  // the first verifies, the next ones are answered from the table
+    auto stream = client->OpenStream();
+    stream->SendMessage(AuthMessage("acme", token));
+    ASSERT_TRUE(stream->Read<flx1::AuthOk>()) << "stream " << i;
+  }
+  ASSERT_EQ(broker->Admin("DELETE", "/v1/tenants/acme").first, 204);
+  auto gone = client->OpenStream();
+  gone->SendMessage(AuthMessage("acme", token));
+  auto refused = gone->Read<flx1::Error>();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->code, "unauthenticated");
+  broker->CreateTenant("acme");  // same name, a new signing key
+  auto rekeyed = client->OpenStream();
+  rekeyed->SendMessage(AuthMessage("acme", token));
+  auto still_refused = rekeyed->Read<flx1::Error>();
+  ASSERT_TRUE(still_refused);
+  EXPECT_EQ(still_refused->code, "unauthenticated");
+  auto fresh = client->OpenStream();
+  fresh->SendMessage(AuthMessage("acme", broker->AllToken("acme")));
+  EXPECT_TRUE(fresh->Read<flx1::AuthOk>());
+}
+
 TEST_F(BrokerE2E, RequestsBeforeAuthAreRefused) {
   auto client = broker->Connect();
   auto stream = client->OpenStream();

@@ -1,10 +1,12 @@
-// VerifiedCredentials: the client tokens the owner of forwarded requests already verified.
+// VerifiedCredentials: client tokens this broker already verified.
 //
-// Every forward carries the client's token and the owner checks it as a direct `auth` would
-// (kinds 22/23: the owner's check is what must hold). Verifying is a JSON parse and an Ed25519
-// signature check, which a direct client pays once per stream but a forward paid per request
-// (30 % of an owner's CPU per forwarded publish, docs/benchmarks.md). This table lets a token
-// verified once answer again without the crypto, and only while both hold:
+// A client authenticates every stream it opens (`auth`), and every forward carries the client's
+// token, which the owner checks as a direct `auth` would (kinds 22/23: the owner's check is what
+// must hold). Verifying is a JSON parse and an Ed25519 signature check: per request for a
+// forward (30 % of an owner's CPU per forwarded publish, docs/benchmarks.md), and per request
+// too for the client calls that open a stream each (consumer-group polls and acks: 26 % of the
+// broker's CPU in libsodium while one consumer drained a queue, docs/performance.md). This
+// table lets a token verified once answer again without the crypto, and only while both hold:
 //   - the clock is before the token's `exp` (no leeway: the leeway window re-verifies), and
 //   - the tenant's verifying keys are exactly those it was verified with (a key added, removed
 //     or rotated, or the tenant deleted, re-verifies, and a removed key refuses).
@@ -26,7 +28,7 @@
 #include "catalog/catalog.h"
 #include "common/mutex.h"
 
-namespace felix::cluster {
+namespace felix::catalog {
 
 class VerifiedCredentials {
  public:
@@ -55,4 +57,4 @@ class VerifiedCredentials {
   uint64_t reused_ GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace felix::cluster
+}  // namespace felix::catalog

@@ -1,8 +1,8 @@
-#include "cluster/verified_credentials.h"
+#include "catalog/verified_credentials.h"
 
 #include "catalog/verify.h"
 
-namespace felix::cluster {
+namespace felix::catalog {
 
 auth::AuthResult<auth::AuthContext> VerifiedCredentials::Verify(const catalog::Catalog& catalog,
                                                                 std::string_view tenant,
@@ -45,4 +45,4 @@ uint64_t VerifiedCredentials::reused() const {
   return reused_;
 }
 
-}  // namespace felix::cluster
+}  // namespace felix::catalog

@@ -1,8 +1,8 @@
-// VerifiedCredentials (cluster/verified_credentials.h) on a real embedded catalog: a token
+// VerifiedCredentials (catalog/verified_credentials.h) on a real embedded catalog: a token
 // verified once is answered again without the crypto, but never past its `exp`, never once
 // its tenant's keys changed (a recreated tenant signs with a new key), and refusals are never
 // remembered.
-#include "cluster/verified_credentials.h"
+#include "catalog/verified_credentials.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include "catalog/embedded_catalog.h"
 #include "support/child_process.h"
 
-namespace felix::cluster {
+namespace felix::catalog {
 namespace {
 
 class VerifiedCredentialsTest : public ::testing::Test {
@@ -103,4 +103,4 @@ TEST_F(VerifiedCredentialsTest, AFullTableIsEmptiedAndAnswersStayRight) {
 }
 
 }  // namespace
-}  // namespace felix::cluster
+}  // namespace felix::catalog
