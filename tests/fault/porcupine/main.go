@@ -10,6 +10,11 @@
 //   - indeterminate: a put or delete may have taken effect at any time after its invocation,
 //     so it gets an open end and an output the model accepts whatever it was; an indeterminate
 //     get changed nothing and is left out.
+//   - an indeterminate put whose value no get or delete ever returned is left out as well: with
+//     an open end it can always be placed after every other operation, where it changes nothing
+//     anyone saw, so a key's history is linearizable with it exactly when it is without it.
+//     Open-ended operations are what makes Porcupine's search grow (each may sit anywhere after
+//     its invocation), and a fault that refuses writes leaves dozens of them unobserved per key.
 //
 // Usage: porcupine-check [-timeout 60s] [-html DIR] history.jsonl
 // Prints one line per key and a summary; exit 0 when every key is linearizable, 1 when one is
@@ -101,10 +106,15 @@ var registerModel = porcupine.Model{
 	},
 }
 
-// readHistory returns the cache operations of the history, per key, in Porcupine's terms.
-func readHistory(r io.Reader) (map[string][]porcupine.Operation, int, error) {
-	perKey := map[string][]porcupine.Operation{}
-	total := 0
+// cacheOp is one cache operation of the history and its line number.
+type cacheOp struct {
+	line int
+	op   historyOp
+}
+
+// readCacheOps returns the history's cache operations (put, get, delete) in file order.
+func readCacheOps(r io.Reader) ([]cacheOp, error) {
+	var ops []cacheOp
 	scanner := bufio.NewScanner(r)
 	scanner.Buffer(make([]byte, 1<<20), 1<<26)
 	for line := 1; scanner.Scan(); line++ {
@@ -113,14 +123,40 @@ func readHistory(r io.Reader) (map[string][]porcupine.Operation, int, error) {
 		}
 		var op historyOp
 		if err := json.Unmarshal(scanner.Bytes(), &op); err != nil {
-			return nil, 0, fmt.Errorf("line %d: %v", line, err)
+			return nil, fmt.Errorf("line %d: %v", line, err)
 		}
 		if op.Kind != "put" && op.Kind != "get" && op.Kind != "delete" {
 			continue
 		}
 		if op.Key == "" {
-			return nil, 0, fmt.Errorf("line %d: a %s without a key", line, op.Kind)
+			return nil, fmt.Errorf("line %d: a %s without a key", line, op.Kind)
 		}
+		ops = append(ops, cacheOp{line, op})
+	}
+	return ops, scanner.Err()
+}
+
+// readHistory returns the cache operations of the history, per key, in Porcupine's terms, and
+// how many indeterminate puts it left out because nobody saw their value.
+func readHistory(r io.Reader) (map[string][]porcupine.Operation, int, int, error) {
+	ops, err := readCacheOps(r)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	// The values each key was seen to hold: returned by a get or a delete that completed.
+	seen := map[string]map[string]bool{}
+	for _, c := range ops {
+		if c.op.Outcome == "ok" && c.op.Kind != "put" && c.op.Value != nil {
+			if seen[c.op.Key] == nil {
+				seen[c.op.Key] = map[string]bool{}
+			}
+			seen[c.op.Key][*c.op.Value] = true
+		}
+	}
+	perKey := map[string][]porcupine.Operation{}
+	total, unseen := 0, 0
+	for _, c := range ops {
+		line, op := c.line, c.op
 		var in input
 		var out output
 		in.kind = op.Kind
@@ -129,7 +165,7 @@ func readHistory(r io.Reader) (map[string][]porcupine.Operation, int, error) {
 		case "ok":
 			if op.Kind == "put" {
 				if op.Value == nil {
-					return nil, 0, fmt.Errorf("line %d: a put without a value", line)
+					return nil, 0, 0, fmt.Errorf("line %d: a put without a value", line)
 				}
 				in.value = *op.Value
 			} else if op.Value != nil {
@@ -142,20 +178,24 @@ func readHistory(r io.Reader) (map[string][]porcupine.Operation, int, error) {
 			if op.Kind == "get" {
 				continue // a read that changed nothing
 			}
+			if op.Kind == "put" && (op.Value == nil || !seen[op.Key][*op.Value]) {
+				unseen++
+				continue // placeable after everything: see the comment at the top
+			}
 			if op.Value != nil {
 				in.value = *op.Value
 			}
 			out.unknown = true
 			ret = math.MaxInt64 // may take effect at any later time
 		default:
-			return nil, 0, fmt.Errorf("line %d: unknown outcome %q", line, op.Outcome)
+			return nil, 0, 0, fmt.Errorf("line %d: unknown outcome %q", line, op.Outcome)
 		}
 		perKey[op.Key] = append(perKey[op.Key], porcupine.Operation{
 			ClientId: op.Client, Input: in, Call: op.InvokeUs, Output: out, Return: ret,
 		})
 		total++
 	}
-	return perKey, total, scanner.Err()
+	return perKey, total, unseen, nil
 }
 
 func main() {
@@ -171,11 +211,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "porcupine-check:", err)
 		os.Exit(2)
 	}
-	perKey, total, err := readHistory(f)
+	perKey, total, unseen, err := readHistory(f)
 	f.Close()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "porcupine-check:", err)
 		os.Exit(2)
+	}
+	if unseen > 0 {
+		fmt.Printf("left out: %d indeterminate puts whose value nobody read\n", unseen)
 	}
 	keys := make([]string, 0, len(perKey))
 	for k := range perKey {
