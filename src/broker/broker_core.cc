@@ -317,9 +317,12 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
   if (open.store && stream.consistency == catalog::Consistency::kQuorum &&
       options_.gate_quorum_shard) {
     std::weak_ptr<StreamShard> weak = open.shard;
+    // The replicator calls this holding its own executor, often on the peer loop's thread
+    // (ShardReplicator runs record answers inline): run the gate there too when the shard's
+    // executor is idle, so the held publishes are answered without another thread wakeup.
     auto advance = [weak, &executor](storage::LogKind log, uint64_t offset) {
       if (log != storage::LogKind::kStream) return;
-      executor.Post([weak, offset] {
+      executor.RunOrPost([weak, offset] {
         if (auto shard = weak.lock()) shard->AdvanceCommit(offset);
       });
     };
@@ -477,7 +480,7 @@ Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint3
     std::weak_ptr<CacheShard> weak = open.cache;
     auto advance = [weak, &executor](storage::LogKind log, uint64_t offset) {
       if (log != storage::LogKind::kCache && log != storage::LogKind::kCounters) return;
-      executor.Post([weak, log, offset] {
+      executor.RunOrPost([weak, log, offset] {  // as for streams, above
         auto shard = weak.lock();
         if (!shard) return;
         if (log == storage::LogKind::kCache) {

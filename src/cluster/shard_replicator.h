@@ -42,9 +42,11 @@
 //     count follower logs;
 //   - the producers log (storage::LogKind::kProducers) has no wire id and is not replicated.
 //
-// Threading: every method and every callback runs on `executor` (the host gives one; the
-// replicator Posts transport answers back to it). Start() after construction; Stop() before
-// destruction, from any thread but the executor: it cancels timers and waits until no
+// Threading: every method and every callback runs holding `executor` (the host gives one):
+// on its thread, or — for answers to records, which arrive on the transport's thread — on that
+// thread when the executor is idle (Executor::RunOrPost), so on_mark may run there too.
+// Start() after construction; Stop() before destruction, from any thread but the executor's
+// (and not from inside a callback of this replicator): it cancels timers and waits until no
 // callback of this replicator can run. The store, the transport and the executor must
 // outlive the replicator.
 #pragma once

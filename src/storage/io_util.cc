@@ -164,6 +164,24 @@ StorageResult<void> WriteFileAtomic(const std::string& dir, const std::string& n
   return {};
 }
 
+StorageResult<void> OverwriteFileInPlace(const std::string& dir, const std::string& name,
+                                         std::span<const uint8_t> bytes) {
+  if (bytes.size() > kAtomicOverwriteBytes) return WriteFileAtomic(dir, name, bytes, true);
+  std::string path = dir + "/" + name;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return WriteFileAtomic(dir, name, bytes, true);  // first write: create it
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) != bytes.size()) {
+    ::close(fd);
+    return WriteFileAtomic(dir, name, bytes, true);  // another size: replace it whole
+  }
+  int rc = WriteFullAt(fd, bytes.data(), bytes.size(), 0);
+  if (rc == 0) rc = DataSync(fd);
+  ::close(fd);
+  if (rc != 0) return StorageFail(IoError("overwrite", path, rc));
+  return {};
+}
+
 bool FileExists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;

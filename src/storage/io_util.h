@@ -62,6 +62,15 @@ StorageResult<std::vector<uint8_t>> ReadWholeFile(const std::string& path);
 // Atomically replaces `path` (temp + fsync + rename + dir sync).
 StorageResult<void> WriteFileAtomic(const std::string& dir, const std::string& name,
                                     std::span<const uint8_t> bytes, bool sync);
+// Durably overwrites `dir/name` in place (pwrite at 0 + fdatasync) when it exists and already
+// has exactly bytes.size() bytes; otherwise WriteFileAtomic. For small fixed-size state files
+// rewritten often: no temp file, rename or directory sync, so no journal commit, and one flush.
+// Only for files of at most kAtomicOverwriteBytes, which a device writes whole or not at all
+// (one sector; the assumption PostgreSQL makes for pg_control); the file's own checksum would
+// name a torn write rather than hide it.
+inline constexpr size_t kAtomicOverwriteBytes = 512;
+StorageResult<void> OverwriteFileInPlace(const std::string& dir, const std::string& name,
+                                         std::span<const uint8_t> bytes);
 bool FileExists(const std::string& path);
 
 // A read-only mapping of a whole file (empty span for an empty file).

@@ -5,11 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <mutex>
+#include <thread>
+#include <utility>
 
 #include "cluster/quorum_mark.h"
 #include "cluster/rebuild_policy.h"
@@ -270,8 +274,15 @@ class ShardReplicatorTest : public ::testing::Test {
     rep_ = std::make_unique<ShardReplicator>(
         *store_, std::move(o), transport_, ex_, &metrics_,
         [this](LogKind log, uint64_t mark) {
+          std::function<void()> hook;
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            marks_.push_back({log, mark});
+            mark_threads_.push_back(std::this_thread::get_id());
+            hook = std::exchange(mark_hook_, nullptr);  // runs once
+          }
+          if (hook) hook();
           std::lock_guard<std::mutex> lock(mu_);
-          marks_.push_back({log, mark});
           cv_.notify_all();
         },
         [this] {
@@ -290,6 +301,19 @@ class ShardReplicatorTest : public ::testing::Test {
   }
   void Barrier() {
     OnExec([] {});
+  }
+  // Returns once the executor is idle: a RunOrPost from this thread ran inline (it hands the
+  // executor back before returning; the executor's own thread may still be finishing a task
+  // right after a Barrier, so that one is retried).
+  void WaitIdle() {
+    const auto me = std::this_thread::get_id();
+    for (int attempt = 0; attempt < 10000; ++attempt) {
+      bool here = false;
+      ASSERT_TRUE(ex_.RunOrPost([&] { here = std::this_thread::get_id() == me; }));
+      if (here) return;
+      Barrier();
+    }
+    FAIL() << "the executor never went idle";
   }
   // Delivers an answer as the pool would (any thread), then waits until it was handled.
   void Deliver(const SentPtr& s, Result<PeerResponse, PeerError> answer) {
@@ -322,6 +346,10 @@ class ShardReplicatorTest : public ::testing::Test {
     std::lock_guard<std::mutex> lock(mu_);
     return marks_;
   }
+  std::vector<std::thread::id> MarkThreads() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return mark_threads_;
+  }
   int fenced() {
     std::lock_guard<std::mutex> lock(mu_);
     return fenced_;
@@ -341,6 +369,8 @@ class ShardReplicatorTest : public ::testing::Test {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::pair<LogKind, uint64_t>> marks_;
+  std::vector<std::thread::id> mark_threads_;  // the thread each mark was reported on
+  std::function<void()> mark_hook_;            // run once, on the next mark, outside mu_
   int fenced_ = 0;
   std::unique_ptr<ShardReplicator> rep_;
 };
@@ -926,6 +956,68 @@ TEST_F(ShardReplicatorTest, AppendWakesShippingWithoutWake) {
   auto t = transport_.Next("f0");
   ASSERT_TRUE(t);
   EXPECT_EQ(t->first(), 1u);
+}
+
+// --- threads ------------------------------------------------------------------------------------
+
+// A records answer arrives on the transport's thread. With the executor idle it is handled
+// right there (Executor::RunOrPost): the mark, and what waits for it, skip a thread wakeup.
+// With the executor busy it waits its turn on the executor's thread.
+TEST_F(ShardReplicatorTest, ARecordsAnswerRunsOnTheDeliveringThreadWhenTheExecutorIsIdle) {
+  OpenStore();
+  Append(LogKind::kStream, 4);
+  Start(Options(1));  // RF 2: the follower's answer makes the majority
+  auto a = transport_.Next("f0");
+  ASSERT_TRUE(a);
+  WaitIdle();
+  a->done(OkAnswer(4));
+  ASSERT_TRUE(WaitMark(LogKind::kStream, 4));
+  EXPECT_EQ(MarkThreads().back(), std::this_thread::get_id());
+
+  Append(LogKind::kStream, 2);
+  auto b = transport_.Next("f0");
+  ASSERT_TRUE(b);
+  std::promise<void> release;
+  std::promise<std::thread::id> executor_thread;
+  ASSERT_TRUE(ex_.Post([&] {
+    executor_thread.set_value(std::this_thread::get_id());
+    release.get_future().wait();
+  }));
+  const std::thread::id busy = executor_thread.get_future().get();
+  b->done(OkAnswer(6));  // queued behind the blocked task, not run here
+  for (auto& [log, mark] : Marks()) EXPECT_LT(mark, 6u) << "handled before the executor was free";
+  release.set_value();
+  ASSERT_TRUE(WaitMark(LogKind::kStream, 6));
+  EXPECT_EQ(MarkThreads().back(), busy);
+}
+
+// Stop() waits for an answer being handled on another thread, as it waits for the executor.
+TEST_F(ShardReplicatorTest, StopWaitsForAnAnswerBeingHandledOnTheTransportsThread) {
+  OpenStore();
+  Append(LogKind::kStream, 4);
+  Start(Options(1));
+  auto a = transport_.Next("f0");
+  ASSERT_TRUE(a);
+  WaitIdle();
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> handled{false};
+  mark_hook_ = [&] {
+    entered.set_value();
+    released.wait();
+    handled = true;
+  };
+  std::thread transport_thread([&] { a->done(OkAnswer(4)); });
+  entered.get_future().wait();  // the answer holds the executor on transport_thread
+  auto stopped = std::async(std::launch::async, [&] {
+    rep_->Stop();
+    return handled.load();
+  });
+  // Only a Stop() that does not wait can return here; the check cannot fail spuriously.
+  EXPECT_EQ(stopped.wait_for(100ms), std::future_status::timeout);
+  release.set_value();
+  EXPECT_TRUE(stopped.get()) << "Stop() returned while the answer was still being handled";
+  transport_thread.join();
 }
 
 // --- lifetime -----------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 // ShardStore opens the five logs of a shard in one call, each in its own subdirectory.
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -56,6 +59,43 @@ TEST(ShardStore, ReplicaStateStartsAtZeroAndSurvivesReopen) {
   EXPECT_EQ((*store)->replica_state(), (ReplicaState{5, 42, false}));
   EXPECT_EQ((*store)->ballot(), (Ballot{5, "n2"}));
   EXPECT_EQ((*store)->generation_history().entries(), (std::vector<EpochEntry>{{3, 0}, {5, 40}}));
+}
+
+TEST(ShardStore, ACommitOffsetIsRewrittenInPlaceAndSurvivesReopen) {
+  // A follower writes its commit offset through before every ReplicateOk (on_commit): the
+  // replica file is rewritten in place (same inode, no temp file left), never replaced.
+  auto dir = test::TempDir("shard-commit-in-place");
+  LogOptions o = test::Opts(FsyncMode::kOnCommit);
+  {
+    auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+    ASSERT_TRUE(store);
+    ASSERT_TRUE((*store)->AcceptGeneration(2, "n1", 0));
+    struct stat before {};
+    ASSERT_EQ(::stat((dir + "/replica").c_str(), &before), 0);
+    for (uint64_t c = 1; c <= 50; ++c) ASSERT_TRUE((*store)->SetCommitOffset(c * 10));
+    struct stat after {};
+    ASSERT_EQ(::stat((dir + "/replica").c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino) << "rewritten in place, not replaced";
+    EXPECT_FALSE(std::filesystem::exists(dir + "/replica.tmp"));
+    ASSERT_TRUE((*store)->Close());
+  }
+  auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+  ASSERT_TRUE(store) << store.error().ToString();
+  EXPECT_EQ((*store)->replica_state(), (ReplicaState{2, 500, false}));
+}
+
+TEST(OverwriteFileInPlace, CreatesAMissingFileAndReplacesOneOfAnotherSize) {
+  auto dir = test::TempDir("overwrite");
+  const std::vector<uint8_t> four{1, 2, 3, 4};
+  ASSERT_TRUE(OverwriteFileInPlace(dir, "f", four));
+  EXPECT_EQ(*ReadWholeFile(dir + "/f"), four);
+  const std::vector<uint8_t> six{9, 8, 7, 6, 5, 4};
+  ASSERT_TRUE(OverwriteFileInPlace(dir, "f", six));
+  EXPECT_EQ(*ReadWholeFile(dir + "/f"), six) << "a different size is replaced whole";
+  const std::vector<uint8_t> other{0, 0, 0, 0, 0, 1};
+  ASSERT_TRUE(OverwriteFileInPlace(dir, "f", other));
+  EXPECT_EQ(*ReadWholeFile(dir + "/f"), other);
+  EXPECT_FALSE(OverwriteFileInPlace(dir + "/missing-dir", "f", four)) << "errors are values";
 }
 
 TEST(ShardStore, ADamagedReplicaFileRefusesTheOpenNamingIt) {
