@@ -313,6 +313,12 @@ StorageResult<AppendResult> DurableLog::AppendAsync(std::span<const AppendRecord
   return AppendImpl(std::nullopt, records, &on_durable);
 }
 
+StorageResult<AppendResult> DurableLog::AppendAtAsync(uint64_t expected_first,
+                                                      std::span<const AppendRecord> records,
+                                                      DurableCallback on_durable) {
+  return AppendImpl(expected_first, records, &on_durable);
+}
+
 StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expected,
                                                    std::span<const AppendRecord> records,
                                                    DurableCallback* on_durable) {

@@ -126,6 +126,12 @@ class DurableLog final : public LogReader {
   using DurableCallback = std::function<void(const StorageResult<void>&)>;
   StorageResult<AppendResult> AppendAsync(std::span<const AppendRecord> records,
                                           DurableCallback on_durable);
+  // AppendAt, completing as AppendAsync does: written now, `on_durable` on the flusher thread
+  // once a flush covered it (not called when the append itself fails). For a caller with
+  // other I/O to do while the log flushes.
+  StorageResult<AppendResult> AppendAtAsync(uint64_t expected_first,
+                                            std::span<const AppendRecord> records,
+                                            DurableCallback on_durable);
   // Makes everything appended so far durable (group commit with concurrent appenders).
   StorageResult<void> Sync();
 

@@ -402,6 +402,27 @@ TEST_F(FollowerTest, CommitOffsetIsWhatTheBatchLeftLevelNeverLowered) {
   EXPECT_EQ(store_->log(LogKind::kStream).CommitOffset(), 5u) << "the storage guard is armed";
 }
 
+TEST_F(FollowerTest, ACommitOffsetBelowTheDurableTailIsWrittenWhileTheBatchFlushes) {
+  // The common case: the leader's mark covers earlier batches only. It is written through
+  // beside the flush of this batch's records (docs/performance.md change 9) and is durable
+  // when the answer comes, exactly as when written after it.
+  Open();
+  ASSERT_EQ(OkAt(Send(Batch(1, 0, {"a", "b", "c"}))), 3u);
+  auto next = Batch(1, 3, {"d", "e"});
+  next.commit_offset = 3;
+  ASSERT_EQ(OkAt(Send(next)), 5u);
+  EXPECT_EQ(store_->replica_state().commit_offset, 3u);
+  EXPECT_EQ(store_->log(LogKind::kStream).CommitOffset(), 3u);
+  auto last = Batch(1, 5, {"f"});
+  last.commit_offset = 5;
+  ASSERT_EQ(OkAt(Send(last)), 6u);
+  EXPECT_EQ(Payloads(), (Strings{"a", "b", "c", "d", "e", "f"}));
+  Reopen();
+  EXPECT_EQ(store_->replica_state().commit_offset, 5u);
+  EXPECT_EQ(store_->log(LogKind::kStream).CommitOffset(), 5u);
+  EXPECT_EQ(Tail(), 6u);
+}
+
 // --- auxiliary logs --------------------------------------------------------------------------
 
 TEST_F(FollowerTest, AuxiliaryLogIsFencedOnceTheShardsOwnLogAcceptedANewerGeneration) {

@@ -290,6 +290,29 @@ TEST(DurableLog, AppendAsyncReturnsAtOnceAndCallsBackWhenDurable) {
   }
 }
 
+TEST(DurableLog, AppendAtAsyncWritesOnlyAtTheTailAndCallsBackWhenDurable) {
+  auto dir = TempDir("at-async");
+  auto log = MustOpen(dir, Opts(FsyncMode::kOnCommit));
+  AppendN(*log, 0, 3);
+  std::string p = Payload(3);
+  AppendRecord rec{AsBytes(p)};
+  bool called = false;
+  auto wrong = log->AppendAtAsync(5, {&rec, 1}, [&](const StorageResult<void>&) { called = true; });
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().code, StorageErrc::kOffsetMismatch);
+  std::promise<StorageResult<void>> done;
+  auto r = log->AppendAtAsync(3, {&rec, 1},
+                              [&](const StorageResult<void>& res) { done.set_value(res); });
+  ASSERT_TRUE(r) << r.error().ToString();
+  EXPECT_EQ(r->first_offset, 3u);
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+  EXPECT_TRUE(f.get());
+  EXPECT_EQ(log->DurableOffset(), 4u);
+  EXPECT_FALSE(called) << "a refused append never calls back";
+  ExpectRecords(*log, 0, 4);
+}
+
 TEST(DurableLog, SyncMakesNoneModeDurable) {
   auto dir = TempDir("sync");
   auto log = MustOpen(dir, Opts(FsyncMode::kNone));
