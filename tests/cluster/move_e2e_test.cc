@@ -3,8 +3,12 @@
 // publishing to an RF 3 stream, an operator moves the shard's leadership (POST /v1/shard-moves,
 // what `felix cluster move` sends) and then the new leader is stopped gracefully (SIGTERM: it
 // hands its leadership over before it exits). The publisher sees no failed publish beyond
-// definite, retryable refusals (retried with the same payload) and no unknown outcome; the final
-// log holds every acknowledged record once, at its acknowledged offset, and nothing else. Run for
+// definite, retryable refusals (retried with the same payload) — and, rarely, an unknown
+// outcome for a publish that raced the stopping broker's final close (close code 0, "broker
+// shutting down", with the request unanswered: honest, as the client cannot tell whether it was
+// admitted; see docs/cluster.md "SIGTERM handoff"); the final log holds every acknowledged
+// record once, at its acknowledged offset, any such unknown one at most once, and nothing
+// else. Run for
 // both consistencies (`Quorum` shards reopen behind the promotion fence; `Leader` ones do not),
 // and through a rolling restart of all three brokers.
 #include <gtest/gtest.h>
@@ -62,6 +66,16 @@ class Publisher {
     return acked_;
   }
   int unknown() const { return unknown_.load(); }
+  // Payloads whose publish ended unknown, and whether every one of them ended with the
+  // stopping broker closing the connection (nothing else may end unknown here).
+  std::vector<std::string> unknown_payloads() {
+    std::lock_guard lock(mu_);
+    return unknown_payloads_;
+  }
+  bool unknown_only_at_close() {
+    std::lock_guard lock(mu_);
+    return unknown_only_at_close_;
+  }
   int refused() const { return refused_.load(); }
   std::string last_error() {
     std::lock_guard lock(mu_);
@@ -95,6 +109,10 @@ class Publisher {
           continue;
         }
         unknown_.fetch_add(1);  // no offset, or an outcome the broker cannot vouch for
+        unknown_payloads_.push_back(payload);
+        if (receipt || last_error_.find("endpoint stopping") == std::string::npos) {
+          unknown_only_at_close_ = false;
+        }
         break;
       }
     }
@@ -107,6 +125,8 @@ class Publisher {
   std::atomic<int> refused_{0};
   std::mutex mu_;
   std::vector<Acked> acked_;
+  std::vector<std::string> unknown_payloads_;
+  bool unknown_only_at_close_ = true;
   std::string last_error_;
   std::thread thread_;
 };
@@ -164,14 +184,22 @@ class MoveE2E : public ::testing::Test {
     return out;
   }
 
-  // The final log holds every record `publisher` got acknowledged, once, at its offset, and
-  // nothing else (it made no write of unknown outcome).
+  // The final log holds every record `publisher` got acknowledged, once, at its offset, each
+  // write of unknown outcome at most once, and nothing else. Unknown outcomes are allowed only
+  // from the stopping broker's final close, at most one per stop.
   void ExpectExactlyTheAcknowledged(const std::string& token, const StreamRef& stream,
-                                    Publisher& publisher) {
-    EXPECT_EQ(publisher.unknown(), 0) << publisher.last_error();
+                                    Publisher& publisher, int stops) {
+    EXPECT_LE(publisher.unknown(), stops) << publisher.last_error();
+    EXPECT_TRUE(publisher.unknown_only_at_close()) << publisher.last_error();
     std::vector<Acked> acked = publisher.acked_records();
-    std::vector<Acked> log = ReadAll(token, stream, acked.size());
-    ASSERT_EQ(log.size(), acked.size());
+    const std::vector<std::string> unknown = publisher.unknown_payloads();
+    std::vector<Acked> log = ReadAll(token, stream, acked.size() + unknown.size());
+    ASSERT_GE(log.size(), acked.size());
+    ASSERT_LE(log.size(), acked.size() + unknown.size());
+    std::set<std::string> allowed(unknown.begin(), unknown.end());
+    for (const auto& a : acked) allowed.insert(a.payload);
+    for (const auto& r : log)
+      EXPECT_TRUE(allowed.count(r.payload)) << "never published: " << r.payload;
     std::map<uint64_t, std::string> by_offset;
     std::set<std::string> payloads;
     for (size_t i = 0; i < log.size(); ++i) {
@@ -276,7 +304,8 @@ void MoveE2E::MoveThenHandOver(const std::string& consistency) {
       << publisher.last_error();
   publisher.Stop();
   if (publisher.unknown() != 0) {
-    // Rare under a loaded ctest -j2 (1 in ~5 runs): keep what the stopped broker said.
+    // Rare under a loaded ctest -j2 (1 in ~5 runs; a publish racing the final close): keep
+    // what the stopped broker said.
     std::printf("unknown outcome (%s); n%d's log:\n%s\n", publisher.last_error().c_str(), target,
                 cluster_.LogTail(target, 30000).c_str());
   }
@@ -285,7 +314,7 @@ void MoveE2E::MoveThenHandOver(const std::string& consistency) {
       "%s: %zu acknowledged, %d definite refusals retried across the move and the handoff\n",
       consistency.c_str(), publisher.acked(), publisher.refused());
 
-  ExpectExactlyTheAcknowledged(token, stream, publisher);
+  ExpectExactlyTheAcknowledged(token, stream, publisher, 1);
   // The broker that stopped comes back (as a follower).
   ASSERT_TRUE(cluster_.StartReady(target));
 }
@@ -307,7 +336,7 @@ TEST_F(MoveE2E, ARollingRestartKeepsAQuorumStreamWritable) {
         << "after restarting n" << n << ": " << publisher.last_error();
   }
   publisher.Stop();
-  ExpectExactlyTheAcknowledged(token, stream, publisher);
+  ExpectExactlyTheAcknowledged(token, stream, publisher, 3);
 }
 
 TEST_F(MoveE2E, AQuorumShardMovesAndHandsOverWithoutLosingOrDuplicatingAPublish) {
@@ -355,7 +384,7 @@ TEST_F(MoveE2E, AMoveToANodeOutsideTheReplicaSetCopiesItInFirst) {
   ASSERT_TRUE(Eventually([&] { return publisher.acked() >= before + 50; }))
       << publisher.last_error();
   publisher.Stop();
-  ExpectExactlyTheAcknowledged(token, stream, publisher);
+  ExpectExactlyTheAcknowledged(token, stream, publisher, 0);
 
   auto [missing, why] = Admin(1, "POST", "/v1/shard-moves", Json{{"name", "none"}, {"to", "n1"}});
   EXPECT_EQ(missing, 404) << why.dump();
