@@ -166,6 +166,11 @@ struct Event {
   std::string payload;
   std::optional<uint64_t> timestamp_micros;  // append time, when the broker sends it
   std::optional<std::string> publisher;      // publishing principal, when the broker sends it
+  // Offsets directly below this one that hold no event and were passed over: a `Quorum`
+  // leader's generation-start record (one per leadership change), or records retention
+  // removed while the subscription read history. 0 = none: the previous event's offset is
+  // this one's minus 1.
+  uint64_t skipped_before = 0;
 };
 
 // One subscription to one shard of a stream. Thread-safe; see the header comment.

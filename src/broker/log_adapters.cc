@@ -39,6 +39,13 @@ RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> re
   RecordRead out;
   out.records.reserve(owner->size());
   for (const storage::Record& r : *owner) {
+    if (storage::IsGenerationStart(r.flags)) {
+      // Every reader but replication passes over it; a read ends before one so that what it
+      // returns stays contiguous.
+      if (!out.records.empty()) break;
+      ++out.passed_over;
+      continue;
+    }
     std::span<const uint8_t> bytes{reinterpret_cast<const uint8_t*>(r.payload.data()),
                                    r.payload.size()};
     std::span<const uint8_t> publisher;
@@ -109,7 +116,19 @@ Result<uint64_t> DurableRecordLog::EnforceRetention() {
 }
 
 RecordLog::ReadOutcome DurableRecordLog::Read(uint64_t from, size_t max_records, size_t max_bytes) {
-  return FromStorage(log_.Read(from, storage::ReadLimits{max_records, max_bytes}));
+  uint64_t passed_over = 0;
+  for (;;) {
+    RecordLog::ReadOutcome read =
+        FromStorage(log_.Read(from + passed_over, storage::ReadLimits{max_records, max_bytes}));
+    auto* records = std::get_if<RecordRead>(&read);
+    if (records == nullptr) return read;
+    const bool only_start_records = records->records.empty() && records->passed_over > 0;
+    records->passed_over += passed_over;
+    // A read of nothing but start records goes on past them (one per leadership change, so
+    // this loops rarely), unless they reach the tail.
+    if (!only_start_records || from + records->passed_over >= log_.TailOffset()) return read;
+    passed_over = records->passed_over;
+  }
 }
 
 void RingRecordLog::Append(const PayloadBatch& batch, AppendDone done) {

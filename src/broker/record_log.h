@@ -44,7 +44,12 @@ struct RecordView {
 
 struct RecordRead {
   std::shared_ptr<const void> owner;  // keeps every `payload` span alive
-  std::vector<RecordView> records;    // contiguous offsets from the requested one
+  // Contiguous offsets from the first readable one at or above the requested offset.
+  std::vector<RecordView> records;
+  // Offsets from the requested one that hold generation-start records (replication.md §17:
+  // no event, the offset stays taken) and were passed over before records[0] — or, when
+  // `records` is empty, up to the log's tail. A read never spans one: it ends before it.
+  uint64_t passed_over = 0;
 };
 
 // Reads below the retained range answer this (not an ErrorCode): the caller maps it to

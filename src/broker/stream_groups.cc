@@ -212,6 +212,13 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
       }
       cached = std::get<RecordRead>(std::move(read));
       view = in_cache();
+      if (view == nullptr && cached.passed_over > 0) {
+        // A generation-start record (replication.md §17) holds no event: settled without
+        // delivery, in memory only (a rebuilt tracker settles it again the same way).
+        state.Claim(offset, visible_until, request.member);
+        (void)state.Ack(offset, tail);
+        continue;
+      }
       if (view == nullptr) break;  // the log did not return the record asked for
     }
     // Bounded by the encoded answer, not raw payload bytes: base64 grows them by a third.

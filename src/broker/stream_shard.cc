@@ -12,6 +12,11 @@
 
 namespace felix::broker {
 
+namespace {
+// How far back the constructor looks for generation-start records at the log's end.
+constexpr uint64_t kMaxTrailingStartRecords = 64;
+}  // namespace
+
 #if FELIX_FAULT_INJECTION
 namespace {
 
@@ -37,7 +42,17 @@ StreamShard::StreamShard(ShardId id, Executor& executor, std::unique_ptr<RecordL
       executor_(executor),
       log_(std::move(log)),
       options_(options),
-      committed_next_(log_->next_offset()) {}
+      committed_next_(log_->next_offset()) {
+  // A read from below the tail that returns nothing but passed-over offsets found only
+  // generation-start records up to the tail; one per leadership change, so a few reads.
+  const uint64_t tail = committed_next_;
+  while (trailing_start_records_ < tail && trailing_start_records_ < kMaxTrailingStartRecords) {
+    RecordLog::ReadOutcome read = log_->Read(tail - trailing_start_records_ - 1, 1, 1);
+    const auto* records = std::get_if<RecordRead>(&read);
+    if (records == nullptr || !records->records.empty() || records->passed_over == 0) break;
+    ++trailing_start_records_;
+  }
+}
 
 void StreamShard::Publish(PayloadBatch batch, PublishDone done, PublishDone late) {
 #if FELIX_FAULT_INJECTION
@@ -124,7 +139,10 @@ Result<std::optional<uint64_t>> StreamShard::OffsetForTime(uint64_t at_micros) {
     }
     if (auto* error = std::get_if<Error>(&read)) return tl::unexpected(*error);
     const auto& records = std::get<RecordRead>(read).records;
-    if (records.empty() || records.front().offset >= hi) break;
+    if (records.empty() || records.front().offset >= hi) {
+      hi = mid;  // nothing readable at or above `mid` (generation-start records only)
+      continue;
+    }
     if (records.front().timestamp_micros < at_micros) {
       lo = records.front().offset + 1;
     } else {
@@ -143,6 +161,7 @@ void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
   }
   uint64_t first = *result;
   committed_next_ = std::max(committed_next_, first + batch.payloads.size());
+  trailing_start_records_ = 0;
   PayloadBatch commit_event;  // a commit fans out its event bytes, not its body
   const PayloadBatch* fanout = &batch;
   if ((batch.record_flags & storage::kRecordFlagCommit) != 0 && batch.payloads.size() == 1) {
@@ -259,7 +278,8 @@ std::variant<Subscription, CursorError> StreamShard::Subscribe(StartPosition sta
   sub.replay_next = from;
   sub.live = from == tail;
   sub.end_on_lag = end_on_lag;
-  Subscription out{id, from, tail, static_cast<uint32_t>(capacity), sub.queue};
+  const uint64_t live = std::max(from, tail - std::min(trailing_start_records_, tail));
+  Subscription out{id, from, live, static_cast<uint32_t>(capacity), sub.queue};
   subscribers_.emplace(id, std::move(sub));
   if (from != tail) executor_.Post([this, id] { ReplayStep(id); });
   return out;
@@ -327,7 +347,9 @@ void StreamShard::ReplayStep(uint64_t subscription_id) {
     event->owner = std::move(records.owner);
     event->base_offset = records.records.front().offset;
     event->record_count = static_cast<uint32_t>(records.records.size());
-    event->skipped_before = std::exchange(sub.skipped, 0);
+    // Generation-start records passed over hold no event either (replication.md §17).
+    event->skipped_before =
+        std::exchange(sub.skipped, 0) + (records.records.front().offset - sub.replay_next);
     sub.replay_next = records.records.back().offset + 1;
     event->records = std::move(records.records);
     sub.pending = std::move(event);

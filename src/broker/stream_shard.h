@@ -76,7 +76,10 @@ struct CursorError {
 struct Subscription {
   uint64_t id = 0;
   uint64_t start_offset = 0;  // first offset this subscription delivers
-  uint64_t live_offset = 0;   // committed tail at registration
+  // Committed tail at registration, short of the generation-start records at its end
+  // (replication.md §17: they hold no event, so a reader waiting for live_offset - 1 would
+  // wait for nothing); never below start_offset.
+  uint64_t live_offset = 0;
   uint32_t queue_capacity = 0;
   std::shared_ptr<SubscriberQueue> queue;
 };
@@ -175,6 +178,9 @@ class StreamShard {
   std::unique_ptr<RecordLog> log_;
   StreamShardOptions options_;
   uint64_t committed_next_ = 0;
+  // Generation-start records at the end of the log (written by a promotion fence before the
+  // shard opened); 0 once anything is appended here.
+  uint64_t trailing_start_records_ = 0;
 #if FELIX_FAULT_INJECTION
   uint64_t seam_publishes_ = 0;  // counts publishes for drop_acked_every
 #endif

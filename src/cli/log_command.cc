@@ -161,6 +161,13 @@ int Dump(const std::string& path, const std::string& log_name, uint64_t from, ui
         std::cout << "offset=" << h.offset << " generation=" << h.generation
                   << " timestamp_ms=" << h.timestamp_ms << " bytes=" << h.payload_len;
         if (h.flags != 0) std::cout << " flags=" << h.flags;
+        if (storage::IsGenerationStart(h.flags)) {
+          if (auto g = storage::GenerationStartOf(body)) {
+            std::cout << " generation-start=" << *g;
+          } else {
+            std::cout << " GENERATION-START-DAMAGED";
+          }
+        }
         if ((h.flags & storage::kRecordFlagPublisher) != 0) {
           if (auto split = storage::SplitPublisher(body)) {
             body = split->payload;

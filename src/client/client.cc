@@ -1142,13 +1142,16 @@ Verdict Client::Impl::OnEventFrame(std::shared_ptr<Subscription::State> state, u
       e.payload = std::string(item.payload);
       if (batch->has_timestamps) e.timestamp_micros = item.timestamp_micros;
       if (batch->publisher) e.publisher = std::string(*batch->publisher);
+      if (i == 0 && batch->skipped_before) e.skipped_before = *batch->skipped_before;
       events.push_back(std::move(e));
       ++i;
     }
   } else if (auto* message = std::get_if<flx1::Message>(&*frame)) {
     if (auto* ev = std::get_if<flx1::Event>(message)) {
-      events.push_back(Event{ev->offset, std::string(ev->payload.begin(), ev->payload.end()),
-                             std::nullopt, std::nullopt});
+      Event e;
+      e.offset = ev->offset;
+      e.payload.assign(ev->payload.begin(), ev->payload.end());
+      events.push_back(std::move(e));
     } else if (auto* eb = std::get_if<flx1::EventBatch>(message)) {
       uint64_t i = 0;
       for (const auto& p : eb->payloads) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cluster/record_marks.h"
+
 namespace felix::cluster {
 
 namespace flxi = wire::flxi;
@@ -149,7 +151,8 @@ flxi::Frame FetchAnswer::ToFrame(uint64_t correlation_id) const {
   r.first_offset = first_offset;
   r.payloads.reserve(records.size());
   for (const auto& rec : records) r.payloads.emplace_back(rec.payload);
-  r.checksum = flxi::BatchChecksum(r.payloads, {});
+  r.marks = MarksOf(records);  // generation-start records travel as they are stored
+  r.checksum = flxi::BatchChecksum(r.payloads, r.marks);
   const bool labelled = request_kind != flxi::Kind::kReplicateFetch;
   const bool timed = request_kind == flxi::Kind::kReplicateTimedFetch;
   if (labelled) r.generations = GenerationRuns(records);

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "cluster/follower_impl.h"
+#include "cluster/record_marks.h"
+#include "storage/record_format.h"
 
 namespace felix::cluster {
 
@@ -57,7 +59,9 @@ StorageResult<std::optional<uint64_t>> FirstDifference(const DurableLog& log, ui
     for (const storage::Record& r : read->records) {
       if (r.offset < pos || r.offset >= end) return std::optional<uint64_t>();
       std::span<const uint8_t> want = overlap[r.offset - first].payload;
-      if (r.payload.size() != want.size() ||
+      if (storage::IsGenerationStart(r.flags) !=
+              storage::IsGenerationStart(overlap[r.offset - first].flags) ||
+          r.payload.size() != want.size() ||
           !std::equal(want.begin(), want.end(),
                       reinterpret_cast<const uint8_t*>(r.payload.data()))) {
         return std::optional<uint64_t>(r.offset);
@@ -201,6 +205,13 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
       records[i].generation = labels[label].generation;
     }
     records[i].timestamp_ms = batch.times.empty() ? 0 : batch.times[i] / 1000;
+    auto flags = StoredFlags(batch.marks, i, p);
+    if (!flags) {
+      return Error(flxi::ErrorCode::kMalformed, 0,
+                   where + " record " + std::to_string(first + i) + ": " + flags.error(),
+                   "corrupt");
+    }
+    records[i].flags = *flags;
   }
 
   // The commit offset is written through before the answer (under on_commit, §6). What this

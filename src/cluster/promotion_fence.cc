@@ -9,6 +9,8 @@
 
 #include "cluster/fence_answer.h"
 #include "cluster/quorum_mark.h"
+#include "cluster/record_marks.h"
+#include "storage/record_format.h"
 
 namespace felix::cluster {
 
@@ -74,6 +76,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
   std::atomic<uint32_t> attempts{0};
   std::atomic<uint32_t> failures{0};
   std::atomic<uint64_t> truncated{0};
+  std::atomic<uint64_t> start_records{0};
   std::atomic<bool> opened{false};
 
   bool counter_phase() const { return phase == 1; }
@@ -322,7 +325,10 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
         if (rec.offset >= std::min(end, tail)) break;
         const size_t i = rec.offset - first;
         // Without labels (kind 7/14) the generation is a guess: compare the payload only.
+        const bool start_fetched =
+            i < r.marks.size() && r.marks[i].type == flxi::MarkType::kGenerationStart;
         if (rec.payload != r.payloads[i] ||
+            storage::IsGenerationStart(rec.flags) != start_fetched ||
             (labelled && rec.generation != LabelOf(r, rec.offset))) {
           differs = true;
           break;
@@ -344,7 +350,11 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
       for (uint64_t o = tail; o < end; ++o) {
         const size_t i = o - first;
         const uint64_t ms = i < r.times.size() ? r.times[i] / 1000 : 0;
-        fresh.push_back(storage::AppendRecord{storage::AsBytes(r.payloads[i]), LabelOf(r, o), ms});
+        auto flags = StoredFlags(r.marks, i, r.payloads[i]);
+        if (!flags)
+          return tl::unexpected("fetched record " + std::to_string(o) + ": " + flags.error());
+        fresh.push_back(
+            storage::AppendRecord{storage::AsBytes(r.payloads[i]), LabelOf(r, o), ms, *flags});
       }
       if (auto a = own.AppendAt(tail, fresh); !a) {
         return tl::unexpected("appending fetched records at " + std::to_string(tail) + ": " +
@@ -387,8 +397,8 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
       // Only now: records taken above keep their own generations (replication.md §9.3).
       const storage::EpochEntry entry{opts.generation, start_offset};
       (void)store.RelabelGenerations(start_offset, {&entry, 1});  // advisory
+      if (auto written = WriteGenerationStart(); !written) return Fail(written.error());
     }
-    // TODO(generation-start record, §17): append it here once storage has flag bit 29.
     if (opts.cache_shard && !counter_phase()) {
       // Step 6: the counter log the same way. Without it a promoted cache leader would miss
       // counter adds a majority acknowledged, and its followers would hold records it lacks
@@ -399,6 +409,34 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
       return StartAttempt();
     }
     Open();
+  }
+
+  // replication.md §17: the first record of this generation, at start_offset, before the
+  // shard serves. It makes this log the longest of its generation at once, so that the mark
+  // (which counts a majority only past start_offset, §8.3) moves over the inherited records as
+  // soon as a majority holds it — not at the first client write — and the next fence prefers
+  // a replica holding it. Not written over an empty log (nothing inherited) or when the log
+  // already holds a record of this generation (a restart at the same generation).
+  Result<void, std::string> WriteGenerationStart() {
+    storage::DurableLog& own = log();
+    const uint64_t tail = own.TailOffset();
+    if (tail == 0) return {};
+    auto last = ReadLogPosition(own);
+    if (!last)
+      return tl::unexpected("reading the own log's last record: " + last.error().ToString());
+    if (last->last_generation >= opts.generation) return {};
+    const auto payload = storage::GenerationStartPayload(opts.generation);
+    const storage::AppendRecord start{payload, opts.generation, 0,
+                                      storage::kRecordFlagGenerationStart};
+    if (auto a = own.AppendAt(tail, {&start, 1}); !a) {
+      return tl::unexpected("writing the generation-start record at " + std::to_string(tail) +
+                            ": " + a.error().ToString());
+    }
+    if (auto synced = own.Sync(); !synced) {
+      return tl::unexpected("syncing the generation-start record: " + synced.error().ToString());
+    }
+    start_records.fetch_add(1);
+    return {};
   }
 
   void Open() {
@@ -469,6 +507,10 @@ uint32_t PromotionFence::attempts() const {
 uint32_t PromotionFence::failures() const {
   return state_->failures.load();
 }
+uint64_t PromotionFence::start_records_written() const {
+  return state_->start_records.load();
+}
+
 uint64_t PromotionFence::truncated() const {
   return state_->truncated.load();
 }

@@ -13,6 +13,7 @@
 
 #include "cluster/quorum_mark.h"
 #include "cluster/rebuild_policy.h"
+#include "cluster/record_marks.h"
 
 namespace felix::cluster {
 
@@ -380,7 +381,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       }
       if (read->records.empty()) return;
       for (const storage::Record& r : read->records) {
-        if (r.flags == 0) continue;
+        if (ShippableFlags(r.flags)) continue;
         // An atomic-commit record or one with a publisher (written on a standalone broker; a
         // cluster refuses both) would need FLXI mark byte 4 or kind 25's publishers, which are
         // not shipped yet: stall rather than let the follower store it as a plain event.
@@ -487,7 +488,8 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     rec.first_offset = b.first;
     rec.payloads.reserve(b.records.size());
     for (const storage::Record& r : b.records) rec.payloads.emplace_back(r.payload);
-    rec.checksum = flxi::BatchChecksum(rec.payloads, {});
+    rec.marks = MarksOf(b.records);  // generation-start records (replication.md §17)
+    rec.checksum = flxi::BatchChecksum(rec.payloads, rec.marks);
     rec.commit_offset = entry.commit;
     if (entry.labelled) {
       rec.generations = Labels(c, b);

@@ -97,6 +97,21 @@ std::optional<PublishedBody> SplitPublisher(std::span<const uint8_t> stored) {
   return PublishedBody{stored.first(payload), stored.subspan(payload, len)};
 }
 
+std::array<uint8_t, kGenerationStartPayloadBytes> GenerationStartPayload(uint64_t generation) {
+  std::array<uint8_t, kGenerationStartPayloadBytes> out{};
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<uint8_t>(generation >> (8 * (out.size() - 1 - i)));
+  }
+  return out;
+}
+
+std::optional<uint64_t> GenerationStartOf(std::span<const uint8_t> payload) {
+  if (payload.size() != kGenerationStartPayloadBytes) return std::nullopt;
+  uint64_t g = 0;
+  for (uint8_t b : payload) g = (g << 8) | b;
+  return g;
+}
+
 std::vector<uint8_t> WithPublisher(std::span<const uint8_t> payload,
                                    std::span<const uint8_t> publisher) {
   publisher = publisher.first(std::min(publisher.size(), kMaxPublisherBytes));

@@ -5,6 +5,7 @@
 // CLI use exactly the code that recovery uses. All integers are little-endian.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -59,7 +60,21 @@ inline constexpr uint32_t kRecordFlagCommit = 0x1;
 // kMaxPublisherBytes, counted in payload_len and covered by the payload CRC (storage.md §3 bit
 // 27; written only with FELIX_RECORD_PUBLISHERS). Combines with kRecordFlagCommit.
 inline constexpr uint32_t kRecordFlagPublisher = 0x2;
-inline constexpr uint32_t kKnownRecordFlags = kRecordFlagCommit | kRecordFlagPublisher;
+// A generation-start record (replication.md §17): the first record a `Quorum` leader writes at
+// a new generation before it serves; its payload is the generation, u64 big-endian
+// (GenerationStartPayload). It keeps its offset, ships and compares like any record, and every
+// reader but replication passes over it. Combines with no other flag.
+inline constexpr uint32_t kRecordFlagGenerationStart = 0x4;
+inline constexpr uint32_t kKnownRecordFlags =
+    kRecordFlagCommit | kRecordFlagPublisher | kRecordFlagGenerationStart;
+inline constexpr size_t kGenerationStartPayloadBytes = 8;
+inline bool IsGenerationStart(uint32_t flags) {
+  return (flags & kRecordFlagGenerationStart) != 0;
+}
+// The 8-byte payload of a generation-start record for `generation`.
+std::array<uint8_t, kGenerationStartPayloadBytes> GenerationStartPayload(uint64_t generation);
+// The generation a start record's payload names; nullopt when it is not 8 bytes.
+std::optional<uint64_t> GenerationStartOf(std::span<const uint8_t> payload);
 inline constexpr size_t kMaxPublisherBytes = 255;
 inline size_t RecordBytes(size_t payload_len) {
   return kRecordHeaderBytes + payload_len;

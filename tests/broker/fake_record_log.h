@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "broker/record_log.h"
@@ -34,6 +35,12 @@ class FakeRecordLog final : public RecordLog {
       done(first);
     }
   }
+  // Appends a generation-start record (replication.md §17) as a leader's fence does, below
+  // the shard: reads pass over it as DurableRecordLog's do.
+  void AppendStartRecord() {
+    start_records_.insert(records_.size());
+    records_.push_back({"", 0});
+  }
   void CompleteHeld() {
     while (!held_.empty()) {
       auto f = std::move(held_.front());
@@ -54,6 +61,11 @@ class FakeRecordLog final : public RecordLog {
     auto keep = std::make_shared<std::deque<Stored>>();
     for (uint64_t o = from; o < records_.size() && out.records.size() < max_records; ++o) {
       if (corrupt_at && o == *corrupt_at) break;  // intact records first, like DurableLog
+      if (start_records_.count(o) != 0) {
+        if (!out.records.empty()) break;  // a read ends before one
+        ++out.passed_over;
+        continue;
+      }
       keep->push_back(records_[o]);
       const std::string& bytes = keep->back().payload;
       out.records.push_back(
@@ -74,6 +86,7 @@ class FakeRecordLog final : public RecordLog {
     uint64_t timestamp;
   };
   std::deque<Stored> records_;
+  std::set<uint64_t> start_records_;
   std::deque<std::function<void()>> held_;
 };
 

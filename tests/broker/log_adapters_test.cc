@@ -91,6 +91,45 @@ TEST_F(DurableAdapter, ATrailerLongerThanItsRecordIsCorruptionNamingTheOffset) {
   EXPECT_NE(error->message.find("offset 1"), std::string::npos) << error->message;
 }
 
+// Generation-start records (replication.md §17) hold no event: a read passes over them,
+// counting them in passed_over, never returns one and never spans one (what it returns stays
+// contiguous); a read of nothing but start records goes on past them, and one that reaches the
+// tail returns no records.
+TEST_F(DurableAdapter, GenerationStartRecordsArePassedOverAndCounted) {
+  storage::DurableLog& raw = OpenStreamLog();
+  const auto start2 = storage::GenerationStartPayload(2);
+  const auto start3 = storage::GenerationStartPayload(3);
+  const std::string a = "a", b = "b", c = "c";
+  // 0 a, 1 start(2), 2 b, 3 start(3), 4 start(3), 5 c, 6 start(3)
+  const std::vector<storage::AppendRecord> records = {
+      {storage::AsBytes(a), 1, 0},
+      {start2, 2, 0, storage::kRecordFlagGenerationStart},
+      {storage::AsBytes(b), 2, 0},
+      {start3, 3, 0, storage::kRecordFlagGenerationStart},
+      {start3, 3, 0, storage::kRecordFlagGenerationStart},
+      {storage::AsBytes(c), 3, 0},
+      {start3, 3, 0, storage::kRecordFlagGenerationStart},
+  };
+  ASSERT_TRUE(raw.Append(records).has_value());
+  DurableRecordLog log(raw, fence);
+  auto read = [&](uint64_t from) {
+    auto outcome = log.Read(from, 100, 1 << 20);
+    EXPECT_TRUE(std::holds_alternative<RecordRead>(outcome));
+    std::vector<std::pair<uint64_t, std::string>> got;
+    uint64_t passed = 0;
+    if (auto* r = std::get_if<RecordRead>(&outcome)) {
+      for (const auto& v : r->records) got.emplace_back(v.offset, Text(v.payload));
+      passed = r->passed_over;
+    }
+    return std::make_pair(got, passed);
+  };
+  using Got = std::vector<std::pair<uint64_t, std::string>>;
+  EXPECT_EQ(read(0), std::make_pair(Got{{0, "a"}}, uint64_t{0})) << "ends before a start record";
+  EXPECT_EQ(read(1), std::make_pair(Got{{2, "b"}}, uint64_t{1}));
+  EXPECT_EQ(read(3), std::make_pair(Got{{5, "c"}}, uint64_t{2}));
+  EXPECT_EQ(read(6), std::make_pair(Got{}, uint64_t{1})) << "a trailing start record";
+}
+
 TEST(RingAdapter, AnInMemoryLogStoresNoPublisher) {
   RingRecordLog log(storage::RingOptions{});
   EXPECT_EQ(AppendAndWait(log, Batch({"m"}, std::make_shared<const std::string>("alice"))), 0u);

@@ -155,6 +155,38 @@ TEST_F(ShardFixture, ReplayOverRetainedGapReportsSkippedBefore) {
   EXPECT_EQ(batches, (std::vector<B>{B{4, 2, 4}, B{6, 2, 0}, B{8, 2, 0}}));
 }
 
+// replication.md §17: a generation-start record holds no event. Replay passes over it and says
+// so in the next batch's skipped_before; when the log ends with one, live_offset stops short of
+// it (a reader waiting for live_offset - 1 would wait for nothing) until a write follows.
+TEST_F(ShardFixture, GenerationStartRecordsHoldNoEventAndTheLiveOffsetStopsShortOfThem) {
+  auto owned = std::make_unique<FakeRecordLog>();
+  log = owned.get();
+  log->Append(Batch({"a", "b"}), [](Result<uint64_t>) {});
+  log->AppendStartRecord();  // offset 2, written by the fence before the shard opens
+  shard = std::make_unique<StreamShard>(ShardId{"t", "ns", "s", ShardKind::kStream, 0}, executor,
+                                        std::move(owned), StreamShardOptions{});
+  Subscription earliest = Subscribe({StartPosition::Kind::kEarliest});
+  EXPECT_EQ(earliest.start_offset, 0u);
+  EXPECT_EQ(earliest.live_offset, 2u) << "short of the trailing start record";
+  Subscription latest = Subscribe({StartPosition::Kind::kLatest});
+  EXPECT_EQ(latest.start_offset, 3u);
+  EXPECT_EQ(latest.live_offset, 3u);
+
+  EXPECT_EQ(Publish({"c"}), 3u);
+  Subscription after = Subscribe({StartPosition::Kind::kEarliest});
+  EXPECT_EQ(after.live_offset, 4u) << "nothing trails once a write followed";
+  Drain(executor);
+  using B = std::tuple<uint64_t, size_t, uint64_t>;  // base, count, skipped_before
+  std::vector<B> batches;
+  while (auto batch = after.queue->Pop()) {
+    batches.emplace_back((*batch)->base_offset, (*batch)->records.size(), (*batch)->skipped_before);
+  }
+  EXPECT_EQ(batches, (std::vector<B>{B{0, 2, 0}, B{3, 1, 1}}));
+  std::vector<uint64_t> live;
+  while (auto batch = latest.queue->Pop()) live.push_back((*batch)->base_offset);
+  EXPECT_EQ(live, (std::vector<uint64_t>{3}));
+}
+
 TEST_F(ShardFixture, ExplicitOffsetResumesExactlyThere) {
   Open();
   for (int i = 0; i < 5; ++i) Publish({"r" + std::to_string(i)});

@@ -40,6 +40,8 @@ struct FakeBrokerOptions {
   bool hello_after_subscribed = false;
   bool one_event_per_frame = false;
   bool end_with_lagged = false;  // end each event stream after the history: subscription_lagged
+  // The first history batch says this many offsets below it hold no event (skipped_before).
+  uint64_t first_batch_skipped = 0;
   uint32_t shards = 8;
   // Cluster fakes: advertise TOPOLOGY | SHARD_OWNERS | REDIRECT and answer from `script`.
   bool cluster = false;
@@ -322,6 +324,7 @@ class FakeBroker {
       flx1::BinaryEventBatch batch;
       batch.base_offset = at;
       batch.has_timestamps = true;
+      if (at == start && o_.first_batch_skipped != 0) batch.skipped_before = o_.first_batch_skipped;
       for (uint64_t i = at; i < std::min<uint64_t>(tail, at + step); ++i)
         batch.events.push_back({1700000000000000ull + i, log[i]});
       Send(**events, flx1::Flx1Frame(batch));
@@ -410,6 +413,24 @@ TEST(ClientFakeBroker, NegotiatesAndPublishesThenSubscribesFromEarliest) {
   auto none = (*sub)->Next(std::chrono::milliseconds(0));
   ASSERT_TRUE(none);
   EXPECT_FALSE(*none);
+}
+
+// An event batch's skipped_before (EVENT_BATCH_SKIPPED: offsets below it that hold no event,
+// e.g. a `Quorum` leader's generation-start record) reaches the application on that batch's
+// first event, and only there.
+TEST(ClientFakeBroker, SkippedBeforeIsReportedOnTheFirstEventOfItsBatch) {
+  FakeBroker broker({.first_batch_skipped = 1});
+  auto client = ConnectTo(broker);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->Publish(kDemo, {"a", "b", "c"}));
+  auto sub = client->Subscribe(kDemo, {.start = StartPosition::Offset(1)});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  Event first = NextEvent(**sub);
+  EXPECT_EQ(first.offset, 1u);
+  EXPECT_EQ(first.skipped_before, 1u);
+  Event second = NextEvent(**sub);
+  EXPECT_EQ(second.offset, 2u);
+  EXPECT_EQ(second.skipped_before, 0u);
 }
 
 TEST(ClientFakeBroker, EventStreamAfterSubscribedIsRoutedToo) {

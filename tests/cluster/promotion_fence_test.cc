@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "cluster/fence_answer.h"
+#include "storage/record_format.h"
 #include "support/child_process.h"
 
 namespace felix::cluster {
@@ -163,7 +164,15 @@ class PromotionFenceTest : public ::testing::Test {
     auto& log = store.log(kind);
     auto batch = log.Read(log.BaseOffset(), storage::ReadLimits{1000, 1 << 20});
     if (!batch) return out;
-    for (auto& r : batch->records) out.emplace_back(r.payload, r.generation);
+    for (auto& r : batch->records) {
+      // A generation-start record shows as "<start G>" (G from its payload).
+      if (storage::IsGenerationStart(r.flags)) {
+        auto g = storage::GenerationStartOf(storage::AsBytes(r.payload));
+        out.emplace_back("<start " + (g ? std::to_string(*g) : "?") + ">", r.generation);
+      } else {
+        out.emplace_back(r.payload, r.generation);
+      }
+    }
     return out;
   }
 
@@ -225,7 +234,8 @@ TEST_F(PromotionFenceTest, ReplicaAheadIsFetchedAndAppendedWithItsGenerations) {
   EXPECT_EQ(WaitOpen(), 5u);
   fence_->Stop();
   using C = std::vector<std::pair<std::string, uint64_t>>;
-  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 1}, {"c", 1}, {"d", 2}, {"e", 2}}));
+  EXPECT_EQ(Contents(*leader_),
+            (C{{"a", 1}, {"b", 1}, {"c", 1}, {"d", 2}, {"e", 2}, {"<start 3>", 3}}));
   EXPECT_EQ(fence_->truncated(), 0u);
   EXPECT_EQ(leader_->generation_history().entries(),
             (std::vector<storage::EpochEntry>{{1, 0}, {2, 3}, {3, 5}}));
@@ -255,7 +265,7 @@ TEST_F(PromotionFenceTest, ACacheShardTakesItsCounterLogToo) {
   EXPECT_EQ(WaitOpen(), 2u) << "the leadership begins at the cache log's tail";
   fence_->Stop();
   using C = std::vector<std::pair<std::string, uint64_t>>;
-  EXPECT_EQ(Contents(*leader_, LogKind::kCache), (C{{"a", 1}, {"b", 2}}));
+  EXPECT_EQ(Contents(*leader_, LogKind::kCache), (C{{"a", 1}, {"b", 2}, {"<start 3>", 3}}));
   EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}, {"n2", 2}, {"n3", 2}}));
   EXPECT_EQ(
       transport_.fenced_logs(),
@@ -294,7 +304,7 @@ TEST_F(PromotionFenceTest, OlderReplicaIsFetchedWithTheOlderKinds) {
   using C = std::vector<std::pair<std::string, uint64_t>>;
   // Unlabelled records are compared by payload (a keeps its own generation) and appended ones
   // take the replica's last generation from its FenceOk.
-  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 2}, {"c", 2}}));
+  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 2}, {"c", 2}, {"<start 3>", 3}}));
   EXPECT_EQ(fence_->truncated(), 0u);
   EXPECT_EQ(leader_->generation_history().entries(),
             (std::vector<storage::EpochEntry>{{1, 0}, {2, 1}, {3, 3}}));
@@ -318,7 +328,7 @@ TEST_F(PromotionFenceTest, OwnDivergentSuffixIsTruncatedAndReplaced) {
   EXPECT_EQ(WaitOpen(), 3u);
   fence_->Stop();
   using C = std::vector<std::pair<std::string, uint64_t>>;
-  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 1}, {"c", 3}}));
+  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 1}, {"c", 3}, {"<start 4>", 4}}));
   EXPECT_EQ(fence_->truncated(), 2u);
   EXPECT_EQ(leader_->generation_history().entries(),
             (std::vector<storage::EpochEntry>{{1, 0}, {3, 2}, {4, 3}}));
@@ -399,6 +409,82 @@ TEST_F(PromotionFenceTest, ALeaderWithoutReplicasOpensAtOnce) {
   fence_->Start();
   EXPECT_EQ(WaitOpen(), 1u);
   EXPECT_TRUE(transport_.sent().empty());
+}
+
+// --- generation-start record (replication.md §17) ----------------------------------------------
+
+using C = std::vector<std::pair<std::string, uint64_t>>;
+
+// The first record of the new generation is written at the own tail, flagged, durable, before
+// on_open: the leadership begins at its offset, where the mark's own-generation rule counts.
+TEST_F(PromotionFenceTest, AGenerationStartRecordIsWrittenAtTheOwnTailBeforeTheShardOpens) {
+  Write(*leader_, {{"a", 1}, {"b", 1}});
+  Write(*replicas_["r1"].store, {{"a", 1}, {"b", 1}});
+  replicas_["r2"].mode = Mode::kFail;
+  StartFence(2);
+  EXPECT_EQ(WaitOpen(), 2u);
+  fence_->Stop();
+  EXPECT_EQ(fence_->start_records_written(), 1u);
+  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 1}, {"<start 2>", 2}}));
+  EXPECT_EQ(leader_->generation_history().entries().back(), (storage::EpochEntry{2, 2}));
+  EXPECT_EQ(leader_->log(LogKind::kStream).DurableOffset(), 3u) << "fsynced before opening";
+}
+
+// None over an empty log (nothing inherited to fence off), and none when the generation
+// already holds records (the same leader reopening at its generation).
+TEST_F(PromotionFenceTest, NoGenerationStartRecordOverAnEmptyLogOrAtAGenerationWithRecords) {
+  StartFence(2);
+  EXPECT_EQ(WaitOpen(), 0u);
+  fence_->Stop();
+  EXPECT_EQ(fence_->start_records_written(), 0u);
+  EXPECT_TRUE(Contents(*leader_).empty());
+
+  Write(*leader_, {{"a", 2}});
+  opened_ = std::make_shared<std::promise<uint64_t>>();
+  StartFence(2);
+  EXPECT_EQ(WaitOpen(), 1u);
+  fence_->Stop();
+  EXPECT_EQ(fence_->start_records_written(), 0u);
+  EXPECT_EQ(Contents(*leader_), (C{{"a", 2}}));
+}
+
+// A start record a replica holds is fetched as one (FLXI mark 3) and stored with the flag; the
+// next generation's start record follows it.
+TEST_F(PromotionFenceTest, AReplicasGenerationStartRecordIsFetchedAsOne) {
+  Write(*leader_, {{"a", 1}});
+  Write(*replicas_["r1"].store, {{"a", 1}});
+  {
+    auto payload = storage::GenerationStartPayload(2);
+    ASSERT_TRUE(replicas_["r1"].store->AcceptGeneration(2, "old2", 1));
+    storage::AppendRecord start{payload, 2, 0, storage::kRecordFlagGenerationStart};
+    ASSERT_TRUE(replicas_["r1"].store->log(LogKind::kStream).Append(start).has_value());
+  }
+  Write(*replicas_["r1"].store, {{"c", 2}});
+  replicas_["r2"].mode = Mode::kFail;
+  StartFence(3);
+  EXPECT_EQ(WaitOpen(), 3u);
+  fence_->Stop();
+  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"<start 2>", 2}, {"c", 2}, {"<start 3>", 3}}));
+  EXPECT_EQ(leader_->generation_history().entries(),
+            (std::vector<storage::EpochEntry>{{1, 0}, {2, 1}, {3, 3}}));
+}
+
+// A cache shard's start record goes on its cache log (where its history is), not on its
+// counter log.
+TEST_F(PromotionFenceTest, ACacheShardWritesItsStartRecordOnTheCacheLog) {
+  transport_.cache_shard = true;
+  Write(*leader_, {{"a", 1}}, LogKind::kCache);
+  Write(*replicas_["r1"].store, {{"a", 1}}, LogKind::kCache);
+  Write(*leader_, {{"n1", 1}}, LogKind::kCounters);
+  Write(*replicas_["r1"].store, {{"n1", 1}}, LogKind::kCounters);
+  replicas_["r2"].mode = Mode::kFail;
+  PromotionFenceOptions o;
+  o.cache_shard = true;
+  StartFence(2, o);
+  EXPECT_EQ(WaitOpen(), 1u);
+  fence_->Stop();
+  EXPECT_EQ(Contents(*leader_, LogKind::kCache), (C{{"a", 1}, {"<start 2>", 2}}));
+  EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}}));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "common/metrics.h"
+#include "storage/record_format.h"
 #include "support/child_process.h"
 
 namespace felix::cluster {
@@ -644,6 +645,49 @@ TEST_F(FollowerTest, RandomBatchesNeverStoreRecordsOffTheLeadersOffsets) {
   }
   EXPECT_GT(Count("ok"), 0u);
   EXPECT_GT(Count("truncated") + Count("conflict"), 0u);
+}
+
+
+// --- generation-start records (replication.md §17) ---------------------------------------------
+
+std::string StartPayload(uint64_t g) {
+  auto p = storage::GenerationStartPayload(g);
+  return std::string(p.begin(), p.end());
+}
+
+// A record marked GenerationStart is stored at the leader's offset with the storage flag, and
+// a later batch that carries the same record unmarked disagrees with it (a conflict, not a
+// silent match on the bytes).
+TEST_F(FollowerTest, AGenerationStartMarkIsStoredAsTheFlagAndComparedWithIt) {
+  Open();
+  auto b = Batch(2, 0, {"a", StartPayload(2), "c"});
+  b.marks.resize(3);
+  b.marks[1].type = flxi::MarkType::kGenerationStart;
+  b.checksum = flxi::BatchChecksum(b.payloads, b.marks);
+  ASSERT_EQ(OkAt(Send(b)), 3u);
+  auto stored = Stored();
+  ASSERT_EQ(stored.size(), 3u);
+  EXPECT_EQ(stored[0].flags, 0u);
+  EXPECT_EQ(stored[1].flags, storage::kRecordFlagGenerationStart);
+  EXPECT_EQ(storage::GenerationStartOf(storage::AsBytes(stored[1].payload)), 2u);
+  EXPECT_EQ(stored[2].flags, 0u);
+
+  auto unmarked = Send(Batch(2, 1, {StartPayload(2), "c", "d"}));
+  ASSERT_EQ(Code(unmarked), flxi::ErrorCode::kLogConflict) << unmarked.detail;
+  EXPECT_NE(unmarked.detail.find("at 1"), std::string::npos) << unmarked.detail;
+  EXPECT_EQ(Tail(), 3u);
+}
+
+TEST_F(FollowerTest, AGenerationStartMarkOnAPayloadThatIsNotAGenerationIsMalformed) {
+  Open();
+  auto b = Batch(2, 0, {"a", "five!"});
+  b.marks.resize(2);
+  b.marks[1].type = flxi::MarkType::kGenerationStart;
+  b.checksum = flxi::BatchChecksum(b.payloads, b.marks);
+  auto a = Send(b);
+  ASSERT_EQ(Code(a), flxi::ErrorCode::kMalformed);
+  EXPECT_NE(a.detail.find("generation-start record of 5 bytes"), std::string::npos) << a.detail;
+  EXPECT_EQ(Tail(), 0u) << "nothing stored";
 }
 
 }  // namespace

@@ -44,6 +44,7 @@
 #include "cluster/etcd_records.h"
 #include "cluster_e2e_util.h"
 #include "etcd/grpc_etcd_client.h"
+#include "storage/record_format.h"
 #include "storage/shard_store.h"
 #include "support/cluster_harness.h"
 #include "wire/flx1/constants.h"
@@ -96,6 +97,19 @@ std::vector<storage::Record> ReadLog(const std::string& dir, storage::LogKind ki
   return out;
 }
 
+// `records` without the generation-start records at its end written at generations above
+// `generation` (replication.md §17): stopping a `Quorum` leader hands its shard to another
+// replica (docs/cluster.md "Shutdown handoff"), which begins its generation with one, so a log
+// read after a test stopped its brokers may end with such records after what the test wrote.
+std::vector<storage::Record> WithoutLaterStartRecords(std::vector<storage::Record> records,
+                                                      uint64_t generation) {
+  while (!records.empty() && storage::IsGenerationStart(records.back().flags) &&
+         records.back().generation > generation) {
+    records.pop_back();
+  }
+  return records;
+}
+
 class ReplicationE2E : public ::testing::Test {
  protected:
   explicit ReplicationE2E(felix::testing::ClusterOptions options = {})
@@ -121,7 +135,10 @@ class ReplicationE2E : public ::testing::Test {
   std::string Token() { return e2e::StreamToken(cluster_); }
   // Publishes payloads [from, to) to `stream` on node n in acknowledged batches; each batch's
   // offset must follow the previous one.
-  void Publish(int n, const std::string& token, const std::string& stream, size_t from, size_t to) {
+  // Publishes Payload(i) for i in [from, to), expecting each at offset i + `shift` (the
+  // generation-start records the log holds below it).
+  void Publish(int n, const std::string& token, const std::string& stream, size_t from, size_t to,
+               size_t shift = 0) {
     auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(n)), cluster_.ca_file());
     ASSERT_TRUE(client);
     auto s = broker::e2e::Authed(*client, token);
@@ -135,7 +152,7 @@ class ReplicationE2E : public ::testing::Test {
       auto ack = broker::e2e::ReadAck(*s);
       ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk) << "record " << i;
       ASSERT_TRUE(ack.offset);
-      ASSERT_EQ(*ack.offset + count, i) << "offsets of the leader's log";
+      ASSERT_EQ(*ack.offset + count, i + shift) << "offsets of the leader's log";
     }
   }
   // Consumer-group work on the leader, so the cursor and dead-letter logs hold records too:
@@ -683,12 +700,15 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                          std::chrono::steady_clock::now() - killed_at)
                                          .count()));
-  EXPECT_EQ(*first_offset, before);
+  // replication.md §17: the new leader's first record is its generation-start record, at the
+  // offset where its generation begins; the first client write follows it.
+  EXPECT_EQ(*first_offset, before + 1);
   EXPECT_GE(fences_opened(new_leader), 1u) << "the promoted follower fenced before it served";
-  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "qfo", before + 1, before + 101));
+  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "qfo", before + 1, before + 101, 1));
 
   // The subscriber resumes on the new leader right after the last record it read: no gap, no
-  // duplicate, the records the new leader acknowledged in order.
+  // duplicate, the records the new leader acknowledged in order. The start record's offset
+  // holds no event: the subscription passes over it.
   auto resumed_client =
       Flx1TestClient::Connect(Addr(cluster_.client_addr(new_leader)), cluster_.ca_file());
   ASSERT_TRUE(resumed_client);
@@ -702,7 +722,7 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
   auto after = broker::e2e::ReadEvents(*resumed, 101);
   ASSERT_EQ(after.size(), 101u);
   for (size_t i = 0; i < after.size(); ++i) {
-    EXPECT_EQ(after[i].first, before + i);
+    EXPECT_EQ(after[i].first, before + 1 + i);
     EXPECT_EQ(after[i].second, i == 0 ? std::string("after-failover") : Payload(before + i));
   }
   // The consumer group resumes at its committed cursor with its dead letter.
@@ -733,23 +753,35 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
     EXPECT_EQ(records->records.front().offset, 20u) << "the first record no ack settled";
   }
   ASSERT_TRUE(Eventually([&] {
-    return InSync(new_leader, "qfo", {"n" + std::to_string(other)}, before + 101);
+    return InSync(new_leader, "qfo", {"n" + std::to_string(other)}, before + 102);
   })) << Led(new_leader, "qfo").dump();
 
   ASSERT_EQ(cluster_.Stop(new_leader), 0);
   ASSERT_EQ(cluster_.Stop(other), 0);
-  auto log = ReadLog(ShardDir(new_leader, "qfo"), storage::LogKind::kStream);
-  ASSERT_EQ(log.size(), before + 101);
+  auto log = WithoutLaterStartRecords(
+      ReadLog(ShardDir(new_leader, "qfo"), storage::LogKind::kStream), promoted->generation);
+  ASSERT_EQ(log.size(), before + 102);
   for (size_t i = 0; i < log.size(); ++i) {
     ASSERT_EQ(log[i].offset, i);
-    EXPECT_EQ(log[i].payload, i == before ? std::string("after-failover") : Payload(i)) << i;
     EXPECT_EQ(log[i].generation, i < before ? placed->generation : promoted->generation) << i;
+    if (i == before) {
+      EXPECT_EQ(log[i].flags, storage::kRecordFlagGenerationStart);
+      EXPECT_EQ(storage::GenerationStartOf(storage::AsBytes(log[i].payload)), promoted->generation);
+      continue;
+    }
+    EXPECT_EQ(log[i].flags, 0u) << i;
+    EXPECT_EQ(log[i].payload,
+              i == before + 1 ? std::string("after-failover") : Payload(i < before ? i : i - 1))
+        << i;
   }
-  auto replica = ReadLog(ShardDir(other, "qfo"), storage::LogKind::kStream);
+  // The follower holds the start record too, flagged: it travelled as FLXI mark 3.
+  auto replica = WithoutLaterStartRecords(
+      ReadLog(ShardDir(other, "qfo"), storage::LogKind::kStream), promoted->generation);
   ASSERT_EQ(replica.size(), log.size());
   for (size_t i = 0; i < log.size(); ++i) {
     ASSERT_EQ(replica[i].payload, log[i].payload) << i;
     ASSERT_EQ(replica[i].generation, log[i].generation) << i;
+    ASSERT_EQ(replica[i].flags, log[i].flags) << i;
   }
 }
 
@@ -927,15 +959,17 @@ void ReplicationE2E::PausedLeaderStepsDown(const std::string& sd, const std::str
   const auto served_at = std::chrono::steady_clock::now();
   if (!first) cluster_.Resume(old_leader);
   ASSERT_TRUE(first);
-  EXPECT_EQ(*first, before);
+  // A `Quorum` leader begins its generation with a start record (replication.md §17).
+  const size_t starts = consistency == "Quorum" ? 1 : 0;
+  EXPECT_EQ(*first, before + starts);
   std::printf(
       "step-down: leader n%d paused; n%d accepted a write %lld ms later\n", old_leader, new_leader,
       static_cast<long long>(
           std::chrono::duration_cast<std::chrono::milliseconds>(served_at - paused_at).count()));
   // Resumed at once: the clients' connections to it must outlive the pause (QUIC idle 6 s).
   cluster_.Resume(old_leader);
-  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, sd, before + 1, before + 101));
-  size_t total = before + 101;
+  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, sd, before + 1, before + 101, starts));
+  size_t total = before + 101 + starts;
   // The subscriber on the old leader ends with not_leader (after what was committed there).
   auto end = broker::e2e::ReadToLastFrame(*events, before);
   EXPECT_TRUE(end.contiguous);
@@ -980,21 +1014,28 @@ void ReplicationE2E::PausedLeaderStepsDown(const std::string& sd, const std::str
   EXPECT_NE(metrics->find("felix_cluster_stepdowns_total 1"), std::string::npos);
 
   for (int node = 1; node <= 3; ++node) ASSERT_EQ(cluster_.Stop(node), 0) << node;
-  auto expected = ReadLog(ShardDir(new_leader, sd), storage::LogKind::kStream);
+  auto expected = WithoutLaterStartRecords(
+      ReadLog(ShardDir(new_leader, sd), storage::LogKind::kStream), promoted->generation);
   ASSERT_EQ(expected.size(), total);
-  EXPECT_EQ(expected[before].payload, "after-pause");
+  if (starts == 1) {
+    EXPECT_TRUE(storage::IsGenerationStart(expected[before].flags));
+    EXPECT_EQ(expected[before].generation, promoted->generation);
+  }
+  EXPECT_EQ(expected[before + starts].payload, "after-pause");
   for (const auto& [offset, payload] : acked_by_old) {
     EXPECT_EQ(expected[offset].payload, payload) << "acknowledged by the old leader at " << offset;
     EXPECT_EQ(expected[offset].generation, promoted->generation) << offset;
   }
   for (int node = 1; node <= 3; ++node) {
     if (node == new_leader) continue;
-    auto got = ReadLog(ShardDir(node, sd), storage::LogKind::kStream);
+    auto got = WithoutLaterStartRecords(ReadLog(ShardDir(node, sd), storage::LogKind::kStream),
+                                        promoted->generation);
     ASSERT_EQ(got.size(), expected.size()) << "n" << node;
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].offset, expected[i].offset) << "n" << node << " record " << i;
       ASSERT_EQ(got[i].payload, expected[i].payload) << "n" << node << " offset " << i;
       ASSERT_EQ(got[i].generation, expected[i].generation) << "n" << node << " offset " << i;
+      ASSERT_EQ(got[i].flags, expected[i].flags) << "n" << node << " offset " << i;
     }
   }
 }
@@ -1069,20 +1110,25 @@ TEST_F(EtcdLeaderKillE2E, AQuorumStreamFailsOverWhileEtcdElectsANewLeader) {
               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                          std::chrono::steady_clock::now() - killed_at)
                                          .count()));
-  EXPECT_EQ(*first, before);
+  EXPECT_EQ(*first, before + 1) << "after the new leader's generation-start record";
   EXPECT_NE(EtcdLeader(), etcd_leader) << "the survivors elected another leader";
-  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "ek", before + 1, before + 51));
+  ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "ek", before + 1, before + 51, 1));
 
   for (int node = 1; node <= 3; ++node) {
     if (node == old_leader) continue;
     ASSERT_EQ(cluster_.Stop(node), 0) << node;
   }
-  auto log = ReadLog(ShardDir(new_leader, "ek"), storage::LogKind::kStream);
-  ASSERT_EQ(log.size(), before + 51);
+  auto log = WithoutLaterStartRecords(
+      ReadLog(ShardDir(new_leader, "ek"), storage::LogKind::kStream), promoted->generation);
+  ASSERT_EQ(log.size(), before + 52);
   for (size_t i = 0; i < log.size(); ++i) {
     ASSERT_EQ(log[i].offset, i);
-    EXPECT_EQ(log[i].payload, i == before ? std::string("after-kills") : Payload(i)) << i;
     EXPECT_EQ(log[i].generation, i < before ? placed->generation : promoted->generation) << i;
+    EXPECT_EQ(storage::IsGenerationStart(log[i].flags), i == before) << i;
+    if (i == before) continue;
+    EXPECT_EQ(log[i].payload,
+              i == before + 1 ? std::string("after-kills") : Payload(i < before ? i : i - 1))
+        << i;
   }
 }
 

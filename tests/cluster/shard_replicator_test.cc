@@ -17,6 +17,7 @@
 
 #include "cluster/quorum_mark.h"
 #include "cluster/rebuild_policy.h"
+#include "storage/record_format.h"
 #include "support/child_process.h"
 
 namespace felix::cluster {
@@ -919,6 +920,37 @@ TEST_F(ShardReplicatorTest, MarkRisesWithAMajorityOnly) {
     EXPECT_GT(mark, last);
     last = mark;
   }
+}
+
+// replication.md §17 + §8.3: the generation-start record ships as FLXI mark 3 (in the
+// checksum), and once a majority holds it the mark moves over every inherited record below
+// it at once, without waiting for a client write.
+TEST_F(ShardReplicatorTest,
+       AGenerationStartRecordShipsMarkedAndCarriesTheMarkOverInheritedRecords) {
+  OpenStore();
+  ASSERT_TRUE(store_->AcceptGeneration(1, "old", 0).has_value());
+  Append(LogKind::kStream, 4, 1);
+  ASSERT_TRUE(store_->AcceptGeneration(2, "leader", 4).has_value());
+  const auto payload = storage::GenerationStartPayload(2);
+  ASSERT_TRUE(store_->log(LogKind::kStream)
+                  .Append(storage::AppendRecord{payload, 2, 0, storage::kRecordFlagGenerationStart})
+                  .has_value());
+  auto o = Options(2);  // RF 3
+  o.generation = 2;
+  Start(o);
+  auto a = transport_.Next("f0");
+  ASSERT_TRUE(a);
+  auto rec = a->records();
+  EXPECT_EQ(rec.first_offset, 3u) << "one record below where generation 2 begins";
+  ASSERT_EQ(rec.payloads.size(), 2u);
+  ASSERT_EQ(rec.marks.size(), 2u);
+  EXPECT_EQ(rec.marks[0].type, flxi::MarkType::kNone);
+  EXPECT_EQ(rec.marks[1].type, flxi::MarkType::kGenerationStart);
+  EXPECT_EQ(rec.checksum, flxi::BatchChecksum(rec.payloads, rec.marks));
+  EXPECT_NE(rec.checksum, flxi::BatchChecksum(rec.payloads, {}));
+  EXPECT_EQ(MarkOf(LogKind::kStream), 0u);
+  Deliver(a, OkAnswer(5));
+  EXPECT_TRUE(WaitMark(LogKind::kStream, 5));
 }
 
 TEST_F(ShardReplicatorTest, LostAnswersAreNeverCounted) {

@@ -517,7 +517,8 @@ void Run::Reader() {
         op.error = event ? "timeout" : event.error().ToString();
         break;
       }
-      op.read.emplace_back((*event)->offset.value_or(UINT64_MAX), (*event)->payload);
+      AppendRead(op.read, (*event)->offset.value_or(UINT64_MAX), (*event)->skipped_before,
+                 (*event)->payload);
     }
     op.complete_us = NowUs();
     history_.Add(std::move(op));
@@ -1425,7 +1426,8 @@ bool Run::ReadFinal(FaultRunResult& result, FinalLogs& logs) {
                                   std::to_string(tail);
         return false;
       }
-      records.emplace_back((*event)->offset.value_or(UINT64_MAX), (*event)->payload);
+      AppendRead(records, (*event)->offset.value_or(UINT64_MAX), (*event)->skipped_before,
+                 (*event)->payload);
     }
   }
   return true;

@@ -115,5 +115,19 @@ TEST(GroupChecker, LostToTheGroupNackedOrMismatched) {
   EXPECT_EQ(verdict.violations[0].value, "b");
 }
 
+// An offset the broker said holds no event (a generation-start record) is no record the group
+// owed anyone; a delivery there would still be a mismatch.
+TEST(GroupChecker, AnOffsetThatHoldsNoEventIsOwedToNoOne) {
+  const std::string none(kNoEvent);
+  FinalLogs final = {{0, {{0, "a"}, {1, "b"}, {2, none}}}};
+  auto verdict = CheckGroups(Clean(), final);
+  EXPECT_TRUE(verdict.ok()) << verdict.Summary();
+  auto history = Clean();
+  history.push_back(Poll(6, 40, {{2, "start"}}));
+  verdict = CheckGroups(history, final);
+  ASSERT_EQ(verdict.violations.size(), 1u) << verdict.Summary();
+  EXPECT_EQ(verdict.violations[0].what, "delivery_mismatch");
+}
+
 }  // namespace
 }  // namespace felix::fault

@@ -1,5 +1,6 @@
 #include "fault/history.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -8,6 +9,13 @@
 namespace felix::fault {
 
 using Json = nlohmann::json;
+
+void AppendRead(std::vector<std::pair<uint64_t, std::string>>& read, uint64_t offset,
+                uint64_t skipped_before, std::string value) {
+  skipped_before = std::min(skipped_before, offset);
+  for (uint64_t o = offset - skipped_before; o < offset; ++o) read.emplace_back(o, kNoEvent);
+  read.emplace_back(offset, std::move(value));
+}
 
 Outcome RefusalOutcome(std::string_view retry_class) {
   if (retry_class == "retry" || retry_class == "retry_after" || retry_class == "redirect") {

@@ -63,6 +63,16 @@ struct Op {
   int node = 0;       // the broker (1..N) the request went to, 0 when none
 };
 
+// The value a read records at an offset the broker told it holds no event (felix::Event::
+// skipped_before: a `Quorum` leader's generation-start record, or records retention removed):
+// a hole the reader was told of is no gap. Never a published value ("c<client>-<n>").
+inline constexpr std::string_view kNoEvent = "<no event>";
+
+// Appends one event of a read at `offset` to `read`, preceded by a kNoEvent entry for each of
+// the `skipped_before` offsets directly below it.
+void AppendRead(std::vector<std::pair<uint64_t, std::string>>& read, uint64_t offset,
+                uint64_t skipped_before, std::string value);
+
 // The outcome of a refusal with retry class `retry_class` (the JSON string or the binary byte's
 // name): only retry / retry_after / redirect are definite failures; every other class, and an
 // absent one, leaves the outcome unknown.

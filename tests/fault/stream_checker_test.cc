@@ -141,6 +141,34 @@ TEST(StreamChecker, Rule3AReadWithAGapADuplicateOrAWrongStart) {
                 {"read_gap", 8}, {"read_out_of_order", 9}, {"read_gap", 10}, {"read_gap", 11}}));
 }
 
+// An offset the broker told the reader holds no event (Event::skipped_before; a `Quorum`
+// leader's generation-start record) is recorded as kNoEvent: it fills its place in the final log
+// and in a read, and is no record (not a duplicate, not a phantom). A read that skips it
+// without being told, or claims a hole the final log does not have, is still caught.
+TEST(StreamChecker, HolesTheBrokerToldOfAreNoGaps) {
+  const std::string none(kNoEvent);
+  std::vector<std::pair<uint64_t, std::string>> told;
+  AppendRead(told, 0, 0, "a");
+  AppendRead(told, 3, 2, "b");
+  EXPECT_EQ(told, (std::vector<std::pair<uint64_t, std::string>>{
+                      {0, "a"}, {1, none}, {2, none}, {3, "b"}}));
+  std::vector<Op> history = {Publish(1, 0, "a", Outcome::kOk, 0),
+                             Publish(2, 0, "b", Outcome::kOk, 3), Read(3, 0, told)};
+  FinalLogs final = {{0, {{0, "a"}, {1, none}, {2, none}, {3, "b"}}}};
+  auto verdict = CheckStreams(history, final);
+  EXPECT_TRUE(verdict.ok()) << verdict.Summary();
+  EXPECT_EQ(verdict.final_records, 2u);
+
+  history.push_back(Read(4, 0, {{0, "a"}, {3, "b"}}));
+  verdict = CheckStreams(history, final);
+  EXPECT_EQ(verdict.Count(3), 1u) << verdict.Summary();  // read_gap: nobody told it
+
+  FinalLogs untold = {{0, {{0, "a"}, {3, "b"}}}};
+  verdict = CheckStreams({history[0], history[1], history[2]}, untold);
+  EXPECT_EQ(verdict.Count(2), 1u) << verdict.Summary();  // the final log's gap
+  EXPECT_GE(verdict.Count(3), 1u) << verdict.Summary();  // holes the final log lacks
+}
+
 TEST(StreamChecker, Rule5PhantomsInTheFinalStateAndInReads) {
   FinalLogs final = {{0, {{0, "a"}, {1, "b"}, {2, "c"}}}, {1, {{0, "d"}, {1, "zz"}}}};
   auto verdict = CheckStreams(Clean(), final);

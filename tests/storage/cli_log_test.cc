@@ -1,6 +1,7 @@
 // `felix log inspect|verify|dump` against real shard directories.
 #include <gtest/gtest.h>
 
+#include "storage/record_format.h"
 #include "storage/shard_store.h"
 #include "support/child_process.h"
 #include "test_util.h"
@@ -39,6 +40,27 @@ TEST(CliLog, InspectVerifyAndDumpAShard) {
   EXPECT_NE(out.find("offset=18 generation=1"), std::string::npos) << out;
   EXPECT_NE(out.find("payload=" + test::Payload(19, 30)), std::string::npos) << out;
   EXPECT_EQ(out.find("offset=17"), std::string::npos) << out;
+}
+
+// A generation-start record (flag 0x4) is named with the generation its payload carries.
+TEST(CliLog, DumpNamesAGenerationStartRecord) {
+  auto dir = test::TempDir("cli-start");
+  {
+    auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(test::Opts()));
+    ASSERT_TRUE(store);
+    test::AppendN((*store)->log(LogKind::kStream), 0, 2, 10);
+    const auto payload = GenerationStartPayload(7);
+    ASSERT_TRUE((*store)
+                    ->log(LogKind::kStream)
+                    .Append(AppendRecord{payload, 7, 0, kRecordFlagGenerationStart})
+                    .has_value());
+    ASSERT_TRUE((*store)->Close());
+  }
+  auto [code, out] = RunProgram(BuiltProgram("src/cli/felix"),
+                                {"log", "dump", dir, "--log", "stream", "--from", "2"});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("offset=2 generation=7"), std::string::npos) << out;
+  EXPECT_NE(out.find("flags=4 generation-start=7"), std::string::npos) << out;
 }
 
 TEST(CliLog, VerifyNamesTheCorruptFileAndPosition) {

@@ -535,19 +535,24 @@ TEST(DurableLog, RecordFlagsRoundTripAndUnknownOnesAreRefused) {
     ASSERT_TRUE(log);
     ASSERT_TRUE(log->Append(AppendRecord{AsBytes("plain")}));
     ASSERT_TRUE(log->Append(AppendRecord{AsBytes("body"), 0, 0, kRecordFlagCommit}));
-    auto refused = log->Append(AppendRecord{AsBytes("x"), 0, 0, 0x4});
+    const auto start = GenerationStartPayload(9);
+    ASSERT_TRUE(log->Append(AppendRecord{start, 9, 0, kRecordFlagGenerationStart}));
+    auto refused = log->Append(AppendRecord{AsBytes("x"), 0, 0, 0x8});
     ASSERT_FALSE(refused);
     EXPECT_EQ(refused.error().code, StorageErrc::kInvalidArgument);
   }
   auto log = MustOpen(dir, Opts());
   ASSERT_TRUE(log);
-  EXPECT_EQ(log->TailOffset(), 2u);
+  EXPECT_EQ(log->TailOffset(), 3u);
   auto read = log->Read(0, ReadLimits{10, 1 << 20});
   ASSERT_TRUE(read);
-  ASSERT_EQ(read->records.size(), 2u);
+  ASSERT_EQ(read->records.size(), 3u);
   EXPECT_EQ(read->records[0].flags, 0u);
   EXPECT_EQ(read->records[1].flags, kRecordFlagCommit);
   EXPECT_EQ(read->records[1].payload, "body");
+  EXPECT_EQ(read->records[2].flags, kRecordFlagGenerationStart);
+  EXPECT_EQ(read->records[2].generation, 9u);
+  EXPECT_EQ(GenerationStartOf(AsBytes(read->records[2].payload)), 9u);
   RingLog ring(RingOptions{});
   EXPECT_FALSE(ring.Append(AppendRecord{AsBytes("body"), 0, 0, kRecordFlagCommit}));
 }

@@ -165,9 +165,9 @@ TEST(RecordFormat, ZeroFilledTailIsTorn) {
 
 // The commit and publisher flags are the known record flags: they survive the header CRC and
 // the scanner; any other bit is damage.
-TEST(RecordFormat, CommitAndPublisherFlagsAreKnownAndOtherFlagsAreDamage) {
-  for (uint32_t flags :
-       {kRecordFlagCommit, kRecordFlagPublisher, kRecordFlagCommit | kRecordFlagPublisher}) {
+TEST(RecordFormat, CommitPublisherAndGenerationStartFlagsAreKnownAndOtherFlagsAreDamage) {
+  for (uint32_t flags : {kRecordFlagCommit, kRecordFlagPublisher,
+                         kRecordFlagCommit | kRecordFlagPublisher, kRecordFlagGenerationStart}) {
     auto seg = Segment(1);
     size_t at = seg.size();
     seg.resize(at + RecordBytes(3));
@@ -178,11 +178,20 @@ TEST(RecordFormat, CommitAndPublisherFlagsAreKnownAndOtherFlagsAreDamage) {
     auto clean = ScanRecords(seg, kSegmentHeaderBytes, 0, nullptr, nullptr);
     EXPECT_EQ(clean.stop, ScanStop::kEnd) << flags;
     EXPECT_EQ(clean.records, 2u);
-    EncodeRecord(seg.data() + at, 1, 7, 5, AsBytes("ab\001"), flags | 0x4);
+    EncodeRecord(seg.data() + at, 1, 7, 5, AsBytes("ab\001"), flags | 0x8);
     auto damaged = ScanRecords(seg, kSegmentHeaderBytes, 0, nullptr, nullptr);
     EXPECT_EQ(damaged.stop, ScanStop::kDamaged);
     EXPECT_EQ(damaged.records, 1u);
   }
+}
+
+// replication.md §17: the payload is the generation, u64 big-endian.
+TEST(RecordFormat, GenerationStartPayloadIsTheGenerationBigEndian) {
+  auto p = GenerationStartPayload(0x0102030405060708);
+  EXPECT_EQ(std::vector<uint8_t>(p.begin(), p.end()),
+            (std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(GenerationStartOf(p), 0x0102030405060708u);
+  EXPECT_EQ(GenerationStartOf(AsBytes("short")), std::nullopt);
 }
 
 std::string Text(std::span<const uint8_t> bytes) {
