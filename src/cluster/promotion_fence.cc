@@ -397,8 +397,9 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
       // Only now: records taken above keep their own generations (replication.md §9.3).
       const storage::EpochEntry entry{opts.generation, start_offset};
       (void)store.RelabelGenerations(start_offset, {&entry, 1});  // advisory
-      if (auto written = WriteGenerationStart(); !written) return Fail(written.error());
     }
+    // The own log's start record; for a cache shard, each of its two logs gets one (§17).
+    if (auto written = WriteGenerationStart(); !written) return Fail(written.error());
     if (opts.cache_shard && !counter_phase()) {
       // Step 6: the counter log the same way. Without it a promoted cache leader would miss
       // counter adds a majority acknowledged, and its followers would hold records it lacks

@@ -20,16 +20,15 @@
 //      compared from the counter log's base: it has no commit offset or history of its own);
 //      a failure there retries the counter log only;
 //   7. record where this leadership begins (history entry (G, own tail)); when the own log
-//      (stream, or a cache's cache log) is not empty and holds no record of G yet, append the
-//      generation-start record there (replication.md §17: payload G, flag
-//      kRecordFlagGenerationStart, fsynced), then call on_open(start_offset) — the record's
-//      offset, where the mark's own-generation rule (§8.3) starts counting;
+//      (stream, or a cache's cache log — and after step 6 its counter log) is not empty and
+//      holds no record of G yet, append the generation-start record there (replication.md
+//      §17: payload G, flag kRecordFlagGenerationStart, fsynced), then call
+//      on_open(start_offset) — the record's offset, where the mark's own-generation rule
+//      (§8.3) starts counting;
 //   8. on failure retry after `retry` (200 ms), doubling per failed attempt up to `retry_max`
 //      (2 s), never giving up until Stop().
 //
 // Not done here (see docs/cluster.md, "Promotion fence"):
-//   - a cache shard's counter log gets no generation-start record (§17 asks for one there
-//     too) and its mark is counted without the own-generation rule;
 //   - step 2 (holding writes while fencing): the shard is not open in the broker core until the
 //     fence is done (ReplicationHost::FenceQuorumShard runs in the core's opener), so requests
 //     wait for the open or are refused retryably; routing belongs to the router;
@@ -100,7 +99,7 @@ class PromotionFence {
   uint32_t attempts() const;   // attempts started
   uint32_t failures() const;   // attempts failed
   uint64_t truncated() const;  // own records dropped (felix_broker_promotion_truncated_total)
-  uint64_t start_records_written() const;  // generation-start records appended (0 or 1)
+  uint64_t start_records_written() const;  // generation-start records appended (0..2)
   bool opened() const;
   // The last failure's reason; executor only.
   std::string last_error() const;

@@ -263,10 +263,35 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     return std::nullopt;
   }
 
+  // Where this generation begins in a cache shard's counter log (§8.3: "a cache counts its
+  // cache log and counter log each past its own start record"). The counter log keeps no
+  // history of its own, but its records' generations never fall along the log (a leader writes
+  // at its generation, a fence takes records with theirs, compaction rewrites at the tail), so
+  // the first record at this generation — the promotion fence's start record — is found by a
+  // binary search of single-record reads. None: the log held nothing when this generation
+  // began (nothing inherited to hold back).
+  std::optional<uint64_t> CounterOwnStart() const {
+    const storage::DurableLog& log = store.log(LogKind::kCounters);
+    uint64_t lo = log.BaseOffset(), hi = log.TailOffset();
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      auto read = log.Read(mid, storage::ReadLimits{1, 1});
+      if (!read || read->records.empty()) return std::nullopt;  // unreadable: no rule to apply
+      if (read->records.front().generation >= o.generation) {
+        hi = mid;
+      } else {
+        lo = read->records.front().offset + 1;
+      }
+    }
+    if (lo >= log.TailOffset()) return std::nullopt;
+    return lo;
+  }
+
   void StartOnExecutor() {
     if (started || stopped) return;
     started = true;
     std::optional<uint64_t> own_start = OwnStart();
+    if (o.cache_shard) counter_own_start = CounterOwnStart();
     for (size_t f = 0; f < o.followers.size(); ++f) {
       for (LogKind log : logs) {
         Cursor c;
@@ -932,6 +957,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       in.leader_counts = store.replica_state().generation <= o.generation;
       in.replicas = o.followers.size() + 1;
       if (log == OwnLog()) in.own_start = OwnStart();
+      if (log == LogKind::kCounters) in.own_start = counter_own_start;
       positions.clear();
       for (const Cursor& c : cursors) {
         if (c.log != log) continue;
@@ -982,7 +1008,8 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
 
   // Executor only from here on.
   std::vector<LogKind> logs;
-  std::vector<Cursor> cursors;  // follower-major; never resized after Start
+  std::optional<uint64_t> counter_own_start;  // cache shards: CounterOwnStart() at start
+  std::vector<Cursor> cursors;                // follower-major; never resized after Start
   std::vector<std::optional<uint64_t>> follower_caps;
   // The rebuild pacing bucket (TakeRebuildBytes).
   bool rebuild_bucket_started = false;

@@ -266,7 +266,8 @@ TEST_F(PromotionFenceTest, ACacheShardTakesItsCounterLogToo) {
   fence_->Stop();
   using C = std::vector<std::pair<std::string, uint64_t>>;
   EXPECT_EQ(Contents(*leader_, LogKind::kCache), (C{{"a", 1}, {"b", 2}, {"<start 3>", 3}}));
-  EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}, {"n2", 2}, {"n3", 2}}));
+  EXPECT_EQ(Contents(*leader_, LogKind::kCounters),
+            (C{{"n1", 1}, {"n2", 2}, {"n3", 2}, {"<start 3>", 3}}));
   EXPECT_EQ(
       transport_.fenced_logs(),
       (std::vector<flxi::ReplicaLog>{flxi::ReplicaLog::kCache, flxi::ReplicaLog::kCache,
@@ -289,7 +290,7 @@ TEST_F(PromotionFenceTest, ACacheLeaderAheadOnCountersCutsWhatTheMajorityLacks) 
   EXPECT_EQ(WaitOpen(), 1u);
   fence_->Stop();
   using C = std::vector<std::pair<std::string, uint64_t>>;
-  EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}, {"new", 2}}));
+  EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}, {"new", 2}, {"<start 3>", 3}}));
   EXPECT_EQ(fence_->truncated(), 1u);
 }
 
@@ -469,9 +470,9 @@ TEST_F(PromotionFenceTest, AReplicasGenerationStartRecordIsFetchedAsOne) {
             (std::vector<storage::EpochEntry>{{1, 0}, {2, 1}, {3, 3}}));
 }
 
-// A cache shard's start record goes on its cache log (where its history is), not on its
-// counter log.
-TEST_F(PromotionFenceTest, ACacheShardWritesItsStartRecordOnTheCacheLog) {
+// A cache shard writes one on each of its two logs (§17), the counter log's once that log is
+// fenced too.
+TEST_F(PromotionFenceTest, ACacheShardWritesAStartRecordOnItsCacheAndCounterLogs) {
   transport_.cache_shard = true;
   Write(*leader_, {{"a", 1}}, LogKind::kCache);
   Write(*replicas_["r1"].store, {{"a", 1}}, LogKind::kCache);
@@ -484,7 +485,8 @@ TEST_F(PromotionFenceTest, ACacheShardWritesItsStartRecordOnTheCacheLog) {
   EXPECT_EQ(WaitOpen(), 1u);
   fence_->Stop();
   EXPECT_EQ(Contents(*leader_, LogKind::kCache), (C{{"a", 1}, {"<start 2>", 2}}));
-  EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}}));
+  EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}, {"<start 2>", 2}}));
+  EXPECT_EQ(fence_->start_records_written(), 2u);
 }
 
 }  // namespace

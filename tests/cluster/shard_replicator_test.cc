@@ -953,6 +953,53 @@ TEST_F(ShardReplicatorTest,
   EXPECT_TRUE(WaitMark(LogKind::kStream, 5));
 }
 
+// A cache shard's counter log counts a majority only past its own start record too (§8.3):
+// confirmations of inherited counter records alone move no mark.
+TEST_F(ShardReplicatorTest, ACacheShardsCounterMarkCountsOnlyPastItsStartRecord) {
+  OpenStore();
+  ASSERT_TRUE(store_->AcceptGeneration(1, "old", 0).has_value());
+  Append(LogKind::kCache, 2, 1);
+  Append(LogKind::kCounters, 3, 1);
+  ASSERT_TRUE(store_->AcceptGeneration(2, "leader", 2).has_value());
+  const auto payload = storage::GenerationStartPayload(2);
+  for (LogKind log : {LogKind::kCache, LogKind::kCounters}) {
+    ASSERT_TRUE(
+        store_->log(log)
+            .Append(storage::AppendRecord{payload, 2, 0, storage::kRecordFlagGenerationStart})
+            .has_value());
+  }
+  auto o = Options(2);  // RF 3
+  o.cache_shard = true;
+  o.name = "sessions";
+  o.generation = 2;
+  o.max_in_flight = 1;
+  o.max_batch_records = 3;  // the inherited counter records, then the start record
+  Start(o);
+  // A follower of this build: labels (which carry a counter batch's marks) and CACHE_FENCE.
+  const uint64_t caps = flxi::kCapGenerationLabels | flxi::kCapRecordTimes | flxi::kCapCacheFence;
+  auto next_counters = [&] {
+    SentPtr sent;
+    while ((sent = transport_.Next("f0")) &&
+           flxi::TargetLog(sent->frame()) != flxi::ReplicaLog::kCounters) {
+      Deliver(sent, OkAnswer(sent->end(), caps));
+    }
+    return sent;
+  };
+  auto first = next_counters();
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->first(), 0u);
+  ASSERT_EQ(first->end(), 3u);
+  Deliver(first, OkAnswer(3, caps));  // holds the inherited records, not the start record
+  EXPECT_EQ(MarkOf(LogKind::kCounters), 0u);
+  auto rest = next_counters();
+  ASSERT_TRUE(rest);
+  ASSERT_EQ(rest->first(), 3u);
+  ASSERT_EQ(rest->records().marks.size(), 1u);
+  EXPECT_EQ(rest->records().marks[0].type, flxi::MarkType::kGenerationStart);
+  Deliver(rest, OkAnswer(4, caps));
+  EXPECT_TRUE(WaitMark(LogKind::kCounters, 4));
+}
+
 TEST_F(ShardReplicatorTest, LostAnswersAreNeverCounted) {
   auto o = StreamOptions(8, 2, 2, 4);
   Start(o);
