@@ -14,6 +14,11 @@ namespace felix::broker {
 
 namespace {
 
+// The replica-set size from which a `Quorum` leader hides what it inherited until its mark
+// covers it: a later fence can form without both brokers known to hold such a record once
+// n − 2 ≥ ⌊n/2⌋ + 1.
+constexpr uint32_t kHoldInheritedFromReplicas = 5;
+
 // A shard stepping down for a planned move (its route turned Unavailable at a newer
 // generation, its fence refusing new appends already): waits, up to `wait`, until the writes it
 // admitted are all committed — a `Quorum` shard's held writes reach their majority (its
@@ -328,6 +333,18 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
     };
     if (options_.gate_quorum_shard(id, std::move(advance))) {
       open.shard->InstallCommitGate(options_.commit_gate);
+      if (stream.replication_factor >= kHoldInheritedFromReplicas) {
+        // What this leader inherited is on two brokers at least (it and the one it came
+        // from), a majority of 3 or 4 but not of 5 or more: shown only once the start record
+        // carries the mark over it (docs/cluster.md, "Promotion fence").
+        const uint64_t floor = open.store->replica_state().commit_offset;
+        if (uint64_t held = open.shard->HoldInheritedAbove(floor); held > 0) {
+          spdlog::info(
+              "shard {} shows readers nothing from offset {} ({} records) until a "
+              "replica majority holds it",
+              key, floor, held);
+        }
+      }
       spdlog::info("shard {} acknowledges behind a replica majority (Quorum, timeout {} ms)", key,
                    options_.commit_gate.timeout.count());
     }

@@ -221,8 +221,33 @@ void StreamShard::InstallCommitGate(CommitGateOptions options) {
   });
 }
 
+uint64_t StreamShard::HoldInheritedAbove(uint64_t floor) {
+  floor = std::max(floor, log_->start_offset());
+  if (!gate_ || floor >= committed_next_) return 0;
+  inherited_end_ = committed_next_;
+  committed_next_ = floor;
+  trailing_start_records_ = 0;  // the held records end with them
+  return inherited_end_ - floor;
+}
+
 void StreamShard::AdvanceCommit(uint64_t offset) {
-  if (gate_) gate_->Advance(offset);
+  if (!gate_) return;
+  if (offset > committed_next_ && committed_next_ < inherited_end_) {
+    // Inherited records now on a majority: never fanned out, so a live subscriber (which has
+    // everything below the old commit point) reads them from the log, then goes live again.
+    // This runs before the gate releases newer batches, which lie above the inherited ones.
+    const uint64_t uncovered_from = committed_next_;
+    committed_next_ = std::min(offset, inherited_end_);
+    for (auto& [id, sub] : subscribers_) {
+      if (!sub.live) continue;
+      sub.live = false;
+      sub.replay_next = uncovered_from;
+      uint64_t sub_id = id;
+      executor_.Post([this, sub_id] { ReplayStep(sub_id); });
+    }
+    if (commit_listener_) commit_listener_();
+  }
+  gate_->Advance(offset);
 }
 
 RecordLog::ReadOutcome StreamShard::Read(uint64_t from, size_t max_records, size_t max_bytes) {

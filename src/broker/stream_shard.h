@@ -137,8 +137,16 @@ class StreamShard {
   // Makes this a gated (`Quorum`) shard: before the shard is shared with any other thread
   // (BrokerCore's opener) or on the executor before the first Publish.
   void InstallCommitGate(CommitGateOptions options);
+  // A gated shard opened over records no majority may hold yet (replication.md §17; with a
+  // replica set of 5 or more a record the new leader inherited can be on two brokers only):
+  // readers see nothing at or above `floor` (a commit offset this broker persisted) until the
+  // quorum commit offset covers it. After InstallCommitGate, before the shard is shared with any
+  // other thread (BrokerCore's opener) or on the executor before the first Subscribe.
+  // Returns how many records are held.
+  uint64_t HoldInheritedAbove(uint64_t floor);
   // The quorum commit offset of the stream log rose to `offset` (executor only; nothing
-  // without a gate): releases the held batches it covers.
+  // without a gate): uncovers the inherited records it covers (live subscribers go back to
+  // replay for them) and releases the held batches it covers.
   void AdvanceCommit(uint64_t offset);
   bool gated() const { return gate_ != nullptr; }
 
@@ -181,6 +189,9 @@ class StreamShard {
   // Generation-start records at the end of the log (written by a promotion fence before the
   // shard opened); 0 once anything is appended here.
   uint64_t trailing_start_records_ = 0;
+  // HoldInheritedAbove: the log's tail at open; records in [committed_next_, this) were
+  // inherited and are not yet covered by the quorum commit offset.
+  uint64_t inherited_end_ = 0;
 #if FELIX_FAULT_INJECTION
   uint64_t seam_publishes_ = 0;  // counts publishes for drop_acked_every
 #endif

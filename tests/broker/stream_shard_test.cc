@@ -403,6 +403,47 @@ struct GatedShard : ShardFixture {
   }
 };
 
+// HoldInheritedAbove (replica sets of 5 or more): records the leader inherited above its
+// persisted commit offset are hidden from every reader until the quorum commit offset covers
+// them; a live subscriber then gets them from the log, in order, before newer batches.
+TEST_F(GatedShard, InheritedRecordsAboveTheFloorAreShownOnlyOnceTheMarkCoversThem) {
+  auto owned = std::make_unique<FakeRecordLog>();
+  log = owned.get();
+  log->Append(Batch({"i0", "i1", "i2", "i3"}), [](Result<uint64_t>) {});
+  log->AppendStartRecord();  // offset 4
+  shard = std::make_unique<StreamShard>(ShardId{"t", "ns", "s", ShardKind::kStream, 0}, executor,
+                                        std::move(owned), StreamShardOptions{});
+  CommitGateOptions options;
+  options.timeout = std::chrono::hours(1);
+  options.timed_out = &timed_out;
+  options.not_leading = &not_leading;
+  shard->InstallCommitGate(options);
+  shard->HoldInheritedAbove(2);
+  EXPECT_EQ(Committed(), 2u);
+  EXPECT_EQ(Readable(0), 2u);
+  Subscription live = Subscribe({});
+  EXPECT_EQ(live.start_offset, 2u);
+  auto far = OnExecutor(executor, [&] {
+    return shard->Subscribe({StartPosition::Kind::kOffset, 4}, 0, [] {});
+  });
+  ASSERT_TRUE(std::holds_alternative<CursorError>(far)) << "not shown yet";
+
+  PublishHeld({"n5"});  // offset 5, above the start record
+  Advance(3);           // covers i2 only
+  EXPECT_EQ(Committed(), 3u);
+  Advance(6);  // covers the rest, the start record and n5
+  EXPECT_EQ(Committed(), 6u);
+  EXPECT_EQ(AnswerCount(), 1u);
+  Drain(executor);
+  std::vector<std::pair<uint64_t, std::string>> got;
+  while (auto batch = live.queue->Pop()) {
+    for (const auto& r : (*batch)->records) {
+      got.emplace_back(r.offset, std::string(r.payload.begin(), r.payload.end()));
+    }
+  }
+  EXPECT_EQ(got, (std::vector<std::pair<uint64_t, std::string>>{{2, "i2"}, {3, "i3"}, {5, "n5"}}));
+}
+
 TEST_F(GatedShard, HoldsALocallyCommittedBatchFromReadersAndPublisherUntilCovered) {
   OpenGated();
   Subscription sub = Subscribe({});

@@ -237,20 +237,21 @@ class ReplicationE2E : public ::testing::Test {
   // three replicas of every shard (as node 1 sees it); `placed` is shard 0's. Fails the test
   // otherwise.
   void CreatePlacedStream(const std::string& stream, std::optional<Placed>& placed,
-                          const std::string& consistency = "Leader", uint32_t shards = 1) {
+                          const std::string& consistency = "Leader", uint32_t shards = 1,
+                          uint32_t replicas = 3) {
     auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
                                 Json{{"stream", stream},
                                      {"durable", true},
                                      {"shards", shards},
-                                     {"replication_factor", 3},
+                                     {"replication_factor", replicas},
                                      {"consistency", consistency}});
     ASSERT_EQ(status, 201) << body.dump();
     for (uint32_t shard = 0; shard < shards; ++shard) {
       ASSERT_TRUE(Eventually([&] {
         placed = Placement(1, stream, shard);
-        return placed && placed->replicas.size() == 3;
-      })) << "the controller places three replicas of shard "
-          << shard;
+        return placed && placed->replicas.size() == replicas;
+      })) << "the controller places "
+          << replicas << " replicas of shard " << shard;
     }
     placed = Placement(1, stream);
   }
@@ -307,8 +308,9 @@ class ReplicationE2E : public ::testing::Test {
   void LeaderWithCaughtUpFollowers(const std::string& stream, size_t records,
                                    std::optional<Placed>& placed,
                                    std::vector<std::string>& followers, std::string& token,
-                                   const std::string& consistency = "Leader") {
-    ASSERT_NO_FATAL_FAILURE(CreatePlacedStream(stream, placed, consistency));
+                                   const std::string& consistency = "Leader",
+                                   uint32_t replicas = 3) {
+    ASSERT_NO_FATAL_FAILURE(CreatePlacedStream(stream, placed, consistency, 1, replicas));
     const int leader = NodeNumber(placed->leader);
     for (const auto& r : placed->replicas) {
       if (r != placed->leader) followers.push_back(r);
@@ -1130,6 +1132,60 @@ TEST_F(EtcdLeaderKillE2E, AQuorumStreamFailsOverWhileEtcdElectsANewLeader) {
               i == before + 1 ? std::string("after-kills") : Payload(i < before ? i : i - 1))
         << i;
   }
+}
+
+// A `Quorum` stream with a replica set of 5: its promoted leader holds back what it inherited
+// above its persisted commit offset until its mark (carried by its generation-start record)
+// covers it (BrokerCore: StreamShard::HoldInheritedAbove; docs/cluster.md "Promotion fence").
+// The leader is SIGKILLed once its followers hold its acknowledged records; the new leader
+// serves every one of them, at its acknowledged offset, to a subscriber from the earliest
+// offset and then the writes it acknowledges itself, after its start record.
+class FiveReplicaE2E : public ReplicationE2E {
+ protected:
+  static felix::testing::ClusterOptions Options() {
+    felix::testing::ClusterOptions o;
+    o.nodes = 5;
+    return o;
+  }
+  FiveReplicaE2E() : ReplicationE2E(Options()) {}
+};
+
+TEST_F(FiveReplicaE2E, AQuorumStreamOfFiveFailsOverAndShowsWhatItInheritedOnceCovered) {
+  std::optional<Placed> placed;
+  std::vector<std::string> followers;
+  std::string token;
+  const size_t before = 100;
+  ASSERT_NO_FATAL_FAILURE(
+      LeaderWithCaughtUpFollowers("five", before, placed, followers, token, "Quorum", 5));
+  const int old_leader = NodeNumber(placed->leader);
+  cluster_.Kill(old_leader);
+  std::optional<Placed> promoted =
+      WaitForPromotion(NodeNumber(followers[0]), "five", placed->leader);
+  ASSERT_TRUE(promoted);
+  const int new_leader = NodeNumber(promoted->leader);
+  std::optional<uint64_t> first = PublishUntilAccepted(new_leader, token, "five", "after");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(*first, before + 1) << "after the new leader's generation-start record";
+  // It opened holding back at least its start record (above any commit offset it persisted).
+  EXPECT_NE(cluster_.LogTail(new_leader, 1 << 20).find("shows readers nothing from offset"),
+            std::string::npos)
+      << cluster_.LogTail(new_leader);
+
+  auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(new_leader)), cluster_.ca_file());
+  ASSERT_TRUE(client);
+  auto s = broker::e2e::Authed(*client, token);
+  s->SendMessage(broker::e2e::SubscribeEarliest("five"));
+  auto events = client->AcceptEventStream();
+  ASSERT_TRUE(events);
+  ASSERT_TRUE(events->Read<flx1::EventStreamHello>());
+  auto seen = broker::e2e::ReadEvents(*events, before + 1);
+  ASSERT_EQ(seen.size(), before + 1);
+  for (size_t i = 0; i < before; ++i) {
+    EXPECT_EQ(seen[i].first, i);
+    EXPECT_EQ(seen[i].second, Payload(i));
+  }
+  EXPECT_EQ(seen[before].first, before + 1);
+  EXPECT_EQ(seen[before].second, "after");
 }
 
 class RestoreE2E : public ReplicationE2E {
