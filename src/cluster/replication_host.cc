@@ -469,8 +469,10 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
     ro.followers = std::move(followers);
     ShardReplicator::MarkListener on_mark;
     if (auto gate = gates_.find(shard); gate != gates_.end()) {
-      // Quorum: a log's mark is the commit offset its writers and readers wait for.
+      // Quorum: a log's mark is the commit offset its writers and readers wait for, and the
+      // followers' flushes may run beside the leader's own.
       on_mark = gate->second;
+      ro.ship_unflushed = true;
     }
     slot->replicator = std::make_unique<ShardReplicator>(
         *slot->store, std::move(ro), *transport_, *slot->executor, &metrics_, std::move(on_mark),

@@ -320,6 +320,8 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     for (size_t i = 0; i < logs.size(); ++i) {
       if (notify_ids[i] != 0) store.log(logs[i]).CancelNotify(notify_ids[i]);
       notify_ids[i] = 0;
+      if (written_notify_ids[i] != 0) store.log(logs[i]).CancelWrittenNotify(written_notify_ids[i]);
+      written_notify_ids[i] = 0;
     }
     for (Cursor& c : cursors) {
       if (c.retry_timer) ex.Cancel(c.retry_timer);
@@ -353,9 +355,37 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     notify_ids[i] = id;  // 0 when it already fired inline: the posted pass re-arms
   }
 
+  // o.ship_unflushed: a second watch on the written tail, so records ship while the leader's
+  // own flush runs (the durable-tail watch above still moves the marks).
+  void ArmWrittenNotify(size_t i) {
+    if (!o.ship_unflushed || written_notify_ids[i] != 0) return;
+    storage::DurableLog& log = store.log(logs[i]);
+    std::weak_ptr<State> weak = weak_from_this();
+    uint64_t id =
+        log.NotifyWrittenWhen(log.WrittenOffset(), [weak, i](storage::WaitOutcome outcome) {
+          if (outcome != storage::WaitOutcome::kReady) return;
+          if (auto self = weak.lock()) {
+            self->PostGated([i](State& s) {
+              s.written_notify_ids[i] = 0;
+              s.RunPass();
+            });
+          }
+        });
+    written_notify_ids[i] = id;
+  }
+
+  // Where shipping stops: the durable tail, or with o.ship_unflushed the written one.
+  uint64_t ShipEnd(LogKind log) const {
+    const storage::DurableLog& l = store.log(log);
+    return o.ship_unflushed ? l.WrittenOffset() : l.TailOffset();
+  }
+
   void RunPass() {
     if (!started || stopped) return;
-    for (size_t i = 0; i < logs.size(); ++i) ArmNotify(i);
+    for (size_t i = 0; i < logs.size(); ++i) {
+      ArmNotify(i);
+      ArmWrittenNotify(i);
+    }
     for (Cursor& c : cursors) Pump(c);
     UpdateMarks();
     PublishGauges();
@@ -389,8 +419,9 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     const size_t limit = c.stalled ? 1 : o.max_in_flight;
     storage::DurableLog& log = store.log(c.log);
     while (c.in_flight.size() < limit) {
+      const storage::ReadLimits limits{o.max_batch_records, o.max_batch_bytes};
       auto read =
-          log.Read(c.send_from, storage::ReadLimits{o.max_batch_records, o.max_batch_bytes});
+          o.ship_unflushed ? log.ReadWritten(c.send_from, limits) : log.Read(c.send_from, limits);
       if (!read) {
         if (read.error().code == storage::StorageErrc::kTrimmed) {
           c.need_bootstrap = true;
@@ -650,7 +681,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     switch (err.code) {
       case flxi::ErrorCode::kLogGap: {
         Count("resumed");
-        const uint64_t expected = std::min(err.expected_offset, store.log(c.log).TailOffset());
+        const uint64_t expected = std::min(err.expected_offset, ShipEnd(c.log));
         c.next = expected;
         c.confirmed = std::min(c.confirmed, expected);
         ResumeAt(c, pos, expected);
@@ -852,7 +883,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       // counted until a records exchange confirms it at this generation.
       c.need_bootstrap = false;
       c.stalled = false;
-      c.next = c.send_from = std::min(ok->durable_offset, store.log(c.log).TailOffset());
+      c.next = c.send_from = std::min(ok->durable_offset, ShipEnd(c.log));
       return;
     }
     const auto* err = frame ? std::get_if<flxi::ReplicateError>(&frame->body) : nullptr;
@@ -1016,7 +1047,8 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   double rebuild_tokens = 0;
   Clock::time_point rebuild_refilled;
   std::array<uint64_t, storage::kLogKindCount> marks{};
-  std::array<uint64_t, 3> notify_ids{};  // by index into `logs`
+  std::array<uint64_t, 3> notify_ids{};          // by index into `logs`
+  std::array<uint64_t, 3> written_notify_ids{};  // o.ship_unflushed only
   bool started = false;
   bool stopped = false;
   bool fenced_reported = false;

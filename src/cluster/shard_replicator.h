@@ -42,6 +42,9 @@
 //     count follower logs;
 //   - the producers log (storage::LogKind::kProducers) has no wire id and is not replicated.
 //
+// With ship_unflushed (Quorum shards) batches are read up to the written tail rather than the
+// durable one; see ShardReplicatorOptions.
+//
 // Threading: every method and every callback runs holding `executor` (the host gives one):
 // on its thread, or — for answers to records, which arrive on the transport's thread — on that
 // thread when the executor is idle (Executor::RunOrPost), so on_mark may run there too.
@@ -103,6 +106,13 @@ struct ShardReplicatorOptions {
   size_t max_batch_bytes = 1 << 20;
   size_t max_in_flight = 4;  // batches in flight per follower and log
   std::chrono::milliseconds retry_delay{100};
+  // Ship what the leader's logs have written before their own fdatasync covers it
+  // (DurableLog::ReadWritten), so the leader's flush and the followers' overlap. The mark still
+  // counts the leader only up to its durable tail, so nothing is acknowledged before the
+  // leader holds it durably. The host sets it for `Quorum` shards, whose leader reopens only
+  // through the promotion fence (which takes back from a majority what its own disk lost);
+  // `Leader` shards ship durable records only, since there a restart keeps serving its own log.
+  bool ship_unflushed = false;
   // Rebuild policy (FELIX_REPLICATION_REBUILD_MAX_CONCURRENT; 0 = never rebuild). In this
   // slice the slots are counted per replicator (per leader shard), not across the broker.
   uint32_t rebuild_max_concurrent = 1;

@@ -155,6 +155,7 @@ StorageResult<void> DurableLog::Apply(RecoveryPlan plan) {
       return StorageFail(IoError("unlink", p, errno));
   }
   if (auto r = SyncDirectory(dir_); !r) return r;
+  written_notifier_.Set(next_offset_);
   notifier_.Set(next_offset_);
 
   if (metrics_) {
@@ -407,6 +408,7 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
       flusher_cv_.notify_all();
     }
   }
+  written_notifier_.Advance(new_tail);
   if (on_durable != nullptr) {
     if (opts_.fsync_mode != FsyncMode::kOnCommit) notifier_.Advance(new_tail);
   } else if (opts_.fsync_mode == FsyncMode::kOnCommit) {
@@ -696,7 +698,10 @@ StorageResult<void> DurableLog::Truncate(uint64_t new_tail) {
     }
   } while (false);
   ReleaseFlushExclusive();
-  if (result) notifier_.Set(new_tail);
+  if (result) {
+    written_notifier_.Set(new_tail);
+    notifier_.Set(new_tail);
+  }
   return result;
 }
 
@@ -749,7 +754,10 @@ StorageResult<void> DurableLog::Reset(uint64_t base) {
     }
   } while (false);
   ReleaseFlushExclusive();
-  if (result) notifier_.Set(base);
+  if (result) {
+    written_notifier_.Set(base);
+    notifier_.Set(base);
+  }
   return result;
 }
 
@@ -862,6 +870,7 @@ StorageResult<void> DurableLog::Close() {
   }
   // Async appends still waiting learn the outcome of the final flush.
   CompleteAsync(true, result);
+  written_notifier_.Close();
   notifier_.Close();
   return result;
 }
@@ -896,6 +905,15 @@ size_t DurableLog::SegmentCount() const {
 }
 
 StorageResult<ReadBatch> DurableLog::Read(uint64_t from, ReadLimits limits) const {
+  return ReadBelow(from, limits, notifier_.tail());
+}
+
+StorageResult<ReadBatch> DurableLog::ReadWritten(uint64_t from, ReadLimits limits) const {
+  return ReadBelow(from, limits, written_end_.load());
+}
+
+StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
+                                               uint64_t tail) const {
   ReadBatch batch;
   batch.next_offset = from;
   const uint64_t base = base_offset_.load();
@@ -908,7 +926,6 @@ StorageResult<ReadBatch> DurableLog::Read(uint64_t from, ReadLimits limits) cons
         "offset " + std::to_string(from) + " was trimmed; oldest is " + std::to_string(base);
     return StorageFail(std::move(e));
   }
-  uint64_t tail = notifier_.tail();
   // A poisoned log serves only what is known durable (later bytes may never reach the disk).
   if (poisoned_.load()) tail = std::min(tail, durable_atomic_.load());
   uint64_t max_records =
@@ -1013,6 +1030,14 @@ uint64_t DurableLog::NotifyWhen(uint64_t offset, TailCallback cb) {
 
 bool DurableLog::CancelNotify(uint64_t id) {
   return notifier_.Cancel(id);
+}
+
+uint64_t DurableLog::NotifyWrittenWhen(uint64_t offset, TailCallback cb) {
+  return written_notifier_.Notify(offset, std::move(cb));
+}
+
+bool DurableLog::CancelWrittenNotify(uint64_t id) {
+  return written_notifier_.Cancel(id);
 }
 
 }  // namespace felix::storage

@@ -25,7 +25,8 @@
 //   - The log owns at most one flusher thread: started at open under kPeriodic, or on the
 //     first AppendAsync; joined by Close. Under kOnCommit the flush is otherwise done by the
 //     appender that becomes the group-commit leader.
-//   - Read/ReadOne/WaitFor/NotifyWhen/CancelNotify/Tail/Base/DurableOffset: any thread,
+//   - Read/ReadOne/WaitFor/NotifyWhen/CancelNotify/Tail/Base/DurableOffset, and the written
+//     variants ReadWritten/NotifyWrittenWhen/CancelWrittenNotify/WrittenOffset: any thread,
 //     concurrently with appends (positioned reads, no lock held during I/O).
 //   - Truncate/Reset: callable from any thread, but the caller (replication) must not have
 //     appends in flight on this log; readers of the removed records see them vanish.
@@ -177,6 +178,15 @@ class DurableLog final : public LogReader {
 
   // Offset after the last record written (durable or not); >= TailOffset().
   uint64_t WrittenOffset() const { return written_end_.load(); }
+  // Records written but perhaps not yet durable, for a Quorum leader's replicator: it ships
+  // them while the leader's own fdatasync runs, so the two flushes overlap instead of queueing
+  // (replication.md §8.2 counts the leader only up to its durable tail, so nothing here is
+  // acknowledged early). As Read, up to WrittenOffset() instead of TailOffset(); a poisoned log
+  // still serves only what is durable. NotifyWrittenWhen: as NotifyWhen, on the written tail
+  // (the callback runs on the appending thread, outside the log's locks).
+  StorageResult<ReadBatch> ReadWritten(uint64_t from, ReadLimits limits) const;
+  uint64_t NotifyWrittenWhen(uint64_t offset, TailCallback cb);
+  bool CancelWrittenNotify(uint64_t id);
   // Offset up to which the log is known durable (exclusive).
   uint64_t DurableOffset() const { return durable_atomic_.load(); }
   bool poisoned() const { return poisoned_.load(); }
@@ -210,6 +220,7 @@ class DurableLog final : public LogReader {
   StorageResult<void> RemoveSegmentFiles(const Segment& seg);
   StorageResult<uint64_t> LocatePosition(const Segment& seg, uint64_t offset) const;
   void FlusherLoop();
+  StorageResult<ReadBatch> ReadBelow(uint64_t from, ReadLimits limits, uint64_t tail) const;
 
   const std::string dir_;
   const LogOptions opts_;
@@ -257,7 +268,8 @@ class DurableLog final : public LogReader {
   };
   std::vector<AsyncWaiter> async_;  // flusher_mu_, in offset order
 
-  TailNotifier notifier_{0};
+  TailNotifier notifier_{0};          // what readers see (durable under kOnCommit)
+  TailNotifier written_notifier_{0};  // written_end_, for ReadWritten's watchers
   RecoveryReport report_;
 };
 

@@ -212,16 +212,23 @@ class ShardReplicatorTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = felix::testing::MakeTempDir("shard-replicator"); }
   void TearDown() override {
+#if FELIX_FAULT_INJECTION
+    faults_->HoldSyncs(false);  // a failed test must not leave a flush blocked
+#endif
     rep_.reset();
     ex_.Stop();
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
 
-  void OpenStore(uint64_t initial_base = 0) {
+  void OpenStore(uint64_t initial_base = 0,
+                 storage::FsyncMode fsync_mode = storage::FsyncMode::kNone) {
     storage::LogOptions lo;
-    lo.fsync_mode = storage::FsyncMode::kNone;
+    lo.fsync_mode = fsync_mode;
     lo.initial_base_offset = initial_base;
+#if FELIX_FAULT_INJECTION
+    lo.faults = faults_;
+#endif
     auto s = storage::ShardStore::Open(dir_, storage::ShardStoreOptions::Uniform(lo));
     ASSERT_TRUE(s.has_value()) << s.error().ToString();
     store_ = std::move(*s);
@@ -362,6 +369,9 @@ class ShardReplicatorTest : public ::testing::Test {
     return pos == std::string::npos ? 0 : std::stoull(text.substr(pos + key.size()));
   }
 
+#if FELIX_FAULT_INJECTION
+  std::shared_ptr<storage::FaultInjector> faults_ = std::make_shared<storage::FaultInjector>();
+#endif
   broker::Executor ex_{"repl-test"};
   std::string dir_;
   std::unique_ptr<storage::ShardStore> store_;
@@ -1036,6 +1046,61 @@ TEST_F(ShardReplicatorTest, AppendWakesShippingWithoutWake) {
   ASSERT_TRUE(t);
   EXPECT_EQ(t->first(), 1u);
 }
+
+#if FELIX_FAULT_INJECTION
+// ship_unflushed (Quorum shards): a batch the leader has written ships while the leader's own
+// fdatasync is still running, so the flushes overlap; the mark still counts the leader only up
+// to its durable tail, so the followers' confirmations alone acknowledge nothing.
+TEST_F(ShardReplicatorTest, UnflushedRecordsShipBeforeTheLeadersFlushAndCountOnceItIsDurable) {
+  OpenStore(0, storage::FsyncMode::kOnCommit);
+  auto o = Options(2);  // RF 3
+  o.ship_unflushed = true;
+  Start(o);
+  Barrier();
+  storage::DurableLog& log = store_->log(LogKind::kStream);
+  faults_->HoldSyncs(true);
+  std::promise<storage::StorageResult<void>> flushed;
+  const std::string p0 = "a", p1 = "b", p2 = "c";
+  const storage::AppendRecord batch[] = {
+      {storage::AsBytes(p0), 1, 1}, {storage::AsBytes(p1), 1, 2}, {storage::AsBytes(p2), 1, 3}};
+  ASSERT_TRUE(
+      log.AppendAsync(batch, [&](const storage::StorageResult<void>& r) { flushed.set_value(r); }));
+  auto a = transport_.Next("f0"), b = transport_.Next("f1");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->first(), 0u);
+  EXPECT_EQ(a->end(), 3u);
+  EXPECT_EQ(log.DurableOffset(), 0u) << "shipped while the leader's flush is held";
+  Deliver(a, OkAnswer(3));
+  Deliver(b, OkAnswer(3));
+  EXPECT_EQ(MarkOf(LogKind::kStream), 0u) << "two followers hold it, the leader not yet";
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 3u);
+  faults_->HoldSyncs(false);
+  ASSERT_TRUE(flushed.get_future().get());
+  EXPECT_TRUE(WaitMark(LogKind::kStream, 3));
+}
+
+// Without it (Leader shards) nothing ships until the leader's own flush covered it.
+TEST_F(ShardReplicatorTest, WithoutShipUnflushedOnlyDurableRecordsShip) {
+  OpenStore(0, storage::FsyncMode::kOnCommit);
+  Start(Options(1));
+  Barrier();
+  storage::DurableLog& log = store_->log(LogKind::kStream);
+  faults_->HoldSyncs(true);
+  std::promise<storage::StorageResult<void>> flushed;
+  const std::string p0 = "a";
+  const storage::AppendRecord rec{storage::AsBytes(p0), 1, 1};
+  ASSERT_TRUE(log.AppendAsync(
+      {&rec, 1}, [&](const storage::StorageResult<void>& r) { flushed.set_value(r); }));
+  Barrier();  // a written-tail watch would have posted its pass before AppendAsync returned
+  EXPECT_EQ(transport_.Unread(), 0u);
+  EXPECT_EQ(log.WrittenOffset(), 1u);
+  faults_->HoldSyncs(false);
+  ASSERT_TRUE(flushed.get_future().get());
+  auto s = transport_.Next("f0");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->first(), 0u);
+}
+#endif
 
 // --- threads ------------------------------------------------------------------------------------
 

@@ -139,6 +139,61 @@ TEST(Faults, GroupCommitOneFlushCoversEveryQueuedAppender) {
       << registry.RenderPrometheus();
 }
 
+// A Quorum leader's replicator ships records before its own flush covers them: under
+// kOnCommit ReadWritten and NotifyWrittenWhen see a batch as soon as it is written, while
+// Read, TailOffset and NotifyWhen wait for the fdatasync. A poisoned log serves neither past
+// what is durable.
+TEST(Faults, WrittenRecordsAreReadableBeforeTheirFlushOnlyThroughTheWrittenVariants) {
+  auto dir = TempDir("written-reads");
+  auto faults = std::make_shared<FaultInjector>();
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.faults = faults;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 0, 2);
+  std::promise<WaitOutcome> written_seen, durable_seen;
+  ASSERT_NE(log->NotifyWrittenWhen(3, [&](WaitOutcome w) { written_seen.set_value(w); }), 0u);
+  ASSERT_NE(log->NotifyWhen(3, [&](WaitOutcome w) { durable_seen.set_value(w); }), 0u);
+  auto durable_future = durable_seen.get_future();
+  faults->HoldSyncs(true);
+  std::promise<StorageResult<void>> flushed;
+  const std::string p2 = Payload(2), p3 = Payload(3);
+  const AppendRecord batch[] = {AppendRecord{AsBytes(p2)}, AppendRecord{AsBytes(p3)}};
+  ASSERT_TRUE(log->AppendAsync(batch, [&](const StorageResult<void>& r) { flushed.set_value(r); }));
+  // The written watch fired on this (the appending) thread, inside AppendAsync.
+  EXPECT_EQ(written_seen.get_future().get(), WaitOutcome::kReady);
+  ASSERT_TRUE(Eventually([&] { return faults->syncs_held() == 1; }));
+  EXPECT_EQ(log->WrittenOffset(), 4u);
+  EXPECT_EQ(log->TailOffset(), 2u);
+  auto written = log->ReadWritten(2, ReadLimits{100, 1 << 20});
+  ASSERT_TRUE(written) << written.error().ToString();
+  ASSERT_EQ(written->records.size(), 2u);
+  EXPECT_EQ(written->records[0].offset, 2u);
+  EXPECT_EQ(written->records[0].payload, p2);
+  EXPECT_EQ(written->records[1].payload, p3);
+  EXPECT_EQ(written->next_offset, 4u);
+  auto read = log->Read(2, ReadLimits{100, 1 << 20});
+  ASSERT_TRUE(read);
+  EXPECT_TRUE(read->records.empty()) << "Read serves only what is durable under kOnCommit";
+  EXPECT_EQ(durable_future.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  faults->HoldSyncs(false);
+  ASSERT_TRUE(flushed.get_future().get());
+  EXPECT_EQ(durable_future.get(), WaitOutcome::kReady);
+  EXPECT_EQ(log->TailOffset(), 4u);
+
+  // Poisoned: a written record the failed flush did not cover is no longer served.
+  faults->FailSyncs(1, EIO);
+  const std::string p4 = Payload(4);
+  std::promise<StorageResult<void>> failed;
+  const AppendRecord unflushed{AsBytes(p4)};
+  ASSERT_TRUE(log->AppendAsync({&unflushed, 1},
+                               [&](const StorageResult<void>& r) { failed.set_value(r); }));
+  EXPECT_FALSE(failed.get_future().get());
+  ASSERT_TRUE(log->poisoned());
+  auto after = log->ReadWritten(4, ReadLimits{100, 1 << 20});
+  ASSERT_TRUE(after);
+  EXPECT_TRUE(after->records.empty());
+}
+
 TEST(Faults, AppendAsyncReportsTheFailedFlush) {
   auto dir = TempDir("async-poison");
   auto faults = std::make_shared<FaultInjector>();
