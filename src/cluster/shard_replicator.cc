@@ -374,6 +374,22 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     written_notify_ids[i] = id;
   }
 
+  // The commit offset the own log's batches carry: the mark, refreshed at most once per
+  // o.commit_carry_interval. Any value at or below the mark is true, and every rise costs each
+  // follower a write-through of its `replica` file before it answers (replication.md §6).
+  uint64_t CarriedCommit() {
+    const uint64_t mark = marks[size_t(OwnLog())];
+    if (carried_commit < mark) {
+      const auto now = Clock::now();
+      if (!carried_once || now - carried_at >= o.commit_carry_interval) {
+        carried_commit = mark;
+        carried_at = now;
+        carried_once = true;
+      }
+    }
+    return carried_commit;
+  }
+
   // Where shipping stops: the durable tail, or with o.ship_unflushed the written one.
   uint64_t ShipEnd(LogKind log) const {
     const storage::DurableLog& l = store.log(log);
@@ -463,7 +479,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
         entry.timed = entry.labelled && (caps & flxi::kCapRecordTimes) != 0;
         // The commit offset rides the shard's own log only (kinds 26/32/36): the stream (or
         // cache) log's mark. Auxiliary logs carry none.
-        if (c.log == OwnLog()) entry.commit = marks[size_t(c.log)];
+        if (c.log == OwnLog()) entry.commit = CarriedCommit();
       }
       if (c.rebuilding && !TakeRebuildBytes(c, entry.batch->bytes)) return;
       if (!Send(c, std::move(entry))) return;
@@ -1046,6 +1062,9 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   bool rebuild_bucket_started = false;
   double rebuild_tokens = 0;
   Clock::time_point rebuild_refilled;
+  uint64_t carried_commit = 0;  // CarriedCommit()
+  Clock::time_point carried_at;
+  bool carried_once = false;
   std::array<uint64_t, storage::kLogKindCount> marks{};
   std::array<uint64_t, 3> notify_ids{};          // by index into `logs`
   std::array<uint64_t, 3> written_notify_ids{};  // o.ship_unflushed only

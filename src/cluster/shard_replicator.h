@@ -25,7 +25,8 @@
 // Choices this implementation makes where the contract above leaves room (see also
 // docs/cluster.md, "Leader side"):
 //   - the commit offset (kinds 26/32/36) rides the shard's own log only (stream, or cache for a
-//     cache shard) and is that log's mark; cursor, dead-letter and counter batches carry none
+//     cache shard) and is that log's mark as of its last refresh (at most once per
+//     commit_carry_interval); cursor, dead-letter and counter batches carry none
 //     (their own kinds 16/18/20, or 32 without commit for labelled counters);
 //   - generation labels (kind 32/36): the leader's generation history entries overlapping the
 //     batch for the shard's own log when the history covers it, else runs of the records' own
@@ -113,6 +114,11 @@ struct ShardReplicatorOptions {
   // through the promotion fence (which takes back from a majority what its own disk lost);
   // `Leader` shards ship durable records only, since there a restart keeps serving its own log.
   bool ship_unflushed = false;
+  // The commit offset the shard's own log carries (kinds 26/32/36) is the mark, refreshed at
+  // most this often (0: every batch carries the current mark). Every rise makes each follower
+  // flush its `replica` file before answering, on the disk its log flushes to; the value only
+  // guards the follower's truncation and retention (a lower one guards less, never wrongly).
+  std::chrono::milliseconds commit_carry_interval{0};
   // Rebuild policy (FELIX_REPLICATION_REBUILD_MAX_CONCURRENT; 0 = never rebuild). In this
   // slice the slots are counted per replicator (per leader shard), not across the broker.
   uint32_t rebuild_max_concurrent = 1;

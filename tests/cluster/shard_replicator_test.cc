@@ -1047,6 +1047,33 @@ TEST_F(ShardReplicatorTest, AppendWakesShippingWithoutWake) {
   EXPECT_EQ(t->first(), 1u);
 }
 
+// commit_carry_interval: the commit offset the stream's batches carry rises at most once per
+// interval (each rise costs every follower a flush of its replica file); in between, batches
+// carry the last value carried, which is at or below the mark and so still true.
+TEST_F(ShardReplicatorTest, TheCarriedCommitOffsetRisesAtMostOncePerInterval) {
+  OpenStore();
+  Append(LogKind::kStream, 2);
+  auto o = Options(1);  // RF 2: the leader and f0 are the majority
+  o.commit_carry_interval = std::chrono::hours(1);
+  Start(o);
+  auto a = transport_.Next("f0");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->records().commit_offset, std::optional<uint64_t>(0));
+  Deliver(a, OkAnswer(2));
+  ASSERT_EQ(MarkOf(LogKind::kStream), 2u);
+  Append(LogKind::kStream, 1);
+  auto b = transport_.Next("f0");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->records().commit_offset, std::optional<uint64_t>(2)) << "the first rise is carried";
+  Deliver(b, OkAnswer(3));
+  ASSERT_EQ(MarkOf(LogKind::kStream), 3u);
+  Append(LogKind::kStream, 1);
+  auto c = transport_.Next("f0");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->records().commit_offset, std::optional<uint64_t>(2))
+      << "the mark rose to 3 within the interval: the batch carries the last value carried";
+}
+
 #if FELIX_FAULT_INJECTION
 // ship_unflushed (Quorum shards): a batch the leader has written ships while the leader's own
 // fdatasync is still running, so the flushes overlap; the mark still counts the leader only up
