@@ -23,6 +23,14 @@ using test::Opts;
 using test::Payload;
 using test::TempDir;
 
+// Options of a log whose fsyncs and writes the test's injector controls.
+LogOptions WithFaults(const std::shared_ptr<FaultInjector>& faults,
+                      FsyncMode mode = FsyncMode::kOnCommit) {
+  LogOptions o = Opts(mode);
+  o.faults = faults;
+  return o;
+}
+
 TEST(Faults, FailedFsyncPoisonsLaterAppendsAndTheNextOpen) {
   auto dir = TempDir("poison");
   auto faults = std::make_shared<FaultInjector>();
@@ -76,9 +84,7 @@ TEST(Faults, FailedFsyncPoisonsLaterAppendsAndTheNextOpen) {
 TEST(Faults, FailedFsyncFailsEveryConcurrentWaiter) {
   auto dir = TempDir("poison-many");
   auto faults = std::make_shared<FaultInjector>();
-  LogOptions o = Opts(FsyncMode::kOnCommit);
-  o.faults = faults;
-  auto log = MustOpen(dir, o);
+  auto log = MustOpen(dir, WithFaults(faults));
   faults->FailSyncs(1000, EIO);
   std::atomic<int> acked{0}, failed{0};
   std::vector<std::thread> threads;
@@ -146,9 +152,7 @@ TEST(Faults, GroupCommitOneFlushCoversEveryQueuedAppender) {
 TEST(Faults, WrittenRecordsAreReadableBeforeTheirFlushOnlyThroughTheWrittenVariants) {
   auto dir = TempDir("written-reads");
   auto faults = std::make_shared<FaultInjector>();
-  LogOptions o = Opts(FsyncMode::kOnCommit);
-  o.faults = faults;
-  auto log = MustOpen(dir, o);
+  auto log = MustOpen(dir, WithFaults(faults));
   AppendN(*log, 0, 2);
   std::promise<WaitOutcome> written_seen, durable_seen;
   ASSERT_NE(log->NotifyWrittenWhen(3, [&](WaitOutcome w) { written_seen.set_value(w); }), 0u);
@@ -197,9 +201,7 @@ TEST(Faults, WrittenRecordsAreReadableBeforeTheirFlushOnlyThroughTheWrittenVaria
 TEST(Faults, AppendAsyncReportsTheFailedFlush) {
   auto dir = TempDir("async-poison");
   auto faults = std::make_shared<FaultInjector>();
-  LogOptions o = Opts(FsyncMode::kOnCommit);
-  o.faults = faults;
-  auto log = MustOpen(dir, o);
+  auto log = MustOpen(dir, WithFaults(faults));
   faults->FailSyncs(1, EIO);
   std::promise<StorageResult<void>> done;
   std::string p = Payload(0);
