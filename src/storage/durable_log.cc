@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -19,6 +20,31 @@ struct Segment {
   uint64_t end_offset = 0;         // state_mu_
   uint64_t last_timestamp_ms = 0;  // state_mu_
   std::vector<IndexEntry> index;   // state_mu_
+  // Where the last few appended batches begin (state_mu_), beside the sparse index: a reader
+  // that follows the tail (a replicator, one read per batch and follower) starts at one of
+  // these and finds it without reading the record headers between the index entry and it.
+  static constexpr size_t kRecentBatches = 8;
+  std::array<IndexEntry, kRecentBatches> recent{};
+  size_t recent_count = 0;  // valid entries, the newest at (recent_next + size − 1) % size
+  size_t recent_next = 0;
+  void NoteBatch(uint64_t offset, uint64_t position) {
+    recent[recent_next] = IndexEntry{offset, position};
+    recent_next = (recent_next + 1) % kRecentBatches;
+    recent_count = std::min(recent_count + 1, kRecentBatches);
+  }
+  // Drops what a truncation to `tail` removed.
+  void ForgetBatchesFrom(uint64_t tail) {
+    std::array<IndexEntry, kRecentBatches> kept{};
+    size_t n = 0;
+    for (size_t i = 0; i < recent_count; ++i) {
+      const IndexEntry& e =
+          recent[(recent_next + kRecentBatches - recent_count + i) % kRecentBatches];
+      if (e.offset < tail) kept[n++] = e;
+    }
+    recent = kept;
+    recent_count = n;
+    recent_next = n % kRecentBatches;
+  }
   ~Segment() {
     if (fd >= 0) ::close(fd);
   }
@@ -392,6 +418,7 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
       for (const auto& e : new_entries_) {
         if (seg.index.empty() || e.offset > seg.index.back().offset) seg.index.push_back(e);
       }
+      seg.NoteBatch(next_offset_, pos);
       seg.end_offset = offset;
       seg.last_timestamp_ms = last_ts;
     }
@@ -591,6 +618,13 @@ StorageResult<uint64_t> DurableLog::LocatePosition(const Segment& seg, uint64_t 
       pos = it->position;
       at = it->offset;
     }
+    for (size_t i = 0; i < seg.recent_count; ++i) {
+      const IndexEntry& e = seg.recent[i];
+      if (e.offset <= offset && e.offset > at) {
+        pos = e.position;
+        at = e.offset;
+      }
+    }
   }
   uint8_t hdr[kRecordHeaderBytes];
   while (at < offset) {
@@ -683,6 +717,7 @@ StorageResult<void> DurableLog::Truncate(uint64_t new_tail) {
       std::lock_guard<std::mutex> s(state_mu_);
       seg->end_offset = new_tail;
       while (!seg->index.empty() && seg->index.back().offset >= new_tail) seg->index.pop_back();
+      seg->ForgetBatchesFrom(new_tail);
       active_ = seg;
     }
     seg->bytes.store(pos);

@@ -436,6 +436,39 @@ TEST(DurableLog, TruncateAboveCommitAcrossSegmentsAndRefusedBelowCommit) {
   ExpectRecords(*again, 0, 60, 100);
 }
 
+// A read starts at a recent batch's first record without walking record headers from the
+// sparse index (the log remembers where its last batches begin). After a truncation those
+// places are forgotten: records appended again at the same offsets, with other sizes, are
+// found where they now are.
+TEST(DurableLog, ReadsFromRecentBatchStartsAndForgetsThemAtATruncation) {
+  auto dir = TempDir("batch-starts");
+  LogOptions o = Opts(FsyncMode::kNone);
+  o.index_spacing_bytes = 1 << 20;  // one index entry: every seek would start at the base
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 0, 20, 10);
+  for (uint64_t at : {0u, 5u, 19u, 11u}) {
+    auto rec = log->ReadOne(at);
+    ASSERT_TRUE(rec) << rec.error().ToString();
+    EXPECT_EQ(rec->payload, Payload(at, 10));
+  }
+  ASSERT_TRUE(log->Truncate(12));
+  // Offsets 12..19 again in one batch (one remembered start), each record three times the size
+  // it had: the places remembered for 13..19 before the truncation would now be wrong.
+  std::vector<std::string> payloads;
+  for (uint64_t at = 12; at < 20; ++at) payloads.push_back(Payload(at, 30));
+  std::vector<AppendRecord> batch;
+  for (const auto& p : payloads) batch.push_back(AppendRecord{AsBytes(p), 2, 0});
+  auto again = log->Append(batch);
+  ASSERT_TRUE(again) << again.error().ToString();
+  ASSERT_EQ(again->first_offset, 12u);
+  for (uint64_t at = 10; at < 20; ++at) {
+    auto rec = log->ReadOne(at);
+    ASSERT_TRUE(rec) << "offset " << at << ": " << rec.error().ToString();
+    EXPECT_EQ(rec->payload, Payload(at, at < 12 ? 10 : 30)) << at;
+  }
+  ExpectRecords(*log, 0, 12, 10);
+}
+
 TEST(DurableLog, TruncateToSegmentBoundary) {
   auto dir = TempDir("truncate-boundary");
   LogOptions o = Opts();
