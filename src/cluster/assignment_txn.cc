@@ -106,30 +106,39 @@ Result<AssignmentRead> ReadAssignment(etcd::EtcdClient& etcd, const std::string&
 
 namespace {
 
-// The else branch of a controller txn read the controller key and the assignment in one
-// revision: which of the two compares failed.
-Result<WriteOutcome> FailedOutcome(const etcd::TxnResult& r, const ControllerTerm& term) {
+// The else branch of a controller txn read the controller key, the assignment (and the key that
+// had to be absent) in one revision: which compare failed.
+Result<WriteOutcome> FailedOutcome(const etcd::TxnResult& r, const ControllerTerm& term,
+                                   const AssignmentRead& planned_from) {
   const auto& controller = r.results.at(0).kvs;
   bool ours = !controller.empty() && controller.front().create_revision == term.create_revision;
   auto current = ReadFrom(r.results.at(1).kvs);
   if (!current) return tl::unexpected(current.error());
   WriteOutcome out;
   out.kind = ours ? WriteOutcome::Kind::kLostRace : WriteOutcome::Kind::kDeposed;
+  if (ours && current->mod_revision == planned_from.mod_revision && r.results.size() > 2 &&
+      !r.results[2].kvs.empty()) {
+    out.kind = WriteOutcome::Kind::kNodeReturned;
+  }
   out.current = std::move(*current);
   return out;
 }
 
-// A controller txn: compares the term and the planned-from revision, runs `op` when both hold.
+// A controller txn: compares the term, the planned-from revision and (when named) that
+// `absent_key` does not exist; runs `op` when all hold.
 Txn ControllerTxn(const ClusterKeys& keys, const ControllerTerm& term, const std::string& key,
-                  const AssignmentRead& planned_from, TxnOp op) {
+                  const AssignmentRead& planned_from, TxnOp op,
+                  const std::string& absent_key = {}) {
   Txn txn;
   txn.compares.push_back(Compare::CreateRevisionIs(keys.Controller(), term.create_revision));
   txn.compares.push_back(planned_from.mod_revision == 0
                              ? Compare::Absent(key)
                              : Compare::ModRevisionIs(key, planned_from.mod_revision));
+  if (!absent_key.empty()) txn.compares.push_back(Compare::Absent(absent_key));
   txn.then_ops.push_back(std::move(op));
   txn.else_ops.push_back(TxnOp::Get(keys.Controller()));
   txn.else_ops.push_back(TxnOp::Get(key));
+  if (!absent_key.empty()) txn.else_ops.push_back(TxnOp::Get(absent_key));
   return txn;
 }
 
@@ -137,14 +146,15 @@ Txn ControllerTxn(const ClusterKeys& keys, const ControllerTerm& term, const std
 
 Result<WriteOutcome> WriteAssignment(etcd::EtcdClient& etcd, const ClusterKeys& keys,
                                      const ControllerTerm& term, const std::string& key,
-                                     const AssignmentRead& planned_from, Assignment next) {
+                                     const AssignmentRead& planned_from, Assignment next,
+                                     const std::string& absent_node_key) {
   uint64_t base = planned_from.value ? planned_from.value->generation : 0;
   next.generation = base + 1;
   if (auto ok = ValidateAssignment(next); !ok) return tl::unexpected(ok.error());
-  auto r = etcd.Transact(
-      ControllerTxn(keys, term, key, planned_from, TxnOp::Put(key, EncodeAssignment(next))));
+  auto r = etcd.Transact(ControllerTxn(keys, term, key, planned_from,
+                                       TxnOp::Put(key, EncodeAssignment(next)), absent_node_key));
   if (!r) return tl::unexpected(FromEtcd(r.error()));
-  if (!r->succeeded) return FailedOutcome(*r, term);
+  if (!r->succeeded) return FailedOutcome(*r, term, planned_from);
   WriteOutcome out;
   out.kind = WriteOutcome::Kind::kWritten;
   out.current.value = std::move(next);
@@ -160,7 +170,7 @@ Result<WriteOutcome> DeleteAssignment(etcd::EtcdClient& etcd, const ClusterKeys&
   }
   auto r = etcd.Transact(ControllerTxn(keys, term, key, planned_from, TxnOp::Delete(key)));
   if (!r) return tl::unexpected(FromEtcd(r.error()));
-  if (!r->succeeded) return FailedOutcome(*r, term);
+  if (!r->succeeded) return FailedOutcome(*r, term, planned_from);
   WriteOutcome out;
   out.kind = WriteOutcome::Kind::kWritten;
   out.current.mod_revision = r->revision;

@@ -8,7 +8,11 @@
 //   create_revision == 0), and puts the new value with generation = planned + 1 (1 for a new
 //   key). A failed compare writes nothing and returns, from the same txn's else branch, the
 //   current controller and assignment: a deposed controller learns it is deposed; a lost race
-//   returns the winner's value so the caller re-plans from it.
+//   returns the winner's value so the caller re-plans from it. A failover also compares (c) that
+//   the deposed leader's nodes/<id> key is still absent: a leader that registered again after
+//   the controller saw it gone keeps its shard (kNodeReturned) — it may already serve it from a
+//   view that caught up to its registration, which a failover written after that could not be
+//   in.
 // - DeleteAssignment: the same two compares, then deletes the key (a shard whose stream or cache
 //   left the catalog); the same outcomes.
 //
@@ -64,9 +68,10 @@ Result<AssignmentRead> ReadAssignment(etcd::EtcdClient& etcd, const std::string&
 
 struct WriteOutcome {
   enum class Kind {
-    kWritten,   // `current` is what we wrote, with its new mod_revision
-    kLostRace,  // the assignment changed since `planned_from`; `current` is the winner's
-    kDeposed,   // the controller key is not our term's any more; nothing was written
+    kWritten,       // `current` is what we wrote, with its new mod_revision
+    kLostRace,      // the assignment changed since `planned_from`; `current` is the winner's
+    kDeposed,       // the controller key is not our term's any more; nothing was written
+    kNodeReturned,  // `absent_node_key` exists again; nothing was written
   };
   Kind kind = Kind::kWritten;
   AssignmentRead current;
@@ -74,9 +79,11 @@ struct WriteOutcome {
 
 // Writes `next` (its generation is ignored and set to planned_from's + 1) to `key`.
 // `next` must satisfy ValidateAssignment with any generation >= 1 (kInvalidArgument otherwise).
+// `absent_node_key` (a failover: the deposed leader's nodes/<id>) must not exist when it lands.
 Result<WriteOutcome> WriteAssignment(etcd::EtcdClient& etcd, const ClusterKeys& keys,
                                      const ControllerTerm& term, const std::string& key,
-                                     const AssignmentRead& planned_from, Assignment next);
+                                     const AssignmentRead& planned_from, Assignment next,
+                                     const std::string& absent_node_key = {});
 
 // Deletes `key` if the controller key is still `term`'s and the assignment's mod_revision is
 // still `planned_from`'s. kWritten: deleted (`current` is empty, its mod_revision the deletion's

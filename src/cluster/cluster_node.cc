@@ -64,11 +64,15 @@ void ClusterNode::Start() {
   };
   nodes.on_error = on_error("nodes/");
   etcd::MirrorCallbacks assign;
-  assign.on_snapshot = [this](const std::vector<etcd::KeyValue>& kvs, int64_t) {
+  assign.on_snapshot = [this](const std::vector<etcd::KeyValue>& kvs, int64_t revision) {
     view_.ReplaceAssignments(kvs);
+    assignments_revision_.store(revision, std::memory_order_release);
+    cv_.notify_all();  // RefreshState: perhaps caught up now
   };
   assign.on_events = [this](const std::vector<etcd::Event>& events) {
     view_.ApplyAssignmentEvents(events);
+    assignments_revision_.store(events.back().kv.mod_revision, std::memory_order_release);
+    cv_.notify_all();
   };
   assign.on_error = on_error("assign/");
   nodes_mirror_ =
@@ -99,7 +103,13 @@ bool ClusterNode::lease_valid() const {
     MutexLock lock(mu_);
     lease = lease_;
   }
-  return lease != nullptr && registered() && lease->valid();
+  return lease != nullptr && registered() && lease->valid() && AssignmentsCaughtUp();
+}
+
+bool ClusterNode::AssignmentsCaughtUp() const {
+  int64_t registered_at = registered_revision_.load(std::memory_order_acquire);
+  return registered_at != 0 &&
+         assignments_revision_.load(std::memory_order_acquire) >= registered_at;
 }
 
 bool ClusterNode::LeaseValidNow() const {
@@ -108,7 +118,7 @@ bool ClusterNode::LeaseValidNow() const {
     MutexLock lock(mu_);
     lease = lease_;
   }
-  return lease != nullptr && lease->ValidNow();
+  return lease != nullptr && lease->ValidNow() && AssignmentsCaughtUp();
 }
 
 void ClusterNode::WaitFor(std::chrono::milliseconds d) {
@@ -144,6 +154,7 @@ bool ClusterNode::Register() {
     }
     incarnation_.store(*incarnation, std::memory_order_release);
     node_key_written_ = false;
+    registered_revision_.store(0, std::memory_order_release);
     MutexLock lock(mu_);
     lease_ = std::move(fresh);
     lease = lease_;
@@ -157,6 +168,12 @@ bool ClusterNode::Register() {
       return false;
     }
     node_key_written_ = true;
+    registered_revision_.store(put->revision, std::memory_order_release);
+    // The mirror's watch may lag, and may hear nothing more under assign/ for a long time: a
+    // fresh read makes it catch up with everything written before this registration.
+    if (assignments_revision_.load(std::memory_order_acquire) < put->revision) {
+      assign_mirror_->Resync();
+    }
     registered_.store(true, std::memory_order_release);
     if (registrations_ != nullptr) registrations_->Increment();
     spdlog::info("cluster: registered node={} incarnation={} lease={} ttl_ms={}", record.node_id,
@@ -184,6 +201,7 @@ void ClusterNode::Unregister() {
     }
   }
   node_key_written_ = false;
+  registered_revision_.store(0, std::memory_order_release);
   RefreshState();
 }
 
@@ -197,10 +215,11 @@ void ClusterNode::RefreshState() {
   bool synced = nodes_mirror_ != nullptr && nodes_mirror_->snapshots() > 0 &&
                 assign_mirror_ != nullptr && assign_mirror_->snapshots() > 0 &&
                 (!options_.extra_synced || options_.extra_synced());
-  bool ready = registered() && valid && synced;
+  bool caught_up = AssignmentsCaughtUp();
+  bool ready = registered() && valid && synced && caught_up;
   if (ready_.exchange(ready) != ready) {
-    spdlog::info("cluster: ready={} (registered={} lease_valid={} synced={})", ready, registered(),
-                 valid, synced);
+    spdlog::info("cluster: ready={} (registered={} lease_valid={} synced={} caught_up={})", ready,
+                 registered(), valid, synced, caught_up);
     if (options_.on_ready_change) options_.on_ready_change(ready);
   }
   if (lease_valid_gauge_ != nullptr) {
@@ -252,6 +271,10 @@ void ClusterNode::Run() {
     if (valid != last_valid) {
       if (valid) {
         spdlog::info("cluster: node lease usable again: serving this broker's shards");
+      } else if (!AssignmentsCaughtUp()) {
+        spdlog::warn(
+            "cluster: assignments not yet read up to this registration: refusing requests for "
+            "this broker's shards until they are");
       } else {
         spdlog::error(
             "cluster: node lease not provably valid (etcd keepalives unanswered): refusing "

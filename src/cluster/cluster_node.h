@@ -10,6 +10,12 @@
 //      keys are gone), registers again with a fresh lease and incarnation;
 //   4. keeps /ready's answer: registered, the lease usable, the nodes/ and assign/ mirrors
 //      synced, and `extra_synced` (the catalog's first sync).
+// After every registration the node counts as leasing its shards only once its assign/ mirror
+// has applied the revision of its own nodes/<id> write (it asks the mirror for a fresh snapshot
+// when behind). Every failover away from this broker was written before that revision (the
+// controller moves a shard only after this broker's previous nodes/ key was gone), so a broker
+// that comes back with a new lease never serves a shard it lost from a view that is still catching
+// up (found by fault seed q1622: a stale read 54–85 ms after re-registration).
 // The nodes/ and assign/ PrefixMirrors feed a ClusterView, which the EtcdRouter reads.
 //
 // Roles tied to the lease (the controller campaigns with it) are started through
@@ -80,7 +86,8 @@ class ClusterNode {
   const ClusterKeys& keys() const { return options_.keys; }
   const std::string& node_id() const { return options_.self.node_id; }
 
-  // The cached lease flag (admission) and the exact check (just before an append).
+  // The cached lease flag (admission) and the exact check (just before an append); both false
+  // until the assignments are caught up with the current registration (above).
   bool lease_valid() const;
   bool LeaseValidNow() const;
   bool ready() const { return ready_.load(std::memory_order_acquire); }
@@ -94,6 +101,8 @@ class ClusterNode {
   void Unregister();
   void RefreshState();
   void WaitFor(std::chrono::milliseconds d);
+  // The assign/ mirror has applied the revision of this registration's nodes/<id> write.
+  bool AssignmentsCaughtUp() const;
 
   etcd::EtcdClient& etcd_;
   ClusterNodeOptions options_;  // set_client_addr before Start; read-only after
@@ -113,6 +122,10 @@ class ClusterNode {
   std::atomic<bool> registered_{false};
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> incarnation_{0};
+  // The revision of the current registration's nodes/<id> write (0: none yet) and the newest
+  // revision the assign/ mirror applied to the view.
+  std::atomic<int64_t> registered_revision_{0};
+  std::atomic<int64_t> assignments_revision_{0};
   bool version_checked_ = false;   // node thread only
   bool node_key_written_ = false;  // node thread only
   std::thread thread_;

@@ -76,6 +76,11 @@ bool Converge(const std::string& key, AssignmentRead read, const PassOptions& op
         ++result.lost_races;
         read = std::move(out->current);
         break;
+      case WriteOutcome::Kind::kNodeReturned:
+        // Planned from a view in which the node was down; the next pass sees it registered.
+        ++result.leaders_returned;
+        spdlog::info("controller: {} not failed over: its leader registered again", key);
+        return true;
     }
   }
 }
@@ -261,7 +266,9 @@ PassResult RunPass(etcd::EtcdClient& etcd, const ControllerTerm& term, const Con
       return PlanShard(r.value, shard_target, w.replication_factor, registered);
     };
     auto commit = [&](const AssignmentRead& r, const Assignment& next) {
-      return WriteAssignment(etcd, keys, term, key, r, next);
+      // A failover lands only while the deposed leader is still unregistered (assignment_txn.h).
+      return WriteAssignment(etcd, keys, term, key, r, next,
+                             failover ? keys.Node(r.value->leader) : std::string());
     };
     auto done = [&](const Assignment& next, const AssignmentRead& written) {
       ++result.writes;

@@ -80,6 +80,7 @@ struct PassResult {
   uint64_t errors = 0;                // etcd errors, or a shard still racing after max_attempts
   uint64_t skipped = 0;               // shards left alone because their stored metadata is corrupt
   uint64_t promotions = 0;            // failovers written (included in `writes`)
+  uint64_t leaders_returned = 0;      // failovers not written: the leader registered again
   uint64_t restores = 0;              // restore steps written (join/seat/abandon; in `writes`)
   uint64_t move_steps = 0;            // planned-move steps written (fence/cut over/retake)
   std::vector<std::string> unplaced;  // shards with no node to go to

@@ -177,6 +177,7 @@ void FakeEtcd::Publish(std::vector<Event> events) {
   {
     std::lock_guard lock(mu_);
     history_.insert(history_.end(), events.begin(), events.end());
+    if (hold_watches_) return;
     targets.assign(watchers_.begin(), watchers_.end());
   }
   for (Watcher* w : targets) w->Deliver(events);
@@ -365,6 +366,20 @@ void FakeEtcd::HoldKeepAlives(bool hold) {
   }
 }
 
+void FakeEtcd::HoldWatches(bool hold) {
+  std::lock_guard deliver(deliver_mu_);
+  std::vector<Watcher*> targets;
+  std::vector<Event> history;
+  {
+    std::lock_guard lock(mu_);
+    hold_watches_ = hold;
+    if (hold) return;
+    targets.assign(watchers_.begin(), watchers_.end());
+    history = history_;
+  }
+  for (Watcher* w : targets) w->Deliver(history);  // each takes what it has not seen yet
+}
+
 EtcdResult<std::unique_ptr<WatchHandle>> FakeEtcd::Watch(const WatchOptions& options,
                                                          WatchCallbacks callbacks) {
   if (!callbacks.on_events) return EtcdFail(EtcdErrc::kInvalidArgument, "watch without on_events");
@@ -382,7 +397,7 @@ EtcdResult<std::unique_ptr<WatchHandle>> FakeEtcd::Watch(const WatchOptions& opt
     if (start < compacted_) {
       compacted = true;
       compact_revision = compacted_;
-    } else {
+    } else if (!hold_watches_) {
       for (const auto& e : history_) {
         if (e.kv.mod_revision >= start) replay.push_back(e);
       }

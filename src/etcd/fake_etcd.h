@@ -6,7 +6,8 @@
 //
 // Time does not pass by itself: tests expire a lease with ExpireLease(). Faults: SetAvailable
 // (false: every call fails kUnavailable), HoldKeepAlives (answers queued until released, like a
-// stopped etcd), SetVersion (for the version check).
+// stopped etcd), HoldWatches (watch events recorded but not delivered, like a watch stream that
+// lags behind the store), SetVersion (for the version check).
 //
 // Threading: thread-safe. Watch events and keepalive answers are delivered synchronously on the
 // thread whose write caused them, after the store's lock is released, serialised so every
@@ -48,6 +49,9 @@ class FakeEtcd final : public EtcdClient {
   void SetAvailable(bool available);
   // While held, keepalives are queued unanswered; releasing answers them in send order.
   void HoldKeepAlives(bool hold);
+  // While held, writes still apply (a Range sees them) but no watch hears of them; releasing
+  // delivers to every watch what it missed, in revision order.
+  void HoldWatches(bool hold);
   void SetVersion(std::string version);
   int64_t revision() const;
 
@@ -82,6 +86,7 @@ class FakeEtcd final : public EtcdClient {
   std::mutex deliver_mu_;  // serialises delivery (taken before mu_ by writers)
   bool available_ = true;
   bool hold_keepalives_ = false;
+  bool hold_watches_ = false;
   std::string version_ = "3.4.23";
   int64_t revision_ = 1;  // etcd starts at 1; the first write makes 2
   int64_t compacted_ = 0;

@@ -31,9 +31,22 @@ void PrefixMirror::Enqueue(Item item) {
   cv_.notify_all();
 }
 
+void PrefixMirror::Resync() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    ++resyncs_asked_;
+  }
+  cv_.notify_all();
+}
+
 bool PrefixMirror::Snapshot() {
   watch_.reset();  // waits until the old watch's callbacks are done
   while (true) {
+    {
+      std::lock_guard lock(mu_);
+      resyncs_served_ = resyncs_asked_;  // the read below begins after every one of them
+    }
     auto range = client_.GetPrefix(prefix_);
     if (range) {
       backoff_.Reset();
@@ -78,8 +91,15 @@ void PrefixMirror::Run() {
     Item item;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      cv_.wait(lock, [this] {
+        return stopping_ || !queue_.empty() || resyncs_asked_ != resyncs_served_;
+      });
       if (stopping_) break;
+      if (resyncs_asked_ != resyncs_served_) {
+        lock.unlock();
+        if (!Snapshot()) break;
+        continue;
+      }
       item = std::move(queue_.front());
       queue_.pop_front();
     }

@@ -45,6 +45,11 @@ class PrefixMirror {
   // Starts the mirror thread (the first snapshot follows as soon as etcd answers).
   void Start();
 
+  // Asks for a fresh snapshot (a read at etcd's current revision), as after a compaction: the
+  // mirror then holds at least every write etcd had completed when this was called, even when
+  // the watch lags or nothing under the prefix changes again. Any thread; no-op once stopping.
+  void Resync();
+
   // The newest revision delivered (snapshot or event); 0 before the first snapshot.
   int64_t revision() const { return revision_.load(); }
   // How many snapshots were delivered (1 after start; +1 per compaction recovery).
@@ -71,6 +76,9 @@ class PrefixMirror {
   std::deque<Item> queue_;
   bool stopping_ = false;
   uint64_t epoch_ = 0;  // raised for every new watch; items of older watches are dropped
+  // Resync() calls so far, and how many of them the last snapshot's read began after.
+  uint64_t resyncs_asked_ = 0;
+  uint64_t resyncs_served_ = 0;
 
   std::unique_ptr<WatchHandle> watch_;  // mirror thread only
   std::atomic<int64_t> revision_{0};

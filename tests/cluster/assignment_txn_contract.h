@@ -80,6 +80,47 @@ inline void RacingPlannersExactlyOneWins(etcd::EtcdClient& etcd, int planners) {
   }
 }
 
+// A failover lands only while the deposed leader's nodes/ key is absent: a leader that
+// registered again in between keeps its shard (kNodeReturned, nothing written); once its key is
+// gone the same plan lands. The check rides on the assignment compare (a lost race wins).
+inline void FailoverLandsOnlyWhileTheDeposedLeaderIsAbsent(etcd::EtcdClient& etcd) {
+  auto keys = TestKeys();
+  const std::string key = keys.Assign({ShardKind::kStream, "t", "ns", "f", 0});
+  auto lease = etcd.LeaseGrant(30);
+  ASSERT_TRUE(lease);
+  auto won = Campaign(etcd, keys, {"c", 1}, lease->id);
+  ASSERT_TRUE(won && won->won);
+  auto first = WriteAssignment(etcd, keys, won->term, key, {}, Led("a", {"a", "b"}));
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->kind, WriteOutcome::Kind::kWritten);
+
+  ASSERT_TRUE(etcd.Put(keys.Node("a"), "registered again"));
+  auto held = WriteAssignment(etcd, keys, won->term, key, first->current, Led("b", {"a", "b"}),
+                              keys.Node("a"));
+  ASSERT_TRUE(held) << held.error().ToString();
+  EXPECT_EQ(held->kind, WriteOutcome::Kind::kNodeReturned);
+  auto unchanged = ReadAssignment(etcd, key);
+  ASSERT_TRUE(unchanged && unchanged->value);
+  EXPECT_EQ(unchanged->value->leader, "a");
+  EXPECT_EQ(unchanged->value->generation, 1u);
+
+  // A concurrent change of the assignment is still reported as a lost race.
+  auto other = WriteAssignment(etcd, keys, won->term, key, first->current, Led("a", {"a"}));
+  ASSERT_TRUE(other && other->kind == WriteOutcome::Kind::kWritten);
+  auto raced = WriteAssignment(etcd, keys, won->term, key, first->current, Led("b", {"a", "b"}),
+                               keys.Node("a"));
+  ASSERT_TRUE(raced);
+  EXPECT_EQ(raced->kind, WriteOutcome::Kind::kLostRace);
+
+  ASSERT_TRUE(etcd.Delete(keys.Node("a")));
+  auto landed = WriteAssignment(etcd, keys, won->term, key, other->current, Led("b", {"a", "b"}),
+                                keys.Node("a"));
+  ASSERT_TRUE(landed);
+  ASSERT_EQ(landed->kind, WriteOutcome::Kind::kWritten);
+  EXPECT_EQ(landed->current.value->generation, 3u);
+  EXPECT_EQ(landed->current.value->leader, "b");
+}
+
 // A controller whose key is gone (lease lapsed / revoked) or was recreated by someone else
 // cannot write; the new controller can, from the same read.
 inline void DeposedControllerCannotWrite(etcd::EtcdClient& etcd) {

@@ -20,6 +20,11 @@ TEST(AssignmentTxnFake, DeposedControllerCannotWrite) {
   testing::DeposedControllerCannotWrite(fake);
 }
 
+TEST(AssignmentTxnFake, FailoverLandsOnlyWhileTheDeposedLeaderIsAbsent) {
+  etcd::FakeEtcd fake;
+  testing::FailoverLandsOnlyWhileTheDeposedLeaderIsAbsent(fake);
+}
+
 TEST(AssignmentTxnFake, IncarnationsRiseByOne) {
   etcd::FakeEtcd fake;
   testing::IncarnationsRiseByOne(fake);

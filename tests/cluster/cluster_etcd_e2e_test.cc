@@ -126,6 +126,10 @@ TEST_F(ClusterEtcd, DeposedControllerCannotWrite) {
   testing::DeposedControllerCannotWrite(*client_);
 }
 
+TEST_F(ClusterEtcd, FailoverLandsOnlyWhileTheDeposedLeaderIsAbsent) {
+  testing::FailoverLandsOnlyWhileTheDeposedLeaderIsAbsent(*client_);
+}
+
 TEST_F(ClusterEtcd, IncarnationsRiseByOne) {
   testing::IncarnationsRiseByOne(*client_);
 }

@@ -2,7 +2,7 @@
 // re-registration when etcd drops the lease, clean leave on Stop, and the EtcdRouter's answers
 // from the assignments (Local / Remote with the owner's client address / Unavailable), including
 // "stop serving when the lease cannot be proven" (keepalives held, the lease clock moved past
-// the usable window).
+// the usable window), and "serve nothing lost while the view catches up with a re-registration".
 #include "cluster/cluster_node.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "etcd/fake_etcd.h"
@@ -260,6 +261,52 @@ TEST_F(ClusterNodeTest, StopsServingItsShardsWhenTheLeaseCannotBeProven) {
   etcd_.HoldKeepAlives(false);
   ASSERT_TRUE(o.WaitUntil([](Observer& x) { return x.ready; }));
   EXPECT_TRUE(node.router().RouteShard(StreamShard(0)).is_local());
+}
+
+// Fault seed q1622: a broker whose lease etcd dropped registers again while its assign/ watch
+// still lags behind a failover of its shard; it must not serve the shard from the old view.
+TEST_F(ClusterNodeTest, ServesNoShardItLostUntilItsViewHasCaughtUpWithItsReRegistration) {
+  Observer o;
+  std::atomic<ClusterNode*> node_ptr{nullptr};
+  std::mutex probe_mu;
+  std::optional<broker::Route> route_at_reregistration;
+  ClusterNodeOptions opts = Options("n1", o);
+  opts.on_registered = [&, inner = opts.on_registered](int64_t lease, int64_t ttl,
+                                                       uint64_t incarnation) {
+    if (incarnation == 2) {
+      std::lock_guard lock(probe_mu);
+      route_at_reregistration = node_ptr.load()->router().RouteShard(StreamShard(0));
+    }
+    inner(lease, ttl, incarnation);
+  };
+  ClusterNode node(etcd_, std::move(opts));
+  node_ptr = &node;
+  node.Start();
+  ASSERT_TRUE(o.WaitUntil([](Observer& x) { return x.ready; }));
+  ShardRef s0{ShardKind::kStream, "t", "ns", "s", 0};
+  PutAssignment(s0, Assignment{.generation = 1, .leader = "n1", .replicas = {"n1"}});
+  ASSERT_TRUE(Eventually([&] { return node.router().RouteShard(StreamShard(0)).is_local(); }));
+
+  // The watch lags: the failover to n2 and the loss of the lease are written, not yet heard.
+  etcd_.HoldWatches(true);
+  PutAssignment(s0, Assignment{.generation = 2, .leader = "n2", .replicas = {"n2"}});
+  etcd_.ExpireLease(o.lease);
+  ASSERT_TRUE(o.WaitUntil([](Observer& x) { return x.registrations == 2; }));
+  {
+    std::lock_guard lock(probe_mu);
+    ASSERT_TRUE(route_at_reregistration.has_value());
+    EXPECT_FALSE(route_at_reregistration->is_local())
+        << "served generation " << route_at_reregistration->generation.value()
+        << " from a view older than its own registration";
+  }
+  // A fresh read catches the view up although the watch still lags.
+  ASSERT_TRUE(o.WaitUntil([](Observer& x) { return x.ready; }));
+  auto route = node.router().RouteShard(StreamShard(0));
+  ASSERT_TRUE(route.is_remote()) << route.unavailable_reason;
+  EXPECT_EQ(route.owner_node_id, "n2");
+  EXPECT_EQ(route.generation.value(), 2u);
+  EXPECT_TRUE(node.lease_valid());
+  etcd_.HoldWatches(false);
 }
 
 }  // namespace

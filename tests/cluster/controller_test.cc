@@ -563,6 +563,40 @@ TEST_F(ControllerTest, ADownLeaderFailsOverToTheFollowerItsReportNamesCaughtUp) 
   EXPECT_EQ(after.at(1).generation, before.at(1).generation);
 }
 
+// A pass planned while the leader was down does not fail its shard over once the leader has
+// registered again (it may serve from a view caught up to that registration); it does when the
+// leader's key is gone.
+TEST_F(ControllerTest, AFailoverPlannedWhileTheLeaderWasDownIsNotWrittenOnceItRegisteredAgain) {
+  auto leases = RegisterNodes(3);
+  testing::CreateStream(fake_, "s", 1, 3);
+  auto won = Campaign(fake_, keys_, {"ctl", 1}, Lease());
+  ASSERT_TRUE(won && won->won);
+  ASSERT_TRUE(RunPass(fake_, won->term, testing::ReadView(fake_), {}).complete());
+  const Assignment a0 = testing::StreamAssignments(fake_, "s").at(0);
+  const std::string follower = a0.replicas[1];
+  ShardRef ref0{ShardKind::kStream, "t", "ns", "s", 0};
+  Report report{a0.generation, a0.leader, {follower}, {{follower, 12}}, 12};
+  ASSERT_TRUE(fake_.Put(keys_.Report(ref0), EncodeReport(report)));
+
+  // DownTracker said down, but the leader's key is back by the time the pass writes.
+  PassOptions options;
+  options.down = {a0.leader};
+  PassResult held = RunPass(fake_, won->term, testing::ReadView(fake_), options);
+  EXPECT_TRUE(held.complete());
+  EXPECT_EQ(held.promotions, 0u);
+  EXPECT_EQ(held.leaders_returned, 1u);
+  EXPECT_EQ(testing::StreamAssignments(fake_, "s").at(0), a0);
+
+  fake_.ExpireLease(leases[std::stoi(a0.leader.substr(1)) - 1]);
+  PassResult failed_over = RunPass(fake_, won->term, testing::ReadView(fake_), options);
+  EXPECT_TRUE(failed_over.complete());
+  EXPECT_EQ(failed_over.promotions, 1u);
+  EXPECT_EQ(failed_over.leaders_returned, 0u);
+  const Assignment after = testing::StreamAssignments(fake_, "s").at(0);
+  EXPECT_EQ(after.leader, follower);
+  EXPECT_EQ(after.generation, a0.generation + 1);
+}
+
 TEST(DeleteAssignment, ComparesTheTermAndTheRevision) {
   etcd::FakeEtcd fake;
   auto keys = testing::TestKeys();

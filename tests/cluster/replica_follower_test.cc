@@ -647,7 +647,6 @@ TEST_F(FollowerTest, RandomBatchesNeverStoreRecordsOffTheLeadersOffsets) {
   EXPECT_GT(Count("truncated") + Count("conflict"), 0u);
 }
 
-
 // --- generation-start records (replication.md §17) ---------------------------------------------
 
 std::string StartPayload(uint64_t g) {

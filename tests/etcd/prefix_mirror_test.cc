@@ -1,5 +1,5 @@
 // PrefixMirror on FakeEtcd: snapshot then events, re-snapshot after a compaction, retry of a
-// failed first read.
+// failed first read, Resync catching up past a lagging watch.
 #include <gtest/gtest.h>
 
 #include "etcd/event_log.h"
@@ -45,6 +45,31 @@ TEST(PrefixMirror, StopsCleanlyWithEventsInFlight) {
   }
   // Destroyed with a possibly non-empty queue: no callback after destruction, no crash.
   EXPECT_TRUE(fake.Put("/y/after", "v"));
+  EXPECT_TRUE(rec.OrderOk());
+}
+
+TEST(PrefixMirror, ResyncCatchesUpWithWritesItsWatchHasNotDelivered) {
+  FakeEtcd fake;
+  MirrorRecorder rec;
+  PrefixMirror mirror(fake, "/z/", rec.Callbacks());
+  mirror.Start();
+  ASSERT_TRUE(rec.WaitForSnapshots(1));
+  fake.HoldWatches(true);  // the watch lags behind the store
+  ASSERT_TRUE(fake.Put("/z/a", "1"));
+  auto written = fake.Put("/z/b", "2");
+  ASSERT_TRUE(written);
+  EXPECT_LT(rec.Revision(), written->revision);  // the fault took effect
+  mirror.Resync();
+  ASSERT_TRUE(rec.WaitForSnapshots(2));
+  EXPECT_GE(rec.Revision(), written->revision);
+  EXPECT_EQ(rec.State(), (std::map<std::string, std::string>{{"/z/a", "1"}, {"/z/b", "2"}}));
+  // The new watch carries on from the snapshot: later writes arrive once, in order.
+  fake.HoldWatches(false);
+  auto later = fake.Put("/z/c", "3");
+  ASSERT_TRUE(later);
+  ASSERT_TRUE(rec.WaitForRevision(later->revision));
+  EXPECT_EQ(rec.State().count("/z/c"), 1u);
+  EXPECT_EQ(rec.Snapshots(), 2);
   EXPECT_TRUE(rec.OrderOk());
 }
 
