@@ -203,6 +203,8 @@ const std::vector<Setting>& Settings() {
         U64("FELIX_DURABLE_FSYNC_INTERVAL_MS", "durable_fsync_interval_ms",
             &C::durable_fsync_interval_ms),
         U64("FELIX_DURABLE_SEGMENT_BYTES", "durable_segment_bytes", &C::durable_segment_bytes),
+        U64("FELIX_DURABLE_PREALLOCATE_BYTES", "durable_preallocate_bytes",
+            &C::durable_preallocate_bytes),
         U64("FELIX_DURABLE_RETENTION_BYTES", "durable_retention_bytes",
             &C::durable_retention_bytes),
         U64("FELIX_DURABLE_RETENTION_SECONDS", "durable_retention_seconds",

@@ -99,6 +99,8 @@ struct BrokerConfig {
   FsyncMode durable_fsync_mode = FsyncMode::kPeriodic;
   uint64_t durable_fsync_interval_ms = 250;
   uint64_t durable_segment_bytes = 256u << 20;
+  // on_commit logs: zeroed space kept ahead of the active segment (0: none; DurableLog).
+  uint64_t durable_preallocate_bytes = 1u << 20;
   uint64_t durable_retention_bytes = 0;    // 0: unbounded
   uint64_t durable_retention_seconds = 0;  // 0: unbounded
   uint64_t durable_retention_interval_seconds = 60;

@@ -11,6 +11,7 @@ broker::BrokerCoreOptions CoreOptionsFromConfig(const BrokerConfig& config) {
   o.log_defaults.fsync_mode = config.durable_fsync_mode;
   o.log_defaults.fsync_interval = std::chrono::milliseconds(config.durable_fsync_interval_ms);
   o.log_defaults.segment_bytes = config.durable_segment_bytes;
+  o.log_defaults.preallocate_bytes = config.durable_preallocate_bytes;
   o.log_defaults.index_spacing_bytes = config.durable_index_spacing_bytes;
   o.log_defaults.retention_bytes = config.durable_retention_bytes;
   o.log_defaults.retention_age = std::chrono::seconds(config.durable_retention_seconds);

@@ -17,6 +17,9 @@ struct Segment {
   std::string index_path;
   int fd = -1;
   std::atomic<uint64_t> bytes{0};  // header + complete records
+  // The file's size as far as this log made it so (append_mu_): past `bytes` it holds the
+  // zeros preallocation wrote and synced.
+  uint64_t allocated = 0;
   uint64_t end_offset = 0;         // state_mu_
   uint64_t last_timestamp_ms = 0;  // state_mu_
   std::vector<IndexEntry> index;   // state_mu_
@@ -147,6 +150,7 @@ StorageResult<void> DurableLog::Apply(RecoveryPlan plan) {
           return StorageFail(IoError("truncate torn tail of", sp.log_path, errno));
         }
       }
+      seg->allocated = sp.valid_bytes;
       if (sp.index_rebuilt) {
         WriteIndexFile(*seg);
         if (&sp != &plan.segments.back()) ++report_.indexes_rebuilt;
@@ -160,6 +164,7 @@ StorageResult<void> DurableLog::Apply(RecoveryPlan plan) {
   report_.torn_tail_repaired = plan.torn_tail;
   report_.torn_reason = plan.torn_reason;
   report_.truncated_bytes = plan.truncated_bytes;
+  report_.preallocated_bytes = plan.preallocated_bytes;
   report_.segments = segments_.size();
 
   active_ = segments_.back();
@@ -244,6 +249,7 @@ StorageResult<std::shared_ptr<Segment>> DurableLog::CreateSegment(uint64_t base)
   }
   if (auto r = SyncDirectory(dir_); !r) return tl::unexpected(r.error());
   seg->bytes.store(kSegmentHeaderBytes);
+  seg->allocated = kSegmentHeaderBytes;
   WriteIndexFile(*seg);
   return seg;
 }
@@ -384,8 +390,12 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
       return StorageFail(std::move(e));
     }
     if (active_->bytes.load() + total > opts_.segment_bytes && next_offset_ > active_->base) {
+      WaitForZeroFill(l);
       if (auto r = RollLocked(); !r) return tl::unexpected(r.error());
     }
+    // Only when this batch would reach the zeros being written (it outran the fill).
+    while (zero_filling_ && active_->bytes.load() + total > zero_fill_from_)
+      zero_fill_done_.wait(l);
     Segment& seg = *active_;
     staging_.resize(total);
     new_entries_.clear();
@@ -404,7 +414,9 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
     }
     if (int err = WriteData(seg.fd, staging_.data(), total, pos); err != 0) {
       if (metrics_) metrics_->write_failures->Increment();
+      WaitForZeroFill(l);
       if (::ftruncate(seg.fd, off_t(pos)) != 0) broken_ = true;
+      seg.allocated = pos;
       // Rebuild the builder's spacing state: nothing of this batch exists.
       if (!seg.index.empty()) {
         builder_.Reset(pos - seg.index.back().position, true);
@@ -423,6 +435,8 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
       seg.last_timestamp_ms = last_ts;
     }
     seg.bytes.store(pos + total);
+    seg.allocated = std::max(seg.allocated, pos + total);
+    if (Preallocating()) WantPreallocationLocked(seg);
     result.first_offset = next_offset_;
     result.last_offset = offset - 1;
     next_offset_ = offset;
@@ -449,6 +463,19 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
 
 StorageResult<void> DurableLog::RollLocked() {
   std::shared_ptr<Segment> old = active_;
+  // A sealed segment ends at its last record (recovery refuses anything else in one): cut the
+  // preallocated zeros, and make the new size durable with a full fsync before the next
+  // segment exists.
+  if (old->allocated > old->bytes.load()) {
+    if (::ftruncate(old->fd, off_t(old->bytes.load())) != 0) {
+      return StorageFail(IoError("truncate preallocated space of", old->log_path, errno));
+    }
+    old->allocated = old->bytes.load();
+    if (::fsync(old->fd) != 0) {
+      PoisonFromWriter(errno, "fsync of sealed segment " + old->log_path);
+      return StorageFail(PoisonError());
+    }
+  }
   if (int err = SyncData(old->fd); err != 0) {
     PoisonFromWriter(err, "fdatasync of sealed segment " + old->log_path);
     return StorageFail(PoisonError());
@@ -667,6 +694,7 @@ StorageResult<void> DurableLog::Truncate(uint64_t new_tail) {
                            std::to_string(base_offset_.load()) + " (use Reset)");
   }
   if (new_tail == next_offset_) return {};
+  WaitForZeroFill(l);
   AcquireFlushExclusive();
   StorageResult<void> result;
   do {
@@ -704,6 +732,7 @@ StorageResult<void> DurableLog::Truncate(uint64_t new_tail) {
       result = StorageFail(IoError("truncate", seg->log_path, errno));
       break;
     }
+    seg->allocated = pos;
     if (int err = SyncData(seg->fd); err != 0) {
       {
         std::lock_guard<std::mutex> s(sync_mu_);
@@ -751,6 +780,7 @@ StorageResult<void> DurableLog::Reset(uint64_t base) {
                            " refused: it would discard records below commit offset " +
                            std::to_string(commit_offset_.load()));
   }
+  WaitForZeroFill(l);
   AcquireFlushExclusive();
   StorageResult<void> result;
   do {
@@ -843,6 +873,7 @@ StorageResult<void> DurableLog::Roll() {
   if (closed_.load()) return StorageFail(StorageErrc::kClosed, "log " + dir_ + " is closed");
   if (poisoned_.load()) return StorageFail(PoisonError());
   if (next_offset_ == active_->base) return {};
+  WaitForZeroFill(l);
   return RollLocked();
 }
 
@@ -894,6 +925,12 @@ StorageResult<void> DurableLog::Close() {
     std::lock_guard<std::mutex> l(append_mu_);
     if (!poisoned_.load() && active_ != nullptr) {
       if (written_end_.load() > durable_atomic_.load()) result = WaitDurable(written_end_.load());
+      // The flusher is gone, so no zero-fill runs: leave the file ending at its last record
+      // (were this cut lost in a crash, recovery reads the zeros as the end).
+      if (result && active_->allocated > active_->bytes.load() &&
+          ::ftruncate(active_->fd, off_t(active_->bytes.load())) == 0) {
+        active_->allocated = active_->bytes.load();
+      }
       if (result) {
         WriteIndexFile(*active_);
         std::lock_guard<std::mutex> s(sync_mu_);
@@ -914,13 +951,20 @@ void DurableLog::FlusherLoop() {
   std::unique_lock<std::mutex> l(flusher_mu_);
   const bool periodic = opts_.fsync_mode == FsyncMode::kPeriodic;
   while (!stop_flusher_) {
-    auto ready = [&] { return stop_flusher_ || !async_.empty(); };
+    auto ready = [&] { return stop_flusher_ || !async_.empty() || preallocation_wanted_.load(); };
     if (periodic) {
       flusher_cv_.wait_for(l, opts_.fsync_interval, ready);
     } else {
       flusher_cv_.wait(l, ready);
     }
     if (stop_flusher_) break;
+    // Flushes first: zero-filling runs only while no append waits for the disk.
+    if (!periodic && async_.empty()) {
+      l.unlock();
+      Preallocate();
+      l.lock();
+      continue;
+    }
     l.unlock();
     uint64_t target = written_end_.load();
     StorageResult<void> r;
@@ -931,6 +975,74 @@ void DurableLog::FlusherLoop() {
     }
     CompleteAsync(!r, r);
     l.lock();
+  }
+}
+
+bool DurableLog::Preallocating() const {
+  return opts_.preallocate_bytes > 0 && opts_.fsync_mode == FsyncMode::kOnCommit;
+}
+
+void DurableLog::WantPreallocationLocked(const Segment& seg) {
+  const uint64_t limit = opts_.segment_bytes;
+  // A fill under way already reaches preallocate_bytes past where it began.
+  if (zero_filling_ || seg.allocated >= limit ||
+      seg.allocated >= seg.bytes.load() + opts_.preallocate_bytes / 2) {
+    return;
+  }
+  if (preallocation_wanted_.exchange(true)) return;
+  std::lock_guard<std::mutex> f(flusher_mu_);
+  StartFlusherLocked();
+  flusher_cv_.notify_all();
+}
+
+void DurableLog::WaitForZeroFill(std::unique_lock<std::mutex>& l) {
+  zero_fill_done_.wait(l, [this] { return !zero_filling_; });
+}
+
+void DurableLog::Preallocate() {
+  static constexpr size_t kPiece = 64 << 10;
+  static const std::array<uint8_t, kPiece> kZeros{};
+  std::shared_ptr<Segment> seg;
+  uint64_t from = 0;
+  uint64_t to = 0;
+  {
+    std::lock_guard<std::mutex> l(append_mu_);
+    preallocation_wanted_.store(false);
+    if (closed_.load() || poisoned_.load() || broken_ || active_ == nullptr) return;
+    seg = active_;
+    // Starting a little past the records, so the appends that follow at once do not wait for
+    // the fill (an append waits only if it would reach `from`); the bytes skipped grow the
+    // file as appends always did.
+    const uint64_t used = seg->bytes.load();
+    const uint64_t slack = std::min<uint64_t>(opts_.preallocate_bytes / 4, 64 << 10);
+    from = std::max(seg->allocated, used + slack);
+    to = std::min(used + opts_.preallocate_bytes, opts_.segment_bytes);
+    if (to <= from) return;
+    zero_filling_ = true;
+    zero_fill_from_ = from;
+  }
+  int err = 0;
+  for (uint64_t pos = from; pos < to && err == 0; pos += kPiece) {
+    err = WriteFullAt(seg->fd, kZeros.data(), size_t(std::min<uint64_t>(kPiece, to - pos)), pos);
+  }
+  // Once the zeros are in the page cache an append may overwrite them (its bytes come later,
+  // so they win): appends wait for the writes, never for the sync below, so a slow or hung
+  // disk stalls no executor here that it would not stall anyway.
+  {
+    std::lock_guard<std::mutex> l(append_mu_);
+    zero_filling_ = false;
+    if (err == 0) seg->allocated = std::max(seg->allocated, to);
+  }
+  zero_fill_done_.notify_all();
+  if (err != 0) {
+    // Nothing is lost (zeros past the records); appends grow the file as without it.
+    spdlog::warn("log {}: preallocating {} bytes failed: {}", dir_, to - from, std::strerror(err));
+    return;
+  }
+  // Synced here, so the flush of the records that land in it has no size change to commit.
+  // A failed fdatasync may have dropped dirty pages of records too: poison, as every path does.
+  if (err = SyncData(seg->fd); err != 0) {
+    PoisonFromWriter(err, "fdatasync of preallocated space in " + seg->log_path);
   }
 }
 

@@ -267,14 +267,19 @@ TailDecision ClassifyTail(std::span<const uint8_t> file, const ScanOutcome& scan
   if (scan.stop == ScanStop::kEnd) return d;
   const uint64_t p = scan.valid_end;
   const uint64_t size = file.size();
+  uint64_t zeros_from = size;
+  while (zeros_from > p && file[zeros_from - 1] == 0) --zeros_from;
+  if (zeros_from == p && (!durable_limit.has_value() || p >= *durable_limit)) {
+    d.verdict = TailVerdict::kPreallocated;
+    d.reason = std::to_string(size - p) + " zero bytes after the last record";
+    return d;
+  }
   if (scan.stop == ScanStop::kTruncated) {
     d.verdict = TailVerdict::kTorn;
     d.reason = "truncated record: " + scan.damage;
     return d;
   }
-  // Damaged: find where the trailing zeros begin.
-  uint64_t zeros_from = size;
-  while (zeros_from > p && file[zeros_from - 1] == 0) --zeros_from;
+  // Damaged: from where the trailing zeros begin.
   if (zeros_from == p) {
     d.verdict = TailVerdict::kTorn;
     d.reason = "zero-filled tail (" + scan.damage + ")";

@@ -171,8 +171,11 @@ ScanOutcome ScanRecords(std::span<const uint8_t> file, uint64_t start, uint64_t 
                         IndexBuilder* builder, std::vector<IndexEntry>* index);
 
 enum class TailVerdict {
-  kClean,    // nothing to repair
-  kTorn,     // provably never acknowledged: cut the file at valid_end
+  kClean,  // nothing to repair
+  kTorn,   // provably never acknowledged: cut the file at valid_end
+  // Zeros from a record boundary at or past the durable mark to EOF: the space preallocation
+  // wrote ahead (or an append that never reached the disk); cut, not a torn tail.
+  kPreallocated,
   kCorrupt,  // damage that may hold acknowledged data: refuse to open
 };
 struct TailDecision {
@@ -182,8 +185,10 @@ struct TailDecision {
 
 // Classifies the end of the newest segment. `durable_limit` is the byte position below which
 // the durable mark vouches the data was synced (nullopt: no usable mark). Rules, in order:
-//   truncated record -> torn; zeros from the damage (or a 512-byte boundary inside the damaged
-//   record) to EOF -> torn; damage at/after the durable limit -> torn; damage below the limit
+//   zeros from the record boundary where the scan stopped to EOF, at or past the durable limit
+//   (or with no mark) -> preallocated; truncated record -> torn; zeros from the damage (or a
+//   512-byte boundary inside the damaged record) to EOF -> torn; damage at/after the durable limit
+//   -> torn; damage below the limit
 //   -> corrupt; no mark: a valid record anywhere after the damage -> corrupt, else torn.
 TailDecision ClassifyTail(std::span<const uint8_t> file, const ScanOutcome& scan,
                           std::optional<uint64_t> durable_limit);

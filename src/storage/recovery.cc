@@ -150,6 +150,8 @@ StorageResult<RecoveryPlan> PlanRecovery(const std::string& dir, uint64_t index_
         plan.torn_tail = true;
         plan.torn_reason = verdict.reason;
         plan.truncated_bytes += file.size() - s.valid_end;
+      } else if (verdict.verdict == TailVerdict::kPreallocated) {
+        plan.preallocated_bytes = file.size() - s.valid_end;
       }
       seg.valid_bytes = s.valid_end;
       seg.end_offset = s.next_offset;

@@ -43,6 +43,7 @@ struct RecoveryPlan {
   bool torn_tail = false;
   std::string torn_reason;
   uint64_t truncated_bytes = 0;
+  uint64_t preallocated_bytes = 0;  // zeros after the newest segment's last record (cut too)
   uint64_t records_scanned = 0;
   uint64_t bytes_scanned = 0;
   std::optional<std::string> poison;  // message left by a failed fsync in an earlier run

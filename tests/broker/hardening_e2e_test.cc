@@ -581,7 +581,9 @@ TEST(Hardening, DeletedCacheComesBackEmpty) {
 
 TEST(Hardening, TornTailCutAtRecoveryIsLogged) {
   std::string dir = MakeTempDir("felix-torn");
-  Broker broker(dir + "/data");
+  // Without preallocation the segment ends at its last record, so bytes appended to the file
+  // are exactly what a crash mid-append leaves (with it they would land after the zeros).
+  Broker broker(dir + "/data", {{"FELIX_DURABLE_PREALLOCATE_BYTES", "0"}});
   broker.CreateStream("default", "t", /*durable=*/true);
   PublishRecords(broker, "t", 5, 30);
   ASSERT_EQ(broker.Stop(SIGKILL), 128 + SIGKILL);
@@ -596,6 +598,32 @@ TEST(Hardening, TornTailCutAtRecoveryIsLogged) {
   std::string log = broker.process().stderr_text();
   EXPECT_NE(log.find("log recovery cut a torn tail"), std::string::npos) << log;
   EXPECT_NE(log.find("truncated_bytes=23"), std::string::npos) << log;
+}
+
+// With preallocation (the default) a SIGKILL leaves zeros after the last record: they are the
+// end of the log, not a torn tail, and the next publish takes the next offset.
+TEST(Hardening, PreallocatedZerosLeftByAKillAreTheEndNotATornTail) {
+  std::string dir = MakeTempDir("felix-prealloc");
+  Broker broker(dir + "/data");
+  broker.CreateStream("default", "z", /*durable=*/true, 1, "on_commit");
+  PublishRecords(broker, "z", 30, 100);
+  auto segments = StreamSegments(dir + "/data", "z");
+  ASSERT_FALSE(segments.empty());
+  const uint64_t records_end = 32 + 30 * (40 + 100);  // segment header + 30 records
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (fs::file_size(segments.back()) <= records_end &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling with a deadline
+  }
+  ASSERT_GT(fs::file_size(segments.back()), records_end) << "no zeros were written ahead";
+  ASSERT_EQ(broker.Stop(SIGKILL), 128 + SIGKILL);
+  broker.Start();
+  auto client = broker.Connect();
+  auto publisher = Authed(*client, broker.AllToken());
+  publisher->Send(BinaryPublish(1, "z", {std::string(100, 'y')}));
+  EXPECT_EQ(ReadAck(*publisher).offset, 30u);
+  std::string log = broker.process().stderr_text();
+  EXPECT_EQ(log.find("torn tail"), std::string::npos) << log;
 }
 
 // ---- Item 2, CLI: `felix sub` that falls behind exits 3 naming the offset to resume from ----

@@ -150,6 +150,9 @@ std::map<std::string, SettingCheck> Checks() {
   c["FELIX_DURABLE_SEGMENT_BYTES"] = {"1048576", "every log", [](const Mapped& m) {
                                         EXPECT_EQ(m.core.log_defaults.segment_bytes, 1048576u);
                                       }};
+  c["FELIX_DURABLE_PREALLOCATE_BYTES"] = {
+      "65536", "every on_commit log",
+      [](const Mapped& m) { EXPECT_EQ(m.core.log_defaults.preallocate_bytes, 65536u); }};
   c["FELIX_DURABLE_RETENTION_BYTES"] = {"2097152", "every stream log", [](const Mapped& m) {
                                           EXPECT_EQ(m.core.log_defaults.retention_bytes, 2097152u);
                                         }};

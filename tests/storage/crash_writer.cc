@@ -24,7 +24,9 @@ static std::string PayloadFor(uint64_t thread, uint64_t seq, size_t size) {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: crash_writer dir mode threads payload_bytes [segment_bytes]\n");
+    std::fprintf(stderr,
+                 "usage: crash_writer dir mode threads payload_bytes [segment_bytes "
+                 "[preallocate_bytes]]\n");
     return 2;
   }
   LogOptions o;
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   int threads = std::atoi(argv[3]);
   size_t size = size_t(std::atoll(argv[4]));
   if (argc > 5) o.segment_bytes = uint64_t(std::atoll(argv[5]));
+  if (argc > 6) o.preallocate_bytes = uint64_t(std::atoll(argv[6]));
   auto log = DurableLog::Open(argv[1], o);
   if (!log) {
     std::fprintf(stderr, "open failed: %s\n", log.error().ToString().c_str());

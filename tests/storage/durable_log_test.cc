@@ -128,6 +128,119 @@ TEST(DurableLog, RollsOverAtSegmentSizeAndReadsAcrossSegments) {
   AppendN(*log, 200, 5, 100);
 }
 
+// --- preallocation (LogOptions::preallocate_bytes) ---
+
+// The active segment's file size, waited for (bounded) until `pred` holds: the flusher
+// zero-fills between flushes, on its own thread.
+template <typename Pred>
+uint64_t ActiveFileSizeWhen(const std::string& dir, Pred pred) {
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  uint64_t size = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    size = std::filesystem::file_size(test::SegmentFiles(dir).back());
+    if (pred(size)) break;
+    std::this_thread::sleep_for(1ms);  // polling a file's size with a deadline, not a delay
+  }
+  return size;
+}
+
+TEST(DurableLog, PreallocationKeepsZeroesAheadAndEverySealedOrClosedSegmentEndsAtItsLastRecord) {
+  auto dir = TempDir("prealloc");
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.segment_bytes = 64 << 10;
+  o.preallocate_bytes = 16 << 10;
+  const uint64_t rec = RecordBytes(100);
+  {
+    auto log = MustOpen(dir, o);
+    AppendN(*log, 0, 10, 100);
+    const uint64_t used = kSegmentHeaderBytes + 10 * rec;
+    // Zeroed space appears ahead of the records, up to preallocate_bytes past them.
+    const uint64_t size = ActiveFileSizeWhen(dir, [&](uint64_t s) { return s > used; });
+    ASSERT_GT(size, used);
+    EXPECT_LE(size, used + o.preallocate_bytes);
+    // Appends land in it: the file does not grow for records that fit (and leave more than
+    // half of preallocate_bytes ahead, so no further fill starts).
+    ASSERT_GE(size, used + 5 * rec + o.preallocate_bytes / 2);
+    AppendN(*log, 10, 5, 100);
+    EXPECT_EQ(std::filesystem::file_size(test::SegmentFiles(dir).back()), size);
+    ExpectRecords(*log, 0, 15, 100);
+    // Past a roll the sealed segment ends at its last record (recovery refuses zeros in one).
+    AppendN(*log, 15, 1000, 100);
+    ASSERT_GE(log->SegmentCount(), 3u);
+    ExpectRecords(*log, 0, 1015, 100);
+    ASSERT_TRUE(log->Close());
+  }
+  auto again = MustOpen(dir, o);
+  EXPECT_FALSE(again->recovery().torn_tail_repaired);
+  EXPECT_EQ(again->recovery().preallocated_bytes, 0u) << "Close cut the zeros";
+  EXPECT_EQ(again->TailOffset(), 1015u);
+  ExpectRecords(*again, 0, 1015, 100);
+}
+
+// A copy of the directory taken while the log is open holds what a crash would leave: zeros
+// after the last record. They open as the end of the log, not as a torn tail.
+TEST(DurableLog, PreallocatedZerosLeftByACrashOpenAsTheEnd) {
+  auto dir = TempDir("prealloc-crash");
+  auto copy = TempDir("prealloc-crash-copy");
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.preallocate_bytes = 32 << 10;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 0, 20, 200);
+  const uint64_t used = kSegmentHeaderBytes + 20 * RecordBytes(200);
+  ASSERT_GT(ActiveFileSizeWhen(dir, [&](uint64_t s) { return s > used; }), used);
+  std::filesystem::remove_all(copy);
+  std::filesystem::copy(dir, copy);
+  const uint64_t copied = std::filesystem::file_size(test::SegmentFiles(copy).back());
+  auto reopened = MustOpen(copy, o);
+  EXPECT_FALSE(reopened->recovery().torn_tail_repaired) << reopened->recovery().torn_reason;
+  EXPECT_EQ(reopened->recovery().preallocated_bytes, copied - used);
+  EXPECT_EQ(reopened->TailOffset(), 20u);
+  ExpectRecords(*reopened, 0, 20, 200);
+  AppendN(*reopened, 20, 5, 200);
+  ExpectRecords(*reopened, 0, 25, 200);
+}
+
+// Truncation and reset with zeroed space ahead; appends bigger than what the fill keeps ahead
+// (they outrun it and wait for it, or grow the file themselves) from several threads.
+TEST(DurableLog, PreallocationWithTruncateResetAndAppendsThatOutrunIt) {
+  auto dir = TempDir("prealloc-mix");
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.segment_bytes = 256 << 10;
+  o.preallocate_bytes = 8 << 10;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, 0, 50, 100);
+  ASSERT_TRUE(log->Truncate(30));
+  AppendN(*log, 30, 10, 100);
+  ExpectRecords(*log, 0, 40, 100);
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&] {
+      std::vector<std::string> payloads(8, std::string(3000, 'p'));
+      std::vector<AppendRecord> batch;
+      for (const auto& p : payloads) batch.push_back(AppendRecord{AsBytes(p), 1, 0});
+      for (int i = 0; i < 25; ++i) {
+        if (!log->Append(batch)) failed = true;
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  EXPECT_FALSE(failed.load());
+  const uint64_t tail = log->TailOffset();
+  EXPECT_EQ(tail, 40u + 4 * 25 * 8);
+  auto all = log->Read(0, ReadLimits{100000, 1ull << 40});
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->records.size(), tail);
+  for (uint64_t i = 40; i < tail; ++i) EXPECT_EQ(all->records[i].payload, std::string(3000, 'p'));
+  ASSERT_TRUE(log->Reset(5000));
+  AppendN(*log, 5000, 3, 100);
+  ExpectRecords(*log, 5000, 5003, 100);
+  ASSERT_TRUE(log->Close());
+  auto again = MustOpen(dir, o);
+  EXPECT_FALSE(again->recovery().torn_tail_repaired);
+  EXPECT_EQ(again->TailOffset(), 5003u);
+}
+
 TEST(DurableLog, RecordLargerThanSegmentIsWrittenAlone) {
   auto dir = TempDir("large");
   LogOptions o = Opts();

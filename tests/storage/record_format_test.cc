@@ -142,14 +142,25 @@ TEST(RecordFormat, InteriorDamageIsCorruptLastRecordDamageDependsOnMark) {
   EXPECT_EQ(ClassifyTail(last, s, uint64_t(seg.size())).verdict, TailVerdict::kCorrupt);
 }
 
-TEST(RecordFormat, ZeroFilledTailIsTorn) {
+TEST(RecordFormat, ZerosAfterTheLastRecordArePreallocatedAndZerosInsideOneAreTorn) {
   auto seg = Segment(3, 20);
   auto zeros = seg;
   zeros.resize(seg.size() + 700, 0);
   auto s = ScanRecords(zeros, kSegmentHeaderBytes, 0, nullptr, nullptr);
-  auto d = ClassifyTail(zeros, s, uint64_t(seg.size()));
-  EXPECT_EQ(d.verdict, TailVerdict::kTorn) << d.reason;
   EXPECT_EQ(s.valid_end, seg.size());
+  // From the record boundary at the mark (or past it, or with no mark): the log's end.
+  auto d = ClassifyTail(zeros, s, uint64_t(seg.size()));
+  EXPECT_EQ(d.verdict, TailVerdict::kPreallocated) << d.reason;
+  EXPECT_EQ(ClassifyTail(zeros, s, std::nullopt).verdict, TailVerdict::kPreallocated);
+  // Fewer zeros than a record header after the last record: the same.
+  auto few = seg;
+  few.resize(seg.size() + 7, 0);
+  s = ScanRecords(few, kSegmentHeaderBytes, 0, nullptr, nullptr);
+  EXPECT_EQ(ClassifyTail(few, s, uint64_t(seg.size())).verdict, TailVerdict::kPreallocated);
+  // Zeros where the mark vouches for synced bytes: torn (as before preallocation existed).
+  s = ScanRecords(zeros, kSegmentHeaderBytes, 0, nullptr, nullptr);
+  d = ClassifyTail(zeros, s, uint64_t(seg.size() + 100));
+  EXPECT_EQ(d.verdict, TailVerdict::kTorn) << d.reason;
   // Zeros from a 512-byte boundary inside a complete last record.
   auto big = Segment(1, 1500);
   for (size_t i = 1024; i < big.size(); ++i) big[i] = 0;

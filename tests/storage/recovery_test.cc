@@ -143,7 +143,10 @@ TEST(Recovery, DamagePastTheDurableMarkIsRepaired) {
   ExpectRecords(*log, 0, 6, 40);
 }
 
-TEST(Recovery, ZeroFilledTailIsRepaired) {
+// Zeros after the last record, past what the mark vouches for, are the space preallocation
+// wrote ahead: the end of the log, cut without calling it a torn tail. Where the mark vouches
+// for bytes the zeros replaced, it stays a torn tail (counted and logged).
+TEST(Recovery, ZerosAfterTheLastRecordAreTheEndUnlessTheMarkVouchesForThem) {
   auto dir = TempDir("zeros");
   std::string seg = MakeLog(dir, 4, 40);
   auto bytes = test::ReadFileBytes(seg);
@@ -152,10 +155,24 @@ TEST(Recovery, ZeroFilledTailIsRepaired) {
   test::WriteFileBytes(seg, bytes);
   auto log = MustOpen(dir, Opts());
   ASSERT_TRUE(log);
-  EXPECT_TRUE(log->recovery().torn_tail_repaired);
-  EXPECT_EQ(log->recovery().truncated_bytes, 4096u);
+  EXPECT_FALSE(log->recovery().torn_tail_repaired) << log->recovery().torn_reason;
+  EXPECT_EQ(log->recovery().truncated_bytes, 0u);
+  EXPECT_EQ(log->recovery().preallocated_bytes, 4096u);
   EXPECT_EQ(fs::file_size(seg), good);
   ExpectRecords(*log, 0, 4, 40);
+  ASSERT_TRUE(log->Close());
+
+  bytes.resize(good + 4096, 0);
+  test::WriteFileBytes(seg, bytes);
+  uint8_t mark[kMarkBytes];
+  EncodeDurableMark(DurableMark{0, good + 80}, mark);
+  test::WriteFileBytes(dir + "/" + kMarkFileName, std::vector<uint8_t>(mark, mark + kMarkBytes));
+  auto again = MustOpen(dir, Opts());
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->recovery().torn_tail_repaired);
+  EXPECT_EQ(again->recovery().truncated_bytes, 4096u);
+  EXPECT_EQ(again->recovery().preallocated_bytes, 0u);
+  ExpectRecords(*again, 0, 4, 40);
 }
 
 TEST(Recovery, BlankNewestSegmentIsRemoved) {
