@@ -464,17 +464,13 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
 StorageResult<void> DurableLog::RollLocked() {
   std::shared_ptr<Segment> old = active_;
   // A sealed segment ends at its last record (recovery refuses anything else in one): cut the
-  // preallocated zeros, and make the new size durable with a full fsync before the next
-  // segment exists.
+  // preallocated zeros before the sync below, which then also makes the new size durable (a
+  // size change is metadata fdatasync flushes) before the next segment exists.
   if (old->allocated > old->bytes.load()) {
     if (::ftruncate(old->fd, off_t(old->bytes.load())) != 0) {
       return StorageFail(IoError("truncate preallocated space of", old->log_path, errno));
     }
     old->allocated = old->bytes.load();
-    if (::fsync(old->fd) != 0) {
-      PoisonFromWriter(errno, "fsync of sealed segment " + old->log_path);
-      return StorageFail(PoisonError());
-    }
   }
   if (int err = SyncData(old->fd); err != 0) {
     PoisonFromWriter(err, "fdatasync of sealed segment " + old->log_path);
