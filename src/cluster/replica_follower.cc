@@ -95,7 +95,7 @@ LogKind StorageLog(flxi::ReplicaLog log) {
 
 ReplicaFollower::ReplicaFollower(storage::ShardStore& store, bool cache_shard,
                                  MetricsRegistry* metrics)
-    : store_(store), cache_shard_(cache_shard), metrics_(metrics) {
+    : store_(store), cache_shard_(cache_shard) {
   // The storage layer refuses to cut below the commit offset; it keeps it in memory only, so
   // hand it the persisted one (replication.md §6).
   storage::DurableLog& own = store_.log(Impl::OwnLog(*this));
@@ -103,10 +103,11 @@ ReplicaFollower::ReplicaFollower(storage::ShardStore& store, bool cache_shard,
   for (size_t i = 0; i < storage::kLogKindCount; ++i) {
     logs_[i].durable_offset = store_.log(LogKind(i)).DurableOffset();
   }
-  if (metrics_ != nullptr) {
-    for (const char* outcome : kOutcomes) {
-      metrics_->AddCounter(kReplicatedTotal, kReplicatedHelp,
-                           std::string("outcome=\"") + outcome + "\"");
+  static_assert(std::size(kOutcomes) == kOutcomeCount);
+  if (metrics != nullptr) {
+    for (size_t i = 0; i < kOutcomeCount; ++i) {
+      outcome_counters_[i] = &metrics->AddCounter(kReplicatedTotal, kReplicatedHelp,
+                                                  std::string("outcome=\"") + kOutcomes[i] + "\"");
     }
   }
 }
@@ -148,11 +149,11 @@ FollowerAnswer ReplicaFollower::Impl::StorageFailed(const std::string& where,
 }
 
 FollowerAnswer ReplicaFollower::Impl::Finish(ReplicaFollower& f, FollowerAnswer answer) {
-  if (f.metrics_ != nullptr) {
-    f.metrics_
-        ->AddCounter(kReplicatedTotal, kReplicatedHelp,
-                     std::string("outcome=\"") + answer.outcome + "\"")
-        .Increment();
+  for (size_t i = 0; i < kOutcomeCount; ++i) {
+    if (std::string_view(answer.outcome) == kOutcomes[i]) {
+      if (f.outcome_counters_[i] != nullptr) f.outcome_counters_[i]->Increment();
+      break;
+    }
   }
   return answer;
 }

@@ -38,6 +38,7 @@
 // log's fsync.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -124,7 +125,10 @@ class ReplicaFollower {
   struct Impl;
   storage::ShardStore& store_;
   bool cache_shard_;
-  MetricsRegistry* metrics_;
+  // felix_broker_replicated_total by outcome, resolved once (a registry lookup takes its mutex
+  // and scans every series: too dear once per batch). Null without a registry.
+  static constexpr size_t kOutcomeCount = 12;
+  std::array<Counter*, kOutcomeCount> outcome_counters_{};
   // Per log: halt state, verified_through (in-memory, forgotten on restart), last durable.
   struct LogState {
     FollowerHalt halt = FollowerHalt::kNone;

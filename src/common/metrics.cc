@@ -33,12 +33,25 @@ std::vector<double> LatencyBucketsSeconds() {
           0.01,    0.025,    0.05,    0.1,    0.25,    0.5,    1.0,   2.5,    10.0};
 }
 
+std::string MetricsRegistry::IndexKey(Type type, std::string_view name, std::string_view labels) {
+  std::string key;
+  key.reserve(name.size() + labels.size() + 2);
+  key.push_back(static_cast<char>('0' + static_cast<int>(type)));
+  key.append(name);
+  key.push_back('{');  // never part of a metric name, so name/labels split unambiguously
+  key.append(labels);
+  return key;
+}
+
 MetricsRegistry::Series* MetricsRegistry::Find(Type type, std::string_view name,
                                                std::string_view labels) {
-  for (auto& s : series_) {
-    if (s->type == type && s->name == name && s->labels == labels) return s.get();
-  }
-  return nullptr;
+  auto it = index_.find(IndexKey(type, name, labels));
+  return it == index_.end() ? nullptr : it->second;
+}
+
+void MetricsRegistry::Insert(std::unique_ptr<Series> series) {
+  index_.emplace(IndexKey(series->type, series->name, series->labels), series.get());
+  series_.push_back(std::move(series));
 }
 
 Counter& MetricsRegistry::AddCounter(std::string_view name, std::string_view help,
@@ -49,7 +62,7 @@ Counter& MetricsRegistry::AddCounter(std::string_view name, std::string_view hel
                                            std::string(labels), std::make_unique<Counter>(),
                                            nullptr, nullptr});
   Counter& c = *s->counter;
-  series_.push_back(std::move(s));
+  Insert(std::move(s));
   return c;
 }
 
@@ -61,7 +74,7 @@ Gauge& MetricsRegistry::AddGauge(std::string_view name, std::string_view help,
                                            std::string(labels), nullptr, std::make_unique<Gauge>(),
                                            nullptr});
   Gauge& g = *s->gauge;
-  series_.push_back(std::move(s));
+  Insert(std::move(s));
   return g;
 }
 
@@ -74,7 +87,7 @@ Histogram& MetricsRegistry::AddHistogram(std::string_view name, std::string_view
                                            std::string(labels), nullptr, nullptr,
                                            std::make_unique<Histogram>(std::move(upper_bounds))});
   Histogram& h = *s->histogram;
-  series_.push_back(std::move(s));
+  Insert(std::move(s));
   return h;
 }
 

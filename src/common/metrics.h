@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace felix {
@@ -83,10 +84,15 @@ class MetricsRegistry {
     std::unique_ptr<Gauge> gauge;
     std::unique_ptr<Histogram> histogram;
   };
+  static std::string IndexKey(Type type, std::string_view name, std::string_view labels);
   Series* Find(Type type, std::string_view name, std::string_view labels);
+  void Insert(std::unique_ptr<Series> series);
 
   mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Series>> series_;
+  std::vector<std::unique_ptr<Series>> series_;  // registration order, for rendering
+  // Some paths look their series up per request (labels built from the outcome): a hash
+  // index keeps that O(1) however many series the broker has registered.
+  std::unordered_map<std::string, Series*> index_;
 };
 
 }  // namespace felix

@@ -25,6 +25,14 @@ TEST(MetricsRegistry, SameNameAndLabelsIsTheSameSeries) {
   Counter& a = registry.AddCounter("c", "h");
   Counter& b = registry.AddCounter("c", "h");
   EXPECT_EQ(&a, &b);
+  Counter& labelled = registry.AddCounter("c", "h", "k=\"v\"");
+  EXPECT_NE(&a, &labelled);
+  EXPECT_EQ(&labelled, &registry.AddCounter("c", "h", "k=\"v\""));
+  // A name that is another's name plus its labels' text is still a different series.
+  EXPECT_NE(&labelled, &registry.AddCounter("ck=\"v\"", "h"));
+  labelled.Increment(3);
+  EXPECT_EQ(registry.AddCounter("c", "h", "k=\"v\"").Value(), 3u);
+  EXPECT_EQ(a.Value(), 0u);
 }
 
 TEST(Histogram, BucketsAreCumulativeInOutput) {
