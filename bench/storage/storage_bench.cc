@@ -58,7 +58,7 @@ void BM_Append(benchmark::State& state, FsyncMode mode) {
     for (int t = 0; t < threads; ++t) {
       workers.emplace_back([&] {
         for (int64_t i = 0; i < per_thread; ++i) {
-          auto r = (*log)->Append(AppendRecord{AsBytes(payload), 1, 0});
+          auto r = (*log)->Append(AppendRecord{AsBytes(payload), Generation(1), 0});
           if (!r) std::abort();
         }
       });
@@ -110,7 +110,7 @@ void BM_Recovery(benchmark::State& state) {
     auto log = DurableLog::Open(dir, o);
     if (!log) std::abort();
     std::string payload(4096, 'v');
-    std::vector<AppendRecord> batch(16, AppendRecord{AsBytes(payload), 1, 0});
+    std::vector<AppendRecord> batch(16, AppendRecord{AsBytes(payload), Generation(1), 0});
     uint64_t written = 0;
     while (written < bytes) {
       if (!(*log)->Append(batch)) std::abort();

@@ -171,19 +171,18 @@ Result<Generation> BrokerCore::TakeGeneration(const ShardId& id, storage::ShardS
                                        : ": " + route.unavailable_reason));
   }
   if (store == nullptr) return route.generation;
-  const uint64_t g = route.generation.value();
-  const uint64_t accepted = store->replica_state().generation;
+  const Generation g = route.generation;
+  const Generation accepted = store->replica_state().generation;
   const auto& ballot = store->ballot();
   if (accepted > g ||
       (accepted == g && ballot && ballot->generation == g && ballot->leader != options_.node_id)) {
     // This store took a newer generation (or this one from another leader) as a follower:
     // the view naming this broker leader at g lags. Serving would fork the log.
-    return Fail(ErrorCode::kUnavailable, "shard " + key +
-                                             " unavailable: its store accepted generation " +
-                                             std::to_string(accepted) +
-                                             (ballot ? " from " + ballot->leader : std::string()) +
-                                             ", the view names this broker leader at generation " +
-                                             std::to_string(g) + " (the view lags; retry)");
+    return Fail(ErrorCode::kUnavailable,
+                "shard " + key + " unavailable: its store accepted generation " +
+                    to_string(accepted) + (ballot ? " from " + ballot->leader : std::string()) +
+                    ", the view names this broker leader at generation " + to_string(g) +
+                    " (the view lags; retry)");
   }
   if (accepted < g) {
     // The leader takes its generation before it serves (replication.md §9.3): the ballot,

@@ -24,7 +24,8 @@ std::vector<storage::AppendRecord> ToRecords(const PayloadBatch& batch, bool kee
       bodies.push_back(storage::WithPublisher(payload, storage::AsBytes(*batch.publisher)));
       payload = bodies.back();
     }
-    records.push_back(storage::AppendRecord{payload, 0, batch.timestamp_micros / 1000, flags});
+    records.push_back(
+        storage::AppendRecord{payload, Generation(), batch.timestamp_micros / 1000, flags});
   }
   return records;
 }

@@ -20,7 +20,7 @@ Result<Generation> ShardFence::Admit() const {
 void LogAppender::Append(std::span<storage::AppendRecord> records, Done done) {
   auto generation = fence_.Admit();
   if (!generation) return done(tl::unexpected(generation.error()));
-  for (auto& record : records) record.generation = generation->value();
+  for (auto& record : records) record.generation = *generation;
   bool wait_for_flush =
       ack_after_ == AckAfter::kFlush || log_.options().fsync_mode == storage::FsyncMode::kOnCommit;
   if (!wait_for_flush) {

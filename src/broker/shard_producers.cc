@@ -140,7 +140,7 @@ void ShardProducers::OnAppended(uint64_t producer, uint64_t sequence, uint64_t d
   Put(*mark, digest, 8);
   Put(*mark, count, 4);
   Put(*mark, first, 8);
-  storage::AppendRecord record{std::span<const uint8_t>(*mark), 0, 0};
+  storage::AppendRecord record{std::span<const uint8_t>(*mark), Generation(), 0};
   std::weak_ptr<ShardProducers*> alive = alive_;
   Executor* executor = &executor_;
   auto finish = [alive, executor, producer, sequence, written, done,

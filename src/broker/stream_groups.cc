@@ -595,7 +595,7 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
         });
   };
   for (Write& w : writes) {
-    storage::AppendRecord record{std::span<const uint8_t>(w.record), 0, 0};
+    storage::AppendRecord record{std::span<const uint8_t>(w.record), Generation(), 0};
     w.log->Append(
         std::span<storage::AppendRecord>(&record, 1),
         [complete, group = w.group, cursor = w.cursor](Result<storage::AppendResult> result) {

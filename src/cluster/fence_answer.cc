@@ -37,7 +37,8 @@ struct Refusal {
 };
 
 std::optional<Refusal> CommonChecks(storage::ShardStore* store, bool cache_shard,
-                                    flxi::ReplicaLog log, FollowerRole role, uint64_t generation) {
+                                    flxi::ReplicaLog log, FollowerRole role,
+                                    Generation generation) {
   if (!FenceableLog(log, cache_shard)) {
     return Refusal{flxi::ErrorCode::kMalformed,
                    std::string("log ") + flxi::ReplicaLogName(log) + " is not fenceable on a " +
@@ -52,7 +53,7 @@ std::optional<Refusal> CommonChecks(storage::ShardStore* store, bool cache_shard
   }
   if (role == FollowerRole::kViewNewer) {
     return Refusal{flxi::ErrorCode::kFencedEpoch,
-                   "routing view is past generation " + std::to_string(generation), "fenced"};
+                   "routing view is past generation " + to_string(generation), "fenced"};
   }
   return std::nullopt;
 }
@@ -85,29 +86,28 @@ flxi::Frame FenceAnswer::ToFrame(uint64_t correlation_id) const {
 
 FenceAnswer AnswerFence(storage::ShardStore* store, bool cache_shard, const flxi::Fence& fence,
                         FollowerRole role, std::string_view sender) {
-  const uint64_t g = fence.shard.generation;
+  const Generation g(fence.shard.generation);
   if (auto refusal = CommonChecks(store, cache_shard, fence.log, role, g)) {
     return FenceError(refusal->code, std::move(refusal->detail), refusal->outcome);
   }
-  const uint64_t accepted = store->replica_state().generation;
+  const Generation accepted = store->replica_state().generation;
   const char* outcome = "accepted";
   if (g < accepted) {
-    return FenceError(flxi::ErrorCode::kFencedEpoch,
-                      "generation " + std::to_string(g) + " is older than the accepted " +
-                          std::to_string(accepted),
-                      "fenced");
+    return FenceError(
+        flxi::ErrorCode::kFencedEpoch,
+        "generation " + to_string(g) + " is older than the accepted " + to_string(accepted),
+        "fenced");
   }
   if (g == accepted) {
     if (BallotRefuses(*store, sender)) {
       return FenceError(
           flxi::ErrorCode::kFencedEpoch,
-          "generation " + std::to_string(g) + " was promised to " + store->ballot()->leader,
-          "fenced");
+          "generation " + to_string(g) + " was promised to " + store->ballot()->leader, "fenced");
     }
     outcome = "confirmed";
   } else if (auto w = store->AcceptGeneration(g, std::string(sender), std::nullopt); !w) {
     return FenceError(flxi::ErrorCode::kStorageFailed,
-                      "persisting generation " + std::to_string(g) + ": " + w.error().ToString(),
+                      "persisting generation " + to_string(g) + ": " + w.error().ToString(),
                       "storage_failed");
   }
   // Read only after the generation is durable: anything the old leader lands later is refused.
@@ -126,14 +126,14 @@ storage::StorageResult<LogPosition> ReadLogPosition(const storage::DurableLog& l
   auto batch = log.Read(tail - 1, storage::ReadLimits{1, 1});
   if (!batch) return tl::unexpected(batch.error());
   if (batch->records.empty()) return LogPosition{tail, 0};
-  return LogPosition{tail, batch->records.back().generation};
+  return LogPosition{tail, batch->records.back().generation.value()};
 }
 
 std::vector<flxi::GenerationStart> GenerationRuns(const std::vector<storage::Record>& records) {
   std::vector<flxi::GenerationStart> runs;
   for (const auto& r : records) {
-    if (runs.empty() || runs.back().generation != r.generation) {
-      runs.push_back({r.generation, r.offset});
+    if (runs.empty() || runs.back().generation != r.generation.value()) {
+      runs.push_back({r.generation.value(), r.offset});
     }
   }
   return runs;
@@ -181,20 +181,20 @@ FetchAnswer AnswerFetch(storage::ShardStore* store, bool cache_shard, const flxi
     a.outcome = outcome;
     return std::move(a);
   };
-  const uint64_t g = fetch.shard.generation;
+  const Generation g(fetch.shard.generation);
   if (auto refusal = CommonChecks(store, cache_shard, fetch.log, role, g)) {
     return fail(refusal->code, std::move(refusal->detail), refusal->outcome);
   }
-  const uint64_t accepted = store->replica_state().generation;
+  const Generation accepted = store->replica_state().generation;
   if (g < accepted || (g == accepted && BallotRefuses(*store, sender))) {
     return fail(flxi::ErrorCode::kFencedEpoch,
-                "fetch at generation " + std::to_string(g) + " from " + std::string(sender) +
-                    "; accepted " + std::to_string(accepted),
+                "fetch at generation " + to_string(g) + " from " + std::string(sender) +
+                    "; accepted " + to_string(accepted),
                 "fenced");
   }
   if (g > accepted) {
-    return fail(flxi::ErrorCode::kStaleRoute,
-                "not fenced at generation " + std::to_string(g) + " yet", "stale");
+    return fail(flxi::ErrorCode::kStaleRoute, "not fenced at generation " + to_string(g) + " yet",
+                "stale");
   }
   const storage::DurableLog& log = store->log(*FenceableLog(fetch.log, cache_shard));
   const uint64_t tail = log.TailOffset();

@@ -142,7 +142,7 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
                                               std::string_view sender) {
   const std::string where = Where(batch.shard, log);
   if (auto refused = Admit(f, batch.shard, log, role, sender, where)) return *refused;
-  const uint64_t g = batch.shard.generation;
+  const Generation g(batch.shard.generation);
   const uint64_t first = batch.first_offset;
   const uint64_t count = batch.payloads.size();
   const std::string range = " [" + std::to_string(first) + ", +" + std::to_string(count) + ")";
@@ -155,7 +155,7 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
     return Error(flxi::ErrorCode::kMalformed, 0, where + range + ": one time per record expected",
                  "corrupt");
   }
-  if (!ValidLabels(batch.generations, g)) {
+  if (!ValidLabels(batch.generations, g.value())) {
     return Error(flxi::ErrorCode::kMalformed, 0,
                  where + range + ": generation labels out of order or above the sender's",
                  "corrupt");
@@ -185,8 +185,8 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
     if (from < follower::Tail(l) && first > from) {
       return Error(flxi::ErrorCode::kLogGap, from,
                    where + range + ": records from " + std::to_string(from) +
-                       " were written under generation " +
-                       std::to_string(history.back().generation) + " and are not compared yet",
+                       " were written under generation " + to_string(history.back().generation) +
+                       " and are not compared yet",
                    "gap");
     }
   }
@@ -202,7 +202,7 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
     records[i].generation = g;
     if (!labels.empty()) {
       while (label + 1 < labels.size() && labels[label + 1].start_offset <= first + i) ++label;
-      records[i].generation = labels[label].generation;
+      records[i].generation = Generation(labels[label].generation);
     }
     records[i].timestamp_ms = batch.times.empty() ? 0 : batch.times[i] / 1000;
     auto flags = StoredFlags(batch.marks, i, p);
@@ -240,7 +240,7 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
     const uint64_t d = applied->offset;
     const uint64_t tail = applied->tail;
     std::string detail = where + ": the record at " + std::to_string(d) +
-                         " disagrees with generation " + std::to_string(g) + "'s (tail " +
+                         " disagrees with generation " + to_string(g) + "'s (tail " +
                          std::to_string(tail) + ")";
     auto halt = [&](FollowerHalt why, const std::string& reason, const char* outcome) {
       Halt(f, log, why, detail + "; " + reason);
@@ -252,13 +252,13 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
     const storage::EpochEntry prev = history.back();
     if (g <= prev.generation) {
       return halt(FollowerHalt::kDiverged,
-                  "generation " + std::to_string(prev.generation) +
+                  "generation " + to_string(prev.generation) +
                       " is the newest here: a leader disagreeing with itself",
                   "conflict");
     }
     if (d < prev.start_offset) {
       return halt(FollowerHalt::kDiverged,
-                  "it lies before generation " + std::to_string(prev.generation) + " began at " +
+                  "it lies before generation " + to_string(prev.generation) + " began at " +
                       std::to_string(prev.start_offset),
                   "conflict");
     }
@@ -310,7 +310,7 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
     // history entry at or after the appended range.
     std::vector<storage::EpochEntry> runs;
     for (uint64_t o = applied->appended_from; o < applied->appended_from + applied->appended; ++o) {
-      uint64_t gen = records[o - first].generation;
+      const Generation gen = records[o - first].generation;
       if (runs.empty() || runs.back().generation != gen) runs.push_back({gen, o});
     }
     (void)f.store_.RelabelGenerations(applied->appended_from, runs);  // advisory

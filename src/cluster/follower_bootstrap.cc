@@ -19,7 +19,7 @@ FollowerAnswer ReplicaFollower::ApplyBootstrap(const flxi::Bootstrap& bootstrap,
     return Impl::Finish(*this, std::move(*refused));
   }
   LogState& st = logs_[size_t(log)];
-  Impl::TrackLeader(st, bootstrap.shard.generation);
+  Impl::TrackLeader(st, Generation(bootstrap.shard.generation));
   storage::DurableLog& l = store_.log(log);
   const uint64_t base = l.BaseOffset();
   const uint64_t tail = follower::Tail(l);
@@ -63,7 +63,7 @@ FollowerAnswer ReplicaFollower::ApplyRebuild(const flxi::Rebuild& rebuild, Follo
   if (auto refused = Impl::Admit(*this, rebuild.shard, log, role, sender, where)) {
     return Impl::Finish(*this, std::move(*refused));
   }
-  const uint64_t g = rebuild.shard.generation;
+  const Generation g(rebuild.shard.generation);
   LogState& st = logs_[size_t(log)];
   Impl::TrackLeader(st, g);
   st.verified_through.reset();  // whatever is kept is compared again
@@ -91,7 +91,7 @@ FollowerAnswer ReplicaFollower::ApplyRebuild(const flxi::Rebuild& rebuild, Follo
     // This leader already disagreed with a committed record here: discarding cannot agree.
     return Impl::Finish(*this,
                         Impl::Error(flxi::ErrorCode::kLogConflict, tail,
-                                    where + ": generation " + std::to_string(g) +
+                                    where + ": generation " + to_string(g) +
                                         " disagreed with a record below the commit offset " +
                                         std::to_string(commit) + "; a rebuild would discard it",
                                     "below_commit"));

@@ -44,7 +44,7 @@ struct ReplicaFollower::Impl {
                                              storage::LogKind log, FollowerRole role,
                                              std::string_view sender, const std::string& where);
   // Forgets verified_through when the leader's generation changed (progress is per leader).
-  static void TrackLeader(LogState& state, uint64_t generation);
+  static void TrackLeader(LogState& state, Generation generation);
 
   // The own log's commit offset: the persisted one, or newer in the log's in-memory guard.
   static uint64_t CommitOffset(const ReplicaFollower& f);

@@ -89,7 +89,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     return counter_phase() ? flxi::ReplicaLog::kCounters : flxi::ReplicaLog::kCache;
   }
   flxi::ShardRef shard_ref() const {
-    return flxi::ShardRef{opts.tenant, opts.ns, opts.name, opts.shard, opts.generation};
+    return flxi::ShardRef{opts.tenant, opts.ns, opts.name, opts.shard, opts.generation.value()};
   }
   storage::DurableLog& log() { return store.log(own_log()); }
 
@@ -129,16 +129,15 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     ++attempt;
     attempts.fetch_add(1);
     // Step 1: our own generation and ballot, durable before anything is sent.
-    const uint64_t g = opts.generation;
-    const uint64_t accepted = store.replica_state().generation;
+    const Generation g = opts.generation;
+    const Generation accepted = store.replica_state().generation;
     if (accepted > g) {
-      return Fail("this node accepted generation " + std::to_string(accepted) + " > " +
-                  std::to_string(g));
+      return Fail("this node accepted generation " + to_string(accepted) + " > " + to_string(g));
     }
     if (accepted == g) {
       const auto& ballot = store.ballot();
       if (ballot && ballot->generation == g && ballot->leader != opts.self_node_id) {
-        return Fail("generation " + std::to_string(g) + " was promised to " + ballot->leader);
+        return Fail("generation " + to_string(g) + " was promised to " + ballot->leader);
       }
     } else if (auto w = store.AcceptGeneration(g, opts.self_node_id, std::nullopt); !w) {
       return Fail("persisting generation: " + w.error().ToString());
@@ -242,7 +241,9 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     if (!counter_phase()) {
       from = store.replica_state().commit_offset;
       for (const auto& e : store.generation_history().entries()) {
-        if (e.generation == own->last_generation) from = std::max(from, e.start_offset);
+        if (e.generation == Generation(own->last_generation)) {
+          from = std::max(from, e.start_offset);
+        }
       }
     }
     from = std::max(std::min(from, own->log_end), log().BaseOffset());
@@ -329,7 +330,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
             i < r.marks.size() && r.marks[i].type == flxi::MarkType::kGenerationStart;
         if (rec.payload != r.payloads[i] ||
             storage::IsGenerationStart(rec.flags) != start_fetched ||
-            (labelled && rec.generation != LabelOf(r, rec.offset))) {
+            (labelled && rec.generation != Generation(LabelOf(r, rec.offset)))) {
           differs = true;
           break;
         }
@@ -353,8 +354,8 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
         auto flags = StoredFlags(r.marks, i, r.payloads[i]);
         if (!flags)
           return tl::unexpected("fetched record " + std::to_string(o) + ": " + flags.error());
-        fresh.push_back(
-            storage::AppendRecord{storage::AsBytes(r.payloads[i]), LabelOf(r, o), ms, *flags});
+        fresh.push_back(storage::AppendRecord{storage::AsBytes(r.payloads[i]),
+                                              Generation(LabelOf(r, o)), ms, *flags});
       }
       if (auto a = own.AppendAt(tail, fresh); !a) {
         return tl::unexpected("appending fetched records at " + std::to_string(tail) + ": " +
@@ -367,7 +368,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     std::vector<storage::EpochEntry> runs;
     const uint64_t relabel_from = labelled ? first : std::max(first, tail);
     for (uint64_t o = relabel_from; o < end; ++o) {
-      const uint64_t g = LabelOf(r, o);
+      const Generation g(LabelOf(r, o));
       if (runs.empty() || runs.back().generation != g) runs.push_back({g, o});
     }
     if (relabel_from < end) (void)store.RelabelGenerations(relabel_from, runs);  // advisory
@@ -425,8 +426,8 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     auto last = ReadLogPosition(own);
     if (!last)
       return tl::unexpected("reading the own log's last record: " + last.error().ToString());
-    if (last->last_generation >= opts.generation) return {};
-    const auto payload = storage::GenerationStartPayload(opts.generation);
+    if (Generation(last->last_generation) >= opts.generation) return {};
+    const auto payload = storage::GenerationStartPayload(opts.generation.value());
     const storage::AppendRecord start{payload, opts.generation, 0,
                                       storage::kRecordFlagGenerationStart};
     if (auto a = own.AppendAt(tail, {&start, 1}); !a) {

@@ -62,7 +62,7 @@ struct PromotionFenceOptions {
   std::string tenant, ns, name;  // as FLXI names the shard
   uint32_t shard = 0;
   bool cache_shard = false;
-  uint64_t generation = 0;                    // G, the generation this node now leads
+  Generation generation;                      // G, the generation this node now leads
   std::string self_node_id;                   // the ballot names it
   std::vector<PeerAddress> replicas;          // the replica set without this node
   std::chrono::milliseconds retry{200};       // FENCE_RETRY

@@ -181,8 +181,8 @@ std::optional<FollowerAnswer> ReplicaFollower::Impl::Admit(ReplicaFollower& f,
                                                            FollowerRole role,
                                                            std::string_view sender,
                                                            const std::string& where) {
-  const uint64_t g = shard.generation;
-  const std::string at = " (generation " + std::to_string(g) + ")";
+  const Generation g(shard.generation);
+  const std::string at = " (generation " + to_string(g) + ")";
   // 1. Role from the routing view.
   switch (role) {
     case FollowerRole::kFollower:
@@ -206,10 +206,9 @@ std::optional<FollowerAnswer> ReplicaFollower::Impl::Admit(ReplicaFollower& f,
   // the shard-level fence of an auxiliary log and the sender check are one comparison.
   const storage::ReplicaState& replica = f.store_.replica_state();
   if (g < replica.generation) {
-    return Error(
-        flxi::ErrorCode::kFencedEpoch, 0,
-        where + at + ": generation " + std::to_string(replica.generation) + " was accepted",
-        "fenced");
+    return Error(flxi::ErrorCode::kFencedEpoch, 0,
+                 where + at + ": generation " + to_string(replica.generation) + " was accepted",
+                 "fenced");
   }
   if (g == replica.generation) {
     const auto& ballot = f.store_.ballot();
@@ -227,7 +226,7 @@ std::optional<FollowerAnswer> ReplicaFollower::Impl::Admit(ReplicaFollower& f,
   return std::nullopt;
 }
 
-void ReplicaFollower::Impl::TrackLeader(LogState& state, uint64_t generation) {
+void ReplicaFollower::Impl::TrackLeader(LogState& state, Generation generation) {
   if (state.verified_generation == generation) return;
   state.verified_generation = generation;
   state.verified_through.reset();

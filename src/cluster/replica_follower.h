@@ -136,10 +136,10 @@ class ReplicaFollower {
     std::optional<uint64_t> verified_through;
     uint64_t durable_offset = 0;
     // The generation verified_through was compared with (progress is per leader).
-    uint64_t verified_generation = 0;
+    Generation verified_generation;
     // §9.1 (4): a leader at this generation disagreed with a committed record here; its
     // rebuilds that would have to cut below the commit offset are refused (§13).
-    std::optional<uint64_t> committed_mismatch_generation;
+    std::optional<Generation> committed_mismatch_generation;
   };
   LogState logs_[storage::kLogKindCount];
   // Under kPeriodic/kNone the commit offset is persisted at most once a second (§6); the log's

@@ -402,7 +402,7 @@ ShardReplicatorOptions ReplicationHost::ReplicatorOptions(const ShardRef& shard,
   ro.name = shard.name;
   ro.shard = shard.shard;
   ro.cache_shard = shard.kind == ShardKind::kCache;
-  ro.generation = generation;
+  ro.generation = Generation(generation);
   ro.rebuild_max_concurrent = options_.rebuild_max_concurrent;
   ro.rebuild_bytes_per_sec = options_.rebuild_bytes_per_sec;
   ro.commit_carry_interval = kCommitCarryInterval;
@@ -538,7 +538,7 @@ void ReplicationHost::ReconcileDrains(const std::map<ShardRef, Assignment>& assi
         return;
       }
       slot->store = std::move(*store);
-      slot->generation = slot->store->replica_state().generation;
+      slot->generation = slot->store->replica_state().generation.value();
     });
     if (!slot->store) {
       spdlog::error("replication: cannot open {} to drain it for its move: {}", shard.Path(),
@@ -628,7 +628,7 @@ Result<void> ReplicationHost::FenceQuorumShard(const broker::ShardId& id,
   fo.name = shard.name;
   fo.shard = shard.shard;
   fo.cache_shard = shard.kind == ShardKind::kCache;
-  fo.generation = a->generation;
+  fo.generation = Generation(a->generation);
   fo.self_node_id = options_.own_node_id;
   fo.attempt_timeout = options_.fence_attempt_timeout;
   for (const std::string& node : a->replicas) {
@@ -887,7 +887,7 @@ nlohmann::ordered_json ReplicationHost::Status() const {
     RunOn(*slot->executor, [&] {
       if (!slot->follower) return;
       open = true;
-      generation = slot->store->replica_state().generation;
+      generation = slot->store->replica_state().generation.value();
       for (auto log : LogsOf(slot->shard)) {
         auto s = slot->follower->status(log);
         logs.push_back(Json{{"log", storage::LogKindName(log)},

@@ -410,11 +410,11 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   size_t IndexOf(const Cursor& c) const { return size_t(&c - cursors.data()); }
   const PeerAddress& Peer(const Cursor& c) const { return o.followers[c.follower]; }
   flxi::ShardRef Ref() const {
-    return flxi::ShardRef{o.tenant, o.ns, o.name, o.shard, o.generation};
+    return flxi::ShardRef{o.tenant, o.ns, o.name, o.shard, o.generation.value()};
   }
   std::string Where(const Cursor& c) const {
     return o.tenant + "/" + o.ns + "/" + o.name + "/" + std::to_string(o.shard) + "@" +
-           std::to_string(o.generation) + " log=" + storage::LogKindName(c.log) +
+           to_string(o.generation) + " log=" + storage::LogKindName(c.log) +
            " follower=" + Peer(c).node_id;
   }
 
@@ -539,14 +539,14 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       for (size_t i = 0; i < entries.size(); ++i) {
         uint64_t end = i + 1 < entries.size() ? entries[i + 1].start_offset : UINT64_MAX;
         if (entries[i].start_offset < b.end && end > b.first) {
-          out.push_back({entries[i].generation, entries[i].start_offset});
+          out.push_back({entries[i].generation.value(), entries[i].start_offset});
         }
       }
       return out;
     }
     for (const storage::Record& r : b.records) {
-      if (out.empty() || out.back().generation != r.generation) {
-        out.push_back({r.generation, r.offset});
+      if (out.empty() || out.back().generation != r.generation.value()) {
+        out.push_back({r.generation.value(), r.offset});
       }
     }
     return out;

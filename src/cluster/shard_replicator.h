@@ -101,7 +101,7 @@ struct ShardReplicatorOptions {
   std::string tenant, ns, name;
   uint32_t shard = 0;
   bool cache_shard = false;
-  uint64_t generation = 0;             // the leader's generation; every frame carries it
+  Generation generation;               // the leader's generation; every frame carries it
   std::vector<PeerAddress> followers;  // the replica set without this broker
   size_t max_batch_records = 1024;
   size_t max_batch_bytes = 1 << 20;

@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <string>
+
+#include <fmt/format.h>
 
 namespace felix {
 
@@ -33,6 +36,12 @@ std::ostream& operator<<(std::ostream& out, StrongU64<Tag> v) {
   return out << v.value();
 }
 
+// Decimal, as messages and logs print the plain number.
+template <typename Tag>
+std::string to_string(StrongU64<Tag> v) {
+  return std::to_string(v.value());
+}
+
 // A shard's leadership generation (cluster-etcd.md D2): raised by exactly 1 per assignment
 // write; 0 on a single node.
 using Generation = StrongU64<struct GenerationTag>;
@@ -40,6 +49,14 @@ using Generation = StrongU64<struct GenerationTag>;
 using Offset = StrongU64<struct OffsetTag>;
 
 }  // namespace felix
+
+template <typename Tag>
+struct fmt::formatter<felix::StrongU64<Tag>> : fmt::formatter<uint64_t> {
+  template <typename FormatContext>
+  auto format(felix::StrongU64<Tag> v, FormatContext& ctx) const {
+    return fmt::formatter<uint64_t>::format(v.value(), ctx);
+  }
+};
 
 template <typename Tag>
 struct std::hash<felix::StrongU64<Tag>> {

@@ -405,7 +405,7 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
     uint64_t last_ts = 0;
     for (const auto& r : records) {
       uint64_t ts = r.timestamp_ms != 0 ? r.timestamp_ms : now_ms;
-      EncodeRecord(staging_.data() + at, offset, r.generation, ts, r.payload, r.flags);
+      EncodeRecord(staging_.data() + at, offset, r.generation.value(), ts, r.payload, r.flags);
       uint64_t step = RecordBytes(r.payload.size());
       builder_.Add(offset, pos + at, step, &new_entries_);
       at += step;
@@ -1149,7 +1149,7 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
       }
       Record rec;
       rec.offset = h.offset;
-      rec.generation = h.generation;
+      rec.generation = Generation(h.generation);
       rec.timestamp_ms = h.timestamp_ms;
       rec.flags = h.flags;
       rec.payload.assign(reinterpret_cast<const char*>(payload), h.payload_len);

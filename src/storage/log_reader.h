@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/strong_types.h"
 #include "storage/storage_error.h"
 
 namespace felix::storage {
@@ -30,7 +31,7 @@ namespace felix::storage {
 // One record to append. `timestamp_ms` 0 means "now" (wall clock, assigned by the log).
 struct AppendRecord {
   std::span<const uint8_t> payload;
-  uint64_t generation = 0;
+  Generation generation;
   uint64_t timestamp_ms = 0;
   uint32_t flags = 0;  // record_format.h kRecordFlag* (a durable log only; a ring refuses them)
 };
@@ -47,7 +48,7 @@ struct AppendResult {
 
 struct Record {
   uint64_t offset = 0;
-  uint64_t generation = 0;
+  Generation generation;
   uint64_t timestamp_ms = 0;
   std::string payload;
   uint32_t flags = 0;  // as appended

@@ -42,7 +42,7 @@ std::vector<uint8_t> EncodeReplicaState(const ReplicaState& state) {
   PutBe(out, kReplicaMagic, 4);
   PutBe(out, kVersion, 2);
   PutBe(out, state.retention_held ? kFlagRetentionHeld : 0, 2);
-  PutBe(out, state.generation, 8);
+  PutBe(out, state.generation.value(), 8);
   PutBe(out, state.commit_offset, 8);
   PutBe(out, Crc32(out), 4);
   return out;
@@ -57,7 +57,8 @@ StorageResult<ReplicaState> DecodeReplicaState(std::span<const uint8_t> bytes) {
   if (GetBe(bytes, 24, 4) != Crc32(bytes.first(24))) return Corrupt("replica", "CRC mismatch");
   uint64_t flags = GetBe(bytes, 6, 2);
   if ((flags & ~uint64_t{kFlagRetentionHeld}) != 0) return Corrupt("replica", "unknown flags");
-  return ReplicaState{GetBe(bytes, 8, 8), GetBe(bytes, 16, 8), (flags & kFlagRetentionHeld) != 0};
+  return ReplicaState{Generation(GetBe(bytes, 8, 8)), GetBe(bytes, 16, 8),
+                      (flags & kFlagRetentionHeld) != 0};
 }
 
 StorageResult<std::vector<uint8_t>> EncodeBallot(const Ballot& ballot) {
@@ -69,7 +70,7 @@ StorageResult<std::vector<uint8_t>> EncodeBallot(const Ballot& ballot) {
   PutBe(out, kBallotMagic, 4);
   PutBe(out, kVersion, 2);
   PutBe(out, ballot.leader.size(), 2);
-  PutBe(out, ballot.generation, 8);
+  PutBe(out, ballot.generation.value(), 8);
   out.insert(out.end(), ballot.leader.begin(), ballot.leader.end());
   PutBe(out, Crc32(out), 4);
   return out;
@@ -87,12 +88,12 @@ StorageResult<Ballot> DecodeBallot(std::span<const uint8_t> bytes) {
     return Corrupt("ballot", "CRC mismatch");
   }
   Ballot ballot;
-  ballot.generation = GetBe(bytes, 8, 8);
+  ballot.generation = Generation(GetBe(bytes, 8, 8));
   ballot.leader.assign(reinterpret_cast<const char*>(bytes.data() + 16), leader_len);
   return ballot;
 }
 
-bool GenerationHistory::Record(uint64_t generation, uint64_t start_offset) {
+bool GenerationHistory::Record(Generation generation, uint64_t start_offset) {
   if (!entries_.empty() && generation <= entries_.back().generation) return false;
   entries_.push_back(EpochEntry{generation, start_offset});
   if (entries_.size() > kMaxEpochEntries) {
@@ -107,7 +108,7 @@ bool GenerationHistory::TruncateFrom(uint64_t offset) {
   return entries_.size() != before;
 }
 
-std::optional<uint64_t> GenerationHistory::EndOf(uint64_t generation, uint64_t tail) const {
+std::optional<uint64_t> GenerationHistory::EndOf(Generation generation, uint64_t tail) const {
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (entries_[i].generation != generation) continue;
     return i + 1 < entries_.size() ? entries_[i + 1].start_offset : tail;
@@ -115,7 +116,7 @@ std::optional<uint64_t> GenerationHistory::EndOf(uint64_t generation, uint64_t t
   return std::nullopt;
 }
 
-std::optional<uint64_t> GenerationHistory::newest_generation() const {
+std::optional<Generation> GenerationHistory::newest_generation() const {
   if (entries_.empty()) return std::nullopt;
   return entries_.back().generation;
 }
@@ -124,7 +125,7 @@ std::vector<uint8_t> GenerationHistory::Encode() const {
   std::vector<uint8_t> body;
   body.reserve(entries_.size() * kEpochEntryBytes);
   for (const EpochEntry& e : entries_) {
-    PutBe(body, e.generation, 8);
+    PutBe(body, e.generation.value(), 8);
     PutBe(body, e.start_offset, 8);
   }
   std::vector<uint8_t> out;
@@ -156,8 +157,8 @@ GenerationHistory GenerationHistory::Decode(std::span<const uint8_t> bytes, std:
   std::vector<EpochEntry> entries;
   entries.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    entries.push_back(
-        EpochEntry{GetBe(body, i * kEpochEntryBytes, 8), GetBe(body, i * kEpochEntryBytes + 8, 8)});
+    entries.push_back(EpochEntry{Generation(GetBe(body, i * kEpochEntryBytes, 8)),
+                                 GetBe(body, i * kEpochEntryBytes + 8, 8)});
   }
   return GenerationHistory(std::move(entries));
 }

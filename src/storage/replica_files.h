@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/strong_types.h"
 #include "storage/storage_error.h"
 
 namespace felix::storage {
@@ -25,7 +26,7 @@ inline constexpr size_t kMaxBallotLeaderBytes = 1024;
 inline constexpr size_t kMaxEpochEntries = 512;
 
 struct ReplicaState {
-  uint64_t generation = 0;      // highest leadership generation accepted
+  Generation generation;        // highest leadership generation accepted
   uint64_t commit_offset = 0;   // one past the last record known committed
   bool retention_held = false;  // retention held at the commit offset
   bool operator==(const ReplicaState&) const = default;
@@ -36,7 +37,7 @@ std::vector<uint8_t> EncodeReplicaState(const ReplicaState& state);
 StorageResult<ReplicaState> DecodeReplicaState(std::span<const uint8_t> bytes);
 
 struct Ballot {
-  uint64_t generation = 0;
+  Generation generation;
   std::string leader;  // node id, at most 1024 bytes of UTF-8
   bool operator==(const Ballot&) const = default;
 };
@@ -46,7 +47,7 @@ StorageResult<std::vector<uint8_t>> EncodeBallot(const Ballot& ballot);
 StorageResult<Ballot> DecodeBallot(std::span<const uint8_t> bytes);
 
 struct EpochEntry {
-  uint64_t generation = 0;
+  Generation generation;
   uint64_t start_offset = 0;
   bool operator==(const EpochEntry&) const = default;
 };
@@ -59,14 +60,14 @@ class GenerationHistory {
 
   // Appends (G, start) unless G is not newer than the newest entry; keeps at most 512 entries
   // (the oldest go). Returns whether it changed.
-  bool Record(uint64_t generation, uint64_t start_offset);
+  bool Record(Generation generation, uint64_t start_offset);
   // Drops every entry starting at or after `offset` (with a log truncation). Returns whether
   // it changed.
   bool TruncateFrom(uint64_t offset);
   // Where `generation`'s records end: the next entry's start, or `tail` if it is the newest;
   // nullopt if the generation is not in the history (the caller must refuse, not guess).
-  std::optional<uint64_t> EndOf(uint64_t generation, uint64_t tail) const;
-  std::optional<uint64_t> newest_generation() const;
+  std::optional<uint64_t> EndOf(Generation generation, uint64_t tail) const;
+  std::optional<Generation> newest_generation() const;
   const std::vector<EpochEntry>& entries() const { return entries_; }
 
   std::vector<uint8_t> Encode() const;

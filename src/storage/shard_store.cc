@@ -89,7 +89,8 @@ StorageResult<void> ShardStore::LoadReplicaState() {
     auto decoded = DecodeBallot(**ballot);
     if (!decoded) return tl::unexpected(InFile(decoded.error(), ballot_path));
     // A ballot one above the replica file is a raise that crashed between the two writes.
-    if (decoded->generation == replica_.generation + 1) replica_.generation = decoded->generation;
+    if (decoded->generation == replica_.generation.next())
+      replica_.generation = decoded->generation;
     if (decoded->generation == replica_.generation) ballot_ = *decoded;
   }
   auto epochs = ReadIfPresent(dir_ + "/" + kEpochsFile);
@@ -103,12 +104,12 @@ StorageResult<void> ShardStore::WriteReplica(const ReplicaState& state) {
   return WriteFileAtomic(dir_, kReplicaFile, bytes, /*sync=*/true);
 }
 
-StorageResult<void> ShardStore::AcceptGeneration(uint64_t generation, const std::string& leader,
+StorageResult<void> ShardStore::AcceptGeneration(Generation generation, const std::string& leader,
                                                  std::optional<uint64_t> start_offset) {
   if (generation <= replica_.generation) {
-    return StorageFail(StorageErrc::kInvalidArgument, "generation " + std::to_string(generation) +
+    return StorageFail(StorageErrc::kInvalidArgument, "generation " + to_string(generation) +
                                                           " is not above the accepted " +
-                                                          std::to_string(replica_.generation));
+                                                          to_string(replica_.generation));
   }
   Ballot ballot{generation, leader};
   auto ballot_bytes = EncodeBallot(ballot);

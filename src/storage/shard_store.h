@@ -63,7 +63,7 @@ class ShardStore {
   // not above the accepted one is refused (kInvalidArgument); nothing changes on failure of
   // the first write. A nullopt `start_offset` leaves the history alone: a follower records
   // who wrote its records only when it appends them (replication.md §9.2, RelabelGenerations).
-  StorageResult<void> AcceptGeneration(uint64_t generation, const std::string& leader,
+  StorageResult<void> AcceptGeneration(Generation generation, const std::string& leader,
                                        std::optional<uint64_t> start_offset);
   // A follower's labels (replication.md §9.2): drops every history entry starting at or after
   // `from` (the appended range, a truncation point, or 0 to forget the history on a rebuild),

@@ -79,7 +79,7 @@ TEST_F(DurableAdapter, ATrailerLongerThanItsRecordIsCorruptionNamingTheOffset) {
   EXPECT_EQ(AppendAndWait(log, Batch({"fine"}, nullptr)), 0u);
   // Written that way (the checksum covers it): a length byte claiming 9 bytes of 2.
   std::vector<uint8_t> lying{'x', 'y', 9};
-  storage::AppendRecord record{lying, 0, 0, storage::kRecordFlagPublisher};
+  storage::AppendRecord record{lying, Generation(0), 0, storage::kRecordFlagPublisher};
   ASSERT_TRUE(store->log(storage::LogKind::kStream).Append(record));
   auto from_start = log.Read(0, 10, 1 << 20);  // the good record first, the next read fails
   ASSERT_TRUE(std::holds_alternative<RecordRead>(from_start));
@@ -102,13 +102,13 @@ TEST_F(DurableAdapter, GenerationStartRecordsArePassedOverAndCounted) {
   const std::string a = "a", b = "b", c = "c";
   // 0 a, 1 start(2), 2 b, 3 start(3), 4 start(3), 5 c, 6 start(3)
   const std::vector<storage::AppendRecord> records = {
-      {storage::AsBytes(a), 1, 0},
-      {start2, 2, 0, storage::kRecordFlagGenerationStart},
-      {storage::AsBytes(b), 2, 0},
-      {start3, 3, 0, storage::kRecordFlagGenerationStart},
-      {start3, 3, 0, storage::kRecordFlagGenerationStart},
-      {storage::AsBytes(c), 3, 0},
-      {start3, 3, 0, storage::kRecordFlagGenerationStart},
+      {storage::AsBytes(a), Generation(1), 0},
+      {start2, Generation(2), 0, storage::kRecordFlagGenerationStart},
+      {storage::AsBytes(b), Generation(2), 0},
+      {start3, Generation(3), 0, storage::kRecordFlagGenerationStart},
+      {start3, Generation(3), 0, storage::kRecordFlagGenerationStart},
+      {storage::AsBytes(c), Generation(3), 0},
+      {start3, Generation(3), 0, storage::kRecordFlagGenerationStart},
   };
   ASSERT_TRUE(raw.Append(records).has_value());
   DurableRecordLog log(raw, fence);

@@ -21,7 +21,7 @@ std::unique_ptr<storage::DurableLog> OpenLog(storage::FsyncMode mode) {
 }
 
 Result<storage::AppendResult> AppendAndWait(LogAppender& appender, std::string_view payload) {
-  storage::AppendRecord record{storage::AsBytes(payload), 0, 0};
+  storage::AppendRecord record{storage::AsBytes(payload), Generation(0), 0};
   std::promise<Result<storage::AppendResult>> done;
   appender.Append(std::span<storage::AppendRecord>(&record, 1),
                   [&done](Result<storage::AppendResult> r) { done.set_value(std::move(r)); });
@@ -40,8 +40,8 @@ TEST(LogAppender, StampsTheFenceGenerationOnEveryRecord) {
   auto read = log->Read(0, storage::ReadLimits{10, 1 << 20});
   ASSERT_TRUE(read);
   ASSERT_EQ(read->records.size(), 2u);
-  EXPECT_EQ(read->records[0].generation, 4u);
-  EXPECT_EQ(read->records[1].generation, 5u);
+  EXPECT_EQ(read->records[0].generation, Generation(4));
+  EXPECT_EQ(read->records[1].generation, Generation(5));
 }
 
 TEST(LogAppender, ALapsedLeaseRefusesBeforeAnOffsetIsTaken) {
@@ -64,7 +64,7 @@ TEST(LogAppender, PeriodicAnswersInlineAndFlushWaitsForTheFsync) {
   auto log = OpenLog(storage::FsyncMode::kPeriodic);
   ShardFence fence;
   LogAppender policy(*log, fence, AckAfter::kPolicy);
-  storage::AppendRecord record{storage::AsBytes("p"), 0, 0};
+  storage::AppendRecord record{storage::AsBytes("p"), Generation(0), 0};
   bool answered = false;
   policy.Append(std::span<storage::AppendRecord>(&record, 1),
                 [&](Result<storage::AppendResult> r) { answered = r.has_value(); });

@@ -232,7 +232,7 @@ TEST_F(StreamGroupsTest, SkippedBeforeCountsOnlyTheHoleBelowTheRecord) {
 
 TEST_F(StreamGroupsTest, CorruptCursorRecordRefusesTheOpen) {
   std::string junk = "\x07garbage";
-  storage::AppendRecord record{storage::AsBytes(junk), 0, 0};
+  storage::AppendRecord record{storage::AsBytes(junk), Generation(0), 0};
   ASSERT_TRUE(cursors_->Append(record));
   auto opened = OpenGroups();
   ASSERT_FALSE(opened);

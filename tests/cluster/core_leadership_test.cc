@@ -105,13 +105,14 @@ TEST_F(CoreLeadershipTest, TheLeaderTakesItsGenerationBeforeServingAndStampsEver
   {
     auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform({}));
     ASSERT_TRUE(store) << store.error().ToString();
-    EXPECT_EQ((*store)->replica_state().generation, 3u);
+    EXPECT_EQ((*store)->replica_state().generation, Generation(3));
     ASSERT_TRUE((*store)->ballot());
-    EXPECT_EQ(*(*store)->ballot(), (storage::Ballot{3, "n1"}));
-    EXPECT_EQ((*store)->generation_history().entries(), (std::vector<storage::EpochEntry>{{3, 0}}));
+    EXPECT_EQ(*(*store)->ballot(), (storage::Ballot{Generation(3), "n1"}));
+    EXPECT_EQ((*store)->generation_history().entries(),
+              (std::vector<storage::EpochEntry>{{Generation(3), 0}}));
     (void)(*store)->Close();
   }
-  for (const auto& r : Records()) EXPECT_EQ(r.generation, 3u) << "offset " << r.offset;
+  for (const auto& r : Records()) EXPECT_EQ(r.generation, Generation(3)) << "offset " << r.offset;
 
   // Restarted and named leader at generation 4: the new generation begins at its tail. (The old
   // core's handle goes first: its shard must not outlive that core.)
@@ -123,12 +124,12 @@ TEST_F(CoreLeadershipTest, TheLeaderTakesItsGenerationBeforeServingAndStampsEver
   auto records = Records();
   ASSERT_EQ(records.size(), 4u);
   for (size_t i = 0; i < records.size(); ++i) {
-    EXPECT_EQ(records[i].generation, i < 3 ? 3u : 4u) << "offset " << i;
+    EXPECT_EQ(records[i].generation, Generation(i < 3 ? 3 : 4)) << "offset " << i;
   }
   auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform({}));
   ASSERT_TRUE(store);
   EXPECT_EQ((*store)->generation_history().entries(),
-            (std::vector<storage::EpochEntry>{{3, 0}, {4, 3}}));
+            (std::vector<storage::EpochEntry>{{Generation(3), 0}, {Generation(4), 3}}));
 }
 
 TEST_F(CoreLeadershipTest, AStoreThatAcceptedANewerGenerationIsNotServedOnAStaleView) {
@@ -137,7 +138,7 @@ TEST_F(CoreLeadershipTest, AStoreThatAcceptedANewerGenerationIsNotServedOnAStale
   {
     auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform({}));
     ASSERT_TRUE(store);
-    ASSERT_TRUE((*store)->AcceptGeneration(5, "n2", std::nullopt));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(5), "n2", std::nullopt));
     (void)(*store)->Close();
   }
   auto refused = Publish(Open(), {"x"});
@@ -238,11 +239,12 @@ TEST_F(CoreLeadershipTest, StepDownEndsSubscribersRefusesAppendsAndReleasesTheSt
   StopCore();
   auto records = Records();
   ASSERT_EQ(records.size(), 4u);
-  EXPECT_EQ(records[2].generation, 6u);
-  EXPECT_EQ(records[3].generation, 7u);
+  EXPECT_EQ(records[2].generation, Generation(6));
+  EXPECT_EQ(records[3].generation, Generation(7));
   auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform({}));
   ASSERT_TRUE(store);
-  EXPECT_EQ((*store)->generation_history().entries().back(), (storage::EpochEntry{7, 3}));
+  EXPECT_EQ((*store)->generation_history().entries().back(),
+            (storage::EpochEntry{Generation(7), 3}));
 }
 
 // One claim per open store (store_custody.h): a shard the core stepped down from and is named

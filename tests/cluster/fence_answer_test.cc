@@ -38,12 +38,12 @@ class FenceAnswerTest : public ::testing::Test {
     Open();
   }
   void Append(LogKind log, std::string payload, uint64_t generation) {
-    storage::AppendRecord r{storage::AsBytes(payload), generation, 1000};
+    storage::AppendRecord r{storage::AsBytes(payload), Generation(generation), 1000};
     ASSERT_TRUE(store_->log(log).Append(r).has_value());
   }
   // Accepted generation 1 from "old", three records of generation 1, commit offset 2.
   void OldLeaderWrote() {
-    ASSERT_TRUE(store_->AcceptGeneration(1, "old", 0).has_value());
+    ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", 0).has_value());
     Append(LogKind::kStream, "a", 1);
     Append(LogKind::kStream, "b", 1);
     Append(LogKind::kStream, "c", 1);
@@ -90,7 +90,7 @@ TEST_F(FenceAnswerTest, NewGenerationIsPersistedThenAnsweredWithThePositionReadA
   FenceAnswer a = Fence(2, "n2");
   EXPECT_STREQ(a.outcome, "accepted");
   EXPECT_EQ(Ok(a), (flxi::FenceOk{0, 3, 2, 1}));
-  EXPECT_EQ(store_->replica_state().generation, 2u);
+  EXPECT_EQ(store_->replica_state().generation, Generation(2));
   ASSERT_TRUE(store_->ballot().has_value());
   EXPECT_EQ(store_->ballot()->leader, "n2");
 
@@ -100,7 +100,7 @@ TEST_F(FenceAnswerTest, NewGenerationIsPersistedThenAnsweredWithThePositionReadA
 
   // Durable: after a reopen the old leader is still refused and the new one confirmed.
   Reopen();
-  EXPECT_EQ(store_->replica_state().generation, 2u);
+  EXPECT_EQ(store_->replica_state().generation, Generation(2));
   EXPECT_EQ(Code(Fence(1, "old")), flxi::ErrorCode::kFencedEpoch);
   FenceAnswer again = Fence(2, "n2");
   EXPECT_STREQ(again.outcome, "confirmed");
@@ -135,7 +135,7 @@ TEST_F(FenceAnswerTest, OlderGenerationOrNewerRoutingViewIsFencedEpochAndPersist
   ASSERT_TRUE(Fence(4, "n4").ok());
   EXPECT_EQ(Code(Fence(3, "n3")), flxi::ErrorCode::kFencedEpoch);
   EXPECT_EQ(Code(Fence(5, "n5", FollowerRole::kViewNewer)), flxi::ErrorCode::kFencedEpoch);
-  EXPECT_EQ(store_->replica_state().generation, 4u);
+  EXPECT_EQ(store_->replica_state().generation, Generation(4));
   EXPECT_EQ(store_->ballot()->leader, "n4");
 }
 
@@ -143,7 +143,7 @@ TEST_F(FenceAnswerTest, RoutingViewBehindTheFenceIsNormal) {
   OldLeaderWrote();
   FenceAnswer a = Fence(2, "n2", FollowerRole::kViewOlder);
   EXPECT_EQ(Ok(a), (flxi::FenceOk{0, 3, 2, 1}));
-  EXPECT_EQ(store_->replica_state().generation, 2u);
+  EXPECT_EQ(store_->replica_state().generation, Generation(2));
 }
 
 TEST_F(FenceAnswerTest, NotAReplicaOrNoLogIsUnauthorized) {
@@ -151,7 +151,7 @@ TEST_F(FenceAnswerTest, NotAReplicaOrNoLogIsUnauthorized) {
   EXPECT_EQ(Code(Fence(2, "n2", FollowerRole::kNotReplica)), flxi::ErrorCode::kUnauthorized);
   EXPECT_EQ(Code(AnswerFence(nullptr, false, FenceAt(2), FollowerRole::kFollower, "n2")),
             flxi::ErrorCode::kUnauthorized);
-  EXPECT_EQ(store_->replica_state().generation, 1u);
+  EXPECT_EQ(store_->replica_state().generation, Generation(1));
 }
 
 TEST_F(FenceAnswerTest, ALogOtherThanTheShardsOwnIsMalformed) {
@@ -165,7 +165,7 @@ TEST_F(FenceAnswerTest, ALogOtherThanTheShardsOwnIsMalformed) {
   EXPECT_EQ(Code(AnswerFence(store_.get(), true, FenceAt(2, flxi::ReplicaLog::kStream),
                              FollowerRole::kFollower, "n2")),
             flxi::ErrorCode::kMalformed);
-  EXPECT_EQ(store_->replica_state().generation, 1u);
+  EXPECT_EQ(store_->replica_state().generation, Generation(1));
 }
 
 TEST_F(FenceAnswerTest, CacheShardFencesItsCacheLogThenItsCounterLog) {
@@ -195,7 +195,7 @@ class FetchAnswerTest : public FenceAnswerTest {
  protected:
   // Generation 1 wrote a, b; generation 2 wrote c; fenced at 3 by n3.
   void Prepare() {
-    ASSERT_TRUE(store_->AcceptGeneration(1, "old", 0).has_value());
+    ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", 0).has_value());
     Append(LogKind::kStream, "a", 1);
     Append(LogKind::kStream, "b", 1);
     Append(LogKind::kStream, "c", 2);

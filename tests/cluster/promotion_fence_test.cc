@@ -150,11 +150,11 @@ class PromotionFenceTest : public ::testing::Test {
   static void Write(storage::ShardStore& store, std::vector<std::pair<std::string, uint64_t>> recs,
                     LogKind log = LogKind::kStream) {
     for (auto& [payload, g] : recs) {
-      if (store.replica_state().generation < g) {
-        ASSERT_TRUE(
-            store.AcceptGeneration(g, "old" + std::to_string(g), store.log(log).TailOffset()));
+      if (store.replica_state().generation < Generation(g)) {
+        ASSERT_TRUE(store.AcceptGeneration(Generation(g), "old" + std::to_string(g),
+                                           store.log(log).TailOffset()));
       }
-      storage::AppendRecord r{storage::AsBytes(payload), g, 0};
+      storage::AppendRecord r{storage::AsBytes(payload), Generation(g), 0};
       ASSERT_TRUE(store.log(log).Append(r).has_value());
     }
   }
@@ -168,9 +168,9 @@ class PromotionFenceTest : public ::testing::Test {
       // A generation-start record shows as "<start G>" (G from its payload).
       if (storage::IsGenerationStart(r.flags)) {
         auto g = storage::GenerationStartOf(storage::AsBytes(r.payload));
-        out.emplace_back("<start " + (g ? std::to_string(*g) : "?") + ">", r.generation);
+        out.emplace_back("<start " + (g ? std::to_string(*g) : "?") + ">", r.generation.value());
       } else {
-        out.emplace_back(r.payload, r.generation);
+        out.emplace_back(r.payload, r.generation.value());
       }
     }
     return out;
@@ -181,7 +181,7 @@ class PromotionFenceTest : public ::testing::Test {
     o.tenant = "t";
     o.ns = "n";
     o.name = "s";
-    o.generation = generation;
+    o.generation = Generation(generation);
     o.self_node_id = "leader";
     if (o.replicas.empty()) o.replicas = {{"r1", {}}, {"r2", {}}};
     fence_ = std::make_unique<PromotionFence>(
@@ -213,11 +213,12 @@ TEST_F(PromotionFenceTest, MajorityWithOneReplicaSilentOpensAtTheOwnTail) {
   fence_->Stop();
   EXPECT_TRUE(fence_->opened());
   // Own generation and ballot, and the fenced replica's, are durable.
-  EXPECT_EQ(leader_->replica_state().generation, 2u);
+  EXPECT_EQ(leader_->replica_state().generation, Generation(2));
   EXPECT_EQ(leader_->ballot()->leader, "leader");
-  EXPECT_EQ(replicas_["r1"].store->replica_state().generation, 2u);
+  EXPECT_EQ(replicas_["r1"].store->replica_state().generation, Generation(2));
   EXPECT_EQ(replicas_["r1"].store->ballot()->leader, "leader");
-  EXPECT_EQ(leader_->generation_history().entries().back(), (storage::EpochEntry{2, 2}));
+  EXPECT_EQ(leader_->generation_history().entries().back(),
+            (storage::EpochEntry{Generation(2), 2}));
   // No fetch: nobody was ahead.
   for (auto& [node, kind] : transport_.sent()) EXPECT_EQ(kind, flxi::Kind::kFence) << node;
   // The silent replica's late answer after Stop reaches nothing.
@@ -238,7 +239,8 @@ TEST_F(PromotionFenceTest, ReplicaAheadIsFetchedAndAppendedWithItsGenerations) {
             (C{{"a", 1}, {"b", 1}, {"c", 1}, {"d", 2}, {"e", 2}, {"<start 3>", 3}}));
   EXPECT_EQ(fence_->truncated(), 0u);
   EXPECT_EQ(leader_->generation_history().entries(),
-            (std::vector<storage::EpochEntry>{{1, 0}, {2, 3}, {3, 5}}));
+            (std::vector<storage::EpochEntry>{
+                {Generation(1), 0}, {Generation(2), 3}, {Generation(3), 5}}));
   size_t fetches = 0;
   for (auto& [node, kind] : transport_.sent()) {
     if (kind == flxi::Kind::kReplicateTimedFetch) {
@@ -273,7 +275,8 @@ TEST_F(PromotionFenceTest, ACacheShardTakesItsCounterLogToo) {
       (std::vector<flxi::ReplicaLog>{flxi::ReplicaLog::kCache, flxi::ReplicaLog::kCache,
                                      flxi::ReplicaLog::kCounters, flxi::ReplicaLog::kCounters}));
   // The history describes the cache log alone.
-  EXPECT_EQ(leader_->generation_history().entries().back(), (storage::EpochEntry{3, 2}));
+  EXPECT_EQ(leader_->generation_history().entries().back(),
+            (storage::EpochEntry{Generation(3), 2}));
 }
 
 TEST_F(PromotionFenceTest, ACacheLeaderAheadOnCountersCutsWhatTheMajorityLacks) {
@@ -308,7 +311,8 @@ TEST_F(PromotionFenceTest, OlderReplicaIsFetchedWithTheOlderKinds) {
   EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 2}, {"c", 2}, {"<start 3>", 3}}));
   EXPECT_EQ(fence_->truncated(), 0u);
   EXPECT_EQ(leader_->generation_history().entries(),
-            (std::vector<storage::EpochEntry>{{1, 0}, {2, 1}, {3, 3}}));
+            (std::vector<storage::EpochEntry>{
+                {Generation(1), 0}, {Generation(2), 1}, {Generation(3), 3}}));
   std::vector<flxi::Kind> fetches;
   for (auto& [node, kind] : transport_.sent()) {
     if (kind != flxi::Kind::kFence) fetches.push_back(kind);
@@ -332,7 +336,8 @@ TEST_F(PromotionFenceTest, OwnDivergentSuffixIsTruncatedAndReplaced) {
   EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 1}, {"c", 3}, {"<start 4>", 4}}));
   EXPECT_EQ(fence_->truncated(), 2u);
   EXPECT_EQ(leader_->generation_history().entries(),
-            (std::vector<storage::EpochEntry>{{1, 0}, {3, 2}, {4, 3}}));
+            (std::vector<storage::EpochEntry>{
+                {Generation(1), 0}, {Generation(3), 2}, {Generation(4), 3}}));
 }
 
 TEST_F(PromotionFenceTest, ReplicaThatAnswersFencedEpochDoesNotCount) {
@@ -342,8 +347,8 @@ TEST_F(PromotionFenceTest, ReplicaThatAnswersFencedEpochDoesNotCount) {
   // Leader + r2 are a majority of 3.
   EXPECT_EQ(WaitOpen(), 0u);
   fence_->Stop();
-  EXPECT_EQ(replicas_["r1"].store->replica_state().generation, 5u);
-  EXPECT_EQ(replicas_["r2"].store->replica_state().generation, 3u);
+  EXPECT_EQ(replicas_["r1"].store->replica_state().generation, Generation(5));
+  EXPECT_EQ(replicas_["r2"].store->replica_state().generation, Generation(3));
   EXPECT_TRUE(Contents(*leader_).empty());  // nothing taken from the refusing replica
 }
 
@@ -403,7 +408,7 @@ TEST_F(PromotionFenceTest, SilentReplicaWithoutMajorityTimesOutAndRetries) {
 TEST_F(PromotionFenceTest, ALeaderWithoutReplicasOpensAtOnce) {
   Write(*leader_, {{"a", 1}});
   PromotionFenceOptions alone;
-  alone.generation = 2;
+  alone.generation = Generation(2);
   alone.self_node_id = "leader";
   fence_ = std::make_unique<PromotionFence>(*leader_, alone, transport_, executor_,
                                             [p = opened_](uint64_t s) { p->set_value(s); });
@@ -427,7 +432,8 @@ TEST_F(PromotionFenceTest, AGenerationStartRecordIsWrittenAtTheOwnTailBeforeTheS
   fence_->Stop();
   EXPECT_EQ(fence_->start_records_written(), 1u);
   EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 1}, {"<start 2>", 2}}));
-  EXPECT_EQ(leader_->generation_history().entries().back(), (storage::EpochEntry{2, 2}));
+  EXPECT_EQ(leader_->generation_history().entries().back(),
+            (storage::EpochEntry{Generation(2), 2}));
   EXPECT_EQ(leader_->log(LogKind::kStream).DurableOffset(), 3u) << "fsynced before opening";
 }
 
@@ -456,8 +462,8 @@ TEST_F(PromotionFenceTest, AReplicasGenerationStartRecordIsFetchedAsOne) {
   Write(*replicas_["r1"].store, {{"a", 1}});
   {
     auto payload = storage::GenerationStartPayload(2);
-    ASSERT_TRUE(replicas_["r1"].store->AcceptGeneration(2, "old2", 1));
-    storage::AppendRecord start{payload, 2, 0, storage::kRecordFlagGenerationStart};
+    ASSERT_TRUE(replicas_["r1"].store->AcceptGeneration(Generation(2), "old2", 1));
+    storage::AppendRecord start{payload, Generation(2), 0, storage::kRecordFlagGenerationStart};
     ASSERT_TRUE(replicas_["r1"].store->log(LogKind::kStream).Append(start).has_value());
   }
   Write(*replicas_["r1"].store, {{"c", 2}});
@@ -467,7 +473,8 @@ TEST_F(PromotionFenceTest, AReplicasGenerationStartRecordIsFetchedAsOne) {
   fence_->Stop();
   EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"<start 2>", 2}, {"c", 2}, {"<start 3>", 3}}));
   EXPECT_EQ(leader_->generation_history().entries(),
-            (std::vector<storage::EpochEntry>{{1, 0}, {2, 1}, {3, 3}}));
+            (std::vector<storage::EpochEntry>{
+                {Generation(1), 0}, {Generation(2), 1}, {Generation(3), 3}}));
 }
 
 // A cache shard writes one on each of its two logs (§17), the counter log's once that log is

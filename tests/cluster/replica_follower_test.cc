@@ -112,7 +112,7 @@ TEST_F(FollowerTest, BeginsAtTailIsOkAtTailPlusCount) {
   a = Send(Batch(1, 2, {"c"}));
   EXPECT_EQ(OkAt(a), 3u) << a.detail;
   EXPECT_EQ(Payloads(), (Strings{"a", "b", "c"}));
-  for (const auto& r : Stored()) EXPECT_EQ(r.generation, 1u);
+  for (const auto& r : Stored()) EXPECT_EQ(r.generation, Generation(1));
   EXPECT_EQ(follower_->status(LogKind::kStream).durable_offset, 3u);
 }
 
@@ -211,7 +211,7 @@ TEST_F(FollowerTest, NewerEpochThanTheViewIsStaleRouteAndPersistsNothing) {
   Open();
   auto a = Send(Batch(4, 0, {"a"}), LogKind::kStream, FollowerRole::kViewOlder);
   EXPECT_EQ(Code(a), flxi::ErrorCode::kStaleRoute);
-  EXPECT_EQ(store_->replica_state().generation, 0u);
+  EXPECT_EQ(store_->replica_state().generation, Generation(0));
   EXPECT_EQ(Tail(), 0u);
   EXPECT_EQ(Count("behind"), 1u);
 }
@@ -222,7 +222,7 @@ TEST_F(FollowerTest, NotAReplicaOrNoSuchLogIsUnauthorized) {
   EXPECT_EQ(Code(a), flxi::ErrorCode::kUnauthorized);
   a = Send(Batch(1, 0, {"a"}), LogKind::kCache);  // a stream shard has no cache log
   EXPECT_EQ(Code(a), flxi::ErrorCode::kUnauthorized);
-  EXPECT_EQ(store_->replica_state().generation, 0u);
+  EXPECT_EQ(store_->replica_state().generation, Generation(0));
   EXPECT_EQ(Tail(LogKind::kCache), 0u);
 }
 
@@ -236,14 +236,14 @@ TEST_F(FollowerTest, EmptyBatchIsAProbeAnsweredWithTheTail) {
 TEST_F(FollowerTest, NewerGenerationIsPersistedBeforeTheAnswer) {
   Open();
   ASSERT_TRUE(OkAt(Send(Batch(4, 0, {"a"}), LogKind::kStream, FollowerRole::kFollower, "n4")));
-  EXPECT_EQ(store_->replica_state().generation, 4u);
-  EXPECT_EQ(store_->ballot(), (storage::Ballot{4, "n4"}));
+  EXPECT_EQ(store_->replica_state().generation, Generation(4));
+  EXPECT_EQ(store_->ballot(), (storage::Ballot{Generation(4), "n4"}));
   // Even an answer that stores nothing persists it first.
   auto gap = Send(Batch(5, 7, {"x"}), LogKind::kStream, FollowerRole::kFollower, "n5");
   ASSERT_EQ(Code(gap), flxi::ErrorCode::kLogGap);
   Reopen();
-  EXPECT_EQ(store_->replica_state().generation, 5u);
-  EXPECT_EQ(store_->ballot(), (storage::Ballot{5, "n5"}));
+  EXPECT_EQ(store_->replica_state().generation, Generation(5));
+  EXPECT_EQ(store_->ballot(), (storage::Ballot{Generation(5), "n5"}));
 }
 
 TEST_F(FollowerTest, ResendAfterLostOkStoresNothingTwice) {
@@ -261,9 +261,10 @@ TEST_F(FollowerTest, OkOnlyOnceDurableUnderOnCommit) {
   auto& log = store_->log(LogKind::kStream);
   // Records written by someone else and not yet flushed: an answer covering them waits.
   std::string p = "a";
-  ASSERT_TRUE(log.AppendAsync(std::span<const storage::AppendRecord>(
-                                  std::vector<storage::AppendRecord>{{storage::AsBytes(p), 1, 0}}),
-                              [](const storage::StorageResult<void>&) {}));
+  ASSERT_TRUE(log.AppendAsync(
+      std::span<const storage::AppendRecord>(
+          std::vector<storage::AppendRecord>{{storage::AsBytes(p), Generation(1), 0}}),
+      [](const storage::StorageResult<void>&) {}));
   auto a = Send(Batch(1, 0, {"a", "b"}));
   ASSERT_EQ(OkAt(a), 2u) << a.detail;
   EXPECT_GE(log.DurableOffset(), 2u);
@@ -272,9 +273,10 @@ TEST_F(FollowerTest, OkOnlyOnceDurableUnderOnCommit) {
   EXPECT_GE(log.DurableOffset(), 3u);
   // A resend wholly below unflushed records is answered only once they are durable too.
   std::string q = "d";
-  ASSERT_TRUE(log.AppendAsync(std::span<const storage::AppendRecord>(
-                                  std::vector<storage::AppendRecord>{{storage::AsBytes(q), 1, 0}}),
-                              [](const storage::StorageResult<void>&) {}));
+  ASSERT_TRUE(log.AppendAsync(
+      std::span<const storage::AppendRecord>(
+          std::vector<storage::AppendRecord>{{storage::AsBytes(q), Generation(1), 0}}),
+      [](const storage::StorageResult<void>&) {}));
   a = Send(Batch(1, 3, {"d"}));
   ASSERT_EQ(OkAt(a), 4u) << a.detail;
   EXPECT_GE(log.DurableOffset(), 4u);
@@ -285,13 +287,13 @@ TEST_F(FollowerTest, OkOnlyOnceDurableUnderOnCommit) {
 TEST_F(FollowerTest, RepairsConflictFromNewerGenerationInsideTheOlderOne) {
   Open();
   ASSERT_EQ(OkAt(Send(Batch(1, 0, {"a", "b", "c", "d", "e"}))), 5u);
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{1, 0}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}}));
   auto a = Send(Batch(2, 0, {"a", "b", "c", "X", "Y", "Z"}), LogKind::kStream,
                 FollowerRole::kFollower, "n2");
   EXPECT_EQ(OkAt(a), 6u) << a.detail;
   EXPECT_EQ(a.outcome, std::string("truncated"));
   EXPECT_EQ(Payloads(), (Strings{"a", "b", "c", "X", "Y", "Z"}));
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{1, 0}, {2, 3}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}, {Generation(2), 3}}));
   EXPECT_EQ(Count("truncated"), 1u);
   EXPECT_EQ(follower_->status(LogKind::kStream).halt, FollowerHalt::kNone);
 }
@@ -313,11 +315,12 @@ TEST_F(FollowerTest, RepairsAConflictAtOrAfterWhereTheOlderGenerationBegan) {
   Open();
   ASSERT_EQ(OkAt(Send(Batch(1, 0, {"a", "b", "c", "d", "e"}))), 5u);
   ASSERT_EQ(OkAt(Send(Batch(2, 0, {"a", "b", "c", "d", "e", "f", "g", "h"}))), 8u);
-  ASSERT_EQ(History(), (std::vector<storage::EpochEntry>{{1, 0}, {2, 5}}));
+  ASSERT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}, {Generation(2), 5}}));
   auto a = Send(Batch(3, 5, {"f", "Q"}));  // differs at 6 ≥ 5, where generation 2 began
   EXPECT_EQ(OkAt(a), 7u) << a.detail;
   EXPECT_EQ(Payloads(), (Strings{"a", "b", "c", "d", "e", "f", "Q"}));
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{1, 0}, {2, 5}, {3, 6}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{
+                           {Generation(1), 0}, {Generation(2), 5}, {Generation(3), 6}}));
 }
 
 TEST_F(FollowerTest, HaltsOnAConflictBeforeTheOlderGenerationBegan) {
@@ -363,14 +366,14 @@ TEST_F(FollowerTest, LabelsGiveEachAppendedRecordItsWritersGeneration) {
   b.commit_offset = 0;
   ASSERT_EQ(OkAt(Send(b)), 5u);
   std::vector<uint64_t> gens;
-  for (const auto& r : Stored()) gens.push_back(r.generation);
+  for (const auto& r : Stored()) gens.push_back(r.generation.value());
   EXPECT_EQ(gens, (std::vector<uint64_t>{1, 1, 1, 3, 3}));
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{1, 0}, {3, 3}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}, {Generation(3), 3}}));
   // A straddling labelled batch labels only what it appended.
   auto c = Batch(3, 4, {"e", "f"});
   c.generations = {{3, 3}};
   ASSERT_EQ(OkAt(Send(c)), 6u);
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{1, 0}, {3, 3}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}, {Generation(3), 3}}));
 }
 
 TEST_F(FollowerTest, UnlabelledRecordsTakeTheSendersGenerationAndTimesBecomeMilliseconds) {
@@ -384,8 +387,8 @@ TEST_F(FollowerTest, UnlabelledRecordsTakeTheSendersGenerationAndTimesBecomeMill
   EXPECT_EQ(stored[0].timestamp_ms, 1700000000000u);
   EXPECT_EQ(stored[1].timestamp_ms, 1700000000999u);
   ASSERT_EQ(OkAt(Send(Batch(3, 0, {"a", "b", "c"}))), 3u);  // kind 7: no labels
-  EXPECT_EQ(Stored().back().generation, 3u);
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{2, 0}, {3, 2}}));
+  EXPECT_EQ(Stored().back().generation, Generation(3));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(2), 0}, {Generation(3), 2}}));
 }
 
 TEST_F(FollowerTest, CommitOffsetIsWhatTheBatchLeftLevelNeverLowered) {
@@ -445,7 +448,7 @@ TEST_F(FollowerTest, CacheShardReplicatesCacheAndCounterLogs) {
   EXPECT_EQ(OkAt(Send(Batch(1, 0, {"counter"}), LogKind::kCounters)), 1u);
   EXPECT_EQ(OkAt(Send(Batch(1, 0, {"put"}), LogKind::kCache)), 1u);
   EXPECT_EQ(Code(Send(Batch(1, 0, {"x"}), LogKind::kStream)), flxi::ErrorCode::kUnauthorized);
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{1, 0}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}}));
 }
 
 // --- bootstrap table (cluster-etcd.md §7 item 3) ---------------------------------------------
@@ -496,7 +499,7 @@ TEST_F(FollowerTest, BootstrapNeverPlacesALogOverRecordsThatDoNotReachTheBase) {
   EXPECT_EQ(Expected(a), 100u);
   // And a superseded leader cannot place a log at all.
   (void)Send(Batch(2, 3, {"d"}));  // a gap answer, but generation 2 is accepted
-  ASSERT_EQ(store_->replica_state().generation, 2u);
+  ASSERT_EQ(store_->replica_state().generation, Generation(2));
   a = follower_->ApplyBootstrap(BootstrapAt(1, 0), LogKind::kDeadLetters, FollowerRole::kFollower,
                                 "n1");
   EXPECT_EQ(Code(a), flxi::ErrorCode::kFencedEpoch);

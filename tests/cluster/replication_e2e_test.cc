@@ -104,7 +104,7 @@ std::vector<storage::Record> ReadLog(const std::string& dir, storage::LogKind ki
 std::vector<storage::Record> WithoutLaterStartRecords(std::vector<storage::Record> records,
                                                       uint64_t generation) {
   while (!records.empty() && storage::IsGenerationStart(records.back().flags) &&
-         records.back().generation > generation) {
+         records.back().generation > Generation(generation)) {
     records.pop_back();
   }
   return records;
@@ -456,7 +456,7 @@ TEST_F(ReplicationE2E, LeaderStreamFollowersCatchUpAfterKillAndWipeAndHoldTheLea
         ASSERT_EQ(got[i].offset, expected[i].offset) << "n" << f << " record " << i;
         ASSERT_EQ(got[i].payload, expected[i].payload) << "n" << f << " offset " << i;
         ASSERT_EQ(got[i].generation, expected[i].generation) << "n" << f << " offset " << i;
-        ASSERT_EQ(got[i].generation, placed->generation) << "n" << f << " offset " << i;
+        ASSERT_EQ(got[i].generation.value(), placed->generation) << "n" << f << " offset " << i;
         // Stream batches travel as kind 36 (the leader's times) from the first one; group
         // cursors and dead letters never carry times (internal-protocol-bodies.md §7.1), so
         // there the follower's own arrival time stands.
@@ -563,7 +563,8 @@ TEST_F(ReplicationE2E, CacheAndCounterLogsOnEveryFollowerAreTheLeaders) {
         ASSERT_EQ(got[i].payload, expected[i].payload) << "n" << n << " offset " << got[i].offset;
         ASSERT_EQ(got[i].generation, expected[i].generation)
             << "n" << n << " offset " << got[i].offset;
-        ASSERT_EQ(got[i].generation, placed->generation) << "n" << n << " offset " << got[i].offset;
+        ASSERT_EQ(got[i].generation.value(), placed->generation)
+            << "n" << n << " offset " << got[i].offset;
       }
     }
   }
@@ -631,7 +632,8 @@ TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
       EXPECT_EQ(log[i].payload, Payload(i)) << i;
     }
     // Each record carries the generation of the leader that wrote it.
-    EXPECT_EQ(log[i].generation, i < before ? placed->generation : promoted->generation) << i;
+    EXPECT_EQ(log[i].generation.value(), i < before ? placed->generation : promoted->generation)
+        << i;
   }
 }
 
@@ -765,7 +767,8 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
   ASSERT_EQ(log.size(), before + 102);
   for (size_t i = 0; i < log.size(); ++i) {
     ASSERT_EQ(log[i].offset, i);
-    EXPECT_EQ(log[i].generation, i < before ? placed->generation : promoted->generation) << i;
+    EXPECT_EQ(log[i].generation.value(), i < before ? placed->generation : promoted->generation)
+        << i;
     if (i == before) {
       EXPECT_EQ(log[i].flags, storage::kRecordFlagGenerationStart);
       EXPECT_EQ(storage::GenerationStartOf(storage::AsBytes(log[i].payload)), promoted->generation);
@@ -1021,12 +1024,12 @@ void ReplicationE2E::PausedLeaderStepsDown(const std::string& sd, const std::str
   ASSERT_EQ(expected.size(), total);
   if (starts == 1) {
     EXPECT_TRUE(storage::IsGenerationStart(expected[before].flags));
-    EXPECT_EQ(expected[before].generation, promoted->generation);
+    EXPECT_EQ(expected[before].generation.value(), promoted->generation);
   }
   EXPECT_EQ(expected[before + starts].payload, "after-pause");
   for (const auto& [offset, payload] : acked_by_old) {
     EXPECT_EQ(expected[offset].payload, payload) << "acknowledged by the old leader at " << offset;
-    EXPECT_EQ(expected[offset].generation, promoted->generation) << offset;
+    EXPECT_EQ(expected[offset].generation.value(), promoted->generation) << offset;
   }
   for (int node = 1; node <= 3; ++node) {
     if (node == new_leader) continue;
@@ -1125,7 +1128,8 @@ TEST_F(EtcdLeaderKillE2E, AQuorumStreamFailsOverWhileEtcdElectsANewLeader) {
   ASSERT_EQ(log.size(), before + 52);
   for (size_t i = 0; i < log.size(); ++i) {
     ASSERT_EQ(log[i].offset, i);
-    EXPECT_EQ(log[i].generation, i < before ? placed->generation : promoted->generation) << i;
+    EXPECT_EQ(log[i].generation.value(), i < before ? placed->generation : promoted->generation)
+        << i;
     EXPECT_EQ(storage::IsGenerationStart(log[i].flags), i == before) << i;
     if (i == before) continue;
     EXPECT_EQ(log[i].payload,

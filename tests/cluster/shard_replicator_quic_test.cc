@@ -97,7 +97,7 @@ TEST(ShardReplicatorQuicTest, ShipsEveryLogToTwoFollowersOverThePeerPool) {
   lo.fsync_mode = storage::FsyncMode::kNone;
   auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform(lo));
   ASSERT_TRUE(store.has_value());
-  ASSERT_TRUE((*store)->AcceptGeneration(1, "leader", 0).has_value());
+  ASSERT_TRUE((*store)->AcceptGeneration(Generation(1), "leader", 0).has_value());
 
   MiniFollower f1("node-b"), f2("node-c");
   Caller caller(Opts("node-a"));
@@ -111,7 +111,7 @@ TEST(ShardReplicatorQuicTest, ShipsEveryLogToTwoFollowersOverThePeerPool) {
   o.tenant = "t";
   o.ns = "ns";
   o.name = "orders";
-  o.generation = 1;
+  o.generation = Generation(1);
   o.followers = {f1.ep ? PeerAddress{"node-b", f1.ep->local_address()} : PeerAddress{},
                  f2.ep ? PeerAddress{"node-c", f2.ep->local_address()} : PeerAddress{}};
   o.max_batch_records = 16;
@@ -131,14 +131,14 @@ TEST(ShardReplicatorQuicTest, ShipsEveryLogToTwoFollowersOverThePeerPool) {
   for (int batch = 0; batch < 10; ++batch) {
     std::vector<storage::AppendRecord> records;
     for (int i = 0; i < 10; ++i) {
-      records.push_back({storage::AsBytes(payloads[batch * 10 + i]), 1, 0});
+      records.push_back({storage::AsBytes(payloads[batch * 10 + i]), Generation(1), 0});
     }
     ASSERT_TRUE((*store)->log(LogKind::kStream).Append(records).has_value());
   }
   std::string cursor = "cursor-0";
   ASSERT_TRUE((*store)
                   ->log(LogKind::kCursors)
-                  .Append(storage::AppendRecord{storage::AsBytes(cursor), 1, 0})
+                  .Append(storage::AppendRecord{storage::AsBytes(cursor), Generation(1), 0})
                   .has_value());
   {
     std::unique_lock<std::mutex> lock(mu);

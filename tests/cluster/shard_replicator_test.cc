@@ -242,7 +242,8 @@ class ShardReplicatorTest : public ::testing::Test {
     }
     std::vector<storage::AppendRecord> records;
     for (int i = 0; i < n; ++i) {
-      records.push_back({storage::AsBytes(payloads[i]), generation, 1700000000000ull + i});
+      records.push_back(
+          {storage::AsBytes(payloads[i]), Generation(generation), 1700000000000ull + i});
     }
     ASSERT_TRUE(store_->log(log).Append(records).has_value());
   }
@@ -253,7 +254,7 @@ class ShardReplicatorTest : public ::testing::Test {
     o.ns = "ns";
     o.name = "orders";
     o.shard = 0;
-    o.generation = 1;
+    o.generation = Generation(1);
     for (int i = 0; i < followers; ++i) {
       o.followers.push_back({"f" + std::to_string(i), HostPort{"127.0.0.1", uint16_t(7000 + i)}});
     }
@@ -391,13 +392,13 @@ class ShardReplicatorTest : public ::testing::Test {
 TEST_F(ShardReplicatorTest, StreamStartsOneRecordBelowOwnGenerationAuxLogsAtZero) {
   OpenStore();
   Append(LogKind::kStream, 10, /*generation=*/1);
-  ASSERT_TRUE(store_->AcceptGeneration(1, "leader", 0).has_value());
-  ASSERT_TRUE(store_->AcceptGeneration(2, "leader", 10).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "leader", 0).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(2), "leader", 10).has_value());
   Append(LogKind::kStream, 5, 2);
   Append(LogKind::kCursors, 3, 2);
   Append(LogKind::kDeadLetters, 2, 2);
   auto o = Options(1);
-  o.generation = 2;
+  o.generation = Generation(2);
   Start(o);
 
   auto stream = transport_.Next();
@@ -430,7 +431,7 @@ TEST_F(ShardReplicatorTest, StreamStartsOneRecordBelowOwnGenerationAuxLogsAtZero
 
 TEST_F(ShardReplicatorTest, LabelledTimedKindOnceTheFollowerOfferedLabelsAndTimes) {
   OpenStore();
-  ASSERT_TRUE(store_->AcceptGeneration(1, "leader", 0).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "leader", 0).has_value());
   Append(LogKind::kStream, 2);
   auto o = Options(1);
   o.max_in_flight = 1;
@@ -461,7 +462,7 @@ TEST_F(ShardReplicatorTest, LabelledTimedKindOnceTheFollowerOfferedLabelsAndTime
 // later batch too; records keep the leader's times only where the follower took them.
 TEST_F(ShardReplicatorTest, AKindTheFollowerDidNotOfferIsResentAtOnceInOneItTakes) {
   OpenStore();
-  ASSERT_TRUE(store_->AcceptGeneration(1, "leader", 0).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "leader", 0).has_value());
   Append(LogKind::kStream, 2);
   auto o = Options(1);
   o.max_in_flight = 1;
@@ -938,15 +939,16 @@ TEST_F(ShardReplicatorTest, MarkRisesWithAMajorityOnly) {
 TEST_F(ShardReplicatorTest,
        AGenerationStartRecordShipsMarkedAndCarriesTheMarkOverInheritedRecords) {
   OpenStore();
-  ASSERT_TRUE(store_->AcceptGeneration(1, "old", 0).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", 0).has_value());
   Append(LogKind::kStream, 4, 1);
-  ASSERT_TRUE(store_->AcceptGeneration(2, "leader", 4).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(2), "leader", 4).has_value());
   const auto payload = storage::GenerationStartPayload(2);
   ASSERT_TRUE(store_->log(LogKind::kStream)
-                  .Append(storage::AppendRecord{payload, 2, 0, storage::kRecordFlagGenerationStart})
+                  .Append(storage::AppendRecord{payload, Generation(2), 0,
+                                                storage::kRecordFlagGenerationStart})
                   .has_value());
   auto o = Options(2);  // RF 3
-  o.generation = 2;
+  o.generation = Generation(2);
   Start(o);
   auto a = transport_.Next("f0");
   ASSERT_TRUE(a);
@@ -967,21 +969,21 @@ TEST_F(ShardReplicatorTest,
 // confirmations of inherited counter records alone move no mark.
 TEST_F(ShardReplicatorTest, ACacheShardsCounterMarkCountsOnlyPastItsStartRecord) {
   OpenStore();
-  ASSERT_TRUE(store_->AcceptGeneration(1, "old", 0).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", 0).has_value());
   Append(LogKind::kCache, 2, 1);
   Append(LogKind::kCounters, 3, 1);
-  ASSERT_TRUE(store_->AcceptGeneration(2, "leader", 2).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(2), "leader", 2).has_value());
   const auto payload = storage::GenerationStartPayload(2);
   for (LogKind log : {LogKind::kCache, LogKind::kCounters}) {
-    ASSERT_TRUE(
-        store_->log(log)
-            .Append(storage::AppendRecord{payload, 2, 0, storage::kRecordFlagGenerationStart})
-            .has_value());
+    ASSERT_TRUE(store_->log(log)
+                    .Append(storage::AppendRecord{payload, Generation(2), 0,
+                                                  storage::kRecordFlagGenerationStart})
+                    .has_value());
   }
   auto o = Options(2);  // RF 3
   o.cache_shard = true;
   o.name = "sessions";
-  o.generation = 2;
+  o.generation = Generation(2);
   o.max_in_flight = 1;
   o.max_batch_records = 3;  // the inherited counter records, then the start record
   Start(o);
@@ -1088,8 +1090,9 @@ TEST_F(ShardReplicatorTest, UnflushedRecordsShipBeforeTheLeadersFlushAndCountOnc
   faults_->HoldSyncs(true);
   std::promise<storage::StorageResult<void>> flushed;
   const std::string p0 = "a", p1 = "b", p2 = "c";
-  const storage::AppendRecord batch[] = {
-      {storage::AsBytes(p0), 1, 1}, {storage::AsBytes(p1), 1, 2}, {storage::AsBytes(p2), 1, 3}};
+  const storage::AppendRecord batch[] = {{storage::AsBytes(p0), Generation(1), 1},
+                                         {storage::AsBytes(p1), Generation(1), 2},
+                                         {storage::AsBytes(p2), Generation(1), 3}};
   ASSERT_TRUE(
       log.AppendAsync(batch, [&](const storage::StorageResult<void>& r) { flushed.set_value(r); }));
   auto a = transport_.Next("f0"), b = transport_.Next("f1");
@@ -1115,7 +1118,7 @@ TEST_F(ShardReplicatorTest, WithoutShipUnflushedOnlyDurableRecordsShip) {
   faults_->HoldSyncs(true);
   std::promise<storage::StorageResult<void>> flushed;
   const std::string p0 = "a";
-  const storage::AppendRecord rec{storage::AsBytes(p0), 1, 1};
+  const storage::AppendRecord rec{storage::AsBytes(p0), Generation(1), 1};
   ASSERT_TRUE(log.AppendAsync(
       {&rec, 1}, [&](const storage::StorageResult<void>& r) { flushed.set_value(r); }));
   Barrier();  // a written-tail watch would have posted its pass before AppendAsync returned

@@ -52,7 +52,7 @@ TEST(CliLog, DumpNamesAGenerationStartRecord) {
     const auto payload = GenerationStartPayload(7);
     ASSERT_TRUE((*store)
                     ->log(LogKind::kStream)
-                    .Append(AppendRecord{payload, 7, 0, kRecordFlagGenerationStart})
+                    .Append(AppendRecord{payload, Generation(7), 0, kRecordFlagGenerationStart})
                     .has_value());
     ASSERT_TRUE((*store)->Close());
   }

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     workers.emplace_back([&, t] {
       for (uint64_t seq = 0;; ++seq) {
         std::string p = PayloadFor(uint64_t(t), seq, size);
-        auto r = (*log)->Append(AppendRecord{AsBytes(p), 1, 0});
+        auto r = (*log)->Append(AppendRecord{AsBytes(p), felix::Generation(1), 0});
         if (!r) {
           std::fprintf(stderr, "append failed: %s\n", r.error().ToString().c_str());
           std::exit(1);

@@ -31,7 +31,9 @@ TEST(DurableLog, AppendsReadBackWithGenerationAndTimestamp) {
   ASSERT_TRUE(log);
   EXPECT_TRUE(log->recovery().fresh);
   std::string a = "alpha", b = "beta", c = "";
-  AppendRecord batch[] = {{AsBytes(a), 3, 111}, {AsBytes(b), 4, 222}, {AsBytes(c), 4, 0}};
+  AppendRecord batch[] = {{AsBytes(a), Generation(3), 111},
+                          {AsBytes(b), Generation(4), 222},
+                          {AsBytes(c), Generation(4), 0}};
   auto r = log->Append(batch);
   ASSERT_TRUE(r) << r.error().ToString();
   EXPECT_EQ(r->first_offset, 0u);
@@ -41,9 +43,9 @@ TEST(DurableLog, AppendsReadBackWithGenerationAndTimestamp) {
   ASSERT_TRUE(read);
   ASSERT_EQ(read->records.size(), 3u);
   EXPECT_EQ(read->records[0].payload, "alpha");
-  EXPECT_EQ(read->records[0].generation, 3u);
+  EXPECT_EQ(read->records[0].generation, Generation(3));
   EXPECT_EQ(read->records[0].timestamp_ms, 111u);
-  EXPECT_EQ(read->records[1].generation, 4u);
+  EXPECT_EQ(read->records[1].generation, Generation(4));
   EXPECT_GT(read->records[2].timestamp_ms, 1000000000000u);  // assigned wall clock
   EXPECT_EQ(read->next_offset, 3u);
   auto one = log->ReadOne(1);
@@ -218,7 +220,7 @@ TEST(DurableLog, PreallocationWithTruncateResetAndAppendsThatOutrunIt) {
     writers.emplace_back([&] {
       std::vector<std::string> payloads(8, std::string(3000, 'p'));
       std::vector<AppendRecord> batch;
-      for (const auto& p : payloads) batch.push_back(AppendRecord{AsBytes(p), 1, 0});
+      for (const auto& p : payloads) batch.push_back(AppendRecord{AsBytes(p), Generation(1), 0});
       for (int i = 0; i < 25; ++i) {
         if (!log->Append(batch)) failed = true;
       }
@@ -279,7 +281,7 @@ TEST(DurableLog, AppendAtOnlyAtTheTail) {
   auto log = MustOpen(dir, Opts());
   AppendN(*log, 0, 5);
   std::string p = Payload(5);
-  AppendRecord rec{AsBytes(p), 2, 0};
+  AppendRecord rec{AsBytes(p), Generation(2), 0};
   auto bad = log->AppendAt(7, {&rec, 1});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, StorageErrc::kOffsetMismatch);
@@ -485,7 +487,7 @@ TEST(DurableLog, RetentionByAgeUsesRecordTimestampsAndKeepsActiveSegment) {
   const uint64_t old_ts = 1'000'000;
   for (uint64_t i = 0; i < 100; ++i) {
     std::string p = Payload(i, 100);
-    ASSERT_TRUE(log->Append(AppendRecord{AsBytes(p), 1, old_ts}));
+    ASSERT_TRUE(log->Append(AppendRecord{AsBytes(p), Generation(1), old_ts}));
   }
   auto r = log->EnforceRetention(old_ts + 30'000);  // not old enough yet
   ASSERT_TRUE(r);
@@ -535,7 +537,7 @@ TEST(DurableLog, TruncateAboveCommitAcrossSegmentsAndRefusedBelowCommit) {
   ExpectRecords(*log, 0, 60, 100);
   // New appends reuse the offsets above the cut, in a new generation.
   std::string p = "gen2";
-  auto r = log->Append(AppendRecord{AsBytes(p), 2, 0});
+  auto r = log->Append(AppendRecord{AsBytes(p), Generation(2), 0});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->first_offset, 60u);
   ASSERT_TRUE(log->Close());
@@ -545,7 +547,7 @@ TEST(DurableLog, TruncateAboveCommitAcrossSegmentsAndRefusedBelowCommit) {
   auto rec = again->ReadOne(60);
   ASSERT_TRUE(rec);
   EXPECT_EQ(rec->payload, "gen2");
-  EXPECT_EQ(rec->generation, 2u);
+  EXPECT_EQ(rec->generation, Generation(2));
   ExpectRecords(*again, 0, 60, 100);
 }
 
@@ -570,7 +572,7 @@ TEST(DurableLog, ReadsFromRecentBatchStartsAndForgetsThemAtATruncation) {
   std::vector<std::string> payloads;
   for (uint64_t at = 12; at < 20; ++at) payloads.push_back(Payload(at, 30));
   std::vector<AppendRecord> batch;
-  for (const auto& p : payloads) batch.push_back(AppendRecord{AsBytes(p), 2, 0});
+  for (const auto& p : payloads) batch.push_back(AppendRecord{AsBytes(p), Generation(2), 0});
   auto again = log->Append(batch);
   ASSERT_TRUE(again) << again.error().ToString();
   ASSERT_EQ(again->first_offset, 12u);
@@ -680,10 +682,10 @@ TEST(DurableLog, RecordFlagsRoundTripAndUnknownOnesAreRefused) {
     auto log = MustOpen(dir, Opts());
     ASSERT_TRUE(log);
     ASSERT_TRUE(log->Append(AppendRecord{AsBytes("plain")}));
-    ASSERT_TRUE(log->Append(AppendRecord{AsBytes("body"), 0, 0, kRecordFlagCommit}));
+    ASSERT_TRUE(log->Append(AppendRecord{AsBytes("body"), Generation(0), 0, kRecordFlagCommit}));
     const auto start = GenerationStartPayload(9);
-    ASSERT_TRUE(log->Append(AppendRecord{start, 9, 0, kRecordFlagGenerationStart}));
-    auto refused = log->Append(AppendRecord{AsBytes("x"), 0, 0, 0x8});
+    ASSERT_TRUE(log->Append(AppendRecord{start, Generation(9), 0, kRecordFlagGenerationStart}));
+    auto refused = log->Append(AppendRecord{AsBytes("x"), Generation(0), 0, 0x8});
     ASSERT_FALSE(refused);
     EXPECT_EQ(refused.error().code, StorageErrc::kInvalidArgument);
   }
@@ -697,10 +699,10 @@ TEST(DurableLog, RecordFlagsRoundTripAndUnknownOnesAreRefused) {
   EXPECT_EQ(read->records[1].flags, kRecordFlagCommit);
   EXPECT_EQ(read->records[1].payload, "body");
   EXPECT_EQ(read->records[2].flags, kRecordFlagGenerationStart);
-  EXPECT_EQ(read->records[2].generation, 9u);
+  EXPECT_EQ(read->records[2].generation, Generation(9));
   EXPECT_EQ(GenerationStartOf(AsBytes(read->records[2].payload)), 9u);
   RingLog ring(RingOptions{});
-  EXPECT_FALSE(ring.Append(AppendRecord{AsBytes("body"), 0, 0, kRecordFlagCommit}));
+  EXPECT_FALSE(ring.Append(AppendRecord{AsBytes("body"), Generation(0), 0, kRecordFlagCommit}));
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ constexpr const char* kEpochsGolden =
     "0000000000000001";
 
 TEST(ReplicaFile, GoldenVectorRoundTrips) {
-  ReplicaState state{7, 100, true};
+  ReplicaState state{Generation(7), 100, true};
   EXPECT_EQ(EncodeReplicaState(state), Hex(kReplicaGolden));
   auto decoded = DecodeReplicaState(Hex(kReplicaGolden));
   ASSERT_TRUE(decoded) << decoded.error().ToString();
@@ -57,7 +57,7 @@ TEST(ReplicaFile, EveryDefectIsCorruption) {
 }
 
 TEST(BallotFile, GoldenVectorRoundTripsAndDefectsAreCorruption) {
-  Ballot ballot{7, "broker-b"};
+  Ballot ballot{Generation(7), "broker-b"};
   auto encoded = EncodeBallot(ballot);
   ASSERT_TRUE(encoded);
   EXPECT_EQ(*encoded, Hex(kBallotGolden));
@@ -72,14 +72,14 @@ TEST(BallotFile, GoldenVectorRoundTripsAndDefectsAreCorruption) {
   huge[6] = 0xff;  // leader_len > 1024: refused before anything is read
   EXPECT_EQ(DecodeBallot(huge).error().code, StorageErrc::kCorruption);
   EXPECT_FALSE(DecodeBallot(std::vector<uint8_t>(10)));
-  EXPECT_EQ(EncodeBallot(Ballot{1, std::string(1025, 'x')}).error().code,
+  EXPECT_EQ(EncodeBallot(Ballot{Generation(1), std::string(1025, 'x')}).error().code,
             StorageErrc::kInvalidArgument);
 }
 
 TEST(EpochsFile, GoldenVectorRoundTrips) {
   GenerationHistory history;
-  EXPECT_TRUE(history.Record(3, 0));
-  EXPECT_TRUE(history.Record(4, 1));
+  EXPECT_TRUE(history.Record(Generation(3), 0));
+  EXPECT_TRUE(history.Record(Generation(4), 1));
   EXPECT_EQ(history.Encode(), Hex(kEpochsGolden));
   std::string defect;
   auto decoded = GenerationHistory::Decode(Hex(kEpochsGolden), &defect);
@@ -108,27 +108,28 @@ TEST(EpochsFile, DefectsReadAsEmptyAndSayWhy) {
 
 TEST(GenerationHistory, RecordTruncateAndEndOf) {
   GenerationHistory history;
-  EXPECT_TRUE(history.Record(3, 0));
-  EXPECT_FALSE(history.Record(3, 5)) << "a re-report changes nothing";
-  EXPECT_FALSE(history.Record(2, 5)) << "an older generation changes nothing";
-  EXPECT_TRUE(history.Record(5, 10));
-  EXPECT_TRUE(history.Record(6, 20));
-  EXPECT_EQ(history.EndOf(3, 30), 10u);
-  EXPECT_EQ(history.EndOf(5, 30), 20u);
-  EXPECT_EQ(history.EndOf(6, 30), 30u);
-  EXPECT_EQ(history.EndOf(4, 30), std::nullopt) << "unknown generations are not guessed";
+  EXPECT_TRUE(history.Record(Generation(3), 0));
+  EXPECT_FALSE(history.Record(Generation(3), 5)) << "a re-report changes nothing";
+  EXPECT_FALSE(history.Record(Generation(2), 5)) << "an older generation changes nothing";
+  EXPECT_TRUE(history.Record(Generation(5), 10));
+  EXPECT_TRUE(history.Record(Generation(6), 20));
+  EXPECT_EQ(history.EndOf(Generation(3), 30), 10u);
+  EXPECT_EQ(history.EndOf(Generation(5), 30), 20u);
+  EXPECT_EQ(history.EndOf(Generation(6), 30), 30u);
+  EXPECT_EQ(history.EndOf(Generation(4), 30), std::nullopt)
+      << "unknown generations are not guessed";
   EXPECT_TRUE(history.TruncateFrom(10));
-  EXPECT_EQ(history.newest_generation(), 3u);
-  EXPECT_EQ(history.EndOf(3, 12), 12u);
+  EXPECT_EQ(history.newest_generation(), Generation(3));
+  EXPECT_EQ(history.EndOf(Generation(3), 12), 12u);
   EXPECT_FALSE(history.TruncateFrom(10));
 }
 
 TEST(GenerationHistory, KeepsTheNewest512Entries) {
   GenerationHistory history;
-  for (uint64_t g = 1; g <= 600; ++g) history.Record(g, g * 10);
+  for (uint64_t g = 1; g <= 600; ++g) history.Record(Generation(g), g * 10);
   ASSERT_EQ(history.entries().size(), kMaxEpochEntries);
-  EXPECT_EQ(history.entries().front().generation, 89u);
-  EXPECT_EQ(history.entries().back().generation, 600u);
+  EXPECT_EQ(history.entries().front().generation, Generation(89));
+  EXPECT_EQ(history.entries().back().generation, Generation(600));
   auto decoded = GenerationHistory::Decode(history.Encode());
   EXPECT_EQ(decoded.entries(), history.entries());
 }

@@ -14,7 +14,7 @@ using namespace std::chrono_literals;
 void RingAppend(RingLog& ring, uint64_t first, uint64_t n, size_t size = 0) {
   for (uint64_t i = first; i < first + n; ++i) {
     std::string p = test::Payload(i, size);
-    auto r = ring.Append(AppendRecord{AsBytes(p), 9, 0});
+    auto r = ring.Append(AppendRecord{AsBytes(p), Generation(9), 0});
     ASSERT_TRUE(r);
     ASSERT_EQ(r->first_offset, i);
   }
@@ -28,7 +28,7 @@ TEST(RingLog, AppendsAndReads) {
   auto r = ring.Read(3, ReadLimits{2, 1 << 20});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->records.size(), 2u);
-  EXPECT_EQ(r->records[0].generation, 9u);
+  EXPECT_EQ(r->records[0].generation, Generation(9));
   EXPECT_EQ(r->next_offset, 5u);
 }
 

@@ -47,18 +47,20 @@ TEST(ShardStore, ReplicaStateStartsAtZeroAndSurvivesReopen) {
     EXPECT_EQ((*store)->replica_state(), ReplicaState{});
     EXPECT_FALSE((*store)->ballot().has_value());
     EXPECT_FALSE(std::filesystem::exists(dir + "/replica")) << "nothing written at generation 0";
-    ASSERT_TRUE((*store)->AcceptGeneration(3, "n1", 0));
-    ASSERT_TRUE((*store)->AcceptGeneration(5, "n2", 40));
-    EXPECT_EQ((*store)->AcceptGeneration(5, "n3", 41).error().code, StorageErrc::kInvalidArgument);
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(3), "n1", 0));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(5), "n2", 40));
+    EXPECT_EQ((*store)->AcceptGeneration(Generation(5), "n3", 41).error().code,
+              StorageErrc::kInvalidArgument);
     ASSERT_TRUE((*store)->SetCommitOffset(42));
     ASSERT_TRUE((*store)->SetCommitOffset(7)) << "a lower commit offset is no error";
     ASSERT_TRUE((*store)->Close());
   }
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
   ASSERT_TRUE(store) << store.error().ToString();
-  EXPECT_EQ((*store)->replica_state(), (ReplicaState{5, 42, false}));
-  EXPECT_EQ((*store)->ballot(), (Ballot{5, "n2"}));
-  EXPECT_EQ((*store)->generation_history().entries(), (std::vector<EpochEntry>{{3, 0}, {5, 40}}));
+  EXPECT_EQ((*store)->replica_state(), (ReplicaState{Generation(5), 42, false}));
+  EXPECT_EQ((*store)->ballot(), (Ballot{Generation(5), "n2"}));
+  EXPECT_EQ((*store)->generation_history().entries(),
+            (std::vector<EpochEntry>{{Generation(3), 0}, {Generation(5), 40}}));
 }
 
 TEST(ShardStore, ACommitOffsetIsRewrittenInPlaceAndSurvivesReopen) {
@@ -69,7 +71,7 @@ TEST(ShardStore, ACommitOffsetIsRewrittenInPlaceAndSurvivesReopen) {
   {
     auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
     ASSERT_TRUE(store);
-    ASSERT_TRUE((*store)->AcceptGeneration(2, "n1", 0));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(2), "n1", 0));
     struct stat before {};
     ASSERT_EQ(::stat((dir + "/replica").c_str(), &before), 0);
     for (uint64_t c = 1; c <= 50; ++c) ASSERT_TRUE((*store)->SetCommitOffset(c * 10));
@@ -81,7 +83,7 @@ TEST(ShardStore, ACommitOffsetIsRewrittenInPlaceAndSurvivesReopen) {
   }
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
   ASSERT_TRUE(store) << store.error().ToString();
-  EXPECT_EQ((*store)->replica_state(), (ReplicaState{2, 500, false}));
+  EXPECT_EQ((*store)->replica_state(), (ReplicaState{Generation(2), 500, false}));
 }
 
 TEST(OverwriteFileInPlace, CreatesAMissingFileAndReplacesOneOfAnotherSize) {
@@ -104,7 +106,7 @@ TEST(ShardStore, ADamagedReplicaFileRefusesTheOpenNamingIt) {
   {
     auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
     ASSERT_TRUE(store);
-    ASSERT_TRUE((*store)->AcceptGeneration(2, "n1", 0));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(2), "n1", 0));
   }
   std::filesystem::resize_file(dir + "/replica", 27);
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
@@ -119,16 +121,16 @@ TEST(ShardStore, ABallotOneAheadIsARaiseThatCrashedBetweenItsTwoWrites) {
   {
     auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
     ASSERT_TRUE(store);
-    ASSERT_TRUE((*store)->AcceptGeneration(4, "n1", 0));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(4), "n1", 0));
   }
   // The ballot of generation 5 reached the disk, the replica file did not.
-  auto ballot = EncodeBallot(Ballot{5, "n2"});
+  auto ballot = EncodeBallot(Ballot{Generation(5), "n2"});
   ASSERT_TRUE(ballot);
   ASSERT_TRUE(WriteFileAtomic(dir, "ballot", *ballot, true));
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
   ASSERT_TRUE(store);
-  EXPECT_EQ((*store)->replica_state().generation, 5u);
-  EXPECT_EQ((*store)->ballot(), (Ballot{5, "n2"}));
+  EXPECT_EQ((*store)->replica_state().generation, Generation(5));
+  EXPECT_EQ((*store)->ballot(), (Ballot{Generation(5), "n2"}));
 }
 
 TEST(ShardStore, ADamagedEpochsFileReadsAsEmptyAndSaysWhy) {
@@ -137,14 +139,14 @@ TEST(ShardStore, ADamagedEpochsFileReadsAsEmptyAndSaysWhy) {
   {
     auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
     ASSERT_TRUE(store);
-    ASSERT_TRUE((*store)->AcceptGeneration(1, "n1", 0));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(1), "n1", 0));
   }
   std::filesystem::resize_file(dir + "/epochs", 5);
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
   ASSERT_TRUE(store) << "the generation history is advisory";
   EXPECT_TRUE((*store)->generation_history().entries().empty());
   EXPECT_FALSE((*store)->epochs_defect().empty());
-  EXPECT_EQ((*store)->replica_state().generation, 1u);
+  EXPECT_EQ((*store)->replica_state().generation, Generation(1));
 }
 
 TEST(ShardStore, AFollowerAcceptsWithoutHistoryAndRelabelsWhatItAppends) {
@@ -153,21 +155,23 @@ TEST(ShardStore, AFollowerAcceptsWithoutHistoryAndRelabelsWhatItAppends) {
   {
     auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
     ASSERT_TRUE(store);
-    ASSERT_TRUE((*store)->AcceptGeneration(2, "n1", std::nullopt));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(2), "n1", std::nullopt));
     EXPECT_TRUE((*store)->generation_history().entries().empty()) << "nothing appended yet";
-    std::vector<EpochEntry> labels{{1, 0}, {2, 5}};
+    std::vector<EpochEntry> labels{{Generation(1), 0}, {Generation(2), 5}};
     ASSERT_TRUE((*store)->RelabelGenerations(0, labels));
-    ASSERT_TRUE((*store)->AcceptGeneration(3, "n2", std::nullopt));
-    std::vector<EpochEntry> more{{3, 4}};
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(3), "n2", std::nullopt));
+    std::vector<EpochEntry> more{{Generation(3), 4}};
     ASSERT_TRUE((*store)->RelabelGenerations(4, more)) << "drops (2, 5), at or after 4";
-    EXPECT_EQ((*store)->generation_history().entries(), (std::vector<EpochEntry>{{1, 0}, {3, 4}}));
+    EXPECT_EQ((*store)->generation_history().entries(),
+              (std::vector<EpochEntry>{{Generation(1), 0}, {Generation(3), 4}}));
   }
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
   ASSERT_TRUE(store);
-  EXPECT_EQ((*store)->generation_history().entries(), (std::vector<EpochEntry>{{1, 0}, {3, 4}}));
+  EXPECT_EQ((*store)->generation_history().entries(),
+            (std::vector<EpochEntry>{{Generation(1), 0}, {Generation(3), 4}}));
   ASSERT_TRUE((*store)->RelabelGenerations(0, {}));
   EXPECT_TRUE((*store)->generation_history().entries().empty());
-  EXPECT_EQ((*store)->replica_state().generation, 3u);
+  EXPECT_EQ((*store)->replica_state().generation, Generation(3));
 }
 
 }  // namespace

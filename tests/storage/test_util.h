@@ -57,7 +57,7 @@ inline void AppendN(DurableLog& log, uint64_t first, uint64_t n, size_t size = 0
                     uint64_t generation = 1) {
   for (uint64_t i = first; i < first + n; ++i) {
     std::string p = Payload(i, size);
-    auto r = log.Append(AppendRecord{AsBytes(p), generation, 0});
+    auto r = log.Append(AppendRecord{AsBytes(p), Generation(generation), 0});
     ASSERT_TRUE(r) << r.error().ToString();
     ASSERT_EQ(r->first_offset, i);
   }
