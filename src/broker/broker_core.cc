@@ -47,11 +47,23 @@ void SettleAdmittedWrites(Executor& executor, const std::shared_ptr<StreamShard>
   }
 }
 
+ShardStorageOptions StorageOptionsOf(const BrokerCoreOptions& core, MetricsRegistry& metrics) {
+  ShardStorageOptions o;
+  o.storage_dir = core.storage_dir;
+  o.log_defaults = core.log_defaults;
+  o.log_defaults.metrics = &metrics;
+  o.custody = core.custody;
+  o.health = core.health;
+  o.on_store_closing = core.on_shard_store_closing;
+  return o;
+}
+
 }  // namespace
 
 BrokerCore::BrokerCore(BrokerCoreOptions options, const catalog::Catalog& catalog,
                        MetricsRegistry& metrics)
     : options_(std::move(options)),
+      storage_(StorageOptionsOf(options_, metrics)),
       catalog_(catalog),
       open_shards_(metrics.AddGauge("felix_broker_open_shards", "stream shards open here")),
       failed_opens_(metrics.AddCounter("felix_broker_shard_open_failures_total",
@@ -93,67 +105,27 @@ Executor& BrokerCore::ExecutorFor(const std::string& key) {
 }
 
 ShardStoreLayout BrokerCore::StreamLayout(const catalog::Stream& stream, uint32_t shard) const {
-  return StreamStoreLayout(options_.storage_dir, options_.log_defaults, stream, shard);
+  return storage_.StreamLayout(stream, shard);
 }
 
 ShardStoreLayout BrokerCore::CacheLayout(const catalog::Cache& cache, uint32_t shard) const {
-  return CacheStoreLayout(options_.storage_dir, options_.log_defaults, cache, shard);
+  return storage_.CacheLayout(cache, shard);
 }
 
 Result<std::unique_ptr<storage::ShardStore>> BrokerCore::OpenStore(const std::string& key,
                                                                    const ShardStoreLayout& layout,
                                                                    OpenShard& open) {
-  if (options_.custody != nullptr && !options_.custody->Claim(layout.dir, StoreHolder::kCore)) {
-    // Retryable: the follower releases it once the assignment names this broker leader; the
-    // core's own previous store of the shard (stepped down a moment ago) once it closed.
-    const bool own = options_.custody->HolderOf(layout.dir) == StoreHolder::kCore;
-    return Fail(ErrorCode::kUnavailable,
-                "shard " + key + " unavailable: " +
-                    (own ? "its previous store on this broker is still closing (retry)"
-                         : "its store is held by this broker's replication follower (retry "
-                           "once the leadership handover completed)"));
-  }
-  auto store = storage::ShardStore::Open(layout.dir, layout.store_options());
-  if (!store) {
-    if (options_.custody != nullptr) options_.custody->Release(layout.dir, StoreHolder::kCore);
-    return tl::unexpected(ShardRefused(key, layout.dir, store.error()));
-  }
-  open.store_dir = layout.dir;
-  if (options_.health != nullptr) options_.health->Clear(HealthKind::kShardOpen, layout.dir);
-  return std::move(*store);
+  auto store = storage_.Open(key, layout);
+  if (store) open.store_dir = layout.dir;
+  return store;
 }
 
 void BrokerCore::StoreClosing(const OpenShard& open) {
-  if (open.store && options_.on_shard_store_closing) options_.on_shard_store_closing(open.id);
+  if (open.store) storage_.Closing(open.id);
 }
 
 void BrokerCore::StoreClosed(const OpenShard& open) {
-  if (!open.store_dir.empty() && options_.custody != nullptr) {
-    options_.custody->Release(open.store_dir, StoreHolder::kCore);
-  }
-}
-
-Error BrokerCore::ShardRefused(const std::string& key, const std::string& dir,
-                               const storage::StorageError& error) {
-  std::string detail = error.ToString();
-  if (options_.health == nullptr || options_.health->Set(HealthKind::kShardOpen, dir, detail)) {
-    spdlog::error("shard log refused at open shard={} dir={} error={}", key, dir, detail);
-  }
-  // `shard_unavailable` has retry class `retry`: nothing was written (issue 12 item 6).
-  return Error{ErrorCode::kUnavailable,
-               "shard " + key + " unavailable: its log was refused at open: " + detail};
-}
-
-WriteFaultReporting BrokerCore::Reporting(const char* log_kind) {
-  WriteFaultReporting r;
-  r.health = options_.health;
-  if (options_.log_defaults.metrics != nullptr) {
-    r.full = &options_.log_defaults.metrics->AddCounter(
-        "felix_storage_full_total",
-        "appends refused because the disk or quota is full (ENOSPC, EDQUOT)",
-        std::string("log=\"") + log_kind + "\"");
-  }
-  return r;
+  if (!open.store_dir.empty()) storage_.Released(open.store_dir);
 }
 
 Result<Generation> BrokerCore::TakeGeneration(const ShardId& id, storage::ShardStore* store,
@@ -308,7 +280,7 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
     if (options_.lease_valid) open.fence->SetLeaseCheck(options_.lease_valid);
     ArmFence(id, *open.fence);
     log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kStream),
-                                             *open.fence, Reporting("stream"));
+                                             *open.fence, storage_.Reporting("stream"));
     spdlog::info("shard opened shard={} durable=true next_offset={} generation={}", key,
                  log->next_offset(), open.fence->generation().value());
   } else {
@@ -476,9 +448,9 @@ Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint3
     if (options_.lease_valid) open.fence->SetLeaseCheck(options_.lease_valid);
     ArmFence(id, *open.fence);
     cache_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCache),
-                                                   *open.fence, Reporting("cache"));
+                                                   *open.fence, storage_.Reporting("cache"));
     counter_log = std::make_unique<DurableRecordLog>(open.store->log(storage::LogKind::kCounters),
-                                                     *open.fence, Reporting("counters"));
+                                                     *open.fence, storage_.Reporting("counters"));
   }
   if (!cache.durable) {
     auto generation = TakeGeneration(id, nullptr, storage::LogKind::kCache);

@@ -1,4 +1,6 @@
-// BrokerCore: custody of the broker's shards and the executors that own them.
+// BrokerCore: the shard host — the broker's shards and the executors that own them. Where a
+// durable shard's store lives and the custody claim around opening and closing it are
+// ShardStorage's (shard_storage.h); the host decides when a store opens and closes.
 //
 // Streams and caches come from the catalog. A shard is opened on first use: the handle (its
 // owning executor + a ShardCell) is returned at once, and the shard's logs are opened and
@@ -6,7 +8,7 @@
 // core's mutex — then settled into the cell on the owning executor, which owns the shard for
 // good. Work for the shard posted before that waits in the cell, in order (shard_cell.h). A
 // shard whose open failed keeps answering that error (logged once, counted in
-// felix_broker_shards_failed).
+// felix_broker_shard_open_failures_total).
 //
 // Threading: OpenStreamShard, OpenCacheShard, FindStream, FindCache and NextSubscriptionId are
 // thread-safe and never block on I/O. Stop() (also run by the destructor) waits for opens in
@@ -31,6 +33,7 @@
 #include "broker/shard_cell.h"
 #include "broker/shard_producers.h"
 #include "broker/shard_router.h"
+#include "broker/shard_storage.h"
 #include "broker/shard_store_layout.h"
 #include "broker/store_custody.h"
 #include "broker/stream_groups.h"
@@ -221,11 +224,6 @@ class BrokerCore {
   bool AdoptLocked(const std::string& key, const void* cell, OpenShard& built) REQUIRES(mu_);
   // A failed open: the entry goes (the next request retries the open). Under mu_.
   void ForgetLocked(const std::string& key, const void* cell) REQUIRES(mu_);
-  // A shard's logs were refused at open: logged once while it stays refused, listed on
-  // /health, answered `shard_unavailable` (retry class `retry`: nothing was written).
-  Error ShardRefused(const std::string& key, const std::string& dir,
-                     const storage::StorageError& error);
-  WriteFaultReporting Reporting(const char* log_kind);
   void DropShards(const ShardId& any_shard, const std::string& dir);
   // Closes a shard taken out of shards_ on its executor: the fence refuses from then on (when
   // `refusal` is set), readers end with `end`, group waiters with `group_end`, logs and store
@@ -250,16 +248,18 @@ class BrokerCore {
                  std::function<void(Opened&)> started = {});
   // Closes whatever part of a shard the opener built and empties `built`.
   void CloseBuilt(OpenShard& built);
-  // Opens `layout`'s store for `key` under the custody claim; kUnavailable when a follower
-  // holds it.
+  // Opens `layout`'s store for `key` (ShardStorage::Open: under the custody claim; refused
+  // retryably when a follower holds it) and records its directory in `open`.
   Result<std::unique_ptr<storage::ShardStore>> OpenStore(const std::string& key,
                                                          const ShardStoreLayout& layout,
                                                          OpenShard& open);
-  // The store of `open` is about to close: the hook, then (after the close) the release.
+  // The store of `open` is about to close: ShardStorage::Closing; after the close,
+  // ShardStorage::Released.
   void StoreClosing(const OpenShard& open);
   void StoreClosed(const OpenShard& open);
 
   BrokerCoreOptions options_;
+  const ShardStorage storage_;  // after options_: built from them
   const catalog::Catalog& catalog_;
   std::vector<std::unique_ptr<Executor>> executors_;
   // Opens and replays shard logs, a few shards at a time (a slow one holds up no other).
