@@ -22,24 +22,6 @@ namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 
-// Binds a loopback socket of `type` to `port` (0: any); returns the fd (or -1) and the port.
-int BindLoopback(int type, int port, int* bound_port) {
-  int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  *bound_port = ntohs(addr.sin_port);
-  return fd;
-}
-
 void WriteFile(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << content;
@@ -55,25 +37,6 @@ std::string RandomToken() {
 }
 
 }  // namespace
-
-std::vector<int> FreeLoopbackPorts(int count) {
-  // Every socket stays open until all ports are chosen, so the ports are distinct.
-  std::vector<int> held;
-  std::vector<int> ports;
-  while (static_cast<int>(ports.size()) < count) {
-    int port = 0;
-    int tcp = BindLoopback(SOCK_STREAM, 0, &port);
-    if (tcp < 0) throw std::runtime_error("bind to a free TCP port failed");
-    held.push_back(tcp);
-    int same = 0;
-    int udp = BindLoopback(SOCK_DGRAM, port, &same);
-    if (udp < 0) continue;  // UDP side taken: keep the TCP socket held, try another
-    held.push_back(udp);
-    ports.push_back(port);
-  }
-  for (int fd : held) close(fd);
-  return ports;
-}
 
 ClusterHarness::ClusterHarness(ClusterOptions options)
     : options_(std::move(options)),

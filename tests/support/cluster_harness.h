@@ -129,8 +129,4 @@ class ClusterHarness {
   std::string error_;
 };
 
-// `count` distinct loopback ports that were free for both TCP and UDP a moment ago (QUIC
-// listens on UDP, HTTP on TCP).
-std::vector<int> FreeLoopbackPorts(int count);
-
 }  // namespace felix::testing

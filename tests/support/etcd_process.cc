@@ -19,24 +19,6 @@
 
 namespace felix::testing {
 
-int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error("socket failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    throw std::runtime_error("bind to a free port failed");
-  }
-  int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
-
 EtcdProcess::EtcdProcess(std::string host)
     : dir_(MakeTempDir("felix-etcd")), host_(std::move(host)) {
   client_port_ = FreeLoopbackPort();

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "support/child_process.h"
+#include "support/free_ports.h"
 
 namespace felix::testing {
 
@@ -74,8 +75,5 @@ class EtcdProcess {
   std::unique_ptr<ChildProcess> child_;
   std::string error_;
 };
-
-// A loopback TCP port that was free a moment ago (bind to port 0, read it, close).
-int FreeLoopbackPort();
 
 }  // namespace felix::testing
