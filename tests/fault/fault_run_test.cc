@@ -133,7 +133,6 @@ TEST(FaultRun, QuorumFailoverRunKeepsEveryAcknowledgedRecord) {
   // Writes whose outcome is unknown are more frequent here (every failover leaves some), and
   // Porcupine's search grows with them: 4 keys left one key of ~2,000 ops undecided within
   // 60 s in a 30 s run (seed 2001). 12 keys keep each key short.
-  options.cache_keys = 12;
   auto [dir, temporary] = RunDir("quorum-seed-" + std::to_string(options.seed));
   options.dir = dir;
   FaultRunResult result = RunFaults(options);
@@ -157,7 +156,6 @@ FaultRunOptions OneBrokerOptions() {
   // three-broker run keeps two clients on 4 keys. (porcupine-check now also leaves out the
   // indeterminate puts nobody read, which were most of those open writes.)
   options.cache_clients = 1;
-  options.cache_keys = 12;
   return options;
 }
 
