@@ -35,7 +35,7 @@ void SettleAdmittedWrites(Executor& executor, const std::shared_ptr<StreamShard>
     if (!executor.Post([stream, cache, store, settled] {
           if (stream) {
             settled->set_value(store->log(storage::LogKind::kStream).WrittenOffset() <=
-                               stream->committed_next());
+                               Offset(stream->committed_next()));
           } else {
             settled->set_value(cache->held_writes() == 0);
           }
@@ -159,7 +159,7 @@ Result<Generation> BrokerCore::TakeGeneration(const ShardId& id, storage::ShardS
   if (accepted < g) {
     // The leader takes its generation before it serves (replication.md §9.3): the ballot,
     // then the replica file, then the history entry "g begins at my tail".
-    const uint64_t start = store->log(own).TailOffset();
+    const Offset start = store->log(own).TailOffset();
     if (auto taken = store->AcceptGeneration(g, options_.node_id, start); !taken) {
       return tl::unexpected(taken.error().ToError());
     }
@@ -296,10 +296,10 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
     // The replicator calls this holding its own executor, often on the peer loop's thread
     // (ShardReplicator runs record answers inline): run the gate there too when the shard's
     // executor is idle, so the held publishes are answered without another thread wakeup.
-    auto advance = [weak, &executor](storage::LogKind log, uint64_t offset) {
+    auto advance = [weak, &executor](storage::LogKind log, Offset offset) {
       if (log != storage::LogKind::kStream) return;
       executor.RunOrPost([weak, offset] {
-        if (auto shard = weak.lock()) shard->AdvanceCommit(offset);
+        if (auto shard = weak.lock()) shard->AdvanceCommit(offset.value());
       });
     };
     if (options_.gate_quorum_shard(id, std::move(advance))) {
@@ -308,7 +308,7 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
         // What this leader inherited is on two brokers at least (it and the one it came
         // from), a majority of 3 or 4 but not of 5 or more: shown only once the start record
         // carries the mark over it (docs/cluster.md, "Promotion fence").
-        const uint64_t floor = open.store->replica_state().commit_offset;
+        const uint64_t floor = open.store->replica_state().commit_offset.value();
         if (uint64_t held = open.shard->HoldInheritedAbove(floor); held > 0) {
           spdlog::info(
               "shard {} shows readers nothing from offset {} ({} records) until a "
@@ -466,15 +466,15 @@ Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint3
   if (open.store && cache.consistency == catalog::Consistency::kQuorum &&
       options_.gate_quorum_shard) {
     std::weak_ptr<CacheShard> weak = open.cache;
-    auto advance = [weak, &executor](storage::LogKind log, uint64_t offset) {
+    auto advance = [weak, &executor](storage::LogKind log, Offset offset) {
       if (log != storage::LogKind::kCache && log != storage::LogKind::kCounters) return;
       executor.RunOrPost([weak, log, offset] {  // as for streams, above
         auto shard = weak.lock();
         if (!shard) return;
         if (log == storage::LogKind::kCache) {
-          shard->AdvanceCacheCommit(offset);
+          shard->AdvanceCacheCommit(offset.value());
         } else {
-          shard->AdvanceCounterCommit(offset);
+          shard->AdvanceCounterCommit(offset.value());
         }
       });
     };

@@ -95,7 +95,7 @@ struct BrokerCoreOptions {
   // offset — the replication leader calls it with each log's mark (logs without a gate are
   // ignored). False or unset: the shard acknowledges after its own commit (replication factor
   // 1: the leader alone is the majority). Never call back into the core from it.
-  using CommitAdvance = std::function<void(storage::LogKind log, uint64_t commit)>;
+  using CommitAdvance = std::function<void(storage::LogKind log, Offset commit)>;
   std::function<bool(const ShardId&, CommitAdvance advance)> gate_quorum_shard;
   // Cluster mode (replication.md §10, cluster-etcd.md D3): run on the opener thread for a
   // durable `Quorum` stream or cache shard right after its store opened and before it takes

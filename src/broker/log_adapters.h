@@ -32,8 +32,8 @@ class DurableRecordLog final : public RecordLog {
                    WriteFaultReporting reporting = {});
 
   void Append(const PayloadBatch& batch, AppendDone done) override;
-  uint64_t start_offset() const override { return log_.BaseOffset(); }
-  uint64_t next_offset() const override { return log_.TailOffset(); }
+  uint64_t start_offset() const override { return log_.BaseOffset().value(); }
+  uint64_t next_offset() const override { return log_.TailOffset().value(); }
   ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) override;
   bool durable() const override { return true; }
   void Close() override;
@@ -53,8 +53,8 @@ class RingRecordLog final : public RecordLog {
   explicit RingRecordLog(storage::RingOptions options) : ring_(options) {}
 
   void Append(const PayloadBatch& batch, AppendDone done) override;
-  uint64_t start_offset() const override { return ring_.BaseOffset(); }
-  uint64_t next_offset() const override { return ring_.TailOffset(); }
+  uint64_t start_offset() const override { return ring_.BaseOffset().value(); }
+  uint64_t next_offset() const override { return ring_.TailOffset().value(); }
   ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) override;
   bool durable() const override { return false; }
 

@@ -30,8 +30,8 @@ ShardProducers::ShardProducers(Executor& executor, StreamShard& shard, LogAppend
 Result<void> ShardProducers::Recover() {
   if (marks_ == nullptr) return Ok();
   const storage::DurableLog& log = marks_->log();
-  uint64_t from = log.BaseOffset();
-  const uint64_t tail = log.TailOffset();
+  Offset from = log.BaseOffset();
+  const Offset tail = log.TailOffset();
   size_t restored = 0;
   while (from < tail) {
     auto batch = log.Read(from, storage::ReadLimits{4096, 1u << 20});
@@ -39,7 +39,7 @@ Result<void> ShardProducers::Recover() {
     if (batch->records.empty()) break;
     for (const storage::Record& r : batch->records) {
       if (r.payload.size() != kMarkSize) {
-        return Fail(ErrorCode::kCorruption, log.dir() + " offset " + std::to_string(r.offset) +
+        return Fail(ErrorCode::kCorruption, log.dir() + " offset " + to_string(r.offset) +
                                                 ": producer mark of " +
                                                 std::to_string(r.payload.size()) + " bytes");
       }

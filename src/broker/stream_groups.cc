@@ -19,8 +19,8 @@ tl::unexpected<GroupError> Refused(GroupErrc reason, std::string message, bool f
 
 // Folds a key → latest-value log (storage.md §19) into `out`.
 Result<void> Fold(const storage::DurableLog& log, std::map<std::string, std::string>& out) {
-  uint64_t from = log.BaseOffset();
-  const uint64_t tail = log.TailOffset();
+  Offset from = log.BaseOffset();
+  const Offset tail = log.TailOffset();
   while (from < tail) {
     auto batch = log.Read(from, storage::ReadLimits{1024, 1u << 20});
     if (!batch) return tl::unexpected(batch.error().ToError());
@@ -28,8 +28,8 @@ Result<void> Fold(const storage::DurableLog& log, std::map<std::string, std::str
     for (const storage::Record& r : batch->records) {
       auto decoded = DecodeGroupLogRecord(storage::AsBytes(r.payload));
       if (!decoded) {
-        return Fail(ErrorCode::kCorruption, log.dir() + " offset " + std::to_string(r.offset) +
-                                                ": " + GroupRecordErrorName(decoded.error()));
+        return Fail(ErrorCode::kCorruption, log.dir() + " offset " + to_string(r.offset) + ": " +
+                                                GroupRecordErrorName(decoded.error()));
       }
       if (decoded->op == GroupRecordOp::kPut) {
         out[decoded->key] = std::move(decoded->value);

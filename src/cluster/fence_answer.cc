@@ -116,12 +116,14 @@ FenceAnswer AnswerFence(storage::ShardStore* store, bool cache_shard, const flxi
   if (!end) {
     return FenceError(flxi::ErrorCode::kStorageFailed, end.error().ToString(), "storage_failed");
   }
-  const uint64_t commit = kind == LogKind::kCounters ? 0 : store->replica_state().commit_offset;
-  return FenceAnswer{flxi::FenceOk{0, end->log_end, commit, end->last_generation}, {}, outcome};
+  const Offset commit =
+      kind == LogKind::kCounters ? Offset(0) : store->replica_state().commit_offset;
+  return FenceAnswer{
+      flxi::FenceOk{0, end->log_end.value(), commit.value(), end->last_generation}, {}, outcome};
 }
 
 storage::StorageResult<LogPosition> ReadLogPosition(const storage::DurableLog& log) {
-  const uint64_t tail = log.TailOffset();
+  const Offset tail = log.TailOffset();
   if (tail == log.BaseOffset()) return LogPosition{tail, 0};
   auto batch = log.Read(tail - 1, storage::ReadLimits{1, 1});
   if (!batch) return tl::unexpected(batch.error());
@@ -133,7 +135,7 @@ std::vector<flxi::GenerationStart> GenerationRuns(const std::vector<storage::Rec
   std::vector<flxi::GenerationStart> runs;
   for (const auto& r : records) {
     if (runs.empty() || runs.back().generation != r.generation.value()) {
-      runs.push_back({r.generation.value(), r.offset});
+      runs.push_back({r.generation.value(), r.offset.value()});
     }
   }
   return runs;
@@ -142,13 +144,13 @@ std::vector<flxi::GenerationStart> GenerationRuns(const std::vector<storage::Rec
 flxi::Frame FetchAnswer::ToFrame(uint64_t correlation_id) const {
   auto error = [&](flxi::ErrorCode c, std::string_view d) {
     return flxi::Frame{flxi::Kind::kReplicateError,
-                       flxi::ReplicateError{correlation_id, c, expected_offset, d}};
+                       flxi::ReplicateError{correlation_id, c, expected_offset.value(), d}};
   };
   if (!ok) return error(code, detail);
   flxi::Records r;
   r.correlation_id = correlation_id;
   r.shard = flxi::ShardRef{tenant, ns, stream, shard, generation};
-  r.first_offset = first_offset;
+  r.first_offset = first_offset.value();
   r.payloads.reserve(records.size());
   for (const auto& rec : records) r.payloads.emplace_back(rec.payload);
   r.marks = MarksOf(records);  // generation-start records travel as they are stored
@@ -197,19 +199,20 @@ FetchAnswer AnswerFetch(storage::ShardStore* store, bool cache_shard, const flxi
                 "stale");
   }
   const storage::DurableLog& log = store->log(*FenceableLog(fetch.log, cache_shard));
-  const uint64_t tail = log.TailOffset();
-  a.first_offset = fetch.from_offset;
-  if (fetch.from_offset < log.BaseOffset()) {
+  const Offset tail = log.TailOffset();
+  const Offset from(fetch.from_offset);
+  a.first_offset = from;
+  if (from < log.BaseOffset()) {
     a.expected_offset = log.BaseOffset();
     return fail(flxi::ErrorCode::kLogGap,
                 "offset " + std::to_string(fetch.from_offset) + " is below the base", "gap");
   }
   a.ok = true;
   a.outcome = "sent";
-  if (fetch.from_offset >= tail) return a;
+  if (from >= tail) return a;
   const uint32_t budget = flxi::ClampFetchBytes(fetch.max_bytes);
   storage::ReadLimits limits{log.options().max_records_per_read, budget};
-  auto batch = log.Read(fetch.from_offset, limits);
+  auto batch = log.Read(from, limits);
   if (!batch) {
     return fail(flxi::ErrorCode::kStorageFailed, batch.error().ToString(), "storage_failed");
   }

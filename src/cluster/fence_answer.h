@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "cluster/replica_follower.h"
+#include "common/strong_types.h"
 #include "storage/shard_store.h"
 #include "wire/flxi/flxi.h"
 
@@ -60,7 +61,7 @@ struct FetchAnswer {
   // Ok: the records read (owning); else the error.
   bool ok = false;
   wire::flxi::ErrorCode code = wire::flxi::ErrorCode::kMalformed;
-  uint64_t expected_offset = 0;
+  Offset expected_offset;
   std::string detail;
   const char* outcome =
       "error";  // sent, fenced, stale, unauthorized, malformed, gap, storage_failed
@@ -70,7 +71,7 @@ struct FetchAnswer {
   std::string tenant, ns, stream;  // the ShardRef echoed back
   uint32_t shard = 0;
   uint64_t generation = 0;
-  uint64_t first_offset = 0;
+  Offset first_offset;
   std::vector<storage::Record> records;
 
   // The records frame (§7.1 kind selection) or a ReplicateError (kind 9); views point into
@@ -86,7 +87,7 @@ FetchAnswer AnswerFetch(storage::ShardStore* store, bool cache_shard,
 // Where a log ends and which generation wrote its last record (0 for an empty log): what a
 // FenceOk reports, and what the leader compares the answers with.
 struct LogPosition {
-  uint64_t log_end = 0;
+  Offset log_end;
   uint64_t last_generation = 0;
 };
 storage::StorageResult<LogPosition> ReadLogPosition(const storage::DurableLog& log);

@@ -33,19 +33,19 @@ enum class Step { kOk, kGap, kConflict, kBusy };
 
 struct Applied {
   Step step = Step::kOk;
-  uint64_t offset = 0;         // kOk: durable offset to answer; kGap: expected; kConflict: d
-  uint64_t tail = 0;           // the tail the decision was made against
-  uint64_t appended_from = 0;  // where fresh records were stored (kOk)
-  uint64_t appended = 0;       // how many
+  Offset offset;          // kOk: durable offset to answer; kGap: expected; kConflict: d
+  Offset tail;            // the tail the decision was made against
+  Offset appended_from;   // where fresh records were stored (kOk)
+  uint64_t appended = 0;  // how many
 };
 
 // The first offset in [first, first + overlap.size()) whose stored payload differs from the
 // batch's, or nullopt. Records retention already removed are skipped; a short read stops
 // comparing (§5 step 6.4).
-StorageResult<std::optional<uint64_t>> FirstDifference(const DurableLog& log, uint64_t first,
-                                                       std::span<const AppendRecord> overlap) {
-  const uint64_t end = first + overlap.size();
-  uint64_t pos = std::max(first, log.BaseOffset());
+StorageResult<std::optional<Offset>> FirstDifference(const DurableLog& log, Offset first,
+                                                     std::span<const AppendRecord> overlap) {
+  const Offset end = first + overlap.size();
+  Offset pos = std::max(first, log.BaseOffset());
   while (pos < end) {
     auto read = log.Read(pos, storage::ReadLimits{end - pos, kCompareBytes});
     if (!read) {
@@ -57,46 +57,45 @@ StorageResult<std::optional<uint64_t>> FirstDifference(const DurableLog& log, ui
     }
     if (read->records.empty()) break;
     for (const storage::Record& r : read->records) {
-      if (r.offset < pos || r.offset >= end) return std::optional<uint64_t>();
+      if (r.offset < pos || r.offset >= end) return std::optional<Offset>();
       std::span<const uint8_t> want = overlap[r.offset - first].payload;
       if (storage::IsGenerationStart(r.flags) !=
               storage::IsGenerationStart(overlap[r.offset - first].flags) ||
           r.payload.size() != want.size() ||
           !std::equal(want.begin(), want.end(),
                       reinterpret_cast<const uint8_t*>(r.payload.data()))) {
-        return std::optional<uint64_t>(r.offset);
+        return std::optional<Offset>(r.offset);
       }
     }
     if (read->next_offset <= pos) break;
     pos = read->next_offset;
   }
-  return std::optional<uint64_t>();
+  return std::optional<Offset>();
 }
 
 // Runs beside the log's flush of freshly appended records (on the calling thread, while the
 // flusher thread syncs the log), given the tail that was durable before them; empty = none.
-using BesideFlush = std::function<void(uint64_t durable_tail)>;
+using BesideFlush = std::function<void(Offset durable_tail)>;
 
 // §5 step 6.2–6.6 against the log as it is now. Under on_commit with `beside` set, fresh
 // records are flushed on the log's flusher thread while `beside` runs here, and this returns
 // once both are done.
-StorageResult<Applied> ApplyAt(DurableLog& log, uint64_t first,
-                               std::span<const AppendRecord> records,
+StorageResult<Applied> ApplyAt(DurableLog& log, Offset first, std::span<const AppendRecord> records,
                                const BesideFlush& beside = {}) {
   for (int attempt = 0; attempt < kApplyAttempts; ++attempt) {
-    const uint64_t tail = follower::Tail(log);
+    const Offset tail = follower::Tail(log);
     // Everything compared or answered below must be readable and durable.
     if (auto d = follower::EnsureDurable(log, tail); !d) return tl::unexpected(d.error());
     const uint64_t count = records.size();
-    if (count == 0) return Applied{Step::kOk, tail, tail, 0, 0};
-    if (first > tail) return Applied{Step::kGap, tail, tail, 0, 0};
+    if (count == 0) return Applied{Step::kOk, tail, tail, Offset(0), 0};
+    if (first > tail) return Applied{Step::kGap, tail, tail, Offset(0), 0};
     const uint64_t overlap = std::min<uint64_t>(tail - first, count);
     auto diff = FirstDifference(log, first, records.first(overlap));
     if (!diff) return tl::unexpected(diff.error());
-    if (*diff) return Applied{Step::kConflict, **diff, tail, 0, 0};
+    if (*diff) return Applied{Step::kConflict, **diff, tail, Offset(0), 0};
     // Wholly below the tail: the batch's end, never the tail, so the leader does not resume
     // past records nobody compared (cluster-etcd.md §7 item 1).
-    if (overlap == count) return Applied{Step::kOk, first + count, tail, 0, 0};
+    if (overlap == count) return Applied{Step::kOk, first + count, tail, Offset(0), 0};
     std::span<const AppendRecord> fresh = records.subspan(overlap);
     const bool overlapped = beside && log.options().fsync_mode == storage::FsyncMode::kOnCommit;
     std::promise<StorageResult<void>> flushed;
@@ -113,13 +112,13 @@ StorageResult<Applied> ApplyAt(DurableLog& log, uint64_t first,
       beside(tail);
       if (auto r = flushed.get_future().get(); !r) return tl::unexpected(r.error());
     }
-    const uint64_t end = appended->last_offset + 1;
+    const Offset end = appended->last_offset + 1;
     if (auto d = follower::EnsureDurable(log, end); !d) {
       return tl::unexpected(d.error());
     }
     return Applied{Step::kOk, end, tail, tail, fresh.size()};
   }
-  return Applied{Step::kBusy, follower::Tail(log), 0, 0, 0};
+  return Applied{Step::kBusy, follower::Tail(log), Offset(0), Offset(0), 0};
 }
 
 // Labels must describe the sender's own past: generations rising, starts not falling, none
@@ -143,25 +142,26 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
   const std::string where = Where(batch.shard, log);
   if (auto refused = Admit(f, batch.shard, log, role, sender, where)) return *refused;
   const Generation g(batch.shard.generation);
-  const uint64_t first = batch.first_offset;
+  const Offset first(batch.first_offset);
   const uint64_t count = batch.payloads.size();
-  const std::string range = " [" + std::to_string(first) + ", +" + std::to_string(count) + ")";
+  const std::string range = " [" + to_string(first) + ", +" + std::to_string(count) + ")";
 
   // The batch must be whole before anything about its position is trusted.
-  if (count > std::numeric_limits<uint64_t>::max() - first) {
-    return Error(flxi::ErrorCode::kMalformed, 0, where + range + ": offsets overflow", "corrupt");
-  }
-  if (!batch.times.empty() && batch.times.size() != count) {
-    return Error(flxi::ErrorCode::kMalformed, 0, where + range + ": one time per record expected",
+  if (count > std::numeric_limits<uint64_t>::max() - first.value()) {
+    return Error(flxi::ErrorCode::kMalformed, Offset(0), where + range + ": offsets overflow",
                  "corrupt");
   }
+  if (!batch.times.empty() && batch.times.size() != count) {
+    return Error(flxi::ErrorCode::kMalformed, Offset(0),
+                 where + range + ": one time per record expected", "corrupt");
+  }
   if (!ValidLabels(batch.generations, g.value())) {
-    return Error(flxi::ErrorCode::kMalformed, 0,
+    return Error(flxi::ErrorCode::kMalformed, Offset(0),
                  where + range + ": generation labels out of order or above the sender's",
                  "corrupt");
   }
   if (flxi::BatchChecksum(batch.payloads, batch.marks) != batch.checksum) {
-    return Error(flxi::ErrorCode::kMalformed, 0,
+    return Error(flxi::ErrorCode::kMalformed, Offset(0),
                  where + range + ": batch checksum mismatch, resend the same records", "corrupt");
   }
 
@@ -180,11 +180,11 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
   // offset: a batch starting past it is sent back there.
   const auto& history = f.store_.generation_history().entries();
   if (own && !history.empty() && g > history.back().generation) {
-    uint64_t from = std::max(history.back().start_offset, CommitOffset(f));
+    Offset from = std::max(history.back().start_offset, CommitOffset(f));
     if (st.verified_through) from = std::max(from, *st.verified_through);
     if (from < follower::Tail(l) && first > from) {
       return Error(flxi::ErrorCode::kLogGap, from,
-                   where + range + ": records from " + std::to_string(from) +
+                   where + range + ": records from " + to_string(from) +
                        " were written under generation " + to_string(history.back().generation) +
                        " and are not compared yet",
                    "gap");
@@ -201,15 +201,16 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
     records[i].payload = {reinterpret_cast<const uint8_t*>(p.data()), p.size()};
     records[i].generation = g;
     if (!labels.empty()) {
-      while (label + 1 < labels.size() && labels[label + 1].start_offset <= first + i) ++label;
+      while (label + 1 < labels.size() && Offset(labels[label + 1].start_offset) <= first + i) {
+        ++label;
+      }
       records[i].generation = Generation(labels[label].generation);
     }
     records[i].timestamp_ms = batch.times.empty() ? 0 : batch.times[i] / 1000;
     auto flags = StoredFlags(batch.marks, i, p);
     if (!flags) {
-      return Error(flxi::ErrorCode::kMalformed, 0,
-                   where + " record " + std::to_string(first + i) + ": " + flags.error(),
-                   "corrupt");
+      return Error(flxi::ErrorCode::kMalformed, Offset(0),
+                   where + " record " + to_string(first + i) + ": " + flags.error(), "corrupt");
     }
     records[i].flags = *flags;
   }
@@ -220,9 +221,9 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
   // flushes at once instead of one after the other (docs/performance.md, change 9).
   storage::StorageResult<void> beside_result;
   BesideFlush beside;
-  if (own && batch.commit_offset && *batch.commit_offset > CommitOffset(f)) {
-    beside = [&](uint64_t durable_tail) {
-      const uint64_t c = std::min(*batch.commit_offset, durable_tail);
+  if (own && batch.commit_offset && Offset(*batch.commit_offset) > CommitOffset(f)) {
+    beside = [&](Offset durable_tail) {
+      const Offset c = std::min(Offset(*batch.commit_offset), durable_tail);
       if (c <= CommitOffset(f)) return;
       beside_result = f.store_.SetCommitOffset(c);
       if (!beside_result) return;
@@ -237,11 +238,10 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
   if (!applied) return StorageFailed(where, applied.error());
   const char* ok_outcome = "ok";
   if (applied->step == Step::kConflict) {
-    const uint64_t d = applied->offset;
-    const uint64_t tail = applied->tail;
-    std::string detail = where + ": the record at " + std::to_string(d) +
-                         " disagrees with generation " + to_string(g) + "'s (tail " +
-                         std::to_string(tail) + ")";
+    const Offset d = applied->offset;
+    const Offset tail = applied->tail;
+    std::string detail = where + ": the record at " + to_string(d) + " disagrees with generation " +
+                         to_string(g) + "'s (tail " + to_string(tail) + ")";
     auto halt = [&](FollowerHalt why, const std::string& reason, const char* outcome) {
       Halt(f, log, why, detail + "; " + reason);
       return Error(flxi::ErrorCode::kLogConflict, tail, detail + "; " + reason, outcome);
@@ -259,20 +259,20 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
     if (d < prev.start_offset) {
       return halt(FollowerHalt::kDiverged,
                   "it lies before generation " + to_string(prev.generation) + " began at " +
-                      std::to_string(prev.start_offset),
+                      to_string(prev.start_offset),
                   "conflict");
     }
     if (st.verified_through && d < *st.verified_through) {
       return halt(FollowerHalt::kDiverged,
-                  "below " + std::to_string(*st.verified_through) + ", compared with this leader",
+                  "below " + to_string(*st.verified_through) + ", compared with this leader",
                   "conflict");
     }
-    const uint64_t commit = CommitOffset(f);
+    const Offset commit = CommitOffset(f);
     auto below_commit = [&] {
       st.committed_mismatch_generation = g;
       return halt(
           FollowerHalt::kBelowCommit,
-          "cutting there would discard records below the commit offset " + std::to_string(commit),
+          "cutting there would discard records below the commit offset " + to_string(commit),
           "below_commit");
     };
     if (d < commit) return below_commit();
@@ -294,38 +294,42 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
   }
   if (applied->step == Step::kGap) {
     return Error(flxi::ErrorCode::kLogGap, applied->offset,
-                 where + range + ": begins past the tail " + std::to_string(applied->offset),
-                 "gap");
+                 where + range + ": begins past the tail " + to_string(applied->offset), "gap");
   }
   if (applied->step == Step::kBusy) {
-    return Error(flxi::ErrorCode::kUnavailable, 0, where + ": the tail kept moving", "error");
+    return Error(flxi::ErrorCode::kUnavailable, Offset(0), where + ": the tail kept moving",
+                 "error");
   }
 
   // 8. A newer leader fenced this one while storing: the sender must not count the records.
   if (f.store_.replica_state().generation > g) {
-    return Error(flxi::ErrorCode::kFencedEpoch, 0, where + ": fenced while storing", "fenced");
+    return Error(flxi::ErrorCode::kFencedEpoch, Offset(0), where + ": fenced while storing",
+                 "fenced");
   }
   if (own && applied->appended > 0) {
     // §9.2: who wrote what was appended (runs of the records' generations), replacing any
     // history entry at or after the appended range.
     std::vector<storage::EpochEntry> runs;
-    for (uint64_t o = applied->appended_from; o < applied->appended_from + applied->appended; ++o) {
+    for (Offset o = applied->appended_from; o < applied->appended_from + applied->appended;
+         o = o.next()) {
       const Generation gen = records[o - first].generation;
       if (runs.empty() || runs.back().generation != gen) runs.push_back({gen, o});
     }
     (void)f.store_.RelabelGenerations(applied->appended_from, runs);  // advisory
   }
-  if (count > 0) st.verified_through = std::max(st.verified_through.value_or(0), first + count);
+  if (count > 0) {
+    st.verified_through = std::max(st.verified_through.value_or(Offset(0)), first + count);
+  }
   if (own && batch.commit_offset) {
     // Only what this batch left level with the leader may be called committed here.
-    std::optional<uint64_t> level;
+    std::optional<Offset> level;
     if (count > 0) {
       level = first + count;
     } else if (st.verified_through && first <= *st.verified_through) {
       level = first;
     }
     if (level) {
-      const uint64_t c = std::min({*batch.commit_offset, *level, applied->offset});
+      const Offset c = std::min({Offset(*batch.commit_offset), *level, applied->offset});
       if (c > CommitOffset(f)) {
         // Under kOnCommit written through before the answer; otherwise at most once a second
         // (read back behind after a crash: a weaker guard until a batch re-carries it, §6).

@@ -21,11 +21,11 @@ FollowerAnswer ReplicaFollower::ApplyBootstrap(const flxi::Bootstrap& bootstrap,
   LogState& st = logs_[size_t(log)];
   Impl::TrackLeader(st, Generation(bootstrap.shard.generation));
   storage::DurableLog& l = store_.log(log);
-  const uint64_t base = l.BaseOffset();
-  const uint64_t tail = follower::Tail(l);
-  const uint64_t offered = bootstrap.base_offset;
-  const std::string shape = " (log [" + std::to_string(base) + ", " + std::to_string(tail) +
-                            "), offered base " + std::to_string(offered) + ")";
+  const Offset base = l.BaseOffset();
+  const Offset tail = follower::Tail(l);
+  const Offset offered(bootstrap.base_offset);
+  const std::string shape = " (log [" + to_string(base) + ", " + to_string(tail) +
+                            "), offered base " + to_string(offered) + ")";
   if (st.halt != FollowerHalt::kNone) {
     return Impl::Finish(*this, Impl::Error(flxi::ErrorCode::kLogConflict, tail,
                                            where + ": halted until a rebuild" + shape, "refused"));
@@ -69,38 +69,38 @@ FollowerAnswer ReplicaFollower::ApplyRebuild(const flxi::Rebuild& rebuild, Follo
   st.verified_through.reset();  // whatever is kept is compared again
   storage::DurableLog& l = store_.log(log);
   const bool own = log == Impl::OwnLog(*this);
-  const uint64_t base = l.BaseOffset();
-  const uint64_t tail = follower::Tail(l);
-  const uint64_t commit = own ? Impl::CommitOffset(*this) : l.CommitOffset();
-  const uint64_t from = std::max(base, rebuild.base_offset);
+  const Offset base = l.BaseOffset();
+  const Offset tail = follower::Tail(l);
+  const Offset commit = own ? Impl::CommitOffset(*this) : l.CommitOffset();
+  const Offset leader_base(rebuild.base_offset);
+  const Offset from = std::max(base, leader_base);
 
   if (from >= commit || tail <= from) {
     // Discarding from `from` cuts nothing committed: a fresh copy begins at the leader's base.
-    if (auto reset = l.Reset(rebuild.base_offset); !reset) {
+    if (auto reset = l.Reset(leader_base); !reset) {
       return Impl::Finish(*this, Impl::StorageFailed(where, reset.error()));
     }
-    if (own) (void)store_.RelabelGenerations(0, {});  // advisory: the history goes too
+    if (own) (void)store_.RelabelGenerations(Offset(0), {});  // advisory: the history goes too
     st.halt = FollowerHalt::kNone;
     st.halt_detail.clear();
-    st.durable_offset = rebuild.base_offset;
+    st.durable_offset = leader_base;
     spdlog::warn("replication: {}: rebuilt from {} for generation {} (discarded [{}, {}))", where,
-                 rebuild.base_offset, g, base, tail);
-    return Impl::Finish(*this, Impl::Ok(rebuild.base_offset, "rebuilt"));
+                 leader_base, g, base, tail);
+    return Impl::Finish(*this, Impl::Ok(leader_base, "rebuilt"));
   }
   if (st.committed_mismatch_generation == g) {
     // This leader already disagreed with a committed record here: discarding cannot agree.
-    return Impl::Finish(*this,
-                        Impl::Error(flxi::ErrorCode::kLogConflict, tail,
-                                    where + ": generation " + to_string(g) +
-                                        " disagreed with a record below the commit offset " +
-                                        std::to_string(commit) + "; a rebuild would discard it",
-                                    "below_commit"));
+    return Impl::Finish(*this, Impl::Error(flxi::ErrorCode::kLogConflict, tail,
+                                           where + ": generation " + to_string(g) +
+                                               " disagreed with a record below the commit offset " +
+                                               to_string(commit) + "; a rebuild would discard it",
+                                           "below_commit"));
   }
   // Keep everything below min(commit, tail), drop only what lies above; the leader re-ships from
   // `from` and every kept record is compared before anything lands after it.
   // (A tail below the commit offset — a crash under periodic fsync, or a log re-placed below
   // its old base — keeps everything: there is nothing above to drop.)
-  const uint64_t keep = std::min(commit, tail);
+  const Offset keep = std::min(commit, tail);
   if (keep < tail) {
     if (auto cut = l.Truncate(keep); !cut) {
       return Impl::Finish(*this, Impl::StorageFailed(where, cut.error()));

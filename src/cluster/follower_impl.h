@@ -12,18 +12,18 @@ namespace felix::cluster {
 
 namespace follower {
 // The tail decisions are made against: everything written (a follower's appends all wait).
-inline uint64_t Tail(const storage::DurableLog& log) {
+inline Offset Tail(const storage::DurableLog& log) {
   return log.WrittenOffset();
 }
 // Under kOnCommit, fsyncs unless `through` is already durable; other modes hold records in the
 // page cache (cluster-etcd.md §7 item 2), so there is nothing to wait for.
-storage::StorageResult<void> EnsureDurable(storage::DurableLog& log, uint64_t through);
+storage::StorageResult<void> EnsureDurable(storage::DurableLog& log, Offset through);
 }  // namespace follower
 
 struct ReplicaFollower::Impl {
   // --- answers ---
-  static FollowerAnswer Ok(uint64_t durable_offset, const char* outcome);
-  static FollowerAnswer Error(wire::flxi::ErrorCode code, uint64_t expected_offset,
+  static FollowerAnswer Ok(Offset durable_offset, const char* outcome);
+  static FollowerAnswer Error(wire::flxi::ErrorCode code, Offset expected_offset,
                               std::string detail, const char* outcome);
   static FollowerAnswer StorageFailed(const std::string& where, const storage::StorageError& error);
   // Counts felix_broker_replicated_total{outcome} and returns the answer.
@@ -47,7 +47,7 @@ struct ReplicaFollower::Impl {
   static void TrackLeader(LogState& state, Generation generation);
 
   // The own log's commit offset: the persisted one, or newer in the log's in-memory guard.
-  static uint64_t CommitOffset(const ReplicaFollower& f);
+  static Offset CommitOffset(const ReplicaFollower& f);
   // Halts `log` (the leader sees LogConflict until a rebuild) and says so in the log.
   static void Halt(ReplicaFollower& f, storage::LogKind log, FollowerHalt why, std::string detail);
 

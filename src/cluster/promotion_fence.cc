@@ -71,7 +71,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
   // The log being fenced: 0 the shard's own (stream or cache) log; 1 a cache shard's counter
   // log (step 6), fenced once the cache log is done, at the same generation.
   size_t phase = 0;
-  uint64_t start_offset = 0;  // where this leadership begins on the own log (phase 0's end)
+  Offset start_offset;  // where this leadership begins on the own log (phase 0's end)
 
   std::atomic<uint32_t> attempts{0};
   std::atomic<uint32_t> failures{0};
@@ -110,15 +110,15 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     });
   }
 
-  // The transport's callback for attempt `id`: posts the answer to the executor.
-  PeerCallback Deliver(uint64_t id, void (State::*handler)(uint64_t, size_t, const Answer&),
-                       size_t replica) {
-    return [weak = weak_from_this(), id, handler, replica](Answer answer) {
+  // The transport's callback for attempt `id`: posts the answer to the executor, with `arg`
+  // (the replica asked, or the offset fetched from).
+  template <typename Arg>
+  PeerCallback Deliver(uint64_t id, void (State::*handler)(uint64_t, Arg, const Answer&), Arg arg) {
+    return [weak = weak_from_this(), id, handler, arg](Answer answer) {
       auto self = weak.lock();
       if (!self) return;
       auto shared = std::make_shared<Answer>(std::move(answer));
-      self->PostGated(
-          [id, handler, replica, shared](State& s) { (s.*handler)(id, replica, *shared); });
+      self->PostGated([id, handler, arg, shared](State& s) { (s.*handler)(id, arg, *shared); });
     };
   }
 
@@ -224,7 +224,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     bool ahead = false;
     for (size_t i = 0; i < fence_oks.size(); ++i) {
       if (!fence_oks[i]) continue;
-      LogPosition p{fence_oks[i]->log_end, fence_oks[i]->last_generation};
+      LogPosition p{Offset(fence_oks[i]->log_end), fence_oks[i]->last_generation};
       const LogPosition& cur = ahead ? target : *own;
       if (std::tie(p.last_generation, p.log_end) > std::tie(cur.last_generation, cur.log_end)) {
         target = p;
@@ -237,7 +237,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     // below both the logs agree (committed, or written by the same generation's leader). The
     // counter log has neither a commit offset nor a generation history of its own: it is
     // compared from its base (a compacted log: about one checkpoint per live counter).
-    uint64_t from = 0;
+    Offset from(0);
     if (!counter_phase()) {
       from = store.replica_state().commit_offset;
       for (const auto& e : store.generation_history().entries()) {
@@ -250,19 +250,19 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     Fetch(from);
   }
 
-  void Fetch(uint64_t next) {
+  void Fetch(Offset next) {
     if (next >= target.log_end) return CutPast(target.log_end);
     const uint64_t id = attempt;
     ArmTimer(opts.attempt_timeout, [id](State& s) {
       if (s.attempt == id && !s.done) s.Fail("fetch timed out");
     });
     flxi::Frame frame{fetch_kind,
-                      flxi::Fetch{0, shard_ref(), wire_log(), next, opts.fetch_max_bytes}};
+                      flxi::Fetch{0, shard_ref(), wire_log(), next.value(), opts.fetch_max_bytes}};
     auto sent = transport.Send(opts.replicas[best], frame, Deliver(id, &State::OnFetch, next));
     if (!sent) Fail("fetch from " + opts.replicas[best].node_id + ": " + sent.error().message);
   }
 
-  void OnFetch(uint64_t id, size_t next, const Answer& answer) {
+  void OnFetch(uint64_t id, Offset next, const Answer& answer) {
     if (id != attempt || done) return;
     const std::string& node = opts.replicas[best].node_id;
     if (!answer) return Fail("fetch from " + node + ": " + answer.error().message);
@@ -285,10 +285,10 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     if (records == nullptr) {
       return Fail(std::string("fetch answered with ") + flxi::KindName(frame->kind));
     }
-    if (records->first_offset != next || records->payloads.empty()) {
+    if (Offset(records->first_offset) != next || records->payloads.empty()) {
       return Fail("fetch from " + node + " answered " + std::to_string(records->payloads.size()) +
                   " records at " + std::to_string(records->first_offset) + ", wanted " +
-                  std::to_string(next) + " up to " + std::to_string(target.log_end));
+                  to_string(next) + " up to " + to_string(target.log_end));
     }
     if (flxi::BatchChecksum(records->payloads, records->marks) != records->checksum) {
       return Fail("fetch answer from " + node + " fails its checksum");
@@ -299,10 +299,10 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
   }
 
   // The generation of fetched record `offset`: its label, else the replica's last generation.
-  uint64_t LabelOf(const flxi::Records& r, uint64_t offset) const {
+  uint64_t LabelOf(const flxi::Records& r, Offset offset) const {
     uint64_t g = target.last_generation;
     for (const auto& e : r.generations) {
-      if (e.start_offset <= offset) g = e.generation;
+      if (Offset(e.start_offset) <= offset) g = e.generation;
     }
     return g;
   }
@@ -311,14 +311,14 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
   // the rest at exactly the fetched offsets, relabels the history over the batch.
   Result<void, std::string> Apply(const flxi::Records& r) {
     storage::DurableLog& own = log();
-    const uint64_t first = r.first_offset;
-    const uint64_t end = first + r.payloads.size();
-    uint64_t tail = own.TailOffset();
-    uint64_t at = first;
+    const Offset first(r.first_offset);
+    const Offset end = first + r.payloads.size();
+    Offset tail = own.TailOffset();
+    Offset at = first;
     const bool labelled = !r.generations.empty();
     // Compare the overlap.
     while (at < std::min(end, tail)) {
-      auto mine = own.Read(at, storage::ReadLimits{std::min<uint64_t>(end, tail) - at, 1 << 20});
+      auto mine = own.Read(at, storage::ReadLimits{std::min(end, tail) - at, 1 << 20});
       if (!mine) return tl::unexpected("reading the own log: " + mine.error().ToString());
       if (mine->records.empty()) break;
       bool differs = false;
@@ -340,7 +340,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     }
     if (at < tail && at < end) {
       if (auto t = own.Truncate(at); !t) {
-        return tl::unexpected("cutting the own log at " + std::to_string(at) + ": " +
+        return tl::unexpected("cutting the own log at " + to_string(at) + ": " +
                               t.error().ToString());
       }
       truncated.fetch_add(tail - at);
@@ -348,17 +348,16 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     }
     if (tail < end) {
       std::vector<storage::AppendRecord> fresh;
-      for (uint64_t o = tail; o < end; ++o) {
+      for (Offset o = tail; o < end; o = o.next()) {
         const size_t i = o - first;
         const uint64_t ms = i < r.times.size() ? r.times[i] / 1000 : 0;
         auto flags = StoredFlags(r.marks, i, r.payloads[i]);
-        if (!flags)
-          return tl::unexpected("fetched record " + std::to_string(o) + ": " + flags.error());
+        if (!flags) return tl::unexpected("fetched record " + to_string(o) + ": " + flags.error());
         fresh.push_back(storage::AppendRecord{storage::AsBytes(r.payloads[i]),
                                               Generation(LabelOf(r, o)), ms, *flags});
       }
       if (auto a = own.AppendAt(tail, fresh); !a) {
-        return tl::unexpected("appending fetched records at " + std::to_string(tail) + ": " +
+        return tl::unexpected("appending fetched records at " + to_string(tail) + ": " +
                               a.error().ToString());
       }
     }
@@ -366,8 +365,8 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     // what was appended: the compared records keep their own).
     if (counter_phase()) return {};  // the history describes the own log only
     std::vector<storage::EpochEntry> runs;
-    const uint64_t relabel_from = labelled ? first : std::max(first, tail);
-    for (uint64_t o = relabel_from; o < end; ++o) {
+    const Offset relabel_from = labelled ? first : std::max(first, tail);
+    for (Offset o = relabel_from; o < end; o = o.next()) {
       const Generation g(LabelOf(r, o));
       if (runs.empty() || runs.back().generation != g) runs.push_back({g, o});
     }
@@ -376,11 +375,11 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
   }
 
   // Drops own records past the end of the log taken, then opens.
-  void CutPast(uint64_t end) {
-    const uint64_t tail = log().TailOffset();
+  void CutPast(Offset end) {
+    const Offset tail = log().TailOffset();
     if (tail > end) {
       if (auto t = log().Truncate(end); !t) {
-        return Fail("cutting the own log at " + std::to_string(end) + ": " + t.error().ToString());
+        return Fail("cutting the own log at " + to_string(end) + ": " + t.error().ToString());
       }
       truncated.fetch_add(tail - end);
       if (!counter_phase()) (void)store.RelabelGenerations(end, {});
@@ -421,8 +420,8 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
   // already holds a record of this generation (a restart at the same generation).
   Result<void, std::string> WriteGenerationStart() {
     storage::DurableLog& own = log();
-    const uint64_t tail = own.TailOffset();
-    if (tail == 0) return {};
+    const Offset tail = own.TailOffset();
+    if (tail == Offset(0)) return {};
     auto last = ReadLogPosition(own);
     if (!last)
       return tl::unexpected("reading the own log's last record: " + last.error().ToString());
@@ -431,8 +430,8 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     const storage::AppendRecord start{payload, opts.generation, 0,
                                       storage::kRecordFlagGenerationStart};
     if (auto a = own.AppendAt(tail, {&start, 1}); !a) {
-      return tl::unexpected("writing the generation-start record at " + std::to_string(tail) +
-                            ": " + a.error().ToString());
+      return tl::unexpected("writing the generation-start record at " + to_string(tail) + ": " +
+                            a.error().ToString());
     }
     if (auto synced = own.Sync(); !synced) {
       return tl::unexpected("syncing the generation-start record: " + synced.error().ToString());

@@ -53,6 +53,7 @@
 
 #include "broker/executor.h"
 #include "cluster/shard_replicator.h"
+#include "common/strong_types.h"
 #include "storage/shard_store.h"
 #include "wire/flxi/flxi.h"
 
@@ -84,7 +85,7 @@ class PromotionFence {
  public:
   // Runs once on the executor when the shard may serve; `start_offset` is where this
   // leadership's records begin (the own tail after catch-up).
-  using OpenListener = std::function<void(uint64_t start_offset)>;
+  using OpenListener = std::function<void(Offset start_offset)>;
 
   PromotionFence(storage::ShardStore& store, PromotionFenceOptions options,
                  ReplicaTransport& transport, broker::Executor& executor, OpenListener on_open);

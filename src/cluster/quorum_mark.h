@@ -13,25 +13,27 @@
 #include <optional>
 #include <span>
 
+#include "common/strong_types.h"
+
 namespace felix::cluster {
 
 struct FollowerPosition {
-  uint64_t confirmed = 0;  // what the follower answered holding at this generation
-  bool answered = false;   // false: the cursor still holds its starting guess
+  Offset confirmed;       // what the follower answered holding at this generation
+  bool answered = false;  // false: the cursor still holds its starting guess
   bool halted = false;
 };
 
 struct MarkInputs {
-  uint64_t leader_tail = 0;
+  Offset leader_tail;
   // False once the leader's log has accepted a newer generation (§8.2): it then counts nothing.
   bool leader_counts = true;
   size_t replicas = 1;  // the replica set at this generation, leader included
-  std::optional<uint64_t> own_start;
+  std::optional<Offset> own_start;
 };
 
 // Majority of a replica set of `replicas` members, leader included.
 size_t Majority(size_t replicas);
 
-uint64_t QuorumMark(const MarkInputs& in, std::span<const FollowerPosition> followers);
+Offset QuorumMark(const MarkInputs& in, std::span<const FollowerPosition> followers);
 
 }  // namespace felix::cluster

@@ -132,20 +132,21 @@ FollowerLogStatus ReplicaFollower::status(LogKind log) const {
 
 // --- Impl: answers --------------------------------------------------------------------------
 
-FollowerAnswer ReplicaFollower::Impl::Ok(uint64_t durable_offset, const char* outcome) {
-  return FollowerAnswer{flxi::ReplicateOk{0, durable_offset}, std::string(), outcome};
+FollowerAnswer ReplicaFollower::Impl::Ok(Offset durable_offset, const char* outcome) {
+  return FollowerAnswer{flxi::ReplicateOk{0, durable_offset.value()}, std::string(), outcome};
 }
 
-FollowerAnswer ReplicaFollower::Impl::Error(flxi::ErrorCode code, uint64_t expected_offset,
+FollowerAnswer ReplicaFollower::Impl::Error(flxi::ErrorCode code, Offset expected_offset,
                                             std::string detail, const char* outcome) {
-  return FollowerAnswer{flxi::ReplicateError{0, code, expected_offset, {}}, std::move(detail),
-                        outcome};
+  return FollowerAnswer{flxi::ReplicateError{0, code, expected_offset.value(), {}},
+                        std::move(detail), outcome};
 }
 
 FollowerAnswer ReplicaFollower::Impl::StorageFailed(const std::string& where,
                                                     const storage::StorageError& error) {
   spdlog::error("replication: {}: storage failed: {}", where, error.ToString());
-  return Error(flxi::ErrorCode::kStorageFailed, 0, where + ": " + error.ToString(), "error");
+  return Error(flxi::ErrorCode::kStorageFailed, Offset(0), where + ": " + error.ToString(),
+               "error");
 }
 
 FollowerAnswer ReplicaFollower::Impl::Finish(ReplicaFollower& f, FollowerAnswer answer) {
@@ -188,32 +189,32 @@ std::optional<FollowerAnswer> ReplicaFollower::Impl::Admit(ReplicaFollower& f,
     case FollowerRole::kFollower:
       break;
     case FollowerRole::kViewNewer:
-      return Error(flxi::ErrorCode::kFencedEpoch, 0,
+      return Error(flxi::ErrorCode::kFencedEpoch, Offset(0),
                    where + at + ": the routing view has a newer generation", "fenced");
     case FollowerRole::kViewOlder:
-      return Error(flxi::ErrorCode::kStaleRoute, 0,
+      return Error(flxi::ErrorCode::kStaleRoute, Offset(0),
                    where + at + ": the routing view has not caught up", "behind");
     case FollowerRole::kNotReplica:
-      return Error(flxi::ErrorCode::kUnauthorized, 0,
+      return Error(flxi::ErrorCode::kUnauthorized, Offset(0),
                    where + at + ": this broker is not a follower of the shard", "refused");
   }
   // 3. The log exists for this kind of shard (a configuration error, not transient).
   if (!HasLog(f, log)) {
-    return Error(flxi::ErrorCode::kUnauthorized, 0, where + ": no such log for this shard",
+    return Error(flxi::ErrorCode::kUnauthorized, Offset(0), where + ": no such log for this shard",
                  "refused");
   }
   // 2 and 4. The accepted generation is the shard's (ShardStore keeps one replica state), so
   // the shard-level fence of an auxiliary log and the sender check are one comparison.
   const storage::ReplicaState& replica = f.store_.replica_state();
   if (g < replica.generation) {
-    return Error(flxi::ErrorCode::kFencedEpoch, 0,
+    return Error(flxi::ErrorCode::kFencedEpoch, Offset(0),
                  where + at + ": generation " + to_string(replica.generation) + " was accepted",
                  "fenced");
   }
   if (g == replica.generation) {
     const auto& ballot = f.store_.ballot();
     if (ballot && ballot->generation == g && ballot->leader != sender) {
-      return Error(flxi::ErrorCode::kFencedEpoch, 0,
+      return Error(flxi::ErrorCode::kFencedEpoch, Offset(0),
                    where + at + ": the ballot names leader " + ballot->leader, "fenced");
     }
     return std::nullopt;
@@ -232,13 +233,13 @@ void ReplicaFollower::Impl::TrackLeader(LogState& state, Generation generation) 
   state.verified_through.reset();
 }
 
-storage::StorageResult<void> follower::EnsureDurable(storage::DurableLog& log, uint64_t through) {
+storage::StorageResult<void> follower::EnsureDurable(storage::DurableLog& log, Offset through) {
   if (log.options().fsync_mode != storage::FsyncMode::kOnCommit) return {};
   if (log.DurableOffset() >= through) return {};
   return log.Sync();
 }
 
-uint64_t ReplicaFollower::Impl::CommitOffset(const ReplicaFollower& f) {
+Offset ReplicaFollower::Impl::CommitOffset(const ReplicaFollower& f) {
   return std::max(f.store_.replica_state().commit_offset, f.store_.log(OwnLog(f)).CommitOffset());
 }
 

@@ -47,6 +47,7 @@
 #include <variant>
 
 #include "common/metrics.h"
+#include "common/strong_types.h"
 #include "storage/shard_store.h"
 #include "wire/flxi/flxi.h"
 
@@ -81,9 +82,9 @@ struct FollowerAnswer {
 // Per log, for /replication and `felix cluster status`.
 struct FollowerLogStatus {
   storage::LogKind log = storage::LogKind::kStream;
-  uint64_t base_offset = 0;
-  uint64_t tail = 0;            // one past the newest record held
-  uint64_t durable_offset = 0;  // what the last ReplicateOk said
+  Offset base_offset;
+  Offset tail;            // one past the newest record held
+  Offset durable_offset;  // what the last ReplicateOk said
   FollowerHalt halt = FollowerHalt::kNone;
   std::string halt_detail;  // names the shard's log and offsets
 };
@@ -133,8 +134,8 @@ class ReplicaFollower {
   struct LogState {
     FollowerHalt halt = FollowerHalt::kNone;
     std::string halt_detail;
-    std::optional<uint64_t> verified_through;
-    uint64_t durable_offset = 0;
+    std::optional<Offset> verified_through;
+    Offset durable_offset;
     // The generation verified_through was compared with (progress is per leader).
     Generation verified_generation;
     // §9.1 (4): a leader at this generation disagreed with a committed record here; its

@@ -637,10 +637,10 @@ Result<void> ReplicationHost::FenceQuorumShard(const broker::ShardId& id,
     // which counts against the majority (never shrinks the set the majority is taken of).
     fo.replicas.push_back(PeerAddress{node, options_.internal_addr_of(node).value_or(HostPort{})});
   }
-  auto opened = std::make_shared<std::promise<uint64_t>>();
+  auto opened = std::make_shared<std::promise<Offset>>();
   auto opened_at = opened->get_future();
   PromotionFence fence(store, std::move(fo), *transport, ExecutorFor(shard),
-                       [opened](uint64_t start) { opened->set_value(start); });
+                       [opened](Offset start) { opened->set_value(start); });
   fence.Start();
   const bool done = opened_at.wait_for(options_.fence_wait) == std::future_status::ready;
   fence.Stop();
@@ -800,8 +800,8 @@ std::vector<LeaderReport> ReplicationHost::Reports() const {
     RunOn(*slot->executor, [&] {
       const auto own =
           shard.kind == ShardKind::kCache ? storage::LogKind::kCache : storage::LogKind::kStream;
-      const uint64_t durable = slot->store->log(own).DurableOffset();
-      const uint64_t mark = slot->replicator->mark(own);
+      const Offset durable = slot->store->log(own).DurableOffset();
+      const Offset mark = slot->replicator->mark(own);
       std::vector<CaughtUpFloor> floors = {{own, quorum ? mark : durable}};
       if (shard.kind == ShardKind::kCache) {
         floors.push_back({storage::LogKind::kCounters,
@@ -824,7 +824,7 @@ std::vector<LeaderReport> ReplicationHost::Reports() const {
         const auto& l = slot->store->log(log);
         if (l.TailOffset() > l.BaseOffset()) floors.push_back({log, l.TailOffset()});
       }
-      const uint64_t tail = slot->store->log(logs.front()).TailOffset();
+      const Offset tail = slot->store->log(logs.front()).TailOffset();
       if (floors.empty() || floors.front().log != logs.front()) {
         floors.insert(floors.begin(), {logs.front(), tail});  // the own log first, even empty
       }
@@ -853,8 +853,8 @@ nlohmann::ordered_json ReplicationHost::Status() const {
         for (const auto& c : slot->replicator->status()) {
           followers.push_back(Json{{"node_id", c.node_id},
                                    {"log", storage::LogKindName(c.log)},
-                                   {"next", c.next_offset},
-                                   {"confirmed", c.confirmed},
+                                   {"next", c.next_offset.value()},
+                                   {"confirmed", c.confirmed.value()},
                                    {"lag", c.lag_records},
                                    {"in_sync", c.in_sync},
                                    {"stalled", c.stalled},
@@ -863,8 +863,8 @@ nlohmann::ordered_json ReplicationHost::Status() const {
                                    {"halt_detail", c.halt_detail}});
         }
         for (auto log : LogsOf(shard)) {
-          marks[storage::LogKindName(log)] = slot->replicator->mark(log);
-          tails[storage::LogKindName(log)] = slot->store->log(log).TailOffset();
+          marks[storage::LogKindName(log)] = slot->replicator->mark(log).value();
+          tails[storage::LogKindName(log)] = slot->store->log(log).TailOffset().value();
         }
       });
       entry["tails"] = std::move(tails);
@@ -891,9 +891,9 @@ nlohmann::ordered_json ReplicationHost::Status() const {
       for (auto log : LogsOf(slot->shard)) {
         auto s = slot->follower->status(log);
         logs.push_back(Json{{"log", storage::LogKindName(log)},
-                            {"base", s.base_offset},
-                            {"tail", s.tail},
-                            {"durable", s.durable_offset},
+                            {"base", s.base_offset.value()},
+                            {"tail", s.tail.value()},
+                            {"durable", s.durable_offset.value()},
                             {"halted", FollowerHaltName(s.halt)},
                             {"halt_detail", s.halt_detail}});
       }

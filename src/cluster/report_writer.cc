@@ -20,15 +20,15 @@ const ReplicaCursorStatus* CursorOf(const std::vector<ReplicaCursorStatus>& curs
 
 }  // namespace
 
-Report MakeReport(uint64_t generation, const std::string& leader, uint64_t leader_durable,
-                  uint64_t commit, const std::vector<std::string>& followers,
+Report MakeReport(uint64_t generation, const std::string& leader, Offset leader_durable,
+                  Offset commit, const std::vector<std::string>& followers,
                   const std::vector<CaughtUpFloor>& floors,
                   const std::vector<ReplicaCursorStatus>& cursors) {
   Report report;
   report.generation = generation;
   report.leader = leader;
-  report.commit = commit;
-  report.durable[leader] = leader_durable;
+  report.commit = commit.value();
+  report.durable[leader] = leader_durable.value();
   for (const auto& node : followers) {
     if (node == leader) continue;
     bool caught_up = !floors.empty();
@@ -40,7 +40,7 @@ Report MakeReport(uint64_t generation, const std::string& leader, uint64_t leade
     if (caught_up) report.caught_up.push_back(node);
     if (!floors.empty()) {
       if (const ReplicaCursorStatus* c = CursorOf(cursors, node, floors.front().log)) {
-        report.durable[node] = c->confirmed;
+        report.durable[node] = c->confirmed.value();
       }
     }
   }

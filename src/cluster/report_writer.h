@@ -34,6 +34,7 @@
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/result.h"
+#include "common/strong_types.h"
 #include "etcd/etcd_client.h"
 
 namespace felix::cluster {
@@ -46,14 +47,14 @@ struct LeaderReport {
 // The floor a follower's confirmed offset must reach on `log` to count as caught up.
 struct CaughtUpFloor {
   storage::LogKind log = storage::LogKind::kStream;
-  uint64_t floor = 0;
+  Offset floor;
 };
 
 // `followers`: the replica set without the leader (a follower with no cursor on a counted log
 // is not caught up). `durable` holds the leader at `leader_durable` and each follower at its
 // confirmed offset on the first floor's log.
-Report MakeReport(uint64_t generation, const std::string& leader, uint64_t leader_durable,
-                  uint64_t commit, const std::vector<std::string>& followers,
+Report MakeReport(uint64_t generation, const std::string& leader, Offset leader_durable,
+                  Offset commit, const std::vector<std::string>& followers,
                   const std::vector<CaughtUpFloor>& floors,
                   const std::vector<ReplicaCursorStatus>& cursors);
 

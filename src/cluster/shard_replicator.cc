@@ -152,15 +152,15 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   // One batch as read from the leader's log; kept while in flight so a resend ships the same
   // records.
   struct Batch {
-    uint64_t first = 0;
-    uint64_t end = 0;
+    Offset first;
+    Offset end;
     uint64_t bytes = 0;
     std::vector<storage::Record> records;
   };
   struct InFlight {
     uint64_t seq = 0;
     std::shared_ptr<const Batch> batch;
-    std::optional<uint64_t> commit;
+    std::optional<Offset> commit;
     bool labelled = false;
     bool timed = false;
     uint32_t malformed = 0;  // consecutive Malformed answers to these records
@@ -169,9 +169,9 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   struct Cursor {
     size_t follower = 0;
     LogKind log = LogKind::kStream;
-    uint64_t next = 0;       // the resume point of the answer table
-    uint64_t send_from = 0;  // where the next new batch starts (after what is in flight)
-    uint64_t confirmed = 0;
+    Offset next;       // the resume point of the answer table
+    Offset send_from;  // where the next new batch starts (after what is in flight)
+    Offset confirmed;
     bool answered = false;  // confirmed comes from an answer at this generation
     bool stalled = false;
     bool legacy = false;  // refused kind 26/32/36: ship the log's own kind
@@ -256,7 +256,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
 
   LogKind OwnLog() const { return o.cache_shard ? LogKind::kCache : LogKind::kStream; }
 
-  std::optional<uint64_t> OwnStart() const {
+  std::optional<Offset> OwnStart() const {
     for (const storage::EpochEntry& e : store.generation_history().entries()) {
       if (e.generation == o.generation) return e.start_offset;
     }
@@ -270,11 +270,11 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   // the first record at this generation — the promotion fence's start record — is found by a
   // binary search of single-record reads. None: the log held nothing when this generation
   // began (nothing inherited to hold back).
-  std::optional<uint64_t> CounterOwnStart() const {
+  std::optional<Offset> CounterOwnStart() const {
     const storage::DurableLog& log = store.log(LogKind::kCounters);
-    uint64_t lo = log.BaseOffset(), hi = log.TailOffset();
+    Offset lo = log.BaseOffset(), hi = log.TailOffset();
     while (lo < hi) {
-      const uint64_t mid = lo + (hi - lo) / 2;
+      const Offset mid = lo + (hi - lo) / 2;
       auto read = log.Read(mid, storage::ReadLimits{1, 1});
       if (!read || read->records.empty()) return std::nullopt;  // unreadable: no rule to apply
       if (read->records.front().generation >= o.generation) {
@@ -290,7 +290,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   void StartOnExecutor() {
     if (started || stopped) return;
     started = true;
-    std::optional<uint64_t> own_start = OwnStart();
+    std::optional<Offset> own_start = OwnStart();
     if (o.cache_shard) counter_own_start = CounterOwnStart();
     for (size_t f = 0; f < o.followers.size(); ++f) {
       for (LogKind log : logs) {
@@ -305,7 +305,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
         // answers can raise (found by the Quorum fault run: a restarted cache leader's counter
         // log never replicated again). From the base the first batch is the probe: the follower
         // confirms it, or answers LogGap with its tail, and a real bootstrap follows.
-        if (log == OwnLog() && own_start && *own_start > 0) c.next = *own_start - 1;
+        if (log == OwnLog() && own_start && *own_start > Offset(0)) c.next = *own_start - 1;
         c.next = std::max(c.next, store.log(log).BaseOffset());
         c.send_from = c.next;
         cursors.push_back(std::move(c));
@@ -377,8 +377,8 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   // The commit offset the own log's batches carry: the mark, refreshed at most once per
   // o.commit_carry_interval. Any value at or below the mark is true, and every rise costs each
   // follower a write-through of its `replica` file before it answers (replication.md §6).
-  uint64_t CarriedCommit() {
-    const uint64_t mark = marks[size_t(OwnLog())];
+  Offset CarriedCommit() {
+    const Offset mark = marks[size_t(OwnLog())];
     if (carried_commit < mark) {
       const auto now = Clock::now();
       if (!carried_once || now - carried_at >= o.commit_carry_interval) {
@@ -391,7 +391,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   }
 
   // Where shipping stops: the durable tail, or with o.ship_unflushed the written one.
-  uint64_t ShipEnd(LogKind log) const {
+  Offset ShipEnd(LogKind log) const {
     const storage::DurableLog& l = store.log(log);
     return o.ship_unflushed ? l.WrittenOffset() : l.TailOffset();
   }
@@ -537,16 +537,16 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     const auto& entries = store.generation_history().entries();
     if (c.log == OwnLog() && !entries.empty() && entries.front().start_offset <= b.first) {
       for (size_t i = 0; i < entries.size(); ++i) {
-        uint64_t end = i + 1 < entries.size() ? entries[i + 1].start_offset : UINT64_MAX;
+        Offset end = i + 1 < entries.size() ? entries[i + 1].start_offset : Offset(UINT64_MAX);
         if (entries[i].start_offset < b.end && end > b.first) {
-          out.push_back({entries[i].generation.value(), entries[i].start_offset});
+          out.push_back({entries[i].generation.value(), entries[i].start_offset.value()});
         }
       }
       return out;
     }
     for (const storage::Record& r : b.records) {
       if (out.empty() || out.back().generation != r.generation.value()) {
-        out.push_back({r.generation.value(), r.offset});
+        out.push_back({r.generation.value(), r.offset.value()});
       }
     }
     return out;
@@ -557,12 +557,12 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     const Batch& b = *entry.batch;
     flxi::Records rec;
     rec.shard = Ref();
-    rec.first_offset = b.first;
+    rec.first_offset = b.first.value();
     rec.payloads.reserve(b.records.size());
     for (const storage::Record& r : b.records) rec.payloads.emplace_back(r.payload);
     rec.marks = MarksOf(b.records);  // generation-start records (replication.md §17)
     rec.checksum = flxi::BatchChecksum(rec.payloads, rec.marks);
-    rec.commit_offset = entry.commit;
+    if (entry.commit) rec.commit_offset = entry.commit->value();
     if (entry.labelled) {
       rec.generations = Labels(c, b);
       if (entry.timed) {
@@ -641,7 +641,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     }
     const flxi::Frame& frame = *decoded;
     if (const auto* ok = std::get_if<flxi::ReplicateOk>(&frame.body)) {
-      OnOk(c, pos, ok->durable_offset);
+      OnOk(c, pos, Offset(ok->durable_offset));
     } else if (const auto* err = std::get_if<flxi::ReplicateError>(&frame.body)) {
       OnError(c, pos, *err);
     } else if (const auto* refusal = std::get_if<flxi::ErrorAnswer>(&frame.body);
@@ -664,11 +664,11 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     AfterAnswer(c);
   }
 
-  void OnOk(Cursor& c, size_t pos, uint64_t durable) {
+  void OnOk(Cursor& c, size_t pos, Offset durable) {
     const Batch& b = *c.in_flight[pos].batch;
     // Never trust an answer past what was sent (§4; cluster-etcd.md §7 item 1).
-    const uint64_t next = std::min(durable, b.end);
-    const uint64_t end = b.end;
+    const Offset next = std::min(durable, b.end);
+    const Offset end = b.end;
     if (m) m->bytes.Increment(b.bytes);
     Count("ok");
     c.confirmed = c.answered ? std::max(c.confirmed, next) : next;
@@ -685,7 +685,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   }
 
   // A rebuild holds its slot until the follower is level with the leader's tail.
-  void CompleteRebuildIfLevel(Cursor& c, uint64_t level) {
+  void CompleteRebuildIfLevel(Cursor& c, Offset level) {
     if (!c.rebuilding || level < store.log(c.log).TailOffset()) return;
     c.rebuilding = false;
     if (m) m->rebuild_completed.Increment();
@@ -697,7 +697,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     switch (err.code) {
       case flxi::ErrorCode::kLogGap: {
         Count("resumed");
-        const uint64_t expected = std::min(err.expected_offset, ShipEnd(c.log));
+        const Offset expected = std::min(Offset(err.expected_offset), ShipEnd(c.log));
         c.next = expected;
         c.confirmed = std::min(c.confirmed, expected);
         ResumeAt(c, pos, expected);
@@ -706,7 +706,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       case flxi::ErrorCode::kLogConflict:
         Count("diverged");
         Halt(c, ReplicaHalt::kDiverged,
-             "LogConflict on the batch at " + std::to_string(c.in_flight[pos].batch->first) +
+             "LogConflict on the batch at " + to_string(c.in_flight[pos].batch->first) +
                  " (follower tail " + std::to_string(err.expected_offset) +
                  "): " + std::string(err.detail));
         return;
@@ -743,7 +743,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
 
   // Drops `pos` and what followed it, and continues from `offset` — unless earlier batches
   // still in flight already cover it, then after them.
-  void ResumeAt(Cursor& c, size_t pos, uint64_t offset) {
+  void ResumeAt(Cursor& c, size_t pos, Offset offset) {
     c.in_flight.erase(c.in_flight.begin() + pos, c.in_flight.end());
     if (!c.in_flight.empty() && offset >= c.in_flight.front().batch->first &&
         offset <= c.in_flight.back().batch->end) {
@@ -757,7 +757,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   // Transport failure, timeout, or a refusal that may clear: resend from where the failed
   // batch began after retry_delay.
   void Retry(Cursor& c, size_t pos) {
-    const uint64_t from = c.in_flight[pos].batch->first;
+    const Offset from = c.in_flight[pos].batch->first;
     ResumeAt(c, pos, from);
     c.stalled = true;
     ArmRetry(c);
@@ -815,8 +815,8 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   // --- bootstrap (§12) --------------------------------------------------------------------------
 
   // Below this offset the leader knows its records committed: its own commit offset.
-  uint64_t CommitFloor(LogKind log) const {
-    uint64_t floor = store.log(log).CommitOffset();
+  Offset CommitFloor(LogKind log) const {
+    Offset floor = store.log(log).CommitOffset();
     if (log == OwnLog()) floor = std::max(floor, store.replica_state().commit_offset);
     return floor;
   }
@@ -824,7 +824,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   void MaybeBootstrap(Cursor& c) {
     if (c.control_seq != 0 || !c.in_flight.empty() || c.retry_timer != 0) return;
     storage::DurableLog& log = store.log(c.log);
-    const uint64_t base = log.BaseOffset();
+    const Offset base = log.BaseOffset();
     if (c.send_from >= base) {
       c.need_bootstrap = false;
       Pump(c);
@@ -839,11 +839,11 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     }
     flxi::Bootstrap body;
     body.shard = Ref();
-    body.base_offset = base;
+    body.base_offset = base.value();
     SendControl(c, flxi::Frame{BootstrapKind(c.log), body}, base, /*rebuild=*/false);
   }
 
-  void SendControl(Cursor& c, const flxi::Frame& frame, uint64_t base, bool rebuild) {
+  void SendControl(Cursor& c, const flxi::Frame& frame, Offset base, bool rebuild) {
     const uint64_t seq = next_seq++;
     const size_t index = IndexOf(c);
     c.control_seq = seq;
@@ -885,12 +885,12 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   }
 
   // `frame` is the decoded answer, nullptr when it did not decode.
-  void OnBootstrapAnswer(Cursor& c, uint64_t base, const flxi::Frame* frame) {
+  void OnBootstrapAnswer(Cursor& c, Offset base, const flxi::Frame* frame) {
     if (const auto* ok = frame ? std::get_if<flxi::ReplicateOk>(&frame->body) : nullptr) {
-      if (ok->durable_offset < base) {
+      if (Offset(ok->durable_offset) < base) {
         Count("needs_bootstrap");
         Halt(c, ReplicaHalt::kNeedsBootstrap,
-             "bootstrap at " + std::to_string(base) + " answered a tail below it (" +
+             "bootstrap at " + to_string(base) + " answered a tail below it (" +
                  std::to_string(ok->durable_offset) + ")");
         return;
       }
@@ -899,14 +899,14 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       // counted until a records exchange confirms it at this generation.
       c.need_bootstrap = false;
       c.stalled = false;
-      c.next = c.send_from = std::min(ok->durable_offset, ShipEnd(c.log));
+      c.next = c.send_from = std::min(Offset(ok->durable_offset), ShipEnd(c.log));
       return;
     }
     const auto* err = frame ? std::get_if<flxi::ReplicateError>(&frame->body) : nullptr;
     if (err && err->code == flxi::ErrorCode::kLogConflict) {
       Count("needs_bootstrap");
       Halt(c, ReplicaHalt::kNeedsBootstrap,
-           "refused the bootstrap at " + std::to_string(base) + " (follower tail " +
+           "refused the bootstrap at " + to_string(base) + " (follower tail " +
                std::to_string(err->expected_offset) + "): " + std::string(err->detail));
       return;
     }
@@ -937,8 +937,9 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     flxi::Rebuild body;
     body.shard = Ref();
     body.log = WireLog(c.log);
-    body.base_offset = store.log(c.log).BaseOffset();
-    SendControl(c, flxi::Frame{flxi::Kind::kReplicateRebuild, body}, body.base_offset, true);
+    const Offset base = store.log(c.log).BaseOffset();
+    body.base_offset = base.value();
+    SendControl(c, flxi::Frame{flxi::Kind::kReplicateRebuild, body}, base, true);
   }
 
   void ReleaseSlot(Cursor& c) {
@@ -951,7 +952,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   }
 
   // `frame` is the decoded answer, nullptr when it did not decode.
-  void OnRebuildAnswer(Cursor& c, uint64_t base, const flxi::Frame* frame) {
+  void OnRebuildAnswer(Cursor& c, Offset base, const flxi::Frame* frame) {
     if (const auto* ok = frame ? std::get_if<flxi::ReplicateOk>(&frame->body) : nullptr) {
       if (m) m->rebuild_started.Increment();
       spdlog::info("replication {}: rebuild accepted at base {}, shipping from {}", Where(c), base,
@@ -961,13 +962,13 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       c.halt_detail.clear();
       c.rebuilding = true;
       c.rebuild_refusals = 0;
-      c.confirmed = 0;
+      c.confirmed = Offset(0);
       c.answered = false;
       c.stalled = false;
       c.need_bootstrap = false;
-      c.next = c.send_from = ok->durable_offset;
+      c.next = c.send_from = Offset(ok->durable_offset);
       // A new copy beginning at the leader's tail (say, an empty log) is level already.
-      CompleteRebuildIfLevel(c, ok->durable_offset);
+      CompleteRebuildIfLevel(c, Offset(ok->durable_offset));
       return;
     }
     const auto* err = frame ? std::get_if<flxi::ReplicateError>(&frame->body) : nullptr;
@@ -1010,7 +1011,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
         if (c.log != log) continue;
         positions.push_back({c.confirmed, c.answered, c.halt != ReplicaHalt::kNone});
       }
-      const uint64_t mark = QuorumMark(in, positions);
+      const Offset mark = QuorumMark(in, positions);
       if (mark > marks[size_t(log)]) {
         marks[size_t(log)] = mark;
         if (on_mark) on_mark(log, mark);
@@ -1028,7 +1029,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
         continue;
       }
       if (c.rebuilding) rebuilding++;
-      const uint64_t tail = store.log(c.log).TailOffset();
+      const Offset tail = store.log(c.log).TailOffset();
       lag = std::max<int64_t>(lag, int64_t(tail - std::min(c.confirmed, tail)));
     }
     m->lag.Add(lag - lag_contrib);
@@ -1055,17 +1056,17 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
 
   // Executor only from here on.
   std::vector<LogKind> logs;
-  std::optional<uint64_t> counter_own_start;  // cache shards: CounterOwnStart() at start
-  std::vector<Cursor> cursors;                // follower-major; never resized after Start
+  std::optional<Offset> counter_own_start;  // cache shards: CounterOwnStart() at start
+  std::vector<Cursor> cursors;              // follower-major; never resized after Start
   std::vector<std::optional<uint64_t>> follower_caps;
   // The rebuild pacing bucket (TakeRebuildBytes).
   bool rebuild_bucket_started = false;
   double rebuild_tokens = 0;
   Clock::time_point rebuild_refilled;
-  uint64_t carried_commit = 0;  // CarriedCommit()
+  Offset carried_commit;  // CarriedCommit()
   Clock::time_point carried_at;
   bool carried_once = false;
-  std::array<uint64_t, storage::kLogKindCount> marks{};
+  std::array<Offset, storage::kLogKindCount> marks{};
   std::array<uint64_t, 3> notify_ids{};          // by index into `logs`
   std::array<uint64_t, 3> written_notify_ids{};  // o.ship_unflushed only
   bool started = false;
@@ -1116,7 +1117,7 @@ void ShardReplicator::Wake() {
   state_->SchedulePass();
 }
 
-uint64_t ShardReplicator::mark(storage::LogKind log) const {
+Offset ShardReplicator::mark(storage::LogKind log) const {
   return state_->marks[size_t(log)];
 }
 
@@ -1128,8 +1129,8 @@ std::vector<ReplicaCursorStatus> ShardReplicator::status() const {
     st.node_id = s.o.followers[c.follower].node_id;
     st.log = c.log;
     st.next_offset = c.next;
-    st.confirmed = c.answered ? c.confirmed : 0;
-    const uint64_t tail = s.store.log(c.log).TailOffset();
+    st.confirmed = c.answered ? c.confirmed : Offset(0);
+    const Offset tail = s.store.log(c.log).TailOffset();
     st.lag_records = tail - std::min(st.confirmed, tail);
     st.in_sync = c.answered && c.halt == ReplicaHalt::kNone && st.confirmed >= tail;
     st.stalled = c.stalled;

@@ -66,6 +66,7 @@
 #include "broker/executor.h"
 #include "cluster/peer_pool.h"
 #include "common/metrics.h"
+#include "common/strong_types.h"
 #include "storage/shard_store.h"
 #include "wire/flxi/flxi.h"
 
@@ -135,8 +136,8 @@ struct ShardReplicatorOptions {
 struct ReplicaCursorStatus {
   std::string node_id;
   storage::LogKind log = storage::LogKind::kStream;
-  uint64_t next_offset = 0;
-  uint64_t confirmed = 0;    // durable offset the follower answered at this generation
+  Offset next_offset;
+  Offset confirmed;          // durable offset the follower answered at this generation
   uint64_t lag_records = 0;  // leader tail − confirmed
   bool in_sync = false;      // confirmed == leader tail
   bool stalled = false;      // last exchange failed; retrying
@@ -147,7 +148,7 @@ struct ReplicaCursorStatus {
 
 class ShardReplicator {
  public:
-  using MarkListener = std::function<void(storage::LogKind log, uint64_t mark)>;
+  using MarkListener = std::function<void(storage::LogKind log, Offset mark)>;
   using FencedListener = std::function<void()>;
 
   // `metrics` optional (must outlive): felix_broker_replication_shipped_total{outcome},
@@ -168,7 +169,7 @@ class ShardReplicator {
   void Wake();
 
   // Executor only.
-  uint64_t mark(storage::LogKind log) const;
+  Offset mark(storage::LogKind log) const;
   std::vector<ReplicaCursorStatus> status() const;
 
  private:

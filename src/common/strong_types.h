@@ -45,8 +45,27 @@ std::string to_string(StrongU64<Tag> v) {
 // A shard's leadership generation (cluster-etcd.md D2): raised by exactly 1 per assignment
 // write; 0 on a single node.
 using Generation = StrongU64<struct GenerationTag>;
-// A record's position in a shard log.
+// A record's position in a shard log. Unlike generations, offsets count: an offset moves by a
+// number of records, and two offsets of one log are a number of records apart. Nothing else
+// mixes (no Offset + Offset, no Offset + Generation).
 using Offset = StrongU64<struct OffsetTag>;
+
+constexpr Offset operator+(Offset at, uint64_t records) {
+  return Offset(at.value() + records);
+}
+constexpr Offset operator-(Offset at, uint64_t records) {
+  return Offset(at.value() - records);
+}
+// Records from `from` up to (not including) `to`; `to` must not be below `from`.
+constexpr uint64_t operator-(Offset to, Offset from) {
+  return to.value() - from.value();
+}
+constexpr Offset& operator+=(Offset& at, uint64_t records) {
+  return at = at + records;
+}
+constexpr Offset& operator-=(Offset& at, uint64_t records) {
+  return at = at - records;
+}
 
 }  // namespace felix
 

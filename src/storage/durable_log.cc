@@ -95,7 +95,7 @@ StorageResult<std::unique_ptr<DurableLog>> DurableLog::Open(std::string dir, Log
   }
   if (auto r = MakeDirectories(dir); !r) return tl::unexpected(r.error());
   auto plan = PlanRecovery(dir, options.index_spacing_bytes, options.verify_all_on_open,
-                           options.initial_base_offset);
+                           options.initial_base_offset.value());
   if (!plan) return tl::unexpected(plan.error());
   if (plan->poison && !options.clear_poison) {
     StorageError e;
@@ -186,8 +186,8 @@ StorageResult<void> DurableLog::Apply(RecoveryPlan plan) {
       return StorageFail(IoError("unlink", p, errno));
   }
   if (auto r = SyncDirectory(dir_); !r) return r;
-  written_notifier_.Set(next_offset_);
-  notifier_.Set(next_offset_);
+  written_notifier_.Set(Offset(next_offset_));
+  notifier_.Set(Offset(next_offset_));
 
   if (metrics_) {
     if (report_.torn_tail_repaired) metrics_->torn_tails_repaired->Increment();
@@ -336,9 +336,9 @@ StorageResult<AppendResult> DurableLog::Append(std::span<const AppendRecord> rec
   return AppendImpl(std::nullopt, records);
 }
 
-StorageResult<AppendResult> DurableLog::AppendAt(uint64_t expected_first,
+StorageResult<AppendResult> DurableLog::AppendAt(Offset expected_first,
                                                  std::span<const AppendRecord> records) {
-  return AppendImpl(expected_first, records);
+  return AppendImpl(expected_first.value(), records);
 }
 
 StorageResult<AppendResult> DurableLog::AppendAsync(std::span<const AppendRecord> records,
@@ -346,10 +346,10 @@ StorageResult<AppendResult> DurableLog::AppendAsync(std::span<const AppendRecord
   return AppendImpl(std::nullopt, records, &on_durable);
 }
 
-StorageResult<AppendResult> DurableLog::AppendAtAsync(uint64_t expected_first,
+StorageResult<AppendResult> DurableLog::AppendAtAsync(Offset expected_first,
                                                       std::span<const AppendRecord> records,
                                                       DurableCallback on_durable) {
-  return AppendImpl(expected_first, records, &on_durable);
+  return AppendImpl(expected_first.value(), records, &on_durable);
 }
 
 StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expected,
@@ -384,7 +384,7 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
     if (expected && *expected != next_offset_) {
       StorageError e;
       e.code = StorageErrc::kOffsetMismatch;
-      e.tail = next_offset_;
+      e.tail = Offset(next_offset_);
       e.message = "append at offset " + std::to_string(*expected) + " refused: tail is " +
                   std::to_string(next_offset_);
       return StorageFail(std::move(e));
@@ -437,8 +437,8 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
     seg.bytes.store(pos + total);
     seg.allocated = std::max(seg.allocated, pos + total);
     if (Preallocating()) WantPreallocationLocked(seg);
-    result.first_offset = next_offset_;
-    result.last_offset = offset - 1;
+    result.first_offset = Offset(next_offset_);
+    result.last_offset = Offset(offset - 1);
     next_offset_ = offset;
     written_end_.store(offset);
     new_tail = offset;
@@ -449,13 +449,13 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
       flusher_cv_.notify_all();
     }
   }
-  written_notifier_.Advance(new_tail);
+  written_notifier_.Advance(Offset(new_tail));
   if (on_durable != nullptr) {
-    if (opts_.fsync_mode != FsyncMode::kOnCommit) notifier_.Advance(new_tail);
+    if (opts_.fsync_mode != FsyncMode::kOnCommit) notifier_.Advance(Offset(new_tail));
   } else if (opts_.fsync_mode == FsyncMode::kOnCommit) {
     if (auto r = WaitDurable(new_tail); !r) return tl::unexpected(r.error());
   } else {
-    notifier_.Advance(new_tail);
+    notifier_.Advance(Offset(new_tail));
   }
   if (metrics_) metrics_->append_duration->Observe(SecondsSince(started));
   return result;
@@ -481,7 +481,7 @@ StorageResult<void> DurableLog::RollLocked() {
     std::lock_guard<std::mutex> l(sync_mu_);
     PublishDurableLocked(next_offset_, old->base, old->bytes.load());
   }
-  if (opts_.fsync_mode == FsyncMode::kOnCommit) notifier_.Advance(next_offset_);
+  if (opts_.fsync_mode == FsyncMode::kOnCommit) notifier_.Advance(Offset(next_offset_));
   auto seg = CreateSegment(next_offset_);
   if (!seg) return tl::unexpected(seg.error());
   {
@@ -596,7 +596,7 @@ StorageResult<void> DurableLog::WaitDurable(uint64_t need) {
   uint64_t durable = durable_;
   l.unlock();
   if (wrote_poison) WritePoisonMarker();
-  if (result && opts_.fsync_mode == FsyncMode::kOnCommit) notifier_.Advance(durable);
+  if (result && opts_.fsync_mode == FsyncMode::kOnCommit) notifier_.Advance(Offset(durable));
   return result;
 }
 
@@ -670,7 +670,8 @@ StorageResult<uint64_t> DurableLog::LocatePosition(const Segment& seg, uint64_t 
   return pos;
 }
 
-StorageResult<void> DurableLog::Truncate(uint64_t new_tail) {
+StorageResult<void> DurableLog::Truncate(Offset new_tail_offset) {
+  const uint64_t new_tail = new_tail_offset.value();
   std::unique_lock<std::mutex> l(append_mu_);
   if (closed_.load()) return StorageFail(StorageErrc::kClosed, "log " + dir_ + " is closed");
   if (poisoned_.load()) return StorageFail(PoisonError());
@@ -759,13 +760,14 @@ StorageResult<void> DurableLog::Truncate(uint64_t new_tail) {
   } while (false);
   ReleaseFlushExclusive();
   if (result) {
-    written_notifier_.Set(new_tail);
-    notifier_.Set(new_tail);
+    written_notifier_.Set(new_tail_offset);
+    notifier_.Set(new_tail_offset);
   }
   return result;
 }
 
-StorageResult<void> DurableLog::Reset(uint64_t base) {
+StorageResult<void> DurableLog::Reset(Offset base_offset) {
+  const uint64_t base = base_offset.value();
   std::unique_lock<std::mutex> l(append_mu_);
   if (closed_.load()) return StorageFail(StorageErrc::kClosed, "log " + dir_ + " is closed");
   if (poisoned_.load()) return StorageFail(PoisonError());
@@ -816,8 +818,8 @@ StorageResult<void> DurableLog::Reset(uint64_t base) {
   } while (false);
   ReleaseFlushExclusive();
   if (result) {
-    written_notifier_.Set(base);
-    notifier_.Set(base);
+    written_notifier_.Set(base_offset);
+    notifier_.Set(base_offset);
   }
   return result;
 }
@@ -860,7 +862,7 @@ StorageResult<RetentionResult> DurableLog::EnforceRetention(uint64_t now_ms) {
       metrics_->retention_bytes->Increment(oldest->bytes.load());
     }
   }
-  res.base_offset = base_offset_.load();
+  res.base_offset = Offset(base_offset_.load());
   return res;
 }
 
@@ -873,7 +875,8 @@ StorageResult<void> DurableLog::Roll() {
   return RollLocked();
 }
 
-StorageResult<RetentionResult> DurableLog::DropSegmentsBelow(uint64_t offset) {
+StorageResult<RetentionResult> DurableLog::DropSegmentsBelow(Offset below) {
+  const uint64_t offset = below.value();
   std::unique_lock<std::mutex> l(append_mu_);
   RetentionResult res;
   if (closed_.load()) return StorageFail(StorageErrc::kClosed, "log " + dir_ + " is closed");
@@ -895,7 +898,7 @@ StorageResult<RetentionResult> DurableLog::DropSegmentsBelow(uint64_t offset) {
     ++res.segments_deleted;
     res.bytes_reclaimed += oldest->bytes.load();
   }
-  res.base_offset = base_offset_.load();
+  res.base_offset = Offset(base_offset_.load());
   return res;
 }
 
@@ -1047,24 +1050,24 @@ size_t DurableLog::SegmentCount() const {
   return segments_.size();
 }
 
-StorageResult<ReadBatch> DurableLog::Read(uint64_t from, ReadLimits limits) const {
-  return ReadBelow(from, limits, notifier_.tail());
+StorageResult<ReadBatch> DurableLog::Read(Offset from, ReadLimits limits) const {
+  return ReadBelow(from.value(), limits, notifier_.tail().value());
 }
 
-StorageResult<ReadBatch> DurableLog::ReadWritten(uint64_t from, ReadLimits limits) const {
-  return ReadBelow(from, limits, written_end_.load());
+StorageResult<ReadBatch> DurableLog::ReadWritten(Offset from, ReadLimits limits) const {
+  return ReadBelow(from.value(), limits, written_end_.load());
 }
 
 StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
                                                uint64_t tail) const {
   ReadBatch batch;
-  batch.next_offset = from;
+  batch.next_offset = Offset(from);
   const uint64_t base = base_offset_.load();
   if (from < base) {
     StorageError e;
     e.code = StorageErrc::kTrimmed;
-    e.requested = from;
-    e.oldest = base;
+    e.requested = Offset(from);
+    e.oldest = Offset(base);
     e.message =
         "offset " + std::to_string(from) + " was trimmed; oldest is " + std::to_string(base);
     return StorageFail(std::move(e));
@@ -1090,8 +1093,8 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
         if (batch.records.empty()) {
           StorageError e;
           e.code = StorageErrc::kTrimmed;
-          e.requested = cur;
-          e.oldest = segments_.empty() ? cur : segments_.front()->base;
+          e.requested = Offset(cur);
+          e.oldest = Offset(segments_.empty() ? cur : segments_.front()->base);
           e.message = "offset " + std::to_string(cur) + " was trimmed";
           return StorageFail(std::move(e));
         }
@@ -1144,11 +1147,11 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
       }
       if (damage) {
         if (batch.records.empty()) return StorageFail(std::move(*damage));
-        batch.next_offset = cur;
+        batch.next_offset = Offset(cur);
         return batch;
       }
       Record rec;
-      rec.offset = h.offset;
+      rec.offset = Offset(h.offset);
       rec.generation = Generation(h.generation);
       rec.timestamp_ms = h.timestamp_ms;
       rec.flags = h.flags;
@@ -1159,15 +1162,15 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
       ++cur;
     }
   }
-  batch.next_offset = cur;
+  batch.next_offset = Offset(cur);
   return batch;
 }
 
-WaitOutcome DurableLog::WaitFor(uint64_t offset, Deadline deadline) const {
+WaitOutcome DurableLog::WaitFor(Offset offset, Deadline deadline) const {
   return notifier_.Wait(offset, deadline);
 }
 
-uint64_t DurableLog::NotifyWhen(uint64_t offset, TailCallback cb) {
+uint64_t DurableLog::NotifyWhen(Offset offset, TailCallback cb) {
   return notifier_.Notify(offset, std::move(cb));
 }
 
@@ -1175,7 +1178,7 @@ bool DurableLog::CancelNotify(uint64_t id) {
   return notifier_.Cancel(id);
 }
 
-uint64_t DurableLog::NotifyWrittenWhen(uint64_t offset, TailCallback cb) {
+uint64_t DurableLog::NotifyWrittenWhen(Offset offset, TailCallback cb) {
   return written_notifier_.Notify(offset, std::move(cb));
 }
 

@@ -80,7 +80,7 @@ struct LogOptions {
   uint64_t retention_bytes = 0;           // 0 = unbounded
   std::chrono::seconds retention_age{0};  // 0 = unbounded
   uint64_t max_records_per_read = 10000;
-  uint64_t initial_base_offset = 0;  // base of a brand-new log
+  Offset initial_base_offset;  // base of a brand-new log
   // kOnCommit: zeroed bytes kept ahead of the active segment's end (0: none; see above).
   uint64_t preallocate_bytes = 0;
   bool verify_all_on_open = false;     // check every record of sealed segments too
@@ -109,7 +109,7 @@ struct RecoveryReport {
 struct RetentionResult {
   uint64_t segments_deleted = 0;
   uint64_t bytes_reclaimed = 0;
-  uint64_t base_offset = 0;
+  Offset base_offset;
 };
 
 struct Segment;
@@ -126,7 +126,7 @@ class DurableLog final : public LogReader {
   StorageResult<AppendResult> Append(const AppendRecord& record) { return Append({&record, 1}); }
   // Appends only if `expected_first` equals the tail; else kOffsetMismatch (with the tail),
   // nothing written, no offset consumed.
-  StorageResult<AppendResult> AppendAt(uint64_t expected_first,
+  StorageResult<AppendResult> AppendAt(Offset expected_first,
                                        std::span<const AppendRecord> records);
   // For an executor that must not block on fsync: writes the batch now and returns its
   // offsets at once; `on_durable` runs later on the log's flusher thread (started on first use)
@@ -140,7 +140,7 @@ class DurableLog final : public LogReader {
   // AppendAt, completing as AppendAsync does: written now, `on_durable` on the flusher thread
   // once a flush covered it (not called when the append itself fails). For a caller with
   // other I/O to do while the log flushes.
-  StorageResult<AppendResult> AppendAtAsync(uint64_t expected_first,
+  StorageResult<AppendResult> AppendAtAsync(Offset expected_first,
                                             std::span<const AppendRecord> records,
                                             DurableCallback on_durable);
   // Makes everything appended so far durable (group commit with concurrent appenders).
@@ -148,14 +148,14 @@ class DurableLog final : public LogReader {
 
   // Replication: cut the log so that the tail becomes `new_tail`. kBelowCommit if that would
   // discard a record below the commit offset; kInvalidArgument below the base or past the tail.
-  StorageResult<void> Truncate(uint64_t new_tail);
+  StorageResult<void> Truncate(Offset new_tail);
   // Replication bootstrap/rebuild: discard everything and begin empty at `base`. kBelowCommit
   // if records in [max(base offset, base), commit offset) would be discarded.
-  StorageResult<void> Reset(uint64_t base);
+  StorageResult<void> Reset(Offset base);
   // The commit offset (one past the last committed record), kept by replication; storage
   // refuses to cut below it. In memory only (replication persists it).
-  void SetCommitOffset(uint64_t offset) { commit_offset_.store(offset); }
-  uint64_t CommitOffset() const { return commit_offset_.load(); }
+  void SetCommitOffset(Offset offset) { commit_offset_.store(offset.value()); }
+  Offset CommitOffset() const { return Offset(commit_offset_.load()); }
   // When held, retention never deletes a segment holding offsets >= the commit offset.
   void SetRetentionHold(bool hold) { retention_hold_.store(hold); }
 
@@ -171,7 +171,7 @@ class DurableLog final : public LogReader {
   // segment, never past the commit offset while retention is held); the base advances to the
   // first kept segment. Any thread; serialised with appends.
   StorageResult<void> Roll();
-  StorageResult<RetentionResult> DropSegmentsBelow(uint64_t offset);
+  StorageResult<RetentionResult> DropSegmentsBelow(Offset offset);
   // Bytes of every segment file (headers and record frames included).
   uint64_t DiskBytes() const;
 
@@ -179,26 +179,26 @@ class DurableLog final : public LogReader {
   StorageResult<void> Close();
 
   // LogReader
-  uint64_t BaseOffset() const override { return base_offset_.load(); }
-  uint64_t TailOffset() const override { return notifier_.tail(); }
-  StorageResult<ReadBatch> Read(uint64_t from, ReadLimits limits) const override;
-  WaitOutcome WaitFor(uint64_t offset, Deadline deadline) const override;
-  uint64_t NotifyWhen(uint64_t offset, TailCallback cb) override;
+  Offset BaseOffset() const override { return Offset(base_offset_.load()); }
+  Offset TailOffset() const override { return notifier_.tail(); }
+  StorageResult<ReadBatch> Read(Offset from, ReadLimits limits) const override;
+  WaitOutcome WaitFor(Offset offset, Deadline deadline) const override;
+  uint64_t NotifyWhen(Offset offset, TailCallback cb) override;
   bool CancelNotify(uint64_t id) override;
 
   // Offset after the last record written (durable or not); >= TailOffset().
-  uint64_t WrittenOffset() const { return written_end_.load(); }
+  Offset WrittenOffset() const { return Offset(written_end_.load()); }
   // Records written but perhaps not yet durable, for a Quorum leader's replicator: it ships
   // them while the leader's own fdatasync runs, so the two flushes overlap instead of queueing
   // (replication.md §8.2 counts the leader only up to its durable tail, so nothing here is
   // acknowledged early). As Read, up to WrittenOffset() instead of TailOffset(); a poisoned log
   // still serves only what is durable. NotifyWrittenWhen: as NotifyWhen, on the written tail
   // (the callback runs on the appending thread, outside the log's locks).
-  StorageResult<ReadBatch> ReadWritten(uint64_t from, ReadLimits limits) const;
-  uint64_t NotifyWrittenWhen(uint64_t offset, TailCallback cb);
+  StorageResult<ReadBatch> ReadWritten(Offset from, ReadLimits limits) const;
+  uint64_t NotifyWrittenWhen(Offset offset, TailCallback cb);
   bool CancelWrittenNotify(uint64_t id);
   // Offset up to which the log is known durable (exclusive).
-  uint64_t DurableOffset() const { return durable_atomic_.load(); }
+  Offset DurableOffset() const { return Offset(durable_atomic_.load()); }
   bool poisoned() const { return poisoned_.load(); }
   const RecoveryReport& recovery() const { return report_; }
   const std::string& dir() const { return dir_; }
@@ -292,8 +292,8 @@ class DurableLog final : public LogReader {
   };
   std::vector<AsyncWaiter> async_;  // flusher_mu_, in offset order
 
-  TailNotifier notifier_{0};          // what readers see (durable under kOnCommit)
-  TailNotifier written_notifier_{0};  // written_end_, for ReadWritten's watchers
+  TailNotifier notifier_{Offset(0)};          // what readers see (durable under kOnCommit)
+  TailNotifier written_notifier_{Offset(0)};  // written_end_, for ReadWritten's watchers
   RecoveryReport report_;
 };
 

@@ -2,30 +2,30 @@
 
 namespace felix::storage {
 
-StorageResult<Record> LogReader::ReadOne(uint64_t offset) const {
+StorageResult<Record> LogReader::ReadOne(Offset offset) const {
   auto batch = Read(offset, ReadLimits{1, 1});
   if (!batch) return tl::unexpected(batch.error());
   if (batch->records.empty() || batch->records.front().offset != offset) {
-    return StorageFail(StorageErrc::kInvalidArgument, "no record at offset " +
-                                                          std::to_string(offset) + " (tail " +
-                                                          std::to_string(TailOffset()) + ")");
+    return StorageFail(
+        StorageErrc::kInvalidArgument,
+        "no record at offset " + to_string(offset) + " (tail " + to_string(TailOffset()) + ")");
   }
   return std::move(batch->records.front());
 }
 
-uint64_t TailNotifier::tail() const {
+Offset TailNotifier::tail() const {
   std::lock_guard<std::mutex> l(mu_);
   return tail_;
 }
 
-void TailNotifier::Advance(uint64_t tail) {
+void TailNotifier::Advance(Offset tail) {
   std::unique_lock<std::mutex> l(mu_);
   if (tail <= tail_) return;
   tail_ = tail;
   FireLocked(l);
 }
 
-void TailNotifier::Set(uint64_t tail) {
+void TailNotifier::Set(Offset tail) {
   std::unique_lock<std::mutex> l(mu_);
   tail_ = tail;
   FireLocked(l);
@@ -48,7 +48,7 @@ void TailNotifier::FireLocked(std::unique_lock<std::mutex>& l) {
   for (auto& cb : ready) cb(WaitOutcome::kReady);
 }
 
-WaitOutcome TailNotifier::Wait(uint64_t offset, Deadline deadline) const {
+WaitOutcome TailNotifier::Wait(Offset offset, Deadline deadline) const {
   std::unique_lock<std::mutex> l(mu_);
   ++blocked_;
   bool ok = cv_.wait_until(l, deadline, [&] { return closed_ || tail_ > offset; });
@@ -58,7 +58,7 @@ WaitOutcome TailNotifier::Wait(uint64_t offset, Deadline deadline) const {
   return ok ? WaitOutcome::kReady : WaitOutcome::kTimeout;
 }
 
-uint64_t TailNotifier::Notify(uint64_t offset, TailCallback cb) {
+uint64_t TailNotifier::Notify(Offset offset, TailCallback cb) {
   std::unique_lock<std::mutex> l(mu_);
   if (tail_ > offset || closed_) {
     WaitOutcome o = tail_ > offset ? WaitOutcome::kReady : WaitOutcome::kClosed;

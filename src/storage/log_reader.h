@@ -42,12 +42,12 @@ inline std::span<const uint8_t> AsBytes(std::string_view s) {
 
 // Offsets the append was given, both inclusive.
 struct AppendResult {
-  uint64_t first_offset = 0;
-  uint64_t last_offset = 0;
+  Offset first_offset;
+  Offset last_offset;
 };
 
 struct Record {
-  uint64_t offset = 0;
+  Offset offset;
   Generation generation;
   uint64_t timestamp_ms = 0;
   std::string payload;
@@ -61,7 +61,7 @@ struct ReadLimits {
 
 struct ReadBatch {
   std::vector<Record> records;
-  uint64_t next_offset = 0;  // where the next read should start
+  Offset next_offset;  // where the next read should start
 };
 
 enum class WaitOutcome {
@@ -76,16 +76,16 @@ using TailCallback = std::function<void(WaitOutcome)>;
 class LogReader {
  public:
   virtual ~LogReader() = default;
-  virtual uint64_t BaseOffset() const = 0;
-  virtual uint64_t TailOffset() const = 0;
-  virtual StorageResult<ReadBatch> Read(uint64_t from, ReadLimits limits) const = 0;
+  virtual Offset BaseOffset() const = 0;
+  virtual Offset TailOffset() const = 0;
+  virtual StorageResult<ReadBatch> Read(Offset from, ReadLimits limits) const = 0;
   // The single record at `offset` (kTrimmed below the base, kInvalidArgument at/past the tail).
-  StorageResult<Record> ReadOne(uint64_t offset) const;
+  StorageResult<Record> ReadOne(Offset offset) const;
   // Blocks until the record at `offset` is readable, the deadline passes, or the log closes.
-  virtual WaitOutcome WaitFor(uint64_t offset, Deadline deadline) const = 0;
+  virtual WaitOutcome WaitFor(Offset offset, Deadline deadline) const = 0;
   // One-shot: `cb` runs once when `offset` is readable (inline if it already is). Returns an
   // id for CancelNotify (0 when it already ran inline).
-  virtual uint64_t NotifyWhen(uint64_t offset, TailCallback cb) = 0;
+  virtual uint64_t NotifyWhen(Offset offset, TailCallback cb) = 0;
   // True if the callback was removed before it ran.
   virtual bool CancelNotify(uint64_t id) = 0;
 };
@@ -94,14 +94,14 @@ class LogReader {
 // Thread-safe. Callbacks run on the thread calling Advance/Close, outside the lock.
 class TailNotifier {
  public:
-  explicit TailNotifier(uint64_t tail) : tail_(tail) {}
-  uint64_t tail() const;
+  explicit TailNotifier(Offset tail) : tail_(tail) {}
+  Offset tail() const;
   // Raises the tail (never lowers it) and runs callbacks it satisfies.
-  void Advance(uint64_t tail);
+  void Advance(Offset tail);
   // Sets the tail to any value (truncate/reset); fires callbacks now satisfied.
-  void Set(uint64_t tail);
-  WaitOutcome Wait(uint64_t offset, Deadline deadline) const;
-  uint64_t Notify(uint64_t offset, TailCallback cb);
+  void Set(Offset tail);
+  WaitOutcome Wait(Offset offset, Deadline deadline) const;
+  uint64_t Notify(Offset offset, TailCallback cb);
   bool Cancel(uint64_t id);
   // Wakes everyone with kClosed; later waits answer kClosed at once.
   void Close();
@@ -112,15 +112,15 @@ class TailNotifier {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   mutable int blocked_ = 0;
-  uint64_t tail_;
+  Offset tail_;
   bool closed_ = false;
   uint64_t next_id_ = 1;
   struct Watch {
-    uint64_t offset;
+    Offset offset;
     TailCallback cb;
   };
-  std::map<uint64_t, Watch> watches_;            // by id
-  std::multimap<uint64_t, uint64_t> by_offset_;  // offset -> id
+  std::map<uint64_t, Watch> watches_;          // by id
+  std::multimap<Offset, uint64_t> by_offset_;  // offset -> id
 };
 
 }  // namespace felix::storage

@@ -43,7 +43,7 @@ std::vector<uint8_t> EncodeReplicaState(const ReplicaState& state) {
   PutBe(out, kVersion, 2);
   PutBe(out, state.retention_held ? kFlagRetentionHeld : 0, 2);
   PutBe(out, state.generation.value(), 8);
-  PutBe(out, state.commit_offset, 8);
+  PutBe(out, state.commit_offset.value(), 8);
   PutBe(out, Crc32(out), 4);
   return out;
 }
@@ -57,7 +57,7 @@ StorageResult<ReplicaState> DecodeReplicaState(std::span<const uint8_t> bytes) {
   if (GetBe(bytes, 24, 4) != Crc32(bytes.first(24))) return Corrupt("replica", "CRC mismatch");
   uint64_t flags = GetBe(bytes, 6, 2);
   if ((flags & ~uint64_t{kFlagRetentionHeld}) != 0) return Corrupt("replica", "unknown flags");
-  return ReplicaState{Generation(GetBe(bytes, 8, 8)), GetBe(bytes, 16, 8),
+  return ReplicaState{Generation(GetBe(bytes, 8, 8)), Offset(GetBe(bytes, 16, 8)),
                       (flags & kFlagRetentionHeld) != 0};
 }
 
@@ -93,7 +93,7 @@ StorageResult<Ballot> DecodeBallot(std::span<const uint8_t> bytes) {
   return ballot;
 }
 
-bool GenerationHistory::Record(Generation generation, uint64_t start_offset) {
+bool GenerationHistory::Record(Generation generation, Offset start_offset) {
   if (!entries_.empty() && generation <= entries_.back().generation) return false;
   entries_.push_back(EpochEntry{generation, start_offset});
   if (entries_.size() > kMaxEpochEntries) {
@@ -102,13 +102,13 @@ bool GenerationHistory::Record(Generation generation, uint64_t start_offset) {
   return true;
 }
 
-bool GenerationHistory::TruncateFrom(uint64_t offset) {
+bool GenerationHistory::TruncateFrom(Offset offset) {
   size_t before = entries_.size();
   std::erase_if(entries_, [offset](const EpochEntry& e) { return e.start_offset >= offset; });
   return entries_.size() != before;
 }
 
-std::optional<uint64_t> GenerationHistory::EndOf(Generation generation, uint64_t tail) const {
+std::optional<Offset> GenerationHistory::EndOf(Generation generation, Offset tail) const {
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (entries_[i].generation != generation) continue;
     return i + 1 < entries_.size() ? entries_[i + 1].start_offset : tail;
@@ -126,7 +126,7 @@ std::vector<uint8_t> GenerationHistory::Encode() const {
   body.reserve(entries_.size() * kEpochEntryBytes);
   for (const EpochEntry& e : entries_) {
     PutBe(body, e.generation.value(), 8);
-    PutBe(body, e.start_offset, 8);
+    PutBe(body, e.start_offset.value(), 8);
   }
   std::vector<uint8_t> out;
   out.reserve(kEpochHeaderBytes + body.size());
@@ -158,7 +158,7 @@ GenerationHistory GenerationHistory::Decode(std::span<const uint8_t> bytes, std:
   entries.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     entries.push_back(EpochEntry{Generation(GetBe(body, i * kEpochEntryBytes, 8)),
-                                 GetBe(body, i * kEpochEntryBytes + 8, 8)});
+                                 Offset(GetBe(body, i * kEpochEntryBytes + 8, 8))});
   }
   return GenerationHistory(std::move(entries));
 }

@@ -27,7 +27,7 @@ inline constexpr size_t kMaxEpochEntries = 512;
 
 struct ReplicaState {
   Generation generation;        // highest leadership generation accepted
-  uint64_t commit_offset = 0;   // one past the last record known committed
+  Offset commit_offset;         // one past the last record known committed
   bool retention_held = false;  // retention held at the commit offset
   bool operator==(const ReplicaState&) const = default;
 };
@@ -48,7 +48,7 @@ StorageResult<Ballot> DecodeBallot(std::span<const uint8_t> bytes);
 
 struct EpochEntry {
   Generation generation;
-  uint64_t start_offset = 0;
+  Offset start_offset;
   bool operator==(const EpochEntry&) const = default;
 };
 
@@ -60,13 +60,13 @@ class GenerationHistory {
 
   // Appends (G, start) unless G is not newer than the newest entry; keeps at most 512 entries
   // (the oldest go). Returns whether it changed.
-  bool Record(Generation generation, uint64_t start_offset);
+  bool Record(Generation generation, Offset start_offset);
   // Drops every entry starting at or after `offset` (with a log truncation). Returns whether
   // it changed.
-  bool TruncateFrom(uint64_t offset);
+  bool TruncateFrom(Offset offset);
   // Where `generation`'s records end: the next entry's start, or `tail` if it is the newest;
   // nullopt if the generation is not in the history (the caller must refuse, not guess).
-  std::optional<uint64_t> EndOf(Generation generation, uint64_t tail) const;
+  std::optional<Offset> EndOf(Generation generation, Offset tail) const;
   std::optional<Generation> newest_generation() const;
   const std::vector<EpochEntry>& entries() const { return entries_; }
 

@@ -18,12 +18,12 @@ StorageResult<AppendResult> RingLog::Append(std::span<const AppendRecord> record
   return AppendImpl(std::nullopt, records);
 }
 
-StorageResult<AppendResult> RingLog::AppendAt(uint64_t expected_first,
+StorageResult<AppendResult> RingLog::AppendAt(Offset expected_first,
                                               std::span<const AppendRecord> records) {
   return AppendImpl(expected_first, records);
 }
 
-StorageResult<AppendResult> RingLog::AppendImpl(std::optional<uint64_t> expected,
+StorageResult<AppendResult> RingLog::AppendImpl(std::optional<Offset> expected,
                                                 std::span<const AppendRecord> records) {
   if (records.empty()) return StorageFail(StorageErrc::kInvalidArgument, "empty append");
   for (const auto& r : records) {
@@ -39,23 +39,24 @@ StorageResult<AppendResult> RingLog::AppendImpl(std::optional<uint64_t> expected
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count());
   AppendResult result;
-  uint64_t tail;
+  Offset tail;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (closed_) return StorageFail(StorageErrc::kClosed, "ring log is closed");
-    uint64_t next = base_ + records_.size();
+    Offset next = base_ + records_.size();
     if (expected && *expected != next) {
       StorageError e;
       e.code = StorageErrc::kOffsetMismatch;
       e.tail = next;
-      e.message = "append at offset " + std::to_string(*expected) + " refused: tail is " +
-                  std::to_string(next);
+      e.message =
+          "append at offset " + to_string(*expected) + " refused: tail is " + to_string(next);
       return StorageFail(std::move(e));
     }
     result.first_offset = next;
     for (const auto& r : records) {
       Record rec;
-      rec.offset = next++;
+      rec.offset = next;
+      next += 1;
       rec.generation = r.generation;
       rec.timestamp_ms = r.timestamp_ms != 0 ? r.timestamp_ms : now_ms;
       rec.payload.assign(reinterpret_cast<const char*>(r.payload.data()), r.payload.size());
@@ -67,7 +68,7 @@ StorageResult<AppendResult> RingLog::AppendImpl(std::optional<uint64_t> expected
            (records_.size() > opts_.max_records || bytes_ > opts_.max_bytes)) {
       bytes_ -= records_.front().payload.size();
       records_.pop_front();
-      ++base_;
+      base_ += 1;
     }
     tail = next;
   }
@@ -75,7 +76,7 @@ StorageResult<AppendResult> RingLog::AppendImpl(std::optional<uint64_t> expected
   return result;
 }
 
-void RingLog::Reset(uint64_t base) {
+void RingLog::Reset(Offset base) {
   {
     std::lock_guard<std::mutex> l(mu_);
     records_.clear();
@@ -94,12 +95,12 @@ void RingLog::Close() {
   notifier_.Close();
 }
 
-uint64_t RingLog::BaseOffset() const {
+Offset RingLog::BaseOffset() const {
   std::lock_guard<std::mutex> l(mu_);
   return base_;
 }
 
-uint64_t RingLog::TailOffset() const {
+Offset RingLog::TailOffset() const {
   std::lock_guard<std::mutex> l(mu_);
   return base_ + records_.size();
 }
@@ -109,20 +110,19 @@ uint64_t RingLog::bytes() const {
   return bytes_;
 }
 
-StorageResult<ReadBatch> RingLog::Read(uint64_t from, ReadLimits limits) const {
+StorageResult<ReadBatch> RingLog::Read(Offset from, ReadLimits limits) const {
   std::lock_guard<std::mutex> l(mu_);
   if (from < base_) {
     StorageError e;
     e.code = StorageErrc::kTrimmed;
     e.requested = from;
     e.oldest = base_;
-    e.message =
-        "offset " + std::to_string(from) + " was evicted; oldest is " + std::to_string(base_);
+    e.message = "offset " + to_string(from) + " was evicted; oldest is " + to_string(base_);
     return StorageFail(std::move(e));
   }
   ReadBatch batch;
-  uint64_t tail = base_ + records_.size();
-  uint64_t cur = from;
+  Offset tail = base_ + records_.size();
+  Offset cur = from;
   uint64_t used = 0;
   uint64_t max_records = std::max<uint64_t>(1, limits.max_records);
   while (cur < tail && batch.records.size() < max_records &&
@@ -130,17 +130,17 @@ StorageResult<ReadBatch> RingLog::Read(uint64_t from, ReadLimits limits) const {
     const Record& r = records_[cur - base_];
     batch.records.push_back(r);
     used += r.payload.size();
-    ++cur;
+    cur += 1;
   }
   batch.next_offset = cur;
   return batch;
 }
 
-WaitOutcome RingLog::WaitFor(uint64_t offset, Deadline deadline) const {
+WaitOutcome RingLog::WaitFor(Offset offset, Deadline deadline) const {
   return notifier_.Wait(offset, deadline);
 }
 
-uint64_t RingLog::NotifyWhen(uint64_t offset, TailCallback cb) {
+uint64_t RingLog::NotifyWhen(Offset offset, TailCallback cb) {
   return notifier_.Notify(offset, std::move(cb));
 }
 

@@ -21,7 +21,7 @@ namespace felix::storage {
 struct RingOptions {
   uint64_t max_records = 100000;
   uint64_t max_bytes = 64ull << 20;
-  uint64_t base_offset = 0;
+  Offset base_offset;
 };
 
 class RingLog final : public LogReader {
@@ -31,30 +31,30 @@ class RingLog final : public LogReader {
 
   StorageResult<AppendResult> Append(std::span<const AppendRecord> records);
   StorageResult<AppendResult> Append(const AppendRecord& record) { return Append({&record, 1}); }
-  StorageResult<AppendResult> AppendAt(uint64_t expected_first,
+  StorageResult<AppendResult> AppendAt(Offset expected_first,
                                        std::span<const AppendRecord> records);
   // Drops everything and restarts empty at `base`.
-  void Reset(uint64_t base);
+  void Reset(Offset base);
   // Wakes waiters with kClosed; later appends answer kClosed.
   void Close();
 
-  uint64_t BaseOffset() const override;
-  uint64_t TailOffset() const override;
-  StorageResult<ReadBatch> Read(uint64_t from, ReadLimits limits) const override;
-  WaitOutcome WaitFor(uint64_t offset, Deadline deadline) const override;
-  uint64_t NotifyWhen(uint64_t offset, TailCallback cb) override;
+  Offset BaseOffset() const override;
+  Offset TailOffset() const override;
+  StorageResult<ReadBatch> Read(Offset from, ReadLimits limits) const override;
+  WaitOutcome WaitFor(Offset offset, Deadline deadline) const override;
+  uint64_t NotifyWhen(Offset offset, TailCallback cb) override;
   bool CancelNotify(uint64_t id) override;
 
   uint64_t bytes() const;
 
  private:
-  StorageResult<AppendResult> AppendImpl(std::optional<uint64_t> expected,
+  StorageResult<AppendResult> AppendImpl(std::optional<Offset> expected,
                                          std::span<const AppendRecord> records);
 
   const RingOptions opts_;
   mutable std::mutex mu_;
   std::deque<Record> records_;
-  uint64_t base_;
+  Offset base_;
   uint64_t bytes_ = 0;
   bool closed_ = false;
   TailNotifier notifier_;

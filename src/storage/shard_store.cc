@@ -105,7 +105,7 @@ StorageResult<void> ShardStore::WriteReplica(const ReplicaState& state) {
 }
 
 StorageResult<void> ShardStore::AcceptGeneration(Generation generation, const std::string& leader,
-                                                 std::optional<uint64_t> start_offset) {
+                                                 std::optional<Offset> start_offset) {
   if (generation <= replica_.generation) {
     return StorageFail(StorageErrc::kInvalidArgument, "generation " + to_string(generation) +
                                                           " is not above the accepted " +
@@ -127,7 +127,7 @@ StorageResult<void> ShardStore::AcceptGeneration(Generation generation, const st
   return {};
 }
 
-StorageResult<void> ShardStore::RelabelGenerations(uint64_t from,
+StorageResult<void> ShardStore::RelabelGenerations(Offset from,
                                                    std::span<const EpochEntry> entries) {
   bool changed = history_.TruncateFrom(from);
   for (const EpochEntry& e : entries) changed |= history_.Record(e.generation, e.start_offset);
@@ -135,7 +135,7 @@ StorageResult<void> ShardStore::RelabelGenerations(uint64_t from,
   return WriteFileAtomic(dir_, kEpochsFile, history_.Encode(), true);
 }
 
-StorageResult<void> ShardStore::SetCommitOffset(uint64_t commit_offset) {
+StorageResult<void> ShardStore::SetCommitOffset(Offset commit_offset) {
   if (commit_offset <= replica_.commit_offset) return {};
   ReplicaState next = replica_;
   next.commit_offset = commit_offset;

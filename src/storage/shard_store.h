@@ -64,15 +64,15 @@ class ShardStore {
   // the first write. A nullopt `start_offset` leaves the history alone: a follower records
   // who wrote its records only when it appends them (replication.md §9.2, RelabelGenerations).
   StorageResult<void> AcceptGeneration(Generation generation, const std::string& leader,
-                                       std::optional<uint64_t> start_offset);
+                                       std::optional<Offset> start_offset);
   // A follower's labels (replication.md §9.2): drops every history entry starting at or after
   // `from` (the appended range, a truncation point, or 0 to forget the history on a rebuild),
   // then records `entries` (oldest first; each only if newer than the newest kept). The
   // in-memory history always changes; the result is that of the advisory epochs write (a
   // failure costs automatic divergence repair, never a record).
-  StorageResult<void> RelabelGenerations(uint64_t from, std::span<const EpochEntry> entries);
+  StorageResult<void> RelabelGenerations(Offset from, std::span<const EpochEntry> entries);
   // Raises the commit offset (never lowers it) and persists it.
-  StorageResult<void> SetCommitOffset(uint64_t commit_offset);
+  StorageResult<void> SetCommitOffset(Offset commit_offset);
   // Closes every log; returns the first error.
   StorageResult<void> Close();
 

@@ -33,9 +33,9 @@ std::string StorageError::ToString() const {
   if (code == StorageErrc::kCorruption) {
     out += " (file=" + file + ", position=" + std::to_string(position) + ")";
   } else if (code == StorageErrc::kTrimmed) {
-    out += " (requested=" + std::to_string(requested) + ", oldest=" + std::to_string(oldest) + ")";
+    out += " (requested=" + to_string(requested) + ", oldest=" + to_string(oldest) + ")";
   } else if (code == StorageErrc::kOffsetMismatch) {
-    out += " (tail=" + std::to_string(tail) + ")";
+    out += " (tail=" + to_string(tail) + ")";
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "common/strong_types.h"
 
 namespace felix::storage {
 
@@ -28,11 +29,11 @@ const char* StorageErrcName(StorageErrc code);
 struct StorageError {
   StorageErrc code = StorageErrc::kIo;
   std::string message;
-  std::string file;        // for kCorruption (and kIo when a file is involved)
-  uint64_t position = 0;   // byte position in `file` for kCorruption
-  uint64_t oldest = 0;     // kTrimmed: the oldest readable offset
-  uint64_t requested = 0;  // kTrimmed: the offset asked for
-  uint64_t tail = 0;       // kOffsetMismatch: the log's tail (next offset)
+  std::string file;       // for kCorruption (and kIo when a file is involved)
+  uint64_t position = 0;  // byte position in `file` for kCorruption
+  Offset oldest;          // kTrimmed: the oldest readable offset
+  Offset requested;       // kTrimmed: the offset asked for
+  Offset tail;            // kOffsetMismatch: the log's tail (next offset)
   int sys_errno = 0;
 
   std::string ToString() const;

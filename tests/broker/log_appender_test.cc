@@ -36,8 +36,8 @@ TEST(LogAppender, StampsTheFenceGenerationOnEveryRecord) {
   fence.SetGeneration(Generation(5));
   auto second = AppendAndWait(appender, "b");
   ASSERT_TRUE(second);
-  EXPECT_EQ(second->first_offset, 1u);
-  auto read = log->Read(0, storage::ReadLimits{10, 1 << 20});
+  EXPECT_EQ(second->first_offset, Offset(1));
+  auto read = log->Read(Offset(0), storage::ReadLimits{10, 1 << 20});
   ASSERT_TRUE(read);
   ASSERT_EQ(read->records.size(), 2u);
   EXPECT_EQ(read->records[0].generation, Generation(4));
@@ -53,11 +53,11 @@ TEST(LogAppender, ALapsedLeaseRefusesBeforeAnOffsetIsTaken) {
   auto refused = AppendAndWait(appender, "x");
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kUnavailable);
-  EXPECT_EQ(log->TailOffset(), 0u) << "nothing was written";
+  EXPECT_EQ(log->TailOffset(), Offset(0)) << "nothing was written";
   lease_valid = true;
   auto accepted = AppendAndWait(appender, "y");
   ASSERT_TRUE(accepted);
-  EXPECT_EQ(accepted->first_offset, 0u);
+  EXPECT_EQ(accepted->first_offset, Offset(0));
 }
 
 TEST(LogAppender, PeriodicAnswersInlineAndFlushWaitsForTheFsync) {

@@ -146,10 +146,11 @@ TEST_F(StreamGroupsTest, AckedCursorAndDeadLettersSurviveReopen) {
   EXPECT_EQ(std::string(got[1].payload.begin(), got[1].payload.end()), "b");
   ASSERT_TRUE(Ack("g", 0));
   ASSERT_TRUE(Ack("g", 1));
-  EXPECT_EQ(cursors_->TailOffset(), 2u);  // one cursor record per move, written before the answer
+  EXPECT_EQ(cursors_->TailOffset(),
+            Offset(2));  // one cursor record per move, written before the answer
   auto dead = Call<void>(executor_, [&](auto done) { groups_->DeadLetter("g", 2, done); });
   ASSERT_TRUE(dead);
-  EXPECT_EQ(dead_letters_->TailOffset(), 1u);
+  EXPECT_EQ(dead_letters_->TailOffset(), Offset(1));
   EXPECT_EQ(Describe("g").committed, 3u);
 
   Reopen();
@@ -176,12 +177,12 @@ TEST_F(StreamGroupsTest, ARetriedAckOfAFailedCursorWriteIsAnsweredOnlyOnceTheCur
   fence_.SetLeaseCheck([&writable] { return writable.load(); });
   EXPECT_FALSE(Ack("g", 1));  // the cursor write is refused
   EXPECT_FALSE(Ack("g", 1));  // its retry too: the log still lacks the cursor
-  EXPECT_EQ(cursors_->TailOffset(), 1u);
+  EXPECT_EQ(cursors_->TailOffset(), Offset(1));
   writable = true;
   ASSERT_TRUE(Ack("g", 1));  // the retry writes the cursor before its answer
-  EXPECT_EQ(cursors_->TailOffset(), 2u);
+  EXPECT_EQ(cursors_->TailOffset(), Offset(2));
   ASSERT_TRUE(Ack("g", 1));  // a plain duplicate now writes nothing
-  EXPECT_EQ(cursors_->TailOffset(), 2u);
+  EXPECT_EQ(cursors_->TailOffset(), Offset(2));
 
   Reopen();
   ASSERT_TRUE(OpenGroups());

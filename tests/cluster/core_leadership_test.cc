@@ -109,7 +109,7 @@ TEST_F(CoreLeadershipTest, TheLeaderTakesItsGenerationBeforeServingAndStampsEver
     ASSERT_TRUE((*store)->ballot());
     EXPECT_EQ(*(*store)->ballot(), (storage::Ballot{Generation(3), "n1"}));
     EXPECT_EQ((*store)->generation_history().entries(),
-              (std::vector<storage::EpochEntry>{{Generation(3), 0}}));
+              (std::vector<storage::EpochEntry>{{Generation(3), Offset(0)}}));
     (void)(*store)->Close();
   }
   for (const auto& r : Records()) EXPECT_EQ(r.generation, Generation(3)) << "offset " << r.offset;
@@ -128,8 +128,9 @@ TEST_F(CoreLeadershipTest, TheLeaderTakesItsGenerationBeforeServingAndStampsEver
   }
   auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform({}));
   ASSERT_TRUE(store);
-  EXPECT_EQ((*store)->generation_history().entries(),
-            (std::vector<storage::EpochEntry>{{Generation(3), 0}, {Generation(4), 3}}));
+  EXPECT_EQ(
+      (*store)->generation_history().entries(),
+      (std::vector<storage::EpochEntry>{{Generation(3), Offset(0)}, {Generation(4), Offset(3)}}));
 }
 
 TEST_F(CoreLeadershipTest, AStoreThatAcceptedANewerGenerationIsNotServedOnAStaleView) {
@@ -221,7 +222,7 @@ TEST_F(CoreLeadershipTest, StepDownEndsSubscribersRefusesAppendsAndReleasesTheSt
   {
     auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform({}));
     ASSERT_TRUE(store) << store.error().ToString();
-    EXPECT_EQ((*store)->log(storage::LogKind::kStream).TailOffset(), 2u);
+    EXPECT_EQ((*store)->log(storage::LogKind::kStream).TailOffset(), Offset(2));
     (void)(*store)->Close();
   }
   custody_.Release(dir, broker::StoreHolder::kFollower);
@@ -244,7 +245,7 @@ TEST_F(CoreLeadershipTest, StepDownEndsSubscribersRefusesAppendsAndReleasesTheSt
   auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform({}));
   ASSERT_TRUE(store);
   EXPECT_EQ((*store)->generation_history().entries().back(),
-            (storage::EpochEntry{Generation(7), 3}));
+            (storage::EpochEntry{Generation(7), Offset(3)}));
 }
 
 // One claim per open store (store_custody.h): a shard the core stepped down from and is named

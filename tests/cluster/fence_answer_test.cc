@@ -24,7 +24,7 @@ class FenceAnswerTest : public ::testing::Test {
     store_.reset();
     std::filesystem::remove_all(dir_);
   }
-  void Open(uint64_t base = 0) {
+  void Open(Offset base = Offset(0)) {
     storage::LogOptions o;
     o.fsync_mode = storage::FsyncMode::kOnCommit;
     o.initial_base_offset = base;
@@ -43,11 +43,11 @@ class FenceAnswerTest : public ::testing::Test {
   }
   // Accepted generation 1 from "old", three records of generation 1, commit offset 2.
   void OldLeaderWrote() {
-    ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", 0).has_value());
+    ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", Offset(0)).has_value());
     Append(LogKind::kStream, "a", 1);
     Append(LogKind::kStream, "b", 1);
     Append(LogKind::kStream, "c", 1);
-    ASSERT_TRUE(store_->SetCommitOffset(2).has_value());
+    ASSERT_TRUE(store_->SetCommitOffset(Offset(2)).has_value());
   }
 
   static flxi::Fence FenceAt(uint64_t g, flxi::ReplicaLog log = flxi::ReplicaLog::kStream) {
@@ -195,7 +195,7 @@ class FetchAnswerTest : public FenceAnswerTest {
  protected:
   // Generation 1 wrote a, b; generation 2 wrote c; fenced at 3 by n3.
   void Prepare() {
-    ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", 0).has_value());
+    ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", Offset(0)).has_value());
     Append(LogKind::kStream, "a", 1);
     Append(LogKind::kStream, "b", 1);
     Append(LogKind::kStream, "c", 2);
@@ -281,12 +281,12 @@ TEST_F(FetchAnswerTest, BelowTheBaseIsALogGapToTheBase) {
   store_.reset();
   std::filesystem::remove_all(dir_);
   std::filesystem::create_directories(dir_);
-  Open(/*base=*/5);
+  Open(/*base=*/Offset(5));
   Append(LogKind::kStream, "x", 1);
   ASSERT_TRUE(Fence(3, "n3").ok());
   FetchAnswer a = Fetch(3, "n3", 2);
   EXPECT_EQ(CodeOf(a), flxi::ErrorCode::kLogGap);
-  EXPECT_EQ(a.expected_offset, 5u);
+  EXPECT_EQ(a.expected_offset, Offset(5));
 }
 
 }  // namespace

@@ -184,12 +184,12 @@ class PromotionFenceTest : public ::testing::Test {
     o.generation = Generation(generation);
     o.self_node_id = "leader";
     if (o.replicas.empty()) o.replicas = {{"r1", {}}, {"r2", {}}};
-    fence_ = std::make_unique<PromotionFence>(
-        *leader_, o, transport_, executor_, [p = opened_](uint64_t start) { p->set_value(start); });
+    fence_ = std::make_unique<PromotionFence>(*leader_, o, transport_, executor_,
+                                              [p = opened_](Offset start) { p->set_value(start); });
     fence_->Start();
   }
   // The start offset on_open was called with, or nullopt after 10 s.
-  std::optional<uint64_t> WaitOpen() {
+  std::optional<Offset> WaitOpen() {
     auto f = opened_->get_future();
     if (f.wait_for(10s) != std::future_status::ready) return std::nullopt;
     return f.get();
@@ -200,7 +200,7 @@ class PromotionFenceTest : public ::testing::Test {
   std::map<std::string, Replica> replicas_;
   ScriptedTransport transport_;
   broker::Executor executor_{"fence-test"};
-  std::shared_ptr<std::promise<uint64_t>> opened_ = std::make_shared<std::promise<uint64_t>>();
+  std::shared_ptr<std::promise<Offset>> opened_ = std::make_shared<std::promise<Offset>>();
   std::unique_ptr<PromotionFence> fence_;
 };
 
@@ -209,7 +209,7 @@ TEST_F(PromotionFenceTest, MajorityWithOneReplicaSilentOpensAtTheOwnTail) {
   Write(*replicas_["r1"].store, {{"a", 1}, {"b", 1}});
   replicas_["r2"].mode = Mode::kSilent;
   StartFence(2);
-  EXPECT_EQ(WaitOpen(), 2u);
+  EXPECT_EQ(WaitOpen(), Offset(2));
   fence_->Stop();
   EXPECT_TRUE(fence_->opened());
   // Own generation and ballot, and the fenced replica's, are durable.
@@ -218,7 +218,7 @@ TEST_F(PromotionFenceTest, MajorityWithOneReplicaSilentOpensAtTheOwnTail) {
   EXPECT_EQ(replicas_["r1"].store->replica_state().generation, Generation(2));
   EXPECT_EQ(replicas_["r1"].store->ballot()->leader, "leader");
   EXPECT_EQ(leader_->generation_history().entries().back(),
-            (storage::EpochEntry{Generation(2), 2}));
+            (storage::EpochEntry{Generation(2), Offset(2)}));
   // No fetch: nobody was ahead.
   for (auto& [node, kind] : transport_.sent()) EXPECT_EQ(kind, flxi::Kind::kFence) << node;
   // The silent replica's late answer after Stop reaches nothing.
@@ -232,15 +232,16 @@ TEST_F(PromotionFenceTest, ReplicaAheadIsFetchedAndAppendedWithItsGenerations) {
   PromotionFenceOptions o;
   o.fetch_max_bytes = 1;  // one record per fetch: the fetch loop runs several rounds
   StartFence(3, o);
-  EXPECT_EQ(WaitOpen(), 5u);
+  EXPECT_EQ(WaitOpen(), Offset(5));
   fence_->Stop();
   using C = std::vector<std::pair<std::string, uint64_t>>;
   EXPECT_EQ(Contents(*leader_),
             (C{{"a", 1}, {"b", 1}, {"c", 1}, {"d", 2}, {"e", 2}, {"<start 3>", 3}}));
   EXPECT_EQ(fence_->truncated(), 0u);
-  EXPECT_EQ(leader_->generation_history().entries(),
-            (std::vector<storage::EpochEntry>{
-                {Generation(1), 0}, {Generation(2), 3}, {Generation(3), 5}}));
+  EXPECT_EQ(
+      leader_->generation_history().entries(),
+      (std::vector<storage::EpochEntry>{
+          {Generation(1), Offset(0)}, {Generation(2), Offset(3)}, {Generation(3), Offset(5)}}));
   size_t fetches = 0;
   for (auto& [node, kind] : transport_.sent()) {
     if (kind == flxi::Kind::kReplicateTimedFetch) {
@@ -264,7 +265,7 @@ TEST_F(PromotionFenceTest, ACacheShardTakesItsCounterLogToo) {
   PromotionFenceOptions o;
   o.cache_shard = true;
   StartFence(3, o);
-  EXPECT_EQ(WaitOpen(), 2u) << "the leadership begins at the cache log's tail";
+  EXPECT_EQ(WaitOpen(), Offset(2)) << "the leadership begins at the cache log's tail";
   fence_->Stop();
   using C = std::vector<std::pair<std::string, uint64_t>>;
   EXPECT_EQ(Contents(*leader_, LogKind::kCache), (C{{"a", 1}, {"b", 2}, {"<start 3>", 3}}));
@@ -276,7 +277,7 @@ TEST_F(PromotionFenceTest, ACacheShardTakesItsCounterLogToo) {
                                      flxi::ReplicaLog::kCounters, flxi::ReplicaLog::kCounters}));
   // The history describes the cache log alone.
   EXPECT_EQ(leader_->generation_history().entries().back(),
-            (storage::EpochEntry{Generation(3), 2}));
+            (storage::EpochEntry{Generation(3), Offset(2)}));
 }
 
 TEST_F(PromotionFenceTest, ACacheLeaderAheadOnCountersCutsWhatTheMajorityLacks) {
@@ -290,7 +291,7 @@ TEST_F(PromotionFenceTest, ACacheLeaderAheadOnCountersCutsWhatTheMajorityLacks) 
   PromotionFenceOptions o;
   o.cache_shard = true;
   StartFence(3, o);
-  EXPECT_EQ(WaitOpen(), 1u);
+  EXPECT_EQ(WaitOpen(), Offset(1));
   fence_->Stop();
   using C = std::vector<std::pair<std::string, uint64_t>>;
   EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}, {"new", 2}, {"<start 3>", 3}}));
@@ -303,16 +304,17 @@ TEST_F(PromotionFenceTest, OlderReplicaIsFetchedWithTheOlderKinds) {
   replicas_["r1"].knows_labelled_fetch = false;
   replicas_["r2"].mode = Mode::kFail;
   StartFence(3);
-  EXPECT_EQ(WaitOpen(), 3u);
+  EXPECT_EQ(WaitOpen(), Offset(3));
   fence_->Stop();
   using C = std::vector<std::pair<std::string, uint64_t>>;
   // Unlabelled records are compared by payload (a keeps its own generation) and appended ones
   // take the replica's last generation from its FenceOk.
   EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 2}, {"c", 2}, {"<start 3>", 3}}));
   EXPECT_EQ(fence_->truncated(), 0u);
-  EXPECT_EQ(leader_->generation_history().entries(),
-            (std::vector<storage::EpochEntry>{
-                {Generation(1), 0}, {Generation(2), 1}, {Generation(3), 3}}));
+  EXPECT_EQ(
+      leader_->generation_history().entries(),
+      (std::vector<storage::EpochEntry>{
+          {Generation(1), Offset(0)}, {Generation(2), Offset(1)}, {Generation(3), Offset(3)}}));
   std::vector<flxi::Kind> fetches;
   for (auto& [node, kind] : transport_.sent()) {
     if (kind != flxi::Kind::kFence) fetches.push_back(kind);
@@ -325,19 +327,20 @@ TEST_F(PromotionFenceTest, OlderReplicaIsFetchedWithTheOlderKinds) {
 TEST_F(PromotionFenceTest, OwnDivergentSuffixIsTruncatedAndReplaced) {
   // The leader holds a generation-2 suffix nobody else took; generation 3 wrote over it.
   Write(*leader_, {{"a", 1}, {"b", 1}, {"x", 2}, {"y", 2}});
-  ASSERT_TRUE(leader_->SetCommitOffset(2).has_value());
-  leader_->log(LogKind::kStream).SetCommitOffset(2);
+  ASSERT_TRUE(leader_->SetCommitOffset(Offset(2)).has_value());
+  leader_->log(LogKind::kStream).SetCommitOffset(Offset(2));
   Write(*replicas_["r1"].store, {{"a", 1}, {"b", 1}, {"c", 3}});
   Write(*replicas_["r2"].store, {{"a", 1}, {"b", 1}});
   StartFence(4);
-  EXPECT_EQ(WaitOpen(), 3u);
+  EXPECT_EQ(WaitOpen(), Offset(3));
   fence_->Stop();
   using C = std::vector<std::pair<std::string, uint64_t>>;
   EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 1}, {"c", 3}, {"<start 4>", 4}}));
   EXPECT_EQ(fence_->truncated(), 2u);
-  EXPECT_EQ(leader_->generation_history().entries(),
-            (std::vector<storage::EpochEntry>{
-                {Generation(1), 0}, {Generation(3), 2}, {Generation(4), 3}}));
+  EXPECT_EQ(
+      leader_->generation_history().entries(),
+      (std::vector<storage::EpochEntry>{
+          {Generation(1), Offset(0)}, {Generation(3), Offset(2)}, {Generation(4), Offset(3)}}));
 }
 
 TEST_F(PromotionFenceTest, ReplicaThatAnswersFencedEpochDoesNotCount) {
@@ -345,7 +348,7 @@ TEST_F(PromotionFenceTest, ReplicaThatAnswersFencedEpochDoesNotCount) {
   replicas_["r2"].mode = Mode::kAnswer;
   StartFence(3);
   // Leader + r2 are a majority of 3.
-  EXPECT_EQ(WaitOpen(), 0u);
+  EXPECT_EQ(WaitOpen(), Offset(0));
   fence_->Stop();
   EXPECT_EQ(replicas_["r1"].store->replica_state().generation, Generation(5));
   EXPECT_EQ(replicas_["r2"].store->replica_state().generation, Generation(3));
@@ -362,7 +365,7 @@ TEST_F(PromotionFenceTest, NoMajorityRetriesWithBackoffUntilOneIsReachable) {
   ASSERT_TRUE(transport_.WaitForSends(8));  // four attempts, two fences each
   EXPECT_FALSE(fence_->opened());
   replicas_["r2"].mode = Mode::kAnswer;  // a majority becomes reachable: it never gave up
-  EXPECT_EQ(WaitOpen(), 0u);
+  EXPECT_EQ(WaitOpen(), Offset(0));
   fence_->Stop();
   EXPECT_GE(fence_->failures(), 3u);
   EXPECT_EQ(fence_->attempts(), fence_->failures() + 1);
@@ -411,9 +414,9 @@ TEST_F(PromotionFenceTest, ALeaderWithoutReplicasOpensAtOnce) {
   alone.generation = Generation(2);
   alone.self_node_id = "leader";
   fence_ = std::make_unique<PromotionFence>(*leader_, alone, transport_, executor_,
-                                            [p = opened_](uint64_t s) { p->set_value(s); });
+                                            [p = opened_](Offset s) { p->set_value(s); });
   fence_->Start();
-  EXPECT_EQ(WaitOpen(), 1u);
+  EXPECT_EQ(WaitOpen(), Offset(1));
   EXPECT_TRUE(transport_.sent().empty());
 }
 
@@ -428,28 +431,28 @@ TEST_F(PromotionFenceTest, AGenerationStartRecordIsWrittenAtTheOwnTailBeforeTheS
   Write(*replicas_["r1"].store, {{"a", 1}, {"b", 1}});
   replicas_["r2"].mode = Mode::kFail;
   StartFence(2);
-  EXPECT_EQ(WaitOpen(), 2u);
+  EXPECT_EQ(WaitOpen(), Offset(2));
   fence_->Stop();
   EXPECT_EQ(fence_->start_records_written(), 1u);
   EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"b", 1}, {"<start 2>", 2}}));
   EXPECT_EQ(leader_->generation_history().entries().back(),
-            (storage::EpochEntry{Generation(2), 2}));
-  EXPECT_EQ(leader_->log(LogKind::kStream).DurableOffset(), 3u) << "fsynced before opening";
+            (storage::EpochEntry{Generation(2), Offset(2)}));
+  EXPECT_EQ(leader_->log(LogKind::kStream).DurableOffset(), Offset(3)) << "fsynced before opening";
 }
 
 // None over an empty log (nothing inherited to fence off), and none when the generation
 // already holds records (the same leader reopening at its generation).
 TEST_F(PromotionFenceTest, NoGenerationStartRecordOverAnEmptyLogOrAtAGenerationWithRecords) {
   StartFence(2);
-  EXPECT_EQ(WaitOpen(), 0u);
+  EXPECT_EQ(WaitOpen(), Offset(0));
   fence_->Stop();
   EXPECT_EQ(fence_->start_records_written(), 0u);
   EXPECT_TRUE(Contents(*leader_).empty());
 
   Write(*leader_, {{"a", 2}});
-  opened_ = std::make_shared<std::promise<uint64_t>>();
+  opened_ = std::make_shared<std::promise<Offset>>();
   StartFence(2);
-  EXPECT_EQ(WaitOpen(), 1u);
+  EXPECT_EQ(WaitOpen(), Offset(1));
   fence_->Stop();
   EXPECT_EQ(fence_->start_records_written(), 0u);
   EXPECT_EQ(Contents(*leader_), (C{{"a", 2}}));
@@ -462,19 +465,20 @@ TEST_F(PromotionFenceTest, AReplicasGenerationStartRecordIsFetchedAsOne) {
   Write(*replicas_["r1"].store, {{"a", 1}});
   {
     auto payload = storage::GenerationStartPayload(2);
-    ASSERT_TRUE(replicas_["r1"].store->AcceptGeneration(Generation(2), "old2", 1));
+    ASSERT_TRUE(replicas_["r1"].store->AcceptGeneration(Generation(2), "old2", Offset(1)));
     storage::AppendRecord start{payload, Generation(2), 0, storage::kRecordFlagGenerationStart};
     ASSERT_TRUE(replicas_["r1"].store->log(LogKind::kStream).Append(start).has_value());
   }
   Write(*replicas_["r1"].store, {{"c", 2}});
   replicas_["r2"].mode = Mode::kFail;
   StartFence(3);
-  EXPECT_EQ(WaitOpen(), 3u);
+  EXPECT_EQ(WaitOpen(), Offset(3));
   fence_->Stop();
   EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"<start 2>", 2}, {"c", 2}, {"<start 3>", 3}}));
-  EXPECT_EQ(leader_->generation_history().entries(),
-            (std::vector<storage::EpochEntry>{
-                {Generation(1), 0}, {Generation(2), 1}, {Generation(3), 3}}));
+  EXPECT_EQ(
+      leader_->generation_history().entries(),
+      (std::vector<storage::EpochEntry>{
+          {Generation(1), Offset(0)}, {Generation(2), Offset(1)}, {Generation(3), Offset(3)}}));
 }
 
 // A cache shard writes one on each of its two logs (§17), the counter log's once that log is
@@ -489,7 +493,7 @@ TEST_F(PromotionFenceTest, ACacheShardWritesAStartRecordOnItsCacheAndCounterLogs
   PromotionFenceOptions o;
   o.cache_shard = true;
   StartFence(2, o);
-  EXPECT_EQ(WaitOpen(), 1u);
+  EXPECT_EQ(WaitOpen(), Offset(1));
   fence_->Stop();
   EXPECT_EQ(Contents(*leader_, LogKind::kCache), (C{{"a", 1}, {"<start 2>", 2}}));
   EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n1", 1}, {"<start 2>", 2}}));

@@ -73,7 +73,7 @@ class FollowerTest : public ::testing::Test {
     EXPECT_TRUE(batch) << batch.error().ToString();
     return batch ? batch->records : std::vector<storage::Record>{};
   }
-  uint64_t Tail(LogKind log = LogKind::kStream) { return store_->log(log).TailOffset(); }
+  Offset Tail(LogKind log = LogKind::kStream) { return store_->log(log).TailOffset(); }
   std::vector<storage::EpochEntry> History() { return store_->generation_history().entries(); }
   uint64_t Count(const std::string& outcome) {
     return metrics_.AddCounter("felix_broker_replicated_total", "", "outcome=\"" + outcome + "\"")
@@ -113,7 +113,7 @@ TEST_F(FollowerTest, BeginsAtTailIsOkAtTailPlusCount) {
   EXPECT_EQ(OkAt(a), 3u) << a.detail;
   EXPECT_EQ(Payloads(), (Strings{"a", "b", "c"}));
   for (const auto& r : Stored()) EXPECT_EQ(r.generation, Generation(1));
-  EXPECT_EQ(follower_->status(LogKind::kStream).durable_offset, 3u);
+  EXPECT_EQ(follower_->status(LogKind::kStream).durable_offset, Offset(3));
 }
 
 TEST_F(FollowerTest, BeginsPastTailIsLogGapAtTail) {
@@ -130,13 +130,13 @@ TEST_F(FollowerTest, NewerGenerationPastUncomparedOlderRecordsIsLogGapAtFirstSuc
   auto first = Batch(1, 0, {"a", "b", "c", "d", "e"});
   first.commit_offset = 2;  // kind 26: records below 2 are committed
   ASSERT_EQ(OkAt(Send(first)), 5u);
-  ASSERT_EQ(store_->replica_state().commit_offset, 2u);
+  ASSERT_EQ(store_->replica_state().commit_offset, Offset(2));
   // Generation 2 resumes at the tail, but [2, 5) were written under generation 1 and are not
   // committed: they must be compared first.
   auto a = Send(Batch(2, 5, {"f"}));
   ASSERT_EQ(Code(a), flxi::ErrorCode::kLogGap) << a.detail;
   EXPECT_EQ(Expected(a), 2u);
-  EXPECT_EQ(Tail(), 5u);
+  EXPECT_EQ(Tail(), Offset(5));
   // Shipping from there compares them and appends after.
   EXPECT_EQ(OkAt(Send(Batch(2, 2, {"c", "d", "e", "f"}))), 6u);
   EXPECT_EQ(OkAt(Send(Batch(2, 6, {"g"}))), 7u) << "verified through the tail: no gap any more";
@@ -147,7 +147,7 @@ TEST_F(FollowerTest, WhollyBelowTailIsOkAtBatchEndNotTail) {
   ASSERT_EQ(OkAt(Send(Batch(1, 0, {"a", "b", "c", "d", "e"}))), 5u);
   auto a = Send(Batch(1, 1, {"b", "c"}));
   EXPECT_EQ(OkAt(a), 3u) << a.detail;
-  EXPECT_EQ(Tail(), 5u);
+  EXPECT_EQ(Tail(), Offset(5));
 }
 
 TEST_F(FollowerTest, StraddlingTailStoresOnlyTheSuffix) {
@@ -174,7 +174,7 @@ TEST_F(FollowerTest, ChecksumMismatchIsMalformedAndStoresNothing) {
   bad.checksum ^= 1;
   auto a = Send(bad);
   ASSERT_EQ(Code(a), flxi::ErrorCode::kMalformed);
-  EXPECT_EQ(Tail(), 0u);
+  EXPECT_EQ(Tail(), Offset(0));
   EXPECT_EQ(Count("corrupt"), 1u);
   // The leader resends the same records: stored once.
   EXPECT_EQ(OkAt(Send(Batch(1, 0, {"a", "b"}))), 2u);
@@ -187,7 +187,7 @@ TEST_F(FollowerTest, ResplitBatchIsCaughtByTheChecksum) {
   resplit.checksum = original.checksum;  // same bytes, different records
   auto a = Send(resplit);
   ASSERT_EQ(Code(a), flxi::ErrorCode::kMalformed) << a.detail;
-  EXPECT_EQ(Tail(), 0u);
+  EXPECT_EQ(Tail(), Offset(0));
 }
 
 TEST_F(FollowerTest, OlderEpochIsFencedByViewAndByPersistedGenerationAcrossRestart) {
@@ -200,7 +200,7 @@ TEST_F(FollowerTest, OlderEpochIsFencedByViewAndByPersistedGenerationAcrossResta
   Reopen();
   a = Send(Batch(2, 1, {"b"}), LogKind::kStream, FollowerRole::kFollower, "n2");
   EXPECT_EQ(Code(a), flxi::ErrorCode::kFencedEpoch) << "the accepted generation survives";
-  EXPECT_EQ(Tail(), 1u);
+  EXPECT_EQ(Tail(), Offset(1));
   // At the accepted generation only the leader the ballot names is answered.
   a = Send(Batch(3, 1, {"b"}), LogKind::kStream, FollowerRole::kFollower, "n9");
   EXPECT_EQ(Code(a), flxi::ErrorCode::kFencedEpoch);
@@ -212,7 +212,7 @@ TEST_F(FollowerTest, NewerEpochThanTheViewIsStaleRouteAndPersistsNothing) {
   auto a = Send(Batch(4, 0, {"a"}), LogKind::kStream, FollowerRole::kViewOlder);
   EXPECT_EQ(Code(a), flxi::ErrorCode::kStaleRoute);
   EXPECT_EQ(store_->replica_state().generation, Generation(0));
-  EXPECT_EQ(Tail(), 0u);
+  EXPECT_EQ(Tail(), Offset(0));
   EXPECT_EQ(Count("behind"), 1u);
 }
 
@@ -223,7 +223,7 @@ TEST_F(FollowerTest, NotAReplicaOrNoSuchLogIsUnauthorized) {
   a = Send(Batch(1, 0, {"a"}), LogKind::kCache);  // a stream shard has no cache log
   EXPECT_EQ(Code(a), flxi::ErrorCode::kUnauthorized);
   EXPECT_EQ(store_->replica_state().generation, Generation(0));
-  EXPECT_EQ(Tail(LogKind::kCache), 0u);
+  EXPECT_EQ(Tail(LogKind::kCache), Offset(0));
 }
 
 TEST_F(FollowerTest, EmptyBatchIsAProbeAnsweredWithTheTail) {
@@ -267,10 +267,10 @@ TEST_F(FollowerTest, OkOnlyOnceDurableUnderOnCommit) {
       [](const storage::StorageResult<void>&) {}));
   auto a = Send(Batch(1, 0, {"a", "b"}));
   ASSERT_EQ(OkAt(a), 2u) << a.detail;
-  EXPECT_GE(log.DurableOffset(), 2u);
+  EXPECT_GE(log.DurableOffset(), Offset(2));
   a = Send(Batch(1, 2, {"c"}));
   ASSERT_EQ(OkAt(a), 3u);
-  EXPECT_GE(log.DurableOffset(), 3u);
+  EXPECT_GE(log.DurableOffset(), Offset(3));
   // A resend wholly below unflushed records is answered only once they are durable too.
   std::string q = "d";
   ASSERT_TRUE(log.AppendAsync(
@@ -279,7 +279,7 @@ TEST_F(FollowerTest, OkOnlyOnceDurableUnderOnCommit) {
       [](const storage::StorageResult<void>&) {}));
   a = Send(Batch(1, 3, {"d"}));
   ASSERT_EQ(OkAt(a), 4u) << a.detail;
-  EXPECT_GE(log.DurableOffset(), 4u);
+  EXPECT_GE(log.DurableOffset(), Offset(4));
 }
 
 // --- §9.1 self-repair ------------------------------------------------------------------------
@@ -287,13 +287,14 @@ TEST_F(FollowerTest, OkOnlyOnceDurableUnderOnCommit) {
 TEST_F(FollowerTest, RepairsConflictFromNewerGenerationInsideTheOlderOne) {
   Open();
   ASSERT_EQ(OkAt(Send(Batch(1, 0, {"a", "b", "c", "d", "e"}))), 5u);
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), Offset(0)}}));
   auto a = Send(Batch(2, 0, {"a", "b", "c", "X", "Y", "Z"}), LogKind::kStream,
                 FollowerRole::kFollower, "n2");
   EXPECT_EQ(OkAt(a), 6u) << a.detail;
   EXPECT_EQ(a.outcome, std::string("truncated"));
   EXPECT_EQ(Payloads(), (Strings{"a", "b", "c", "X", "Y", "Z"}));
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}, {Generation(2), 3}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), Offset(0)},
+                                                         {Generation(2), Offset(3)}}));
   EXPECT_EQ(Count("truncated"), 1u);
   EXPECT_EQ(follower_->status(LogKind::kStream).halt, FollowerHalt::kNone);
 }
@@ -308,19 +309,21 @@ TEST_F(FollowerTest, HaltsWhenALeaderDisagreesWithItself) {
   // Halted: even agreeing batches are LogConflict until a rebuild.
   a = Send(Batch(1, 3, {"d"}));
   EXPECT_EQ(Code(a), flxi::ErrorCode::kLogConflict);
-  EXPECT_EQ(Tail(), 3u);
+  EXPECT_EQ(Tail(), Offset(3));
 }
 
 TEST_F(FollowerTest, RepairsAConflictAtOrAfterWhereTheOlderGenerationBegan) {
   Open();
   ASSERT_EQ(OkAt(Send(Batch(1, 0, {"a", "b", "c", "d", "e"}))), 5u);
   ASSERT_EQ(OkAt(Send(Batch(2, 0, {"a", "b", "c", "d", "e", "f", "g", "h"}))), 8u);
-  ASSERT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}, {Generation(2), 5}}));
+  ASSERT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), Offset(0)},
+                                                         {Generation(2), Offset(5)}}));
   auto a = Send(Batch(3, 5, {"f", "Q"}));  // differs at 6 ≥ 5, where generation 2 began
   EXPECT_EQ(OkAt(a), 7u) << a.detail;
   EXPECT_EQ(Payloads(), (Strings{"a", "b", "c", "d", "e", "f", "Q"}));
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{
-                           {Generation(1), 0}, {Generation(2), 5}, {Generation(3), 6}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), Offset(0)},
+                                                         {Generation(2), Offset(5)},
+                                                         {Generation(3), Offset(6)}}));
 }
 
 TEST_F(FollowerTest, HaltsOnAConflictBeforeTheOlderGenerationBegan) {
@@ -332,7 +335,7 @@ TEST_F(FollowerTest, HaltsOnAConflictBeforeTheOlderGenerationBegan) {
   EXPECT_EQ(Expected(a), 8u);
   EXPECT_EQ(follower_->status(LogKind::kStream).halt, FollowerHalt::kDiverged);
   EXPECT_NE(follower_->status(LogKind::kStream).halt_detail.find("began at 5"), std::string::npos);
-  EXPECT_EQ(Tail(), 8u);
+  EXPECT_EQ(Tail(), Offset(8));
 }
 
 TEST_F(FollowerTest, HaltsBelowWhatThisLeaderAlreadyVerified) {
@@ -341,7 +344,7 @@ TEST_F(FollowerTest, HaltsBelowWhatThisLeaderAlreadyVerified) {
   ASSERT_EQ(OkAt(Send(Batch(2, 0, {"a", "b"}))), 2u);  // generation 2 compared [0, 2)
   auto a = Send(Batch(2, 1, {"X"}));                   // and now disagrees with what it compared
   EXPECT_EQ(Code(a), flxi::ErrorCode::kLogConflict);
-  EXPECT_EQ(Tail(), 4u);
+  EXPECT_EQ(Tail(), Offset(4));
 }
 
 TEST_F(FollowerTest, NeverTruncatesBelowTheCommitOffset) {
@@ -368,12 +371,14 @@ TEST_F(FollowerTest, LabelsGiveEachAppendedRecordItsWritersGeneration) {
   std::vector<uint64_t> gens;
   for (const auto& r : Stored()) gens.push_back(r.generation.value());
   EXPECT_EQ(gens, (std::vector<uint64_t>{1, 1, 1, 3, 3}));
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}, {Generation(3), 3}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), Offset(0)},
+                                                         {Generation(3), Offset(3)}}));
   // A straddling labelled batch labels only what it appended.
   auto c = Batch(3, 4, {"e", "f"});
   c.generations = {{3, 3}};
   ASSERT_EQ(OkAt(Send(c)), 6u);
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}, {Generation(3), 3}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), Offset(0)},
+                                                         {Generation(3), Offset(3)}}));
 }
 
 TEST_F(FollowerTest, UnlabelledRecordsTakeTheSendersGenerationAndTimesBecomeMilliseconds) {
@@ -388,7 +393,8 @@ TEST_F(FollowerTest, UnlabelledRecordsTakeTheSendersGenerationAndTimesBecomeMill
   EXPECT_EQ(stored[1].timestamp_ms, 1700000000999u);
   ASSERT_EQ(OkAt(Send(Batch(3, 0, {"a", "b", "c"}))), 3u);  // kind 7: no labels
   EXPECT_EQ(Stored().back().generation, Generation(3));
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(2), 0}, {Generation(3), 2}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(2), Offset(0)},
+                                                         {Generation(3), Offset(2)}}));
 }
 
 TEST_F(FollowerTest, CommitOffsetIsWhatTheBatchLeftLevelNeverLowered) {
@@ -396,14 +402,15 @@ TEST_F(FollowerTest, CommitOffsetIsWhatTheBatchLeftLevelNeverLowered) {
   auto b = Batch(1, 0, {"a", "b", "c", "d", "e"});
   b.commit_offset = 10;  // the leader's mark is past what this batch carried
   ASSERT_EQ(OkAt(Send(b)), 5u);
-  EXPECT_EQ(store_->replica_state().commit_offset, 5u);
+  EXPECT_EQ(store_->replica_state().commit_offset, Offset(5));
   auto below = Batch(1, 0, {"a", "b"});
   below.commit_offset = 9;
   ASSERT_EQ(OkAt(Send(below)), 2u);
-  EXPECT_EQ(store_->replica_state().commit_offset, 5u) << "never lowered";
+  EXPECT_EQ(store_->replica_state().commit_offset, Offset(5)) << "never lowered";
   Reopen();
-  EXPECT_EQ(store_->replica_state().commit_offset, 5u);
-  EXPECT_EQ(store_->log(LogKind::kStream).CommitOffset(), 5u) << "the storage guard is armed";
+  EXPECT_EQ(store_->replica_state().commit_offset, Offset(5));
+  EXPECT_EQ(store_->log(LogKind::kStream).CommitOffset(), Offset(5))
+      << "the storage guard is armed";
 }
 
 TEST_F(FollowerTest, ACommitOffsetBelowTheDurableTailIsWrittenWhileTheBatchFlushes) {
@@ -415,16 +422,16 @@ TEST_F(FollowerTest, ACommitOffsetBelowTheDurableTailIsWrittenWhileTheBatchFlush
   auto next = Batch(1, 3, {"d", "e"});
   next.commit_offset = 3;
   ASSERT_EQ(OkAt(Send(next)), 5u);
-  EXPECT_EQ(store_->replica_state().commit_offset, 3u);
-  EXPECT_EQ(store_->log(LogKind::kStream).CommitOffset(), 3u);
+  EXPECT_EQ(store_->replica_state().commit_offset, Offset(3));
+  EXPECT_EQ(store_->log(LogKind::kStream).CommitOffset(), Offset(3));
   auto last = Batch(1, 5, {"f"});
   last.commit_offset = 5;
   ASSERT_EQ(OkAt(Send(last)), 6u);
   EXPECT_EQ(Payloads(), (Strings{"a", "b", "c", "d", "e", "f"}));
   Reopen();
-  EXPECT_EQ(store_->replica_state().commit_offset, 5u);
-  EXPECT_EQ(store_->log(LogKind::kStream).CommitOffset(), 5u);
-  EXPECT_EQ(Tail(), 6u);
+  EXPECT_EQ(store_->replica_state().commit_offset, Offset(5));
+  EXPECT_EQ(store_->log(LogKind::kStream).CommitOffset(), Offset(5));
+  EXPECT_EQ(Tail(), Offset(6));
 }
 
 // --- auxiliary logs --------------------------------------------------------------------------
@@ -435,7 +442,7 @@ TEST_F(FollowerTest, AuxiliaryLogIsFencedOnceTheShardsOwnLogAcceptedANewerGenera
   ASSERT_EQ(OkAt(Send(Batch(3, 0, {"a"}), LogKind::kStream, FollowerRole::kFollower, "n3")), 1u);
   auto a = Send(Batch(2, 1, {"dl"}), LogKind::kDeadLetters, FollowerRole::kFollower, "n1");
   EXPECT_EQ(Code(a), flxi::ErrorCode::kFencedEpoch);
-  EXPECT_EQ(Tail(LogKind::kDeadLetters), 0u);
+  EXPECT_EQ(Tail(LogKind::kDeadLetters), Offset(0));
   // A conflict there is never repaired: it halts.
   a = Send(Batch(4, 0, {"other"}), LogKind::kCursors, FollowerRole::kFollower, "n4");
   EXPECT_EQ(Code(a), flxi::ErrorCode::kLogConflict);
@@ -448,7 +455,7 @@ TEST_F(FollowerTest, CacheShardReplicatesCacheAndCounterLogs) {
   EXPECT_EQ(OkAt(Send(Batch(1, 0, {"counter"}), LogKind::kCounters)), 1u);
   EXPECT_EQ(OkAt(Send(Batch(1, 0, {"put"}), LogKind::kCache)), 1u);
   EXPECT_EQ(Code(Send(Batch(1, 0, {"x"}), LogKind::kStream)), flxi::ErrorCode::kUnauthorized);
-  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), 0}}));
+  EXPECT_EQ(History(), (std::vector<storage::EpochEntry>{{Generation(1), Offset(0)}}));
 }
 
 // --- bootstrap table (cluster-etcd.md §7 item 3) ---------------------------------------------
@@ -462,10 +469,10 @@ TEST_F(FollowerTest, BootstrapPlacesAnEmptyLogAtTheBase) {
   auto a = follower_->ApplyBootstrap(BootstrapAt(1, 5000), LogKind::kStream,
                                      FollowerRole::kFollower, "n1");
   EXPECT_EQ(OkAt(a), 5000u) << a.detail;
-  EXPECT_EQ(store_->log(LogKind::kStream).BaseOffset(), 5000u);
+  EXPECT_EQ(store_->log(LogKind::kStream).BaseOffset(), Offset(5000));
   EXPECT_EQ(OkAt(Send(Batch(1, 5000, {"a"}))), 5001u);
   Reopen();
-  EXPECT_EQ(store_->log(LogKind::kStream).BaseOffset(), 5000u);
+  EXPECT_EQ(store_->log(LogKind::kStream).BaseOffset(), Offset(5000));
   EXPECT_EQ(Count("bootstrapped"), 1u);
 }
 
@@ -487,7 +494,7 @@ TEST_F(FollowerTest, BootstrapNeverPlacesALogOverRecordsThatDoNotReachTheBase) {
                                      "n1");
   ASSERT_EQ(Code(a), flxi::ErrorCode::kLogConflict);
   EXPECT_EQ(Expected(a), 3u);
-  EXPECT_EQ(store_->log(LogKind::kStream).BaseOffset(), 0u);
+  EXPECT_EQ(store_->log(LogKind::kStream).BaseOffset(), Offset(0));
   EXPECT_EQ(Payloads(), (Strings{"a", "b", "c"}));
   // A log beginning after the offered base is refused the same way.
   ASSERT_EQ(OkAt(follower_->ApplyBootstrap(BootstrapAt(1, 100), LogKind::kCursors,
@@ -518,8 +525,8 @@ TEST_F(FollowerTest, RebuildDiscardsTheLogWhenNothingCommittedIsCut) {
   ASSERT_EQ(Code(Send(Batch(1, 0, {"X"}))), flxi::ErrorCode::kLogConflict);  // halts
   auto a = follower_->ApplyRebuild(RebuildAt(2, 10), FollowerRole::kFollower, "n2");
   EXPECT_EQ(OkAt(a), 10u) << a.detail;
-  EXPECT_EQ(store_->log(LogKind::kStream).BaseOffset(), 10u);
-  EXPECT_EQ(Tail(), 10u);
+  EXPECT_EQ(store_->log(LogKind::kStream).BaseOffset(), Offset(10));
+  EXPECT_EQ(Tail(), Offset(10));
   EXPECT_TRUE(History().empty()) << "the generation history goes with the log";
   EXPECT_EQ(follower_->status(LogKind::kStream).halt, FollowerHalt::kNone);
   EXPECT_EQ(OkAt(Send(Batch(2, 10, {"k"}), LogKind::kStream, FollowerRole::kFollower, "n2")), 11u);
@@ -553,7 +560,7 @@ TEST_F(FollowerTest, RebuildByALeaderThatDisagreedWithACommittedRecordIsRefused)
   ASSERT_EQ(Code(a), flxi::ErrorCode::kLogConflict) << a.detail;
   EXPECT_EQ(a.outcome, std::string("below_commit"));
   EXPECT_EQ(follower_->status(LogKind::kStream).halt, FollowerHalt::kBelowCommit);
-  EXPECT_EQ(Tail(), 5u);
+  EXPECT_EQ(Tail(), Offset(5));
 }
 
 TEST_F(FollowerTest, RebuildFromASupersededLeaderOrAStrangerIsRefused) {
@@ -603,12 +610,12 @@ TEST_F(FollowerTest, RandomBatchesNeverStoreRecordsOffTheLeadersOffsets) {
   std::mt19937_64 rng(20);  // fixed seed: reproducible (seeds 1–12 were also run by hand)
   auto pick = [&](uint64_t n) { return n == 0 ? 0 : rng() % n; };
   uint64_t generation = 1;
-  std::map<uint64_t, std::set<std::string>> sent;  // offset → payloads carried there
+  std::map<Offset, std::set<std::string>> sent;  // offset → payloads carried there
   for (int i = 0; i < 600; ++i) {
     if (pick(20) == 0) ++generation;
     uint64_t g = generation - std::min<uint64_t>(generation - 1, pick(3) == 0 ? pick(2) : 0);
-    uint64_t tail = Tail();
-    uint64_t first = pick(tail + 4);
+    Offset tail = Tail();
+    uint64_t first = pick(tail.value() + 4);
     uint64_t count = pick(6);
     Strings payloads;
     for (uint64_t k = 0; k < count; ++k) {
@@ -618,24 +625,24 @@ TEST_F(FollowerTest, RandomBatchesNeverStoreRecordsOffTheLeadersOffsets) {
     auto batch = Batch(g, first, payloads);
     bool corrupt = pick(8) == 0;
     if (corrupt) batch.checksum ^= 0x10;
-    if (pick(6) == 0) batch.commit_offset = pick(tail + 2);
+    if (pick(6) == 0) batch.commit_offset = pick(tail.value() + 2);
     if (pick(5) == 0) batch.generations = {{g, first}};
     FollowerRole role = pick(10) == 0 ? FollowerRole(pick(4)) : FollowerRole::kFollower;
     if (!corrupt) {
-      for (uint64_t k = 0; k < count; ++k) sent[first + k].insert(payloads[k]);
+      for (uint64_t k = 0; k < count; ++k) sent[Offset(first + k)].insert(payloads[k]);
     }
     auto a = Send(batch, LogKind::kStream, role, "n" + std::to_string(g));
-    uint64_t after = Tail();
+    Offset after = Tail();
     if (auto d = OkAt(a)) {
-      EXPECT_LE(*d, after) << "an Ok never claims past the tail";
+      EXPECT_LE(Offset(*d), after) << "an Ok never claims past the tail";
     } else if (Code(a) == flxi::ErrorCode::kLogGap) {
-      EXPECT_LE(Expected(a), after);
+      EXPECT_LE(Offset(Expected(a)), after);
     }
     if (corrupt) {
       EXPECT_EQ(after, tail) << "a corrupt batch stores nothing";
     }
     if (follower_->status(LogKind::kStream).halt != FollowerHalt::kNone) {
-      auto r = follower_->ApplyRebuild(RebuildAt(generation, pick(after + 1)),
+      auto r = follower_->ApplyRebuild(RebuildAt(generation, pick(after.value() + 1)),
                                        FollowerRole::kFollower, "n" + std::to_string(generation));
       if (!OkAt(r)) {
         ASSERT_EQ(Code(r), flxi::ErrorCode::kLogConflict) << r.detail;
@@ -677,7 +684,7 @@ TEST_F(FollowerTest, AGenerationStartMarkIsStoredAsTheFlagAndComparedWithIt) {
   auto unmarked = Send(Batch(2, 1, {StartPayload(2), "c", "d"}));
   ASSERT_EQ(Code(unmarked), flxi::ErrorCode::kLogConflict) << unmarked.detail;
   EXPECT_NE(unmarked.detail.find("at 1"), std::string::npos) << unmarked.detail;
-  EXPECT_EQ(Tail(), 3u);
+  EXPECT_EQ(Tail(), Offset(3));
 }
 
 TEST_F(FollowerTest, AGenerationStartMarkOnAPayloadThatIsNotAGenerationIsMalformed) {
@@ -689,7 +696,7 @@ TEST_F(FollowerTest, AGenerationStartMarkOnAPayloadThatIsNotAGenerationIsMalform
   auto a = Send(b);
   ASSERT_EQ(Code(a), flxi::ErrorCode::kMalformed);
   EXPECT_NE(a.detail.find("generation-start record of 5 bytes"), std::string::npos) << a.detail;
-  EXPECT_EQ(Tail(), 0u) << "nothing stored";
+  EXPECT_EQ(Tail(), Offset(0)) << "nothing stored";
 }
 
 }  // namespace

@@ -85,7 +85,7 @@ std::vector<storage::Record> ReadLog(const std::string& dir, storage::LogKind ki
   if (!store) return {};
   std::vector<storage::Record> out;
   const auto& log = (*store)->log(kind);
-  uint64_t from = log.BaseOffset();
+  Offset from = log.BaseOffset();
   while (from < log.TailOffset()) {
     auto batch = log.Read(from, storage::ReadLimits{10000, 64u << 20});
     EXPECT_TRUE(batch) << dir;
@@ -625,7 +625,7 @@ TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
   auto log = ReadLog(ShardDir(new_leader, "fo"), storage::LogKind::kStream);
   ASSERT_EQ(log.size(), before + 101);
   for (size_t i = 0; i < log.size(); ++i) {
-    ASSERT_EQ(log[i].offset, i);
+    ASSERT_EQ(log[i].offset, Offset(i));
     if (i == before) {
       EXPECT_EQ(log[i].payload, "after-failover");
     } else {
@@ -766,7 +766,7 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
       ReadLog(ShardDir(new_leader, "qfo"), storage::LogKind::kStream), promoted->generation);
   ASSERT_EQ(log.size(), before + 102);
   for (size_t i = 0; i < log.size(); ++i) {
-    ASSERT_EQ(log[i].offset, i);
+    ASSERT_EQ(log[i].offset, Offset(i));
     EXPECT_EQ(log[i].generation.value(), i < before ? placed->generation : promoted->generation)
         << i;
     if (i == before) {
@@ -1127,7 +1127,7 @@ TEST_F(EtcdLeaderKillE2E, AQuorumStreamFailsOverWhileEtcdElectsANewLeader) {
       ReadLog(ShardDir(new_leader, "ek"), storage::LogKind::kStream), promoted->generation);
   ASSERT_EQ(log.size(), before + 52);
   for (size_t i = 0; i < log.size(); ++i) {
-    ASSERT_EQ(log[i].offset, i);
+    ASSERT_EQ(log[i].offset, Offset(i));
     EXPECT_EQ(log[i].generation.value(), i < before ? placed->generation : promoted->generation)
         << i;
     EXPECT_EQ(storage::IsGenerationStart(log[i].flags), i == before) << i;

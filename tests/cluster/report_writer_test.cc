@@ -12,7 +12,7 @@ namespace {
 
 using storage::LogKind;
 
-ReplicaCursorStatus Cursor(const std::string& node, LogKind log, uint64_t confirmed,
+ReplicaCursorStatus Cursor(const std::string& node, LogKind log, Offset confirmed,
                            ReplicaHalt halt = ReplicaHalt::kNone) {
   ReplicaCursorStatus c;
   c.node_id = node;
@@ -25,9 +25,10 @@ ReplicaCursorStatus Cursor(const std::string& node, LogKind log, uint64_t confir
 TEST(MakeReport, AFollowerIsCaughtUpOnlyWhenItHoldsTheFloorOnEveryCountedLog) {
   // Leader regime: the floor is the leader's tail (100).
   std::vector<ReplicaCursorStatus> cursors = {
-      Cursor("b", LogKind::kStream, 100), Cursor("c", LogKind::kStream, 99),
-      Cursor("d", LogKind::kStream, 100, ReplicaHalt::kDiverged)};
-  Report r = MakeReport(5, "a", 100, 100, {"b", "c", "d", "e"}, {{LogKind::kStream, 100}}, cursors);
+      Cursor("b", LogKind::kStream, Offset(100)), Cursor("c", LogKind::kStream, Offset(99)),
+      Cursor("d", LogKind::kStream, Offset(100), ReplicaHalt::kDiverged)};
+  Report r = MakeReport(5, "a", Offset(100), Offset(100), {"b", "c", "d", "e"},
+                        {{LogKind::kStream, Offset(100)}}, cursors);
   EXPECT_EQ(r.generation, 5u);
   EXPECT_EQ(r.leader, "a");
   EXPECT_EQ(r.caught_up, std::vector<std::string>{"b"});  // c behind, d halted, e unanswered
@@ -36,15 +37,16 @@ TEST(MakeReport, AFollowerIsCaughtUpOnlyWhenItHoldsTheFloorOnEveryCountedLog) {
   EXPECT_EQ(r.commit, 100u);
 
   // Quorum regime: the floor is the mark, so c (at the mark) counts.
-  Report q = MakeReport(5, "a", 100, 99, {"b", "c"}, {{LogKind::kStream, 99}}, cursors);
+  Report q = MakeReport(5, "a", Offset(100), Offset(99), {"b", "c"},
+                        {{LogKind::kStream, Offset(99)}}, cursors);
   EXPECT_EQ(q.caught_up, (std::vector<std::string>{"b", "c"}));
 
   // A cache counts its cache log and its counter log.
   std::vector<ReplicaCursorStatus> cache = {
-      Cursor("b", LogKind::kCache, 10), Cursor("b", LogKind::kCounters, 4),
-      Cursor("c", LogKind::kCache, 10), Cursor("c", LogKind::kCounters, 3)};
-  Report k = MakeReport(2, "a", 10, 10, {"b", "c"},
-                        {{LogKind::kCache, 10}, {LogKind::kCounters, 4}}, cache);
+      Cursor("b", LogKind::kCache, Offset(10)), Cursor("b", LogKind::kCounters, Offset(4)),
+      Cursor("c", LogKind::kCache, Offset(10)), Cursor("c", LogKind::kCounters, Offset(3))};
+  Report k = MakeReport(2, "a", Offset(10), Offset(10), {"b", "c"},
+                        {{LogKind::kCache, Offset(10)}, {LogKind::kCounters, Offset(4)}}, cache);
   EXPECT_EQ(k.caught_up, std::vector<std::string>{"b"});
 }
 

@@ -97,7 +97,7 @@ TEST(ShardReplicatorQuicTest, ShipsEveryLogToTwoFollowersOverThePeerPool) {
   lo.fsync_mode = storage::FsyncMode::kNone;
   auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform(lo));
   ASSERT_TRUE(store.has_value());
-  ASSERT_TRUE((*store)->AcceptGeneration(Generation(1), "leader", 0).has_value());
+  ASSERT_TRUE((*store)->AcceptGeneration(Generation(1), "leader", Offset(0)).has_value());
 
   MiniFollower f1("node-b"), f2("node-c");
   Caller caller(Opts("node-a"));
@@ -105,7 +105,7 @@ TEST(ShardReplicatorQuicTest, ShipsEveryLogToTwoFollowersOverThePeerPool) {
   broker::Executor ex("repl-quic");
   std::mutex mu;
   std::condition_variable cv;
-  uint64_t stream_mark = 0;
+  Offset stream_mark(0);
 
   ShardReplicatorOptions o;
   o.tenant = "t";
@@ -117,7 +117,7 @@ TEST(ShardReplicatorQuicTest, ShipsEveryLogToTwoFollowersOverThePeerPool) {
   o.max_batch_records = 16;
   MetricsRegistry metrics;
   auto rep = std::make_unique<ShardReplicator>(**store, o, transport, ex, &metrics,
-                                               [&](LogKind log, uint64_t mark) {
+                                               [&](LogKind log, Offset mark) {
                                                  if (log != LogKind::kStream) return;
                                                  std::lock_guard<std::mutex> lock(mu);
                                                  stream_mark = mark;
@@ -142,7 +142,7 @@ TEST(ShardReplicatorQuicTest, ShipsEveryLogToTwoFollowersOverThePeerPool) {
                   .has_value());
   {
     std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, 20s, [&] { return stream_mark == 100; }));
+    ASSERT_TRUE(cv.wait_for(lock, 20s, [&] { return stream_mark == Offset(100); }));
   }
   // Both followers end up with the leader's bytes at the leader's offsets (the mark needs only
   // one of them; wait for the other through the replicator's own status).

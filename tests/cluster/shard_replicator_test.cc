@@ -29,18 +29,18 @@ using storage::LogKind;
 
 // --- the pure mark table ------------------------------------------------------------------------
 
-FollowerPosition At(uint64_t confirmed) {
+FollowerPosition At(Offset confirmed) {
   return {confirmed, true, false};
 }
-FollowerPosition Unanswered(uint64_t guess) {
+FollowerPosition Unanswered(Offset guess) {
   return {guess, false, false};
 }
-FollowerPosition Halted(uint64_t confirmed) {
+FollowerPosition Halted(Offset confirmed) {
   return {confirmed, true, true};
 }
 
-uint64_t Mark(uint64_t tail, size_t replicas, std::vector<FollowerPosition> f,
-              bool leader_counts = true, std::optional<uint64_t> own_start = std::nullopt) {
+Offset Mark(Offset tail, size_t replicas, std::vector<FollowerPosition> f,
+            bool leader_counts = true, std::optional<Offset> own_start = std::nullopt) {
   MarkInputs in;
   in.leader_tail = tail;
   in.replicas = replicas;
@@ -58,30 +58,38 @@ TEST(QuorumMarkTest, MajorityOfTheReplicaSetLeaderIncluded) {
 
 TEST(QuorumMarkTest, Table) {
   // RF 1: the leader alone.
-  EXPECT_EQ(Mark(10, 1, {}), 10u);
+  EXPECT_EQ(Mark(Offset(10), 1, {}), Offset(10));
   // RF 3: leader + the better follower.
-  EXPECT_EQ(Mark(10, 3, {At(7), At(4)}), 7u);
-  EXPECT_EQ(Mark(10, 3, {At(10), At(0)}), 10u);
+  EXPECT_EQ(Mark(Offset(10), 3, {At(Offset(7)), At(Offset(4))}), Offset(7));
+  EXPECT_EQ(Mark(Offset(10), 3, {At(Offset(10)), At(Offset(0))}), Offset(10));
   // A follower never counts past the leader's tail.
-  EXPECT_EQ(Mark(10, 3, {At(50), At(0)}), 10u);
+  EXPECT_EQ(Mark(Offset(10), 3, {At(Offset(50)), At(Offset(0))}), Offset(10));
   // RF 3, nobody answered: the leader alone is no majority; a starting guess never counts.
-  EXPECT_EQ(Mark(10, 3, {Unanswered(9), Unanswered(9)}), 0u);
-  EXPECT_EQ(Mark(10, 3, {Unanswered(9), At(3)}), 3u);
+  EXPECT_EQ(Mark(Offset(10), 3, {Unanswered(Offset(9)), Unanswered(Offset(9))}), Offset(0));
+  EXPECT_EQ(Mark(Offset(10), 3, {Unanswered(Offset(9)), At(Offset(3))}), Offset(3));
   // Halted followers count for nothing.
-  EXPECT_EQ(Mark(10, 3, {Halted(10), At(2)}), 2u);
-  EXPECT_EQ(Mark(10, 3, {Halted(10), Halted(10)}), 0u);
+  EXPECT_EQ(Mark(Offset(10), 3, {Halted(Offset(10)), At(Offset(2))}), Offset(2));
+  EXPECT_EQ(Mark(Offset(10), 3, {Halted(Offset(10)), Halted(Offset(10))}), Offset(0));
   // RF 4: majority 3 (leader + two followers).
-  EXPECT_EQ(Mark(10, 4, {At(8), At(6), At(1)}), 6u);
-  EXPECT_EQ(Mark(10, 4, {At(8), Unanswered(9), Halted(9)}), 0u);
+  EXPECT_EQ(Mark(Offset(10), 4, {At(Offset(8)), At(Offset(6)), At(Offset(1))}), Offset(6));
+  EXPECT_EQ(Mark(Offset(10), 4, {At(Offset(8)), Unanswered(Offset(9)), Halted(Offset(9))}),
+            Offset(0));
   // RF 5: majority 3.
-  EXPECT_EQ(Mark(10, 5, {At(9), At(5), At(2), Unanswered(9)}), 5u);
-  EXPECT_EQ(Mark(10, 5, {At(9), Halted(9), Halted(9), Unanswered(9)}), 0u);
+  EXPECT_EQ(
+      Mark(Offset(10), 5, {At(Offset(9)), At(Offset(5)), At(Offset(2)), Unanswered(Offset(9))}),
+      Offset(5));
+  EXPECT_EQ(Mark(Offset(10), 5,
+                 {At(Offset(9)), Halted(Offset(9)), Halted(Offset(9)), Unanswered(Offset(9))}),
+            Offset(0));
   // A leader whose log accepted a newer generation counts nothing.
-  EXPECT_EQ(Mark(10, 3, {At(8), At(6)}, /*leader_counts=*/false), 6u);
-  EXPECT_EQ(Mark(10, 1, {}, /*leader_counts=*/false), 0u);
+  EXPECT_EQ(Mark(Offset(10), 3, {At(Offset(8)), At(Offset(6))}, /*leader_counts=*/false),
+            Offset(6));
+  EXPECT_EQ(Mark(Offset(10), 1, {}, /*leader_counts=*/false), Offset(0));
   // §8.3: a majority not past the leader's own generation start counts 0.
-  EXPECT_EQ(Mark(10, 3, {At(5), At(0)}, true, /*own_start=*/5), 0u);
-  EXPECT_EQ(Mark(10, 3, {At(6), At(0)}, true, /*own_start=*/5), 6u);
+  EXPECT_EQ(Mark(Offset(10), 3, {At(Offset(5)), At(Offset(0))}, true, /*own_start=*/Offset(5)),
+            Offset(0));
+  EXPECT_EQ(Mark(Offset(10), 3, {At(Offset(6)), At(Offset(0))}, true, /*own_start=*/Offset(5)),
+            Offset(6));
 }
 
 TEST(RebuildBackoffTest, FiveSecondsDoublingToFiveMinutes) {
@@ -221,7 +229,7 @@ class ShardReplicatorTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  void OpenStore(uint64_t initial_base = 0,
+  void OpenStore(Offset initial_base = Offset(0),
                  storage::FsyncMode fsync_mode = storage::FsyncMode::kNone) {
     storage::LogOptions lo;
     lo.fsync_mode = fsync_mode;
@@ -282,7 +290,7 @@ class ShardReplicatorTest : public ::testing::Test {
   void Start(ShardReplicatorOptions o) {
     rep_ = std::make_unique<ShardReplicator>(
         *store_, std::move(o), transport_, ex_, &metrics_,
-        [this](LogKind log, uint64_t mark) {
+        [this](LogKind log, Offset mark) {
           std::function<void()> hook;
           {
             std::lock_guard<std::mutex> lock(mu_);
@@ -331,7 +339,7 @@ class ShardReplicatorTest : public ::testing::Test {
     Barrier();
   }
 
-  uint64_t MarkOf(LogKind log) {
+  Offset MarkOf(LogKind log) {
     return OnExec([&] { return rep_->mark(log); });
   }
   ReplicaCursorStatus StatusOf(const std::string& node, LogKind log) {
@@ -342,7 +350,7 @@ class ShardReplicatorTest : public ::testing::Test {
     ADD_FAILURE() << "no cursor " << node;
     return {};
   }
-  bool WaitMark(LogKind log, uint64_t mark) {
+  bool WaitMark(LogKind log, Offset mark) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, 5s, [&] {
       for (auto& [l, m] : marks_) {
@@ -351,7 +359,7 @@ class ShardReplicatorTest : public ::testing::Test {
       return false;
     });
   }
-  std::vector<std::pair<LogKind, uint64_t>> Marks() {
+  std::vector<std::pair<LogKind, Offset>> Marks() {
     std::lock_guard<std::mutex> lock(mu_);
     return marks_;
   }
@@ -380,7 +388,7 @@ class ShardReplicatorTest : public ::testing::Test {
   MetricsRegistry metrics_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::pair<LogKind, uint64_t>> marks_;
+  std::vector<std::pair<LogKind, Offset>> marks_;
   std::vector<std::thread::id> mark_threads_;  // the thread each mark was reported on
   std::function<void()> mark_hook_;            // run once, on the next mark, outside mu_
   int fenced_ = 0;
@@ -392,8 +400,8 @@ class ShardReplicatorTest : public ::testing::Test {
 TEST_F(ShardReplicatorTest, StreamStartsOneRecordBelowOwnGenerationAuxLogsAtZero) {
   OpenStore();
   Append(LogKind::kStream, 10, /*generation=*/1);
-  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "leader", 0).has_value());
-  ASSERT_TRUE(store_->AcceptGeneration(Generation(2), "leader", 10).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "leader", Offset(0)).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(2), "leader", Offset(10)).has_value());
   Append(LogKind::kStream, 5, 2);
   Append(LogKind::kCursors, 3, 2);
   Append(LogKind::kDeadLetters, 2, 2);
@@ -423,15 +431,15 @@ TEST_F(ShardReplicatorTest, StreamStartsOneRecordBelowOwnGenerationAuxLogsAtZero
 
   // The starting guess is never counted.
   auto st = StatusOf("f0", LogKind::kStream);
-  EXPECT_EQ(st.next_offset, 9u);
-  EXPECT_EQ(st.confirmed, 0u);
+  EXPECT_EQ(st.next_offset, Offset(9));
+  EXPECT_EQ(st.confirmed, Offset(0));
   EXPECT_FALSE(st.in_sync);
-  EXPECT_EQ(MarkOf(LogKind::kStream), 0u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(0));
 }
 
 TEST_F(ShardReplicatorTest, LabelledTimedKindOnceTheFollowerOfferedLabelsAndTimes) {
   OpenStore();
-  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "leader", 0).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "leader", Offset(0)).has_value());
   Append(LogKind::kStream, 2);
   auto o = Options(1);
   o.max_in_flight = 1;
@@ -439,7 +447,7 @@ TEST_F(ShardReplicatorTest, LabelledTimedKindOnceTheFollowerOfferedLabelsAndTime
   auto first = transport_.Next("f0");
   ASSERT_TRUE(first);
   Deliver(first, OkAnswer(2, flxi::kCapGenerationLabels | flxi::kCapRecordTimes));
-  EXPECT_TRUE(WaitMark(LogKind::kStream, 2));
+  EXPECT_TRUE(WaitMark(LogKind::kStream, Offset(2)));
   Append(LogKind::kStream, 3);
   SentPtr next;
   while ((next = transport_.Next("f0")) && next->kind() != flxi::Kind::kReplicateTimedRecords &&
@@ -462,7 +470,7 @@ TEST_F(ShardReplicatorTest, LabelledTimedKindOnceTheFollowerOfferedLabelsAndTime
 // later batch too; records keep the leader's times only where the follower took them.
 TEST_F(ShardReplicatorTest, AKindTheFollowerDidNotOfferIsResentAtOnceInOneItTakes) {
   OpenStore();
-  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "leader", 0).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "leader", Offset(0)).has_value());
   Append(LogKind::kStream, 2);
   auto o = Options(1);
   o.max_in_flight = 1;
@@ -480,7 +488,7 @@ TEST_F(ShardReplicatorTest, AKindTheFollowerDidNotOfferIsResentAtOnceInOneItTake
   EXPECT_EQ(labelled->records().payloads, first->records().payloads);
   EXPECT_TRUE(labelled->records().times.empty());
   Deliver(labelled, OkAnswer(2, flxi::kCapGenerationLabels));
-  EXPECT_TRUE(WaitMark(LogKind::kStream, 2));
+  EXPECT_TRUE(WaitMark(LogKind::kStream, Offset(2)));
   Append(LogKind::kStream, 1);
   auto next = transport_.Next("f0");
   ASSERT_TRUE(next);
@@ -547,9 +555,9 @@ TEST_F(ShardReplicatorTest, OkIsClampedToTheBatchEnd) {
   // A follower (older code) answering its tail far beyond the batch is not believed.
   Deliver(s, OkAnswer(1000));
   auto st = StatusOf("f0", LogKind::kStream);
-  EXPECT_EQ(st.confirmed, 2u);
-  EXPECT_EQ(st.next_offset, 2u);
-  EXPECT_EQ(MarkOf(LogKind::kStream), 2u);  // RF 2: leader + the follower's answered 2
+  EXPECT_EQ(st.confirmed, Offset(2));
+  EXPECT_EQ(st.next_offset, Offset(2));
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(2));  // RF 2: leader + the follower's answered 2
   auto next = transport_.Next("f0");
   ASSERT_TRUE(next);
   EXPECT_EQ(next->first(), 2u);
@@ -561,11 +569,11 @@ TEST_F(ShardReplicatorTest, OutOfOrderAnswersCountWhatWasAnswered) {
   auto a = transport_.Next("f0"), b = transport_.Next("f0"), c = transport_.Next("f0");
   ASSERT_TRUE(a && b && c);
   Deliver(b, OkAnswer(4));
-  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 4u);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, Offset(4));
   Deliver(a, OkAnswer(2));  // a late answer for an earlier batch does not lower it
-  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 4u);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, Offset(4));
   Deliver(c, OkAnswer(6));
-  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 6u);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, Offset(6));
   EXPECT_TRUE(StatusOf("f0", LogKind::kStream).in_sync);
 }
 
@@ -577,16 +585,16 @@ TEST_F(ShardReplicatorTest, LogGapResumesFromExpectedAndDropsLaterBatches) {
   // The follower stands at 7: the first batch is past nothing, but it says where to resume.
   Deliver(a, ErrAnswer(flxi::ErrorCode::kLogGap, 7));
   auto st = StatusOf("f0", LogKind::kStream);
-  EXPECT_EQ(st.next_offset, 7u);
-  EXPECT_EQ(st.confirmed, 0u);
+  EXPECT_EQ(st.next_offset, Offset(7));
+  EXPECT_EQ(st.confirmed, Offset(0));
   auto resumed = transport_.Next("f0");
   ASSERT_TRUE(resumed);
   EXPECT_EQ(resumed->first(), 7u);
   // Answers to the dropped batches are stale: they must not count.
   Deliver(b, OkAnswer(4));
   Deliver(c, OkAnswer(6));
-  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 0u);
-  EXPECT_EQ(MarkOf(LogKind::kStream), 0u);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, Offset(0));
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(0));
   EXPECT_EQ(Shipped("resumed"), 1u);
 }
 
@@ -604,7 +612,7 @@ TEST_F(ShardReplicatorTest, MalformedResendsTheSameBytes) {
   ASSERT_TRUE(again);
   EXPECT_EQ(again->bytes, first->bytes);
   Deliver(again, OkAnswer(3));
-  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 3u);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, Offset(3));
 }
 
 TEST_F(ShardReplicatorTest, UnsupportedKindFallsBackToTheOwnKind) {
@@ -657,7 +665,7 @@ TEST_F(ShardReplicatorTest, LogConflictHaltsAndRebuildsWithinThePolicy) {
   auto st = StatusOf(first_node, LogKind::kStream);
   EXPECT_EQ(st.halt, ReplicaHalt::kNone);
   EXPECT_TRUE(st.rebuilding);
-  EXPECT_EQ(st.confirmed, 0u);
+  EXPECT_EQ(st.confirmed, Offset(0));
   auto ship = transport_.Next(first_node);
   ASSERT_TRUE(ship);
   EXPECT_EQ(ship->first(), 0u);
@@ -768,7 +776,7 @@ TEST_F(ShardReplicatorTest, FencedEpochStopsTheFollowerAndReportsOnce) {
   EXPECT_EQ(StatusOf("f0", LogKind::kDeadLetters).halt, ReplicaHalt::kFenced);
   // An answer to a batch still out counts for nothing; nothing more goes to f0, no rebuild.
   Deliver(f0[1], OkAnswer(4));
-  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 0u);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, Offset(0));
   Append(LogKind::kStream, 2);
   rep_->Wake();
   Barrier();
@@ -783,7 +791,7 @@ TEST_F(ShardReplicatorTest, FencedEpochStopsTheFollowerAndReportsOnce) {
 // --- bootstrap ----------------------------------------------------------------------------------
 
 TEST_F(ShardReplicatorTest, TrimmedOffersBootstrapNeverAboveMarkAndCommit) {
-  OpenStore(/*initial_base=*/100);
+  OpenStore(/*initial_base=*/Offset(100));
   Append(LogKind::kStream, 5);  // offsets 100..104
   auto o = Options(1);
   o.max_in_flight = 1;
@@ -801,7 +809,7 @@ TEST_F(ShardReplicatorTest, TrimmedOffersBootstrapNeverAboveMarkAndCommit) {
   EXPECT_EQ(transport_.Unread(), 0u);
   EXPECT_TRUE(StatusOf("f0", LogKind::kStream).stalled);
 
-  OnExec([&] { ASSERT_TRUE(store_->SetCommitOffset(100).has_value()); });
+  OnExec([&] { ASSERT_TRUE(store_->SetCommitOffset(Offset(100)).has_value()); });
   auto offer = transport_.Next("f0");
   ASSERT_TRUE(offer);
   ASSERT_EQ(offer->kind(), flxi::Kind::kReplicateBootstrap);
@@ -812,13 +820,13 @@ TEST_F(ShardReplicatorTest, TrimmedOffersBootstrapNeverAboveMarkAndCommit) {
   ASSERT_TRUE(ship);
   EXPECT_EQ(ship->first(), 100u);
   Deliver(ship, OkAnswer(105));
-  EXPECT_EQ(MarkOf(LogKind::kStream), 105u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(105));
 }
 
 // A restarted leader of a compacted log: followers that hold it all are shipped to from the base
 // (their answers raise the mark), never sent to a bootstrap.
 TEST_F(ShardReplicatorTest, AFollowerHoldingACompactedLogIsProbedAtTheBase) {
-  OpenStore(/*initial_base=*/100);
+  OpenStore(/*initial_base=*/Offset(100));
   Append(LogKind::kStream, 5);  // offsets 100..104
   Start(Options(1));
   auto ship = transport_.Next("f0");
@@ -826,18 +834,18 @@ TEST_F(ShardReplicatorTest, AFollowerHoldingACompactedLogIsProbedAtTheBase) {
   EXPECT_EQ(ship->kind(), flxi::Kind::kReplicateTimedRecords);
   EXPECT_EQ(ship->first(), 100u);
   Deliver(ship, OkAnswer(105));
-  EXPECT_EQ(MarkOf(LogKind::kStream), 105u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(105));
   EXPECT_EQ(Shipped("bootstrapped"), 0u);
   EXPECT_FALSE(StatusOf("f0", LogKind::kStream).stalled);
 }
 
 TEST_F(ShardReplicatorTest, RefusedBootstrapHaltsNeedsBootstrapThenRebuilds) {
-  OpenStore(/*initial_base=*/50);
+  OpenStore(/*initial_base=*/Offset(50));
   Append(LogKind::kCursors, 2);  // the cursor log: kind 17
   Append(LogKind::kStream, 1);
   auto o = Options(1);
   Start(o);
-  OnExec([&] { store_->log(LogKind::kCursors).SetCommitOffset(52); });
+  OnExec([&] { store_->log(LogKind::kCursors).SetCommitOffset(Offset(52)); });
   SentPtr offer;
   while ((offer = transport_.Next("f0")) && offer->kind() != flxi::Kind::kReplicateGroupBootstrap) {
     // The cursor log's probe from its base: the follower holds less (LogGap at 0), so a
@@ -873,7 +881,7 @@ TEST_F(ShardReplicatorTest, TransportFailureRetriesWithoutATightLoop) {
   }
   EXPECT_GE(std::chrono::steady_clock::now() - started, 5 * 50ms);
   EXPECT_TRUE(StatusOf("f0", LogKind::kStream).stalled);
-  EXPECT_EQ(MarkOf(LogKind::kStream), 0u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(0));
 
   // Send refused at once is the same; then the follower comes back and catches up.
   transport_.set_fail_all(false);
@@ -900,7 +908,7 @@ TEST_F(ShardReplicatorTest, TimeoutRetriesFromTheFailedBatch) {
   ASSERT_TRUE(retry);
   EXPECT_EQ(retry->first(), 2u);
   Deliver(c, OkAnswer(6));  // dropped with the failed batch: stale
-  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 2u);
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, Offset(2));
   EXPECT_EQ(Shipped("timeout"), 1u);
 }
 
@@ -913,19 +921,19 @@ TEST_F(ShardReplicatorTest, MarkRisesWithAMajorityOnly) {
   Start(o);
   auto a = transport_.Next("f0"), b = transport_.Next("f1");
   ASSERT_TRUE(a && b);
-  EXPECT_EQ(MarkOf(LogKind::kStream), 0u);  // the leader alone is no majority
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(0));  // the leader alone is no majority
   Deliver(a, OkAnswer(10));
-  EXPECT_TRUE(WaitMark(LogKind::kStream, 10));
-  EXPECT_EQ(MarkOf(LogKind::kStream), 10u);
+  EXPECT_TRUE(WaitMark(LogKind::kStream, Offset(10)));
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(10));
   // f1 never answered: new records do not move the mark until someone confirms them.
   Append(LogKind::kStream, 5);
   auto a2 = transport_.Next("f0");
   ASSERT_TRUE(a2);
-  EXPECT_EQ(MarkOf(LogKind::kStream), 10u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(10));
   Deliver(a2, OkAnswer(15));
-  EXPECT_EQ(MarkOf(LogKind::kStream), 15u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(15));
   // on_mark saw only rises.
-  uint64_t last = 0;
+  Offset last(0);
   for (auto& [log, mark] : Marks()) {
     if (log != LogKind::kStream) continue;
     EXPECT_GT(mark, last);
@@ -939,9 +947,9 @@ TEST_F(ShardReplicatorTest, MarkRisesWithAMajorityOnly) {
 TEST_F(ShardReplicatorTest,
        AGenerationStartRecordShipsMarkedAndCarriesTheMarkOverInheritedRecords) {
   OpenStore();
-  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", 0).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", Offset(0)).has_value());
   Append(LogKind::kStream, 4, 1);
-  ASSERT_TRUE(store_->AcceptGeneration(Generation(2), "leader", 4).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(2), "leader", Offset(4)).has_value());
   const auto payload = storage::GenerationStartPayload(2);
   ASSERT_TRUE(store_->log(LogKind::kStream)
                   .Append(storage::AppendRecord{payload, Generation(2), 0,
@@ -960,19 +968,19 @@ TEST_F(ShardReplicatorTest,
   EXPECT_EQ(rec.marks[1].type, flxi::MarkType::kGenerationStart);
   EXPECT_EQ(rec.checksum, flxi::BatchChecksum(rec.payloads, rec.marks));
   EXPECT_NE(rec.checksum, flxi::BatchChecksum(rec.payloads, {}));
-  EXPECT_EQ(MarkOf(LogKind::kStream), 0u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(0));
   Deliver(a, OkAnswer(5));
-  EXPECT_TRUE(WaitMark(LogKind::kStream, 5));
+  EXPECT_TRUE(WaitMark(LogKind::kStream, Offset(5)));
 }
 
 // A cache shard's counter log counts a majority only past its own start record too (§8.3):
 // confirmations of inherited counter records alone move no mark.
 TEST_F(ShardReplicatorTest, ACacheShardsCounterMarkCountsOnlyPastItsStartRecord) {
   OpenStore();
-  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", 0).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(1), "old", Offset(0)).has_value());
   Append(LogKind::kCache, 2, 1);
   Append(LogKind::kCounters, 3, 1);
-  ASSERT_TRUE(store_->AcceptGeneration(Generation(2), "leader", 2).has_value());
+  ASSERT_TRUE(store_->AcceptGeneration(Generation(2), "leader", Offset(2)).has_value());
   const auto payload = storage::GenerationStartPayload(2);
   for (LogKind log : {LogKind::kCache, LogKind::kCounters}) {
     ASSERT_TRUE(store_->log(log)
@@ -1002,14 +1010,14 @@ TEST_F(ShardReplicatorTest, ACacheShardsCounterMarkCountsOnlyPastItsStartRecord)
   ASSERT_EQ(first->first(), 0u);
   ASSERT_EQ(first->end(), 3u);
   Deliver(first, OkAnswer(3, caps));  // holds the inherited records, not the start record
-  EXPECT_EQ(MarkOf(LogKind::kCounters), 0u);
+  EXPECT_EQ(MarkOf(LogKind::kCounters), Offset(0));
   auto rest = next_counters();
   ASSERT_TRUE(rest);
   ASSERT_EQ(rest->first(), 3u);
   ASSERT_EQ(rest->records().marks.size(), 1u);
   EXPECT_EQ(rest->records().marks[0].type, flxi::MarkType::kGenerationStart);
   Deliver(rest, OkAnswer(4, caps));
-  EXPECT_TRUE(WaitMark(LogKind::kCounters, 4));
+  EXPECT_TRUE(WaitMark(LogKind::kCounters, Offset(4)));
 }
 
 TEST_F(ShardReplicatorTest, LostAnswersAreNeverCounted) {
@@ -1020,9 +1028,9 @@ TEST_F(ShardReplicatorTest, LostAnswersAreNeverCounted) {
   ASSERT_TRUE(f0[3]);
   // f1's answers are all lost; f0 answers only its second batch.
   Deliver(f0[1], OkAnswer(4));
-  EXPECT_EQ(MarkOf(LogKind::kStream), 4u);
-  EXPECT_EQ(StatusOf("f1", LogKind::kStream).confirmed, 0u);
-  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 4u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(4));
+  EXPECT_EQ(StatusOf("f1", LogKind::kStream).confirmed, Offset(0));
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, Offset(4));
 }
 
 TEST_F(ShardReplicatorTest, SingleReplicaMarkFollowsTheTailOnAppend) {
@@ -1030,7 +1038,7 @@ TEST_F(ShardReplicatorTest, SingleReplicaMarkFollowsTheTailOnAppend) {
   Start(Options(0));
   Barrier();
   Append(LogKind::kStream, 3);  // noticed through NotifyWhen, no Wake()
-  EXPECT_TRUE(WaitMark(LogKind::kStream, 3));
+  EXPECT_TRUE(WaitMark(LogKind::kStream, Offset(3)));
 }
 
 TEST_F(ShardReplicatorTest, AppendWakesShippingWithoutWake) {
@@ -1062,13 +1070,13 @@ TEST_F(ShardReplicatorTest, TheCarriedCommitOffsetRisesAtMostOncePerInterval) {
   ASSERT_TRUE(a);
   EXPECT_EQ(a->records().commit_offset, std::optional<uint64_t>(0));
   Deliver(a, OkAnswer(2));
-  ASSERT_EQ(MarkOf(LogKind::kStream), 2u);
+  ASSERT_EQ(MarkOf(LogKind::kStream), Offset(2));
   Append(LogKind::kStream, 1);
   auto b = transport_.Next("f0");
   ASSERT_TRUE(b);
   EXPECT_EQ(b->records().commit_offset, std::optional<uint64_t>(2)) << "the first rise is carried";
   Deliver(b, OkAnswer(3));
-  ASSERT_EQ(MarkOf(LogKind::kStream), 3u);
+  ASSERT_EQ(MarkOf(LogKind::kStream), Offset(3));
   Append(LogKind::kStream, 1);
   auto c = transport_.Next("f0");
   ASSERT_TRUE(c);
@@ -1081,7 +1089,7 @@ TEST_F(ShardReplicatorTest, TheCarriedCommitOffsetRisesAtMostOncePerInterval) {
 // fdatasync is still running, so the flushes overlap; the mark still counts the leader only up
 // to its durable tail, so the followers' confirmations alone acknowledge nothing.
 TEST_F(ShardReplicatorTest, UnflushedRecordsShipBeforeTheLeadersFlushAndCountOnceItIsDurable) {
-  OpenStore(0, storage::FsyncMode::kOnCommit);
+  OpenStore(Offset(0), storage::FsyncMode::kOnCommit);
   auto o = Options(2);  // RF 3
   o.ship_unflushed = true;
   Start(o);
@@ -1099,19 +1107,19 @@ TEST_F(ShardReplicatorTest, UnflushedRecordsShipBeforeTheLeadersFlushAndCountOnc
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->first(), 0u);
   EXPECT_EQ(a->end(), 3u);
-  EXPECT_EQ(log.DurableOffset(), 0u) << "shipped while the leader's flush is held";
+  EXPECT_EQ(log.DurableOffset(), Offset(0)) << "shipped while the leader's flush is held";
   Deliver(a, OkAnswer(3));
   Deliver(b, OkAnswer(3));
-  EXPECT_EQ(MarkOf(LogKind::kStream), 0u) << "two followers hold it, the leader not yet";
-  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, 3u);
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(0)) << "two followers hold it, the leader not yet";
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).confirmed, Offset(3));
   faults_->HoldSyncs(false);
   ASSERT_TRUE(flushed.get_future().get());
-  EXPECT_TRUE(WaitMark(LogKind::kStream, 3));
+  EXPECT_TRUE(WaitMark(LogKind::kStream, Offset(3)));
 }
 
 // Without it (Leader shards) nothing ships until the leader's own flush covered it.
 TEST_F(ShardReplicatorTest, WithoutShipUnflushedOnlyDurableRecordsShip) {
-  OpenStore(0, storage::FsyncMode::kOnCommit);
+  OpenStore(Offset(0), storage::FsyncMode::kOnCommit);
   Start(Options(1));
   Barrier();
   storage::DurableLog& log = store_->log(LogKind::kStream);
@@ -1123,7 +1131,7 @@ TEST_F(ShardReplicatorTest, WithoutShipUnflushedOnlyDurableRecordsShip) {
       {&rec, 1}, [&](const storage::StorageResult<void>& r) { flushed.set_value(r); }));
   Barrier();  // a written-tail watch would have posted its pass before AppendAsync returned
   EXPECT_EQ(transport_.Unread(), 0u);
-  EXPECT_EQ(log.WrittenOffset(), 1u);
+  EXPECT_EQ(log.WrittenOffset(), Offset(1));
   faults_->HoldSyncs(false);
   ASSERT_TRUE(flushed.get_future().get());
   auto s = transport_.Next("f0");
@@ -1145,7 +1153,7 @@ TEST_F(ShardReplicatorTest, ARecordsAnswerRunsOnTheDeliveringThreadWhenTheExecut
   ASSERT_TRUE(a);
   WaitIdle();
   a->done(OkAnswer(4));
-  ASSERT_TRUE(WaitMark(LogKind::kStream, 4));
+  ASSERT_TRUE(WaitMark(LogKind::kStream, Offset(4)));
   EXPECT_EQ(MarkThreads().back(), std::this_thread::get_id());
 
   Append(LogKind::kStream, 2);
@@ -1159,9 +1167,10 @@ TEST_F(ShardReplicatorTest, ARecordsAnswerRunsOnTheDeliveringThreadWhenTheExecut
   }));
   const std::thread::id busy = executor_thread.get_future().get();
   b->done(OkAnswer(6));  // queued behind the blocked task, not run here
-  for (auto& [log, mark] : Marks()) EXPECT_LT(mark, 6u) << "handled before the executor was free";
+  for (auto& [log, mark] : Marks())
+    EXPECT_LT(mark, Offset(6)) << "handled before the executor was free";
   release.set_value();
-  ASSERT_TRUE(WaitMark(LogKind::kStream, 6));
+  ASSERT_TRUE(WaitMark(LogKind::kStream, Offset(6)));
   EXPECT_EQ(MarkThreads().back(), busy);
 }
 

@@ -16,8 +16,8 @@ std::string MakeShard() {
   auto dir = test::TempDir("cli-shard");
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(test::Opts()));
   EXPECT_TRUE(store);
-  test::AppendN((*store)->log(LogKind::kStream), 0, 20, 30);
-  test::AppendN((*store)->log(LogKind::kCounters), 0, 3);
+  test::AppendN((*store)->log(LogKind::kStream), Offset(0), 20, 30);
+  test::AppendN((*store)->log(LogKind::kCounters), Offset(0), 3);
   EXPECT_TRUE((*store)->Close());
   return dir;
 }
@@ -48,7 +48,7 @@ TEST(CliLog, DumpNamesAGenerationStartRecord) {
   {
     auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(test::Opts()));
     ASSERT_TRUE(store);
-    test::AppendN((*store)->log(LogKind::kStream), 0, 2, 10);
+    test::AppendN((*store)->log(LogKind::kStream), Offset(0), 2, 10);
     const auto payload = GenerationStartPayload(7);
     ASSERT_TRUE((*store)
                     ->log(LogKind::kStream)

@@ -28,8 +28,8 @@ std::string PayloadFor(uint64_t thread, uint64_t seq, size_t size) {
 }
 
 // offset -> expected payload, from complete "ack <offset> <thread> <seq>" lines.
-std::map<uint64_t, std::string> Acks(const std::string& out, size_t size) {
-  std::map<uint64_t, std::string> acks;
+std::map<Offset, std::string> Acks(const std::string& out, size_t size) {
+  std::map<Offset, std::string> acks;
   std::istringstream in(out);
   std::string line;
   while (std::getline(in, line)) {
@@ -38,7 +38,7 @@ std::map<uint64_t, std::string> Acks(const std::string& out, size_t size) {
     std::string word;
     uint64_t off = 0, thread = 0, seq = 0;
     if (l >> word >> off >> thread >> seq && word == "ack") {
-      acks[off] = PayloadFor(thread, seq, size);
+      acks[Offset(off)] = PayloadFor(thread, seq, size);
     }
   }
   return acks;
@@ -47,15 +47,15 @@ std::map<uint64_t, std::string> Acks(const std::string& out, size_t size) {
 void CrashCycles(const std::string& mode, int threads, size_t size, int cycles,
                  uint64_t preallocate_bytes = 0) {
   auto dir = test::TempDir("crash-" + mode);
-  uint64_t acked_so_far = 0;
-  std::map<uint64_t, std::string> all_acks;
+  Offset acked_so_far(0);
+  std::map<Offset, std::string> all_acks;
   for (int cycle = 0; cycle < cycles; ++cycle) {
     ChildProcess writer(BuiltProgram("tests/storage/crash_writer"),
                         {dir, mode, std::to_string(threads), std::to_string(size), "65536",
                          std::to_string(preallocate_bytes)});
     ASSERT_TRUE(writer.WaitForLine("ready")) << writer.stderr_text();
     // Let it get well into the stream (past a few segment rolls), then kill it mid-append.
-    std::string target = "ack " + std::to_string(acked_so_far + 300) + " ";
+    std::string target = "ack " + felix::to_string(acked_so_far + 300) + " ";
     ASSERT_TRUE(writer.WaitForLine(target)) << writer.stderr_text();
     int code = writer.Stop(SIGKILL);
     EXPECT_EQ(code, 128 + SIGKILL);
@@ -68,7 +68,7 @@ void CrashCycles(const std::string& mode, int threads, size_t size, int cycles,
     o.segment_bytes = 65536;
     auto log = DurableLog::Open(dir, o);
     ASSERT_TRUE(log) << log.error().ToString();
-    uint64_t tail = (*log)->TailOffset();
+    const Offset tail = (*log)->TailOffset();
     ASSERT_GT(tail, all_acks.rbegin()->first) << "cycle " << cycle;
     for (const auto& [off, payload] : all_acks) {
       auto rec = (*log)->ReadOne(off);
@@ -76,9 +76,9 @@ void CrashCycles(const std::string& mode, int threads, size_t size, int cycles,
       ASSERT_EQ(rec->payload, payload) << off;
     }
     // Every record present (acknowledged or not) is intact and gap-free.
-    auto batch = (*log)->Read(0, ReadLimits{1000000, 1ull << 40});
+    auto batch = (*log)->Read(Offset(0), ReadLimits{1000000, 1ull << 40});
     ASSERT_TRUE(batch) << batch.error().ToString();
-    EXPECT_EQ(batch->records.size(), tail);
+    EXPECT_EQ(batch->records.size(), tail.value());
     ASSERT_TRUE((*log)->Close());
     // Reopening again changes nothing.
     auto again = DurableLog::Open(dir, o);

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "open failed: %s\n", log.error().ToString().c_str());
     return 1;
   }
-  std::printf("ready tail=%llu\n", static_cast<unsigned long long>((*log)->TailOffset()));
+  std::printf("ready tail=%llu\n", static_cast<unsigned long long>((*log)->TailOffset().value()));
   std::fflush(stdout);
   std::mutex out_mu;
   std::vector<std::thread> workers;
@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
           std::exit(1);
         }
         std::lock_guard<std::mutex> l(out_mu);
-        std::printf("ack %llu %d %llu\n", static_cast<unsigned long long>(r->first_offset), t,
-                    static_cast<unsigned long long>(seq));
+        std::printf("ack %llu %d %llu\n", static_cast<unsigned long long>(r->first_offset.value()),
+                    t, static_cast<unsigned long long>(seq));
         std::fflush(stdout);
       }
     });

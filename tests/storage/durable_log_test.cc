@@ -36,10 +36,10 @@ TEST(DurableLog, AppendsReadBackWithGenerationAndTimestamp) {
                           {AsBytes(c), Generation(4), 0}};
   auto r = log->Append(batch);
   ASSERT_TRUE(r) << r.error().ToString();
-  EXPECT_EQ(r->first_offset, 0u);
-  EXPECT_EQ(r->last_offset, 2u);
-  EXPECT_EQ(log->TailOffset(), 3u);
-  auto read = log->Read(0, ReadLimits{});
+  EXPECT_EQ(r->first_offset, Offset(0));
+  EXPECT_EQ(r->last_offset, Offset(2));
+  EXPECT_EQ(log->TailOffset(), Offset(3));
+  auto read = log->Read(Offset(0), ReadLimits{});
   ASSERT_TRUE(read);
   ASSERT_EQ(read->records.size(), 3u);
   EXPECT_EQ(read->records[0].payload, "alpha");
@@ -47,11 +47,11 @@ TEST(DurableLog, AppendsReadBackWithGenerationAndTimestamp) {
   EXPECT_EQ(read->records[0].timestamp_ms, 111u);
   EXPECT_EQ(read->records[1].generation, Generation(4));
   EXPECT_GT(read->records[2].timestamp_ms, 1000000000000u);  // assigned wall clock
-  EXPECT_EQ(read->next_offset, 3u);
-  auto one = log->ReadOne(1);
+  EXPECT_EQ(read->next_offset, Offset(3));
+  auto one = log->ReadOne(Offset(1));
   ASSERT_TRUE(one);
   EXPECT_EQ(one->payload, "beta");
-  auto past = log->Read(3, ReadLimits{});
+  auto past = log->Read(Offset(3), ReadLimits{});
   ASSERT_TRUE(past);
   EXPECT_TRUE(past->records.empty());
   EXPECT_FALSE(log->Append(std::span<const AppendRecord>{}));
@@ -61,16 +61,16 @@ TEST(DurableLog, ReopenKeepsRecordsAndContinuesOffsets) {
   auto dir = TempDir("reopen");
   {
     auto log = MustOpen(dir, Opts());
-    AppendN(*log, 0, 50);
+    AppendN(*log, Offset(0), 50);
     ASSERT_TRUE(log->Close());
   }
   auto log = MustOpen(dir, Opts());
   ASSERT_TRUE(log);
   EXPECT_FALSE(log->recovery().fresh);
   EXPECT_FALSE(log->recovery().torn_tail_repaired);
-  EXPECT_EQ(log->TailOffset(), 50u);
-  AppendN(*log, 50, 10);
-  ExpectRecords(*log, 0, 60);
+  EXPECT_EQ(log->TailOffset(), Offset(50));
+  AppendN(*log, Offset(50), 10);
+  ExpectRecords(*log, Offset(0), Offset(60));
 }
 
 TEST(DurableLog, RollSealsAndDropSegmentsBelowTrimsWholeSegmentsOnly) {
@@ -79,33 +79,33 @@ TEST(DurableLog, RollSealsAndDropSegmentsBelowTrimsWholeSegmentsOnly) {
   ASSERT_TRUE(log);
   ASSERT_TRUE(log->Roll());  // empty active segment: nothing to seal
   EXPECT_EQ(log->SegmentCount(), 1u);
-  AppendN(*log, 0, 10);
+  AppendN(*log, Offset(0), 10);
   ASSERT_TRUE(log->Roll());
   EXPECT_EQ(log->SegmentCount(), 2u);
-  AppendN(*log, 10, 5);
+  AppendN(*log, Offset(10), 5);
   ASSERT_TRUE(log->Roll());
-  AppendN(*log, 15, 5);
+  AppendN(*log, Offset(15), 5);
   uint64_t before = log->DiskBytes();
   // 12 is inside the second segment [10, 15): only [0, 10) can go.
-  auto dropped = log->DropSegmentsBelow(12);
+  auto dropped = log->DropSegmentsBelow(Offset(12));
   ASSERT_TRUE(dropped) << dropped.error().ToString();
   EXPECT_EQ(dropped->segments_deleted, 1u);
-  EXPECT_EQ(log->BaseOffset(), 10u);
-  EXPECT_EQ(log->TailOffset(), 20u);
+  EXPECT_EQ(log->BaseOffset(), Offset(10));
+  EXPECT_EQ(log->TailOffset(), Offset(20));
   EXPECT_LT(log->DiskBytes(), before);
   // The active segment is never dropped, whatever the offset.
-  ASSERT_TRUE(log->DropSegmentsBelow(1000));
-  EXPECT_EQ(log->BaseOffset(), 15u);
+  ASSERT_TRUE(log->DropSegmentsBelow(Offset(1000)));
+  EXPECT_EQ(log->BaseOffset(), Offset(15));
   EXPECT_EQ(log->SegmentCount(), 1u);
-  EXPECT_FALSE(log->Read(3, ReadLimits{}));  // trimmed
-  ExpectRecords(*log, 15, 20);
+  EXPECT_FALSE(log->Read(Offset(3), ReadLimits{}));  // trimmed
+  ExpectRecords(*log, Offset(15), Offset(20));
   ASSERT_TRUE(log->Close());
   // Offsets survive a reopen: nothing was renumbered.
   auto again = MustOpen(dir, Opts());
   ASSERT_TRUE(again);
-  EXPECT_EQ(again->BaseOffset(), 15u);
-  EXPECT_EQ(again->TailOffset(), 20u);
-  ExpectRecords(*again, 15, 20);
+  EXPECT_EQ(again->BaseOffset(), Offset(15));
+  EXPECT_EQ(again->TailOffset(), Offset(20));
+  ExpectRecords(*again, Offset(15), Offset(20));
 }
 
 TEST(DurableLog, RollsOverAtSegmentSizeAndReadsAcrossSegments) {
@@ -115,19 +115,19 @@ TEST(DurableLog, RollsOverAtSegmentSizeAndReadsAcrossSegments) {
   o.index_spacing_bytes = 256;
   {
     auto log = MustOpen(dir, o);
-    AppendN(*log, 0, 200, 100);
+    AppendN(*log, Offset(0), 200, 100);
     EXPECT_GT(log->SegmentCount(), 5u);
-    ExpectRecords(*log, 0, 200, 100);
-    ExpectRecords(*log, 137, 200, 100);
+    ExpectRecords(*log, Offset(0), Offset(200), 100);
+    ExpectRecords(*log, Offset(137), Offset(200), 100);
     ASSERT_TRUE(log->Close());
   }
   for (const auto& f : test::SegmentFiles(dir)) {
     EXPECT_LE(std::filesystem::file_size(f), 4096u) << f;
   }
   auto log = MustOpen(dir, o);
-  EXPECT_EQ(log->TailOffset(), 200u);
-  ExpectRecords(*log, 0, 200, 100);
-  AppendN(*log, 200, 5, 100);
+  EXPECT_EQ(log->TailOffset(), Offset(200));
+  ExpectRecords(*log, Offset(0), Offset(200), 100);
+  AppendN(*log, Offset(200), 5, 100);
 }
 
 // --- preallocation (LogOptions::preallocate_bytes) ---
@@ -154,7 +154,7 @@ TEST(DurableLog, PreallocationKeepsZeroesAheadAndEverySealedOrClosedSegmentEndsA
   const uint64_t rec = RecordBytes(100);
   {
     auto log = MustOpen(dir, o);
-    AppendN(*log, 0, 10, 100);
+    AppendN(*log, Offset(0), 10, 100);
     const uint64_t used = kSegmentHeaderBytes + 10 * rec;
     // Zeroed space appears ahead of the records, up to preallocate_bytes past them.
     const uint64_t size = ActiveFileSizeWhen(dir, [&](uint64_t s) { return s > used; });
@@ -163,20 +163,20 @@ TEST(DurableLog, PreallocationKeepsZeroesAheadAndEverySealedOrClosedSegmentEndsA
     // Appends land in it: the file does not grow for records that fit (and leave more than
     // half of preallocate_bytes ahead, so no further fill starts).
     ASSERT_GE(size, used + 5 * rec + o.preallocate_bytes / 2);
-    AppendN(*log, 10, 5, 100);
+    AppendN(*log, Offset(10), 5, 100);
     EXPECT_EQ(std::filesystem::file_size(test::SegmentFiles(dir).back()), size);
-    ExpectRecords(*log, 0, 15, 100);
+    ExpectRecords(*log, Offset(0), Offset(15), 100);
     // Past a roll the sealed segment ends at its last record (recovery refuses zeros in one).
-    AppendN(*log, 15, 1000, 100);
+    AppendN(*log, Offset(15), 1000, 100);
     ASSERT_GE(log->SegmentCount(), 3u);
-    ExpectRecords(*log, 0, 1015, 100);
+    ExpectRecords(*log, Offset(0), Offset(1015), 100);
     ASSERT_TRUE(log->Close());
   }
   auto again = MustOpen(dir, o);
   EXPECT_FALSE(again->recovery().torn_tail_repaired);
   EXPECT_EQ(again->recovery().preallocated_bytes, 0u) << "Close cut the zeros";
-  EXPECT_EQ(again->TailOffset(), 1015u);
-  ExpectRecords(*again, 0, 1015, 100);
+  EXPECT_EQ(again->TailOffset(), Offset(1015));
+  ExpectRecords(*again, Offset(0), Offset(1015), 100);
 }
 
 // A copy of the directory taken while the log is open holds what a crash would leave: zeros
@@ -187,7 +187,7 @@ TEST(DurableLog, PreallocatedZerosLeftByACrashOpenAsTheEnd) {
   LogOptions o = Opts(FsyncMode::kOnCommit);
   o.preallocate_bytes = 32 << 10;
   auto log = MustOpen(dir, o);
-  AppendN(*log, 0, 20, 200);
+  AppendN(*log, Offset(0), 20, 200);
   const uint64_t used = kSegmentHeaderBytes + 20 * RecordBytes(200);
   ASSERT_GT(ActiveFileSizeWhen(dir, [&](uint64_t s) { return s > used; }), used);
   std::filesystem::remove_all(copy);
@@ -196,10 +196,10 @@ TEST(DurableLog, PreallocatedZerosLeftByACrashOpenAsTheEnd) {
   auto reopened = MustOpen(copy, o);
   EXPECT_FALSE(reopened->recovery().torn_tail_repaired) << reopened->recovery().torn_reason;
   EXPECT_EQ(reopened->recovery().preallocated_bytes, copied - used);
-  EXPECT_EQ(reopened->TailOffset(), 20u);
-  ExpectRecords(*reopened, 0, 20, 200);
-  AppendN(*reopened, 20, 5, 200);
-  ExpectRecords(*reopened, 0, 25, 200);
+  EXPECT_EQ(reopened->TailOffset(), Offset(20));
+  ExpectRecords(*reopened, Offset(0), Offset(20), 200);
+  AppendN(*reopened, Offset(20), 5, 200);
+  ExpectRecords(*reopened, Offset(0), Offset(25), 200);
 }
 
 // Truncation and reset with zeroed space ahead; appends bigger than what the fill keeps ahead
@@ -210,10 +210,10 @@ TEST(DurableLog, PreallocationWithTruncateResetAndAppendsThatOutrunIt) {
   o.segment_bytes = 256 << 10;
   o.preallocate_bytes = 8 << 10;
   auto log = MustOpen(dir, o);
-  AppendN(*log, 0, 50, 100);
-  ASSERT_TRUE(log->Truncate(30));
-  AppendN(*log, 30, 10, 100);
-  ExpectRecords(*log, 0, 40, 100);
+  AppendN(*log, Offset(0), 50, 100);
+  ASSERT_TRUE(log->Truncate(Offset(30)));
+  AppendN(*log, Offset(30), 10, 100);
+  ExpectRecords(*log, Offset(0), Offset(40), 100);
   std::atomic<bool> failed{false};
   std::vector<std::thread> writers;
   for (int t = 0; t < 4; ++t) {
@@ -228,19 +228,19 @@ TEST(DurableLog, PreallocationWithTruncateResetAndAppendsThatOutrunIt) {
   }
   for (auto& w : writers) w.join();
   EXPECT_FALSE(failed.load());
-  const uint64_t tail = log->TailOffset();
+  const uint64_t tail = log->TailOffset().value();
   EXPECT_EQ(tail, 40u + 4 * 25 * 8);
-  auto all = log->Read(0, ReadLimits{100000, 1ull << 40});
+  auto all = log->Read(Offset(0), ReadLimits{100000, 1ull << 40});
   ASSERT_TRUE(all);
   ASSERT_EQ(all->records.size(), tail);
   for (uint64_t i = 40; i < tail; ++i) EXPECT_EQ(all->records[i].payload, std::string(3000, 'p'));
-  ASSERT_TRUE(log->Reset(5000));
-  AppendN(*log, 5000, 3, 100);
-  ExpectRecords(*log, 5000, 5003, 100);
+  ASSERT_TRUE(log->Reset(Offset(5000)));
+  AppendN(*log, Offset(5000), 3, 100);
+  ExpectRecords(*log, Offset(5000), Offset(5003), 100);
   ASSERT_TRUE(log->Close());
   auto again = MustOpen(dir, o);
   EXPECT_FALSE(again->recovery().torn_tail_repaired);
-  EXPECT_EQ(again->TailOffset(), 5003u);
+  EXPECT_EQ(again->TailOffset(), Offset(5003));
 }
 
 TEST(DurableLog, RecordLargerThanSegmentIsWrittenAlone) {
@@ -248,13 +248,13 @@ TEST(DurableLog, RecordLargerThanSegmentIsWrittenAlone) {
   LogOptions o = Opts();
   o.segment_bytes = 4096;
   auto log = MustOpen(dir, o);
-  AppendN(*log, 0, 3, 10);
+  AppendN(*log, Offset(0), 3, 10);
   std::string big(10000, 'x');
   auto r = log->Append(AppendRecord{AsBytes(big)});
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->first_offset, 3u);
-  AppendN(*log, 4, 2, 10);
-  auto one = log->ReadOne(3);
+  EXPECT_EQ(r->first_offset, Offset(3));
+  AppendN(*log, Offset(4), 2, 10);
+  auto one = log->ReadOne(Offset(3));
   ASSERT_TRUE(one);
   EXPECT_EQ(one->payload, big);
 }
@@ -262,16 +262,16 @@ TEST(DurableLog, RecordLargerThanSegmentIsWrittenAlone) {
 TEST(DurableLog, RangeReadsRespectCountAndByteBudget) {
   auto dir = TempDir("limits");
   auto log = MustOpen(dir, Opts());
-  AppendN(*log, 0, 100, 100);
-  auto r = log->Read(10, ReadLimits{7, 1 << 20});
+  AppendN(*log, Offset(0), 100, 100);
+  auto r = log->Read(Offset(10), ReadLimits{7, 1 << 20});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->records.size(), 7u);
-  EXPECT_EQ(r->records.front().offset, 10u);
-  EXPECT_EQ(r->next_offset, 17u);
-  r = log->Read(10, ReadLimits{1000, 250});
+  EXPECT_EQ(r->records.front().offset, Offset(10));
+  EXPECT_EQ(r->next_offset, Offset(17));
+  r = log->Read(Offset(10), ReadLimits{1000, 250});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->records.size(), 3u);  // 100 + 100 + 100 crosses 250
-  r = log->Read(10, ReadLimits{1000, 1});
+  r = log->Read(Offset(10), ReadLimits{1000, 1});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->records.size(), 1u);  // at least one record
 }
@@ -279,31 +279,31 @@ TEST(DurableLog, RangeReadsRespectCountAndByteBudget) {
 TEST(DurableLog, AppendAtOnlyAtTheTail) {
   auto dir = TempDir("append-at");
   auto log = MustOpen(dir, Opts());
-  AppendN(*log, 0, 5);
+  AppendN(*log, Offset(0), 5);
   std::string p = Payload(5);
   AppendRecord rec{AsBytes(p), Generation(2), 0};
-  auto bad = log->AppendAt(7, {&rec, 1});
+  auto bad = log->AppendAt(Offset(7), {&rec, 1});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, StorageErrc::kOffsetMismatch);
-  EXPECT_EQ(bad.error().tail, 5u);
-  EXPECT_EQ(log->TailOffset(), 5u);
-  auto ok = log->AppendAt(5, {&rec, 1});
+  EXPECT_EQ(bad.error().tail, Offset(5));
+  EXPECT_EQ(log->TailOffset(), Offset(5));
+  auto ok = log->AppendAt(Offset(5), {&rec, 1});
   ASSERT_TRUE(ok);
-  EXPECT_EQ(ok->first_offset, 5u);
-  ExpectRecords(*log, 0, 6);
+  EXPECT_EQ(ok->first_offset, Offset(5));
+  ExpectRecords(*log, Offset(0), Offset(6));
 }
 
 TEST(DurableLog, WaitForTimesOutThenWakesOnAppend) {
   auto dir = TempDir("wait");
   auto log = MustOpen(dir, Opts());
-  EXPECT_EQ(log->WaitFor(0, std::chrono::steady_clock::now() + 1ms), WaitOutcome::kTimeout);
+  EXPECT_EQ(log->WaitFor(Offset(0), std::chrono::steady_clock::now() + 1ms), WaitOutcome::kTimeout);
   std::atomic<int> outcome{-1};
   std::thread reader(
-      [&] { outcome = int(log->WaitFor(0, std::chrono::steady_clock::now() + 30s)); });
-  AppendN(*log, 0, 1);
+      [&] { outcome = int(log->WaitFor(Offset(0), std::chrono::steady_clock::now() + 30s)); });
+  AppendN(*log, Offset(0), 1);
   reader.join();
   EXPECT_EQ(outcome.load(), int(WaitOutcome::kReady));
-  EXPECT_EQ(log->WaitFor(0, std::chrono::steady_clock::now()), WaitOutcome::kReady);
+  EXPECT_EQ(log->WaitFor(Offset(0), std::chrono::steady_clock::now()), WaitOutcome::kReady);
 }
 
 TEST(DurableLog, NotifyWhenRunsOnAppendInlineWhenPresentAndOnClose) {
@@ -317,25 +317,26 @@ TEST(DurableLog, NotifyWhenRunsOnAppendInlineWhenPresentAndOnClose) {
       fired.emplace_back(tag, o);
     };
   };
-  log->NotifyWhen(1, cb(1));
-  uint64_t cancelled = log->NotifyWhen(2, cb(2));
-  log->NotifyWhen(5, cb(5));
+  log->NotifyWhen(Offset(1), cb(1));
+  uint64_t cancelled = log->NotifyWhen(Offset(2), cb(2));
+  log->NotifyWhen(Offset(5), cb(5));
   EXPECT_TRUE(fired.empty());
-  AppendN(*log, 0, 1);
+  AppendN(*log, Offset(0), 1);
   EXPECT_TRUE(fired.empty());  // offset 1 does not exist yet
-  AppendN(*log, 1, 1);
+  AppendN(*log, Offset(1), 1);
   ASSERT_EQ(fired.size(), 1u);
   EXPECT_EQ(fired[0], std::make_pair(1, WaitOutcome::kReady));
   EXPECT_TRUE(log->CancelNotify(cancelled));
-  AppendN(*log, 2, 1);
+  AppendN(*log, Offset(2), 1);
   EXPECT_EQ(fired.size(), 1u);
-  EXPECT_EQ(log->NotifyWhen(0, cb(0)), 0u);  // inline
+  EXPECT_EQ(log->NotifyWhen(Offset(0), cb(0)), 0u);  // inline
   ASSERT_EQ(fired.size(), 2u);
   EXPECT_EQ(fired[1].first, 0);
   ASSERT_TRUE(log->Close());
   ASSERT_EQ(fired.size(), 3u);
   EXPECT_EQ(fired[2], std::make_pair(5, WaitOutcome::kClosed));
-  EXPECT_EQ(log->WaitFor(100, std::chrono::steady_clock::now() + 30s), WaitOutcome::kClosed);
+  EXPECT_EQ(log->WaitFor(Offset(100), std::chrono::steady_clock::now() + 30s),
+            WaitOutcome::kClosed);
   auto after = log->Append(AppendRecord{AsBytes("x")});
   ASSERT_FALSE(after);
   EXPECT_EQ(after.error().code, StorageErrc::kClosed);
@@ -349,7 +350,7 @@ TEST(DurableLog, OnCommitConcurrentAppendersGetUniqueDurableOffsets) {
   o.segment_bytes = 64 * 1024;
   auto log = MustOpen(dir, o);
   constexpr int kThreads = 8, kPer = 40;
-  std::vector<std::vector<uint64_t>> got(kThreads);
+  std::vector<std::vector<Offset>> got(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -365,11 +366,11 @@ TEST(DurableLog, OnCommitConcurrentAppendersGetUniqueDurableOffsets) {
     });
   }
   for (auto& th : threads) th.join();
-  std::set<uint64_t> all;
+  std::set<Offset> all;
   for (auto& v : got) all.insert(v.begin(), v.end());
   EXPECT_EQ(all.size(), size_t(kThreads * kPer));
-  EXPECT_EQ(*all.rbegin(), uint64_t(kThreads * kPer - 1));
-  EXPECT_EQ(log->DurableOffset(), uint64_t(kThreads * kPer));
+  EXPECT_EQ(*all.rbegin(), Offset(kThreads * kPer - 1));
+  EXPECT_EQ(log->DurableOffset(), Offset(kThreads * kPer));
   std::string text = registry.RenderPrometheus();
   EXPECT_NE(text.find("felix_storage_sync_batch_appends_count{log=\"log\"}"), std::string::npos);
   EXPECT_NE(text.find("felix_storage_sync_duration_seconds_count"), std::string::npos);
@@ -391,50 +392,51 @@ TEST(DurableLog, AppendAsyncReturnsAtOnceAndCallsBackWhenDurable) {
         done[size_t(i)].set_value(res);
       });
       ASSERT_TRUE(r) << r.error().ToString();
-      EXPECT_EQ(r->first_offset, uint64_t(i));
+      EXPECT_EQ(r->first_offset, Offset(i));
     }
     for (int i = 0; i < kBatches; ++i) {
       auto f = done[size_t(i)].get_future();
       ASSERT_EQ(f.wait_for(30s), std::future_status::ready) << FsyncModeName(mode) << " " << i;
       EXPECT_TRUE(f.get());
-      EXPECT_GT(log->DurableOffset(), uint64_t(i));
+      EXPECT_GT(log->DurableOffset(), Offset(i));
     }
-    EXPECT_EQ(log->WaitFor(kBatches - 1, std::chrono::steady_clock::now() + 30s),
+    EXPECT_EQ(log->WaitFor(Offset(kBatches - 1), std::chrono::steady_clock::now() + 30s),
               WaitOutcome::kReady);
-    ExpectRecords(*log, 0, kBatches);
+    ExpectRecords(*log, Offset(0), Offset(kBatches));
   }
 }
 
 TEST(DurableLog, AppendAtAsyncWritesOnlyAtTheTailAndCallsBackWhenDurable) {
   auto dir = TempDir("at-async");
   auto log = MustOpen(dir, Opts(FsyncMode::kOnCommit));
-  AppendN(*log, 0, 3);
+  AppendN(*log, Offset(0), 3);
   std::string p = Payload(3);
   AppendRecord rec{AsBytes(p)};
   bool called = false;
-  auto wrong = log->AppendAtAsync(5, {&rec, 1}, [&](const StorageResult<void>&) { called = true; });
+  auto wrong =
+      log->AppendAtAsync(Offset(5), {&rec, 1}, [&](const StorageResult<void>&) { called = true; });
   ASSERT_FALSE(wrong);
   EXPECT_EQ(wrong.error().code, StorageErrc::kOffsetMismatch);
   std::promise<StorageResult<void>> done;
-  auto r = log->AppendAtAsync(3, {&rec, 1},
+  auto r = log->AppendAtAsync(Offset(3), {&rec, 1},
                               [&](const StorageResult<void>& res) { done.set_value(res); });
   ASSERT_TRUE(r) << r.error().ToString();
-  EXPECT_EQ(r->first_offset, 3u);
+  EXPECT_EQ(r->first_offset, Offset(3));
   auto f = done.get_future();
   ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
   EXPECT_TRUE(f.get());
-  EXPECT_EQ(log->DurableOffset(), 4u);
+  EXPECT_EQ(log->DurableOffset(), Offset(4));
   EXPECT_FALSE(called) << "a refused append never calls back";
-  ExpectRecords(*log, 0, 4);
+  ExpectRecords(*log, Offset(0), Offset(4));
 }
 
 TEST(DurableLog, SyncMakesNoneModeDurable) {
   auto dir = TempDir("sync");
   auto log = MustOpen(dir, Opts(FsyncMode::kNone));
-  AppendN(*log, 0, 10);
-  EXPECT_EQ(log->DurableOffset(), 0u);
+  AppendN(*log, Offset(0), 10);
+  EXPECT_EQ(log->DurableOffset(), Offset(0));
   ASSERT_TRUE(log->Sync());
-  EXPECT_EQ(log->DurableOffset(), 10u);
+  EXPECT_EQ(log->DurableOffset(), Offset(10));
 }
 
 TEST(DurableLog, PeriodicModeAppendsAndClosesDurably) {
@@ -443,12 +445,12 @@ TEST(DurableLog, PeriodicModeAppendsAndClosesDurably) {
   o.fsync_interval = 5ms;
   {
     auto log = MustOpen(dir, o);
-    AppendN(*log, 0, 20);
+    AppendN(*log, Offset(0), 20);
     ASSERT_TRUE(log->Close());
-    EXPECT_EQ(log->DurableOffset(), 20u);
+    EXPECT_EQ(log->DurableOffset(), Offset(20));
   }
   auto log = MustOpen(dir, o);
-  ExpectRecords(*log, 0, 20);
+  ExpectRecords(*log, Offset(0), Offset(20));
 }
 
 TEST(DurableLog, RetentionBySizeDeletesOldestSealedSegmentsAndTrimsReads) {
@@ -457,25 +459,25 @@ TEST(DurableLog, RetentionBySizeDeletesOldestSealedSegmentsAndTrimsReads) {
   o.segment_bytes = 4096;
   o.retention_bytes = 3 * 4096;
   auto log = MustOpen(dir, o);
-  AppendN(*log, 0, 300, 100);
+  AppendN(*log, Offset(0), 300, 100);
   size_t before = log->SegmentCount();
   auto r = log->EnforceRetention();
   ASSERT_TRUE(r) << r.error().ToString();
   EXPECT_GT(r->segments_deleted, 0u);
   EXPECT_EQ(log->SegmentCount(), before - r->segments_deleted);
   EXPECT_LE(log->SegmentCount(), 4u);
-  uint64_t base = log->BaseOffset();
-  EXPECT_GT(base, 0u);
+  Offset base = log->BaseOffset();
+  EXPECT_GT(base, Offset(0));
   EXPECT_EQ(r->base_offset, base);
-  auto trimmed = log->Read(0, ReadLimits{});
+  auto trimmed = log->Read(Offset(0), ReadLimits{});
   ASSERT_FALSE(trimmed);
   EXPECT_EQ(trimmed.error().code, StorageErrc::kTrimmed);
   EXPECT_EQ(trimmed.error().oldest, base);
-  ExpectRecords(*log, base, 300, 100);
+  ExpectRecords(*log, base, Offset(300), 100);
   ASSERT_TRUE(log->Close());
   auto again = MustOpen(dir, o);
   EXPECT_EQ(again->BaseOffset(), base);
-  ExpectRecords(*again, base, 300, 100);
+  ExpectRecords(*again, base, Offset(300), 100);
 }
 
 TEST(DurableLog, RetentionByAgeUsesRecordTimestampsAndKeepsActiveSegment) {
@@ -496,8 +498,8 @@ TEST(DurableLog, RetentionByAgeUsesRecordTimestampsAndKeepsActiveSegment) {
   ASSERT_TRUE(r);
   EXPECT_GT(r->segments_deleted, 0u);
   EXPECT_EQ(log->SegmentCount(), 1u);  // the active segment is never deleted
-  EXPECT_EQ(log->TailOffset(), 100u);
-  ExpectRecords(*log, log->BaseOffset(), 100, 100);
+  EXPECT_EQ(log->TailOffset(), Offset(100));
+  ExpectRecords(*log, log->BaseOffset(), Offset(100), 100);
 }
 
 TEST(DurableLog, RetentionHoldKeepsSegmentsAtOrAboveCommitOffset) {
@@ -506,17 +508,17 @@ TEST(DurableLog, RetentionHoldKeepsSegmentsAtOrAboveCommitOffset) {
   o.segment_bytes = 4096;
   o.retention_bytes = 1;
   auto log = MustOpen(dir, o);
-  AppendN(*log, 0, 200, 100);
-  log->SetCommitOffset(0);
+  AppendN(*log, Offset(0), 200, 100);
+  log->SetCommitOffset(Offset(0));
   log->SetRetentionHold(true);
   auto r = log->EnforceRetention();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->segments_deleted, 0u);
-  log->SetCommitOffset(100);
+  log->SetCommitOffset(Offset(100));
   r = log->EnforceRetention();
   ASSERT_TRUE(r);
   EXPECT_GT(r->segments_deleted, 0u);
-  EXPECT_LE(log->BaseOffset(), 100u);
+  EXPECT_LE(log->BaseOffset(), Offset(100));
 }
 
 TEST(DurableLog, TruncateAboveCommitAcrossSegmentsAndRefusedBelowCommit) {
@@ -524,31 +526,31 @@ TEST(DurableLog, TruncateAboveCommitAcrossSegmentsAndRefusedBelowCommit) {
   LogOptions o = Opts(FsyncMode::kOnCommit);
   o.segment_bytes = 4096;
   auto log = MustOpen(dir, o);
-  AppendN(*log, 0, 200, 100);
-  log->SetCommitOffset(50);
-  auto below = log->Truncate(49);
+  AppendN(*log, Offset(0), 200, 100);
+  log->SetCommitOffset(Offset(50));
+  auto below = log->Truncate(Offset(49));
   ASSERT_FALSE(below);
   EXPECT_EQ(below.error().code, StorageErrc::kBelowCommit);
-  EXPECT_EQ(log->TailOffset(), 200u);
-  EXPECT_FALSE(log->Truncate(201));
-  ASSERT_TRUE(log->Truncate(60));
-  EXPECT_EQ(log->TailOffset(), 60u);
-  EXPECT_EQ(log->DurableOffset(), 60u);
-  ExpectRecords(*log, 0, 60, 100);
+  EXPECT_EQ(log->TailOffset(), Offset(200));
+  EXPECT_FALSE(log->Truncate(Offset(201)));
+  ASSERT_TRUE(log->Truncate(Offset(60)));
+  EXPECT_EQ(log->TailOffset(), Offset(60));
+  EXPECT_EQ(log->DurableOffset(), Offset(60));
+  ExpectRecords(*log, Offset(0), Offset(60), 100);
   // New appends reuse the offsets above the cut, in a new generation.
   std::string p = "gen2";
   auto r = log->Append(AppendRecord{AsBytes(p), Generation(2), 0});
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->first_offset, 60u);
+  EXPECT_EQ(r->first_offset, Offset(60));
   ASSERT_TRUE(log->Close());
   auto again = MustOpen(dir, o);
   EXPECT_FALSE(again->recovery().torn_tail_repaired);
-  EXPECT_EQ(again->TailOffset(), 61u);
-  auto rec = again->ReadOne(60);
+  EXPECT_EQ(again->TailOffset(), Offset(61));
+  auto rec = again->ReadOne(Offset(60));
   ASSERT_TRUE(rec);
   EXPECT_EQ(rec->payload, "gen2");
   EXPECT_EQ(rec->generation, Generation(2));
-  ExpectRecords(*again, 0, 60, 100);
+  ExpectRecords(*again, Offset(0), Offset(60), 100);
 }
 
 // A read starts at a recent batch's first record without walking record headers from the
@@ -560,13 +562,13 @@ TEST(DurableLog, ReadsFromRecentBatchStartsAndForgetsThemAtATruncation) {
   LogOptions o = Opts(FsyncMode::kNone);
   o.index_spacing_bytes = 1 << 20;  // one index entry: every seek would start at the base
   auto log = MustOpen(dir, o);
-  AppendN(*log, 0, 20, 10);
+  AppendN(*log, Offset(0), 20, 10);
   for (uint64_t at : {0u, 5u, 19u, 11u}) {
-    auto rec = log->ReadOne(at);
+    auto rec = log->ReadOne(Offset(at));
     ASSERT_TRUE(rec) << rec.error().ToString();
     EXPECT_EQ(rec->payload, Payload(at, 10));
   }
-  ASSERT_TRUE(log->Truncate(12));
+  ASSERT_TRUE(log->Truncate(Offset(12)));
   // Offsets 12..19 again in one batch (one remembered start), each record three times the size
   // it had: the places remembered for 13..19 before the truncation would now be wrong.
   std::vector<std::string> payloads;
@@ -575,13 +577,13 @@ TEST(DurableLog, ReadsFromRecentBatchStartsAndForgetsThemAtATruncation) {
   for (const auto& p : payloads) batch.push_back(AppendRecord{AsBytes(p), Generation(2), 0});
   auto again = log->Append(batch);
   ASSERT_TRUE(again) << again.error().ToString();
-  ASSERT_EQ(again->first_offset, 12u);
+  ASSERT_EQ(again->first_offset, Offset(12));
   for (uint64_t at = 10; at < 20; ++at) {
-    auto rec = log->ReadOne(at);
+    auto rec = log->ReadOne(Offset(at));
     ASSERT_TRUE(rec) << "offset " << at << ": " << rec.error().ToString();
     EXPECT_EQ(rec->payload, Payload(at, at < 12 ? 10 : 30)) << at;
   }
-  ExpectRecords(*log, 0, 12, 10);
+  ExpectRecords(*log, Offset(0), Offset(12), 10);
 }
 
 TEST(DurableLog, TruncateToSegmentBoundary) {
@@ -589,46 +591,46 @@ TEST(DurableLog, TruncateToSegmentBoundary) {
   LogOptions o = Opts();
   o.segment_bytes = 4096;
   auto log = MustOpen(dir, o);
-  AppendN(*log, 0, 100, 100);
+  AppendN(*log, Offset(0), 100, 100);
   // Find the base of the second segment and cut exactly there.
   auto files = test::SegmentFiles(dir);
   ASSERT_GT(files.size(), 2u);
-  uint64_t second = std::stoull(std::filesystem::path(files[1]).stem().string());
+  const Offset second(std::stoull(std::filesystem::path(files[1]).stem().string()));
   ASSERT_TRUE(log->Truncate(second));
   EXPECT_EQ(log->TailOffset(), second);
   AppendN(*log, second, 10, 100);
-  ExpectRecords(*log, 0, second + 10, 100);
+  ExpectRecords(*log, Offset(0), second + 10, 100);
 }
 
 TEST(DurableLog, ResetBeginsAtBaseAndIsRefusedBelowCommit) {
   auto dir = TempDir("reset");
   auto log = MustOpen(dir, Opts());
-  AppendN(*log, 0, 30);
-  log->SetCommitOffset(20);
-  auto refused = log->Reset(10);
+  AppendN(*log, Offset(0), 30);
+  log->SetCommitOffset(Offset(20));
+  auto refused = log->Reset(Offset(10));
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, StorageErrc::kBelowCommit);
-  ASSERT_TRUE(log->Reset(1000));
-  EXPECT_EQ(log->BaseOffset(), 1000u);
-  EXPECT_EQ(log->TailOffset(), 1000u);
-  auto trimmed = log->Read(5, ReadLimits{});
+  ASSERT_TRUE(log->Reset(Offset(1000)));
+  EXPECT_EQ(log->BaseOffset(), Offset(1000));
+  EXPECT_EQ(log->TailOffset(), Offset(1000));
+  auto trimmed = log->Read(Offset(5), ReadLimits{});
   ASSERT_FALSE(trimmed);
   EXPECT_EQ(trimmed.error().code, StorageErrc::kTrimmed);
-  EXPECT_EQ(trimmed.error().oldest, 1000u);
-  AppendN(*log, 1000, 5);
+  EXPECT_EQ(trimmed.error().oldest, Offset(1000));
+  AppendN(*log, Offset(1000), 5);
   ASSERT_TRUE(log->Close());
   auto again = MustOpen(dir, Opts());
-  EXPECT_EQ(again->BaseOffset(), 1000u);
-  ExpectRecords(*again, 1000, 1005);
+  EXPECT_EQ(again->BaseOffset(), Offset(1000));
+  ExpectRecords(*again, Offset(1000), Offset(1005));
 }
 
 TEST(DurableLog, FreshLogStartsAtConfiguredBase) {
   auto dir = TempDir("base");
   LogOptions o = Opts();
-  o.initial_base_offset = 77;
+  o.initial_base_offset = Offset(77);
   auto log = MustOpen(dir, o);
-  AppendN(*log, 77, 3);
-  EXPECT_EQ(log->BaseOffset(), 77u);
+  AppendN(*log, Offset(77), 3);
+  EXPECT_EQ(log->BaseOffset(), Offset(77));
 }
 
 TEST(DurableLog, MissingOrDamagedIndexIsRebuilt) {
@@ -638,7 +640,7 @@ TEST(DurableLog, MissingOrDamagedIndexIsRebuilt) {
   o.index_spacing_bytes = 300;
   {
     auto log = MustOpen(dir, o);
-    AppendN(*log, 0, 150, 100);
+    AppendN(*log, Offset(0), 150, 100);
     ASSERT_TRUE(log->Close());
   }
   std::vector<std::string> indexes;
@@ -659,7 +661,7 @@ TEST(DurableLog, MissingOrDamagedIndexIsRebuilt) {
   auto log = MustOpen(dir, o);
   ASSERT_TRUE(log);
   EXPECT_GE(log->recovery().indexes_rebuilt, 3u);
-  ExpectRecords(*log, 0, 150, 100);
+  ExpectRecords(*log, Offset(0), Offset(150), 100);
   ASSERT_TRUE(log->Close());
   EXPECT_TRUE(std::filesystem::exists(indexes[0]));
   auto again = MustOpen(dir, o);
@@ -691,8 +693,8 @@ TEST(DurableLog, RecordFlagsRoundTripAndUnknownOnesAreRefused) {
   }
   auto log = MustOpen(dir, Opts());
   ASSERT_TRUE(log);
-  EXPECT_EQ(log->TailOffset(), 3u);
-  auto read = log->Read(0, ReadLimits{10, 1 << 20});
+  EXPECT_EQ(log->TailOffset(), Offset(3));
+  auto read = log->Read(Offset(0), ReadLimits{10, 1 << 20});
   ASSERT_TRUE(read);
   ASSERT_EQ(read->records.size(), 3u);
   EXPECT_EQ(read->records[0].flags, 0u);

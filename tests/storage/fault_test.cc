@@ -40,7 +40,7 @@ TEST(Faults, FailedFsyncPoisonsLaterAppendsAndTheNextOpen) {
   o.metrics = &registry;
   {
     auto log = MustOpen(dir, o);
-    AppendN(*log, 0, 5);
+    AppendN(*log, Offset(0), 5);
     faults->FailSyncs(1, EIO);
     std::string p = Payload(5);
     auto failed = log->Append(AppendRecord{AsBytes(p)});
@@ -48,16 +48,16 @@ TEST(Faults, FailedFsyncPoisonsLaterAppendsAndTheNextOpen) {
     EXPECT_EQ(failed.error().code, StorageErrc::kPoisoned);
     EXPECT_EQ(failed.error().sys_errno, EIO);
     EXPECT_TRUE(log->poisoned());
-    EXPECT_EQ(log->DurableOffset(), 5u);
+    EXPECT_EQ(log->DurableOffset(), Offset(5));
     // The fault is gone, but the log stays poisoned (fsyncgate).
     auto later = log->Append(AppendRecord{AsBytes(p)});
     ASSERT_FALSE(later);
     EXPECT_EQ(later.error().code, StorageErrc::kPoisoned);
     EXPECT_FALSE(log->Sync());
-    auto read = log->Read(0, ReadLimits{});
+    auto read = log->Read(Offset(0), ReadLimits{});
     ASSERT_TRUE(read);
     EXPECT_EQ(read->records.size(), 5u);  // only what is known durable
-    EXPECT_FALSE(log->Truncate(5));
+    EXPECT_FALSE(log->Truncate(Offset(5)));
     EXPECT_FALSE(log->Close());
     EXPECT_NE(registry.RenderPrometheus().find("felix_storage_sync_failures_total{log=\"log\"} 1"),
               std::string::npos);
@@ -72,9 +72,9 @@ TEST(Faults, FailedFsyncPoisonsLaterAppendsAndTheNextOpen) {
   auto log = MustOpen(dir, o);
   ASSERT_TRUE(log);
   EXPECT_FALSE(log->recovery().previous_poison.empty());
-  ExpectRecords(*log, 0, 5);  // everything acknowledged is there
-  EXPECT_GE(log->TailOffset(), 5u);
-  uint64_t tail = log->TailOffset();
+  ExpectRecords(*log, Offset(0), Offset(5));  // everything acknowledged is there
+  EXPECT_GE(log->TailOffset(), Offset(5));
+  Offset tail = log->TailOffset();
   AppendN(*log, tail, 1);
   ASSERT_TRUE(log->Close());
   o.clear_poison = false;
@@ -130,15 +130,15 @@ TEST(Faults, GroupCommitOneFlushCoversEveryQueuedAppender) {
   for (int i = 0; i < 7; ++i) {
     queued.emplace_back([&] { ASSERT_TRUE(log->Append(AppendRecord{AsBytes("queued")})); });
   }
-  ASSERT_TRUE(Eventually([&] { return log->WrittenOffset() == 8; }));
-  EXPECT_EQ(log->DurableOffset(), 0u);
-  EXPECT_EQ(log->TailOffset(), 0u);  // nothing acknowledged, nothing readable yet
+  ASSERT_TRUE(Eventually([&] { return log->WrittenOffset() == Offset(8); }));
+  EXPECT_EQ(log->DurableOffset(), Offset(0));
+  EXPECT_EQ(log->TailOffset(), Offset(0));  // nothing acknowledged, nothing readable yet
   faults->HoldSyncs(false);
   leader.join();
   for (auto& t : queued) t.join();
   // The leader's flush covered only its own record; the next one covered all seven.
   EXPECT_EQ(faults->syncs_started() - before, 2);
-  EXPECT_EQ(log->DurableOffset(), 8u);
+  EXPECT_EQ(log->DurableOffset(), Offset(8));
   EXPECT_NE(registry.RenderPrometheus().find(
                 "felix_storage_sync_batch_appends_bucket{log=\"log\",le=\"8\"} 2"),
             std::string::npos)
@@ -153,10 +153,11 @@ TEST(Faults, WrittenRecordsAreReadableBeforeTheirFlushOnlyThroughTheWrittenVaria
   auto dir = TempDir("written-reads");
   auto faults = std::make_shared<FaultInjector>();
   auto log = MustOpen(dir, WithFaults(faults));
-  AppendN(*log, 0, 2);
+  AppendN(*log, Offset(0), 2);
   std::promise<WaitOutcome> written_seen, durable_seen;
-  ASSERT_NE(log->NotifyWrittenWhen(3, [&](WaitOutcome w) { written_seen.set_value(w); }), 0u);
-  ASSERT_NE(log->NotifyWhen(3, [&](WaitOutcome w) { durable_seen.set_value(w); }), 0u);
+  ASSERT_NE(log->NotifyWrittenWhen(Offset(3), [&](WaitOutcome w) { written_seen.set_value(w); }),
+            0u);
+  ASSERT_NE(log->NotifyWhen(Offset(3), [&](WaitOutcome w) { durable_seen.set_value(w); }), 0u);
   auto durable_future = durable_seen.get_future();
   faults->HoldSyncs(true);
   std::promise<StorageResult<void>> flushed;
@@ -166,23 +167,23 @@ TEST(Faults, WrittenRecordsAreReadableBeforeTheirFlushOnlyThroughTheWrittenVaria
   // The written watch fired on this (the appending) thread, inside AppendAsync.
   EXPECT_EQ(written_seen.get_future().get(), WaitOutcome::kReady);
   ASSERT_TRUE(Eventually([&] { return faults->syncs_held() == 1; }));
-  EXPECT_EQ(log->WrittenOffset(), 4u);
-  EXPECT_EQ(log->TailOffset(), 2u);
-  auto written = log->ReadWritten(2, ReadLimits{100, 1 << 20});
+  EXPECT_EQ(log->WrittenOffset(), Offset(4));
+  EXPECT_EQ(log->TailOffset(), Offset(2));
+  auto written = log->ReadWritten(Offset(2), ReadLimits{100, 1 << 20});
   ASSERT_TRUE(written) << written.error().ToString();
   ASSERT_EQ(written->records.size(), 2u);
-  EXPECT_EQ(written->records[0].offset, 2u);
+  EXPECT_EQ(written->records[0].offset, Offset(2));
   EXPECT_EQ(written->records[0].payload, p2);
   EXPECT_EQ(written->records[1].payload, p3);
-  EXPECT_EQ(written->next_offset, 4u);
-  auto read = log->Read(2, ReadLimits{100, 1 << 20});
+  EXPECT_EQ(written->next_offset, Offset(4));
+  auto read = log->Read(Offset(2), ReadLimits{100, 1 << 20});
   ASSERT_TRUE(read);
   EXPECT_TRUE(read->records.empty()) << "Read serves only what is durable under kOnCommit";
   EXPECT_EQ(durable_future.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
   faults->HoldSyncs(false);
   ASSERT_TRUE(flushed.get_future().get());
   EXPECT_EQ(durable_future.get(), WaitOutcome::kReady);
-  EXPECT_EQ(log->TailOffset(), 4u);
+  EXPECT_EQ(log->TailOffset(), Offset(4));
 
   // Poisoned: a written record the failed flush did not cover is no longer served.
   faults->FailSyncs(1, EIO);
@@ -193,7 +194,7 @@ TEST(Faults, WrittenRecordsAreReadableBeforeTheirFlushOnlyThroughTheWrittenVaria
                                [&](const StorageResult<void>& r) { failed.set_value(r); }));
   EXPECT_FALSE(failed.get_future().get());
   ASSERT_TRUE(log->poisoned());
-  auto after = log->ReadWritten(4, ReadLimits{100, 1 << 20});
+  auto after = log->ReadWritten(Offset(4), ReadLimits{100, 1 << 20});
   ASSERT_TRUE(after);
   EXPECT_TRUE(after->records.empty());
 }
@@ -214,7 +215,7 @@ TEST(Faults, AppendAsyncReportsTheFailedFlush) {
   auto res = f.get();
   ASSERT_FALSE(res);
   EXPECT_EQ(res.error().code, StorageErrc::kPoisoned);
-  EXPECT_EQ(log->TailOffset(), 0u);  // never durable, never readable
+  EXPECT_EQ(log->TailOffset(), Offset(0));  // never durable, never readable
   EXPECT_FALSE(log->AppendAsync({&rec, 1}, [](const StorageResult<void>&) {}));
 }
 
@@ -226,7 +227,7 @@ TEST(Faults, PeriodicAndNoneModesPoisonOnFailedSync) {
     o.fsync_interval = std::chrono::hours(1);
     o.faults = faults;
     auto log = MustOpen(dir, o);
-    AppendN(*log, 0, 3);
+    AppendN(*log, Offset(0), 3);
     faults->FailSyncs(1);
     auto s = log->Sync();
     ASSERT_FALSE(s);
@@ -246,7 +247,7 @@ TEST(Faults, FailedWriteConsumesNoOffsetsAndLeavesNoBytes) {
   o.metrics = &registry;
   {
     auto log = MustOpen(dir, o);
-    AppendN(*log, 0, 3, 20);
+    AppendN(*log, Offset(0), 3, 20);
     faults->FailWrites(1, ENOSPC, 25);  // a partial write that reached the file
     std::string p = Payload(3, 20);
     std::string q = Payload(4, 20);
@@ -256,16 +257,16 @@ TEST(Faults, FailedWriteConsumesNoOffsetsAndLeavesNoBytes) {
     EXPECT_EQ(failed.error().code, StorageErrc::kIo);
     EXPECT_EQ(failed.error().sys_errno, ENOSPC);
     EXPECT_FALSE(log->poisoned());
-    EXPECT_EQ(log->TailOffset(), 3u);
+    EXPECT_EQ(log->TailOffset(), Offset(3));
     // The next append lands where the failed one would have.
-    AppendN(*log, 3, 2, 20);
-    ExpectRecords(*log, 0, 5, 20);
+    AppendN(*log, Offset(3), 2, 20);
+    ExpectRecords(*log, Offset(0), Offset(5), 20);
     ASSERT_TRUE(log->Close());
   }
   o.faults = nullptr;
   auto log = MustOpen(dir, o);
   EXPECT_FALSE(log->recovery().torn_tail_repaired);
-  ExpectRecords(*log, 0, 5, 20);
+  ExpectRecords(*log, Offset(0), Offset(5), 20);
   EXPECT_NE(registry.RenderPrometheus().find("felix_storage_write_failures_total{log=\"log\"} 1"),
             std::string::npos);
 }
@@ -276,14 +277,14 @@ TEST(Faults, FailedAppendAtWriteKeepsTheTail) {
   LogOptions o = Opts();
   o.faults = faults;
   auto log = MustOpen(dir, o);
-  AppendN(*log, 0, 2);
+  AppendN(*log, Offset(0), 2);
   faults->FailWrites(1, EIO);
   std::string p = Payload(2);
   AppendRecord rec{AsBytes(p)};
-  ASSERT_FALSE(log->AppendAt(2, {&rec, 1}));
-  auto ok = log->AppendAt(2, {&rec, 1});
+  ASSERT_FALSE(log->AppendAt(Offset(2), {&rec, 1}));
+  auto ok = log->AppendAt(Offset(2), {&rec, 1});
   ASSERT_TRUE(ok);
-  EXPECT_EQ(ok->first_offset, 2u);
+  EXPECT_EQ(ok->first_offset, Offset(2));
 }
 
 #else

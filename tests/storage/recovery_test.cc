@@ -23,7 +23,7 @@ using test::TempDir;
 // A closed log of `n` records of `size` bytes in one segment; returns its segment path.
 std::string MakeLog(const std::string& dir, uint64_t n, size_t size) {
   auto log = MustOpen(dir, Opts(FsyncMode::kOnCommit));
-  AppendN(*log, 0, n, size);
+  AppendN(*log, Offset(0), n, size);
   EXPECT_TRUE(log->Close());
   auto files = test::SegmentFiles(dir);
   EXPECT_EQ(files.size(), 1u);
@@ -60,21 +60,21 @@ TEST(Recovery, EveryByteTruncationOfTheLastRecordsReopensRepaired) {
       bool at_boundary = std::find(positions.begin(), positions.end(), cut) != positions.end() ||
                          cut == original.size();
       EXPECT_EQ(log->recovery().torn_tail_repaired, !at_boundary) << "cut " << cut;
-      EXPECT_EQ(log->TailOffset(), whole) << "cut " << cut;
-      ExpectRecords(*log, 0, whole, 37);
+      EXPECT_EQ(log->TailOffset(), Offset(whole)) << "cut " << cut;
+      ExpectRecords(*log, Offset(0), Offset(whole), 37);
       if (!at_boundary) {
         EXPECT_NE(registry.RenderPrometheus().find(
                       "felix_storage_recovery_torn_tails_total{log=\"log\"} 1"),
                   std::string::npos);
       }
       // The log keeps working where the tear was cut.
-      AppendN(*log, whole, 2, 37);
+      AppendN(*log, Offset(whole), 2, 37);
       ASSERT_TRUE(log->Close());
     }
     auto again = MustOpen(dir, Opts());
     ASSERT_TRUE(again);
     EXPECT_FALSE(again->recovery().torn_tail_repaired) << "recovery is idempotent, cut " << cut;
-    ExpectRecords(*again, 0, whole + 2, 37);
+    ExpectRecords(*again, Offset(0), Offset(whole + 2), 37);
     ASSERT_TRUE(again->Close());
     fs::remove_all(dir);
   }
@@ -102,7 +102,7 @@ TEST(Recovery, FlippedBitInInteriorRecordIsRefusedWithFileAndOffset) {
   }
   test::WriteFileBytes(seg, original);
   auto log = MustOpen(dir, Opts());
-  ExpectRecords(*log, 0, 10, 50);
+  ExpectRecords(*log, Offset(0), Offset(10), 50);
 }
 
 TEST(Recovery, DamagedLastRecordIsCorruptBelowTheMarkAndTornWithoutOne) {
@@ -121,7 +121,7 @@ TEST(Recovery, DamagedLastRecordIsCorruptBelowTheMarkAndTornWithoutOne) {
   auto log = MustOpen(dir, Opts());
   ASSERT_TRUE(log);
   EXPECT_TRUE(log->recovery().torn_tail_repaired);
-  EXPECT_EQ(log->TailOffset(), 4u);
+  EXPECT_EQ(log->TailOffset(), Offset(4));
 }
 
 TEST(Recovery, DamagePastTheDurableMarkIsRepaired) {
@@ -139,8 +139,8 @@ TEST(Recovery, DamagePastTheDurableMarkIsRepaired) {
   ASSERT_TRUE(log);
   EXPECT_TRUE(log->recovery().torn_tail_repaired);
   EXPECT_NE(log->recovery().torn_reason.find("durable mark"), std::string::npos);
-  EXPECT_EQ(log->TailOffset(), 6u);
-  ExpectRecords(*log, 0, 6, 40);
+  EXPECT_EQ(log->TailOffset(), Offset(6));
+  ExpectRecords(*log, Offset(0), Offset(6), 40);
 }
 
 // Zeros after the last record, past what the mark vouches for, are the space preallocation
@@ -159,7 +159,7 @@ TEST(Recovery, ZerosAfterTheLastRecordAreTheEndUnlessTheMarkVouchesForThem) {
   EXPECT_EQ(log->recovery().truncated_bytes, 0u);
   EXPECT_EQ(log->recovery().preallocated_bytes, 4096u);
   EXPECT_EQ(fs::file_size(seg), good);
-  ExpectRecords(*log, 0, 4, 40);
+  ExpectRecords(*log, Offset(0), Offset(4), 40);
   ASSERT_TRUE(log->Close());
 
   bytes.resize(good + 4096, 0);
@@ -172,7 +172,7 @@ TEST(Recovery, ZerosAfterTheLastRecordAreTheEndUnlessTheMarkVouchesForThem) {
   EXPECT_TRUE(again->recovery().torn_tail_repaired);
   EXPECT_EQ(again->recovery().truncated_bytes, 4096u);
   EXPECT_EQ(again->recovery().preallocated_bytes, 0u);
-  ExpectRecords(*again, 0, 4, 40);
+  ExpectRecords(*again, Offset(0), Offset(4), 40);
 }
 
 TEST(Recovery, BlankNewestSegmentIsRemoved) {
@@ -183,8 +183,8 @@ TEST(Recovery, BlankNewestSegmentIsRemoved) {
   ASSERT_TRUE(log);
   EXPECT_EQ(log->recovery().blank_segments_removed, 1u);
   EXPECT_FALSE(fs::exists(dir + "/" + SegmentFileName(4)));
-  AppendN(*log, 4, 2, 40);
-  ExpectRecords(*log, 0, 6, 40);
+  AppendN(*log, Offset(4), 2, 40);
+  ExpectRecords(*log, Offset(0), Offset(6), 40);
 }
 
 TEST(Recovery, DamageInASealedSegmentIsRefused) {
@@ -193,7 +193,7 @@ TEST(Recovery, DamageInASealedSegmentIsRefused) {
   o.segment_bytes = 4096;
   {
     auto log = MustOpen(dir, o);
-    AppendN(*log, 0, 100, 100);
+    AppendN(*log, Offset(0), 100, 100);
     ASSERT_TRUE(log->Close());
   }
   auto files = test::SegmentFiles(dir);

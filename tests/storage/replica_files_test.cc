@@ -27,7 +27,7 @@ constexpr const char* kEpochsGolden =
     "0000000000000001";
 
 TEST(ReplicaFile, GoldenVectorRoundTrips) {
-  ReplicaState state{Generation(7), 100, true};
+  ReplicaState state{Generation(7), Offset(100), true};
   EXPECT_EQ(EncodeReplicaState(state), Hex(kReplicaGolden));
   auto decoded = DecodeReplicaState(Hex(kReplicaGolden));
   ASSERT_TRUE(decoded) << decoded.error().ToString();
@@ -78,8 +78,8 @@ TEST(BallotFile, GoldenVectorRoundTripsAndDefectsAreCorruption) {
 
 TEST(EpochsFile, GoldenVectorRoundTrips) {
   GenerationHistory history;
-  EXPECT_TRUE(history.Record(Generation(3), 0));
-  EXPECT_TRUE(history.Record(Generation(4), 1));
+  EXPECT_TRUE(history.Record(Generation(3), Offset(0)));
+  EXPECT_TRUE(history.Record(Generation(4), Offset(1)));
   EXPECT_EQ(history.Encode(), Hex(kEpochsGolden));
   std::string defect;
   auto decoded = GenerationHistory::Decode(Hex(kEpochsGolden), &defect);
@@ -108,25 +108,25 @@ TEST(EpochsFile, DefectsReadAsEmptyAndSayWhy) {
 
 TEST(GenerationHistory, RecordTruncateAndEndOf) {
   GenerationHistory history;
-  EXPECT_TRUE(history.Record(Generation(3), 0));
-  EXPECT_FALSE(history.Record(Generation(3), 5)) << "a re-report changes nothing";
-  EXPECT_FALSE(history.Record(Generation(2), 5)) << "an older generation changes nothing";
-  EXPECT_TRUE(history.Record(Generation(5), 10));
-  EXPECT_TRUE(history.Record(Generation(6), 20));
-  EXPECT_EQ(history.EndOf(Generation(3), 30), 10u);
-  EXPECT_EQ(history.EndOf(Generation(5), 30), 20u);
-  EXPECT_EQ(history.EndOf(Generation(6), 30), 30u);
-  EXPECT_EQ(history.EndOf(Generation(4), 30), std::nullopt)
+  EXPECT_TRUE(history.Record(Generation(3), Offset(0)));
+  EXPECT_FALSE(history.Record(Generation(3), Offset(5))) << "a re-report changes nothing";
+  EXPECT_FALSE(history.Record(Generation(2), Offset(5))) << "an older generation changes nothing";
+  EXPECT_TRUE(history.Record(Generation(5), Offset(10)));
+  EXPECT_TRUE(history.Record(Generation(6), Offset(20)));
+  EXPECT_EQ(history.EndOf(Generation(3), Offset(30)), Offset(10));
+  EXPECT_EQ(history.EndOf(Generation(5), Offset(30)), Offset(20));
+  EXPECT_EQ(history.EndOf(Generation(6), Offset(30)), Offset(30));
+  EXPECT_EQ(history.EndOf(Generation(4), Offset(30)), std::nullopt)
       << "unknown generations are not guessed";
-  EXPECT_TRUE(history.TruncateFrom(10));
+  EXPECT_TRUE(history.TruncateFrom(Offset(10)));
   EXPECT_EQ(history.newest_generation(), Generation(3));
-  EXPECT_EQ(history.EndOf(Generation(3), 12), 12u);
-  EXPECT_FALSE(history.TruncateFrom(10));
+  EXPECT_EQ(history.EndOf(Generation(3), Offset(12)), Offset(12));
+  EXPECT_FALSE(history.TruncateFrom(Offset(10)));
 }
 
 TEST(GenerationHistory, KeepsTheNewest512Entries) {
   GenerationHistory history;
-  for (uint64_t g = 1; g <= 600; ++g) history.Record(Generation(g), g * 10);
+  for (uint64_t g = 1; g <= 600; ++g) history.Record(Generation(g), Offset(g * 10));
   ASSERT_EQ(history.entries().size(), kMaxEpochEntries);
   EXPECT_EQ(history.entries().front().generation, Generation(89));
   EXPECT_EQ(history.entries().back().generation, Generation(600));

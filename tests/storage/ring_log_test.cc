@@ -11,64 +11,66 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void RingAppend(RingLog& ring, uint64_t first, uint64_t n, size_t size = 0) {
-  for (uint64_t i = first; i < first + n; ++i) {
-    std::string p = test::Payload(i, size);
+void RingAppend(RingLog& ring, Offset first, uint64_t n, size_t size = 0) {
+  for (Offset at = first; at < first + n; at = at.next()) {
+    std::string p = test::Payload(at.value(), size);
     auto r = ring.Append(AppendRecord{AsBytes(p), Generation(9), 0});
     ASSERT_TRUE(r);
-    ASSERT_EQ(r->first_offset, i);
+    ASSERT_EQ(r->first_offset, at);
   }
 }
 
 TEST(RingLog, AppendsAndReads) {
-  RingLog ring(RingOptions{100, 1 << 20, 0});
-  RingAppend(ring, 0, 10);
-  EXPECT_EQ(ring.TailOffset(), 10u);
-  test::ExpectRecords(ring, 0, 10);
-  auto r = ring.Read(3, ReadLimits{2, 1 << 20});
+  RingLog ring(RingOptions{100, 1 << 20, Offset(0)});
+  RingAppend(ring, Offset(0), 10);
+  EXPECT_EQ(ring.TailOffset(), Offset(10));
+  test::ExpectRecords(ring, Offset(0), Offset(10));
+  auto r = ring.Read(Offset(3), ReadLimits{2, 1 << 20});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->records.size(), 2u);
   EXPECT_EQ(r->records[0].generation, Generation(9));
-  EXPECT_EQ(r->next_offset, 5u);
+  EXPECT_EQ(r->next_offset, Offset(5));
 }
 
 TEST(RingLog, BoundedByRecordsAndBytesWithTrimmedReads) {
-  RingLog by_count(RingOptions{5, 1 << 20, 0});
-  RingAppend(by_count, 0, 12);
-  EXPECT_EQ(by_count.BaseOffset(), 7u);
-  auto trimmed = by_count.Read(2, ReadLimits{});
+  RingLog by_count(RingOptions{5, 1 << 20, Offset(0)});
+  RingAppend(by_count, Offset(0), 12);
+  EXPECT_EQ(by_count.BaseOffset(), Offset(7));
+  auto trimmed = by_count.Read(Offset(2), ReadLimits{});
   ASSERT_FALSE(trimmed);
   EXPECT_EQ(trimmed.error().code, StorageErrc::kTrimmed);
-  EXPECT_EQ(trimmed.error().oldest, 7u);
-  test::ExpectRecords(by_count, 7, 12);
+  EXPECT_EQ(trimmed.error().oldest, Offset(7));
+  test::ExpectRecords(by_count, Offset(7), Offset(12));
 
-  RingLog by_bytes(RingOptions{1000, 1000, 0});
-  RingAppend(by_bytes, 0, 30, 100);
+  RingLog by_bytes(RingOptions{1000, 1000, Offset(0)});
+  RingAppend(by_bytes, Offset(0), 30, 100);
   EXPECT_LE(by_bytes.bytes(), 1000u);
-  EXPECT_EQ(by_bytes.BaseOffset(), 20u);
+  EXPECT_EQ(by_bytes.BaseOffset(), Offset(20));
   std::string huge(5000, 'h');
   ASSERT_TRUE(by_bytes.Append(AppendRecord{AsBytes(huge)}));
-  EXPECT_EQ(by_bytes.BaseOffset(), 30u);  // the newest record stays, alone
+  EXPECT_EQ(by_bytes.BaseOffset(), Offset(30));  // the newest record stays, alone
 }
 
 TEST(RingLog, AppendAtAndTailFollowing) {
-  RingLog ring(RingOptions{100, 1 << 20, 50});
+  RingLog ring(RingOptions{100, 1 << 20, Offset(50)});
   std::string p = "x";
   AppendRecord rec{AsBytes(p)};
-  auto bad = ring.AppendAt(51, {&rec, 1});
+  auto bad = ring.AppendAt(Offset(51), {&rec, 1});
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().tail, 50u);
-  EXPECT_EQ(ring.WaitFor(50, std::chrono::steady_clock::now() + 1ms), WaitOutcome::kTimeout);
+  EXPECT_EQ(bad.error().tail, Offset(50));
+  EXPECT_EQ(ring.WaitFor(Offset(50), std::chrono::steady_clock::now() + 1ms),
+            WaitOutcome::kTimeout);
   std::atomic<int> fired{-1};
-  ring.NotifyWhen(50, [&](WaitOutcome o) { fired = int(o); });
+  ring.NotifyWhen(Offset(50), [&](WaitOutcome o) { fired = int(o); });
   std::thread waiter([&] {
-    EXPECT_EQ(ring.WaitFor(50, std::chrono::steady_clock::now() + 30s), WaitOutcome::kReady);
+    EXPECT_EQ(ring.WaitFor(Offset(50), std::chrono::steady_clock::now() + 30s),
+              WaitOutcome::kReady);
   });
-  ASSERT_TRUE(ring.AppendAt(50, {&rec, 1}));
+  ASSERT_TRUE(ring.AppendAt(Offset(50), {&rec, 1}));
   waiter.join();
   EXPECT_EQ(fired.load(), int(WaitOutcome::kReady));
   ring.Close();
-  EXPECT_EQ(ring.WaitFor(99, std::chrono::steady_clock::now() + 30s), WaitOutcome::kClosed);
+  EXPECT_EQ(ring.WaitFor(Offset(99), std::chrono::steady_clock::now() + 30s), WaitOutcome::kClosed);
 }
 
 }  // namespace

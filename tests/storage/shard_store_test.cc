@@ -25,14 +25,14 @@ TEST(ShardStore, OpensFiveLogsAndReopens) {
     for (size_t i = 0; i < kLogKindCount; ++i) {
       LogKind k = LogKind(i);
       EXPECT_TRUE(std::filesystem::is_directory(dir + "/" + LogKindName(k)));
-      test::AppendN((*store)->log(k), 0, i + 1);
+      test::AppendN((*store)->log(k), Offset(0), i + 1);
     }
     ASSERT_TRUE((*store)->Close());
   }
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
   ASSERT_TRUE(store);
   for (size_t i = 0; i < kLogKindCount; ++i) {
-    EXPECT_EQ((*store)->log(LogKind(i)).TailOffset(), i + 1);
+    EXPECT_EQ((*store)->log(LogKind(i)).TailOffset(), Offset(i + 1));
   }
   EXPECT_EQ(ParseLogKind("dead_letters"), LogKind::kDeadLetters);
   EXPECT_NE(registry.RenderPrometheus().find("log=\"counters\""), std::string::npos);
@@ -47,20 +47,20 @@ TEST(ShardStore, ReplicaStateStartsAtZeroAndSurvivesReopen) {
     EXPECT_EQ((*store)->replica_state(), ReplicaState{});
     EXPECT_FALSE((*store)->ballot().has_value());
     EXPECT_FALSE(std::filesystem::exists(dir + "/replica")) << "nothing written at generation 0";
-    ASSERT_TRUE((*store)->AcceptGeneration(Generation(3), "n1", 0));
-    ASSERT_TRUE((*store)->AcceptGeneration(Generation(5), "n2", 40));
-    EXPECT_EQ((*store)->AcceptGeneration(Generation(5), "n3", 41).error().code,
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(3), "n1", Offset(0)));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(5), "n2", Offset(40)));
+    EXPECT_EQ((*store)->AcceptGeneration(Generation(5), "n3", Offset(41)).error().code,
               StorageErrc::kInvalidArgument);
-    ASSERT_TRUE((*store)->SetCommitOffset(42));
-    ASSERT_TRUE((*store)->SetCommitOffset(7)) << "a lower commit offset is no error";
+    ASSERT_TRUE((*store)->SetCommitOffset(Offset(42)));
+    ASSERT_TRUE((*store)->SetCommitOffset(Offset(7))) << "a lower commit offset is no error";
     ASSERT_TRUE((*store)->Close());
   }
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
   ASSERT_TRUE(store) << store.error().ToString();
-  EXPECT_EQ((*store)->replica_state(), (ReplicaState{Generation(5), 42, false}));
+  EXPECT_EQ((*store)->replica_state(), (ReplicaState{Generation(5), Offset(42), false}));
   EXPECT_EQ((*store)->ballot(), (Ballot{Generation(5), "n2"}));
   EXPECT_EQ((*store)->generation_history().entries(),
-            (std::vector<EpochEntry>{{Generation(3), 0}, {Generation(5), 40}}));
+            (std::vector<EpochEntry>{{Generation(3), Offset(0)}, {Generation(5), Offset(40)}}));
 }
 
 TEST(ShardStore, ACommitOffsetIsRewrittenInPlaceAndSurvivesReopen) {
@@ -71,10 +71,10 @@ TEST(ShardStore, ACommitOffsetIsRewrittenInPlaceAndSurvivesReopen) {
   {
     auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
     ASSERT_TRUE(store);
-    ASSERT_TRUE((*store)->AcceptGeneration(Generation(2), "n1", 0));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(2), "n1", Offset(0)));
     struct stat before {};
     ASSERT_EQ(::stat((dir + "/replica").c_str(), &before), 0);
-    for (uint64_t c = 1; c <= 50; ++c) ASSERT_TRUE((*store)->SetCommitOffset(c * 10));
+    for (uint64_t c = 1; c <= 50; ++c) ASSERT_TRUE((*store)->SetCommitOffset(Offset(c * 10)));
     struct stat after {};
     ASSERT_EQ(::stat((dir + "/replica").c_str(), &after), 0);
     EXPECT_EQ(after.st_ino, before.st_ino) << "rewritten in place, not replaced";
@@ -83,7 +83,7 @@ TEST(ShardStore, ACommitOffsetIsRewrittenInPlaceAndSurvivesReopen) {
   }
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
   ASSERT_TRUE(store) << store.error().ToString();
-  EXPECT_EQ((*store)->replica_state(), (ReplicaState{Generation(2), 500, false}));
+  EXPECT_EQ((*store)->replica_state(), (ReplicaState{Generation(2), Offset(500), false}));
 }
 
 TEST(OverwriteFileInPlace, CreatesAMissingFileAndReplacesOneOfAnotherSize) {
@@ -106,7 +106,7 @@ TEST(ShardStore, ADamagedReplicaFileRefusesTheOpenNamingIt) {
   {
     auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
     ASSERT_TRUE(store);
-    ASSERT_TRUE((*store)->AcceptGeneration(Generation(2), "n1", 0));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(2), "n1", Offset(0)));
   }
   std::filesystem::resize_file(dir + "/replica", 27);
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
@@ -121,7 +121,7 @@ TEST(ShardStore, ABallotOneAheadIsARaiseThatCrashedBetweenItsTwoWrites) {
   {
     auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
     ASSERT_TRUE(store);
-    ASSERT_TRUE((*store)->AcceptGeneration(Generation(4), "n1", 0));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(4), "n1", Offset(0)));
   }
   // The ballot of generation 5 reached the disk, the replica file did not.
   auto ballot = EncodeBallot(Ballot{Generation(5), "n2"});
@@ -139,7 +139,7 @@ TEST(ShardStore, ADamagedEpochsFileReadsAsEmptyAndSaysWhy) {
   {
     auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
     ASSERT_TRUE(store);
-    ASSERT_TRUE((*store)->AcceptGeneration(Generation(1), "n1", 0));
+    ASSERT_TRUE((*store)->AcceptGeneration(Generation(1), "n1", Offset(0)));
   }
   std::filesystem::resize_file(dir + "/epochs", 5);
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
@@ -157,19 +157,19 @@ TEST(ShardStore, AFollowerAcceptsWithoutHistoryAndRelabelsWhatItAppends) {
     ASSERT_TRUE(store);
     ASSERT_TRUE((*store)->AcceptGeneration(Generation(2), "n1", std::nullopt));
     EXPECT_TRUE((*store)->generation_history().entries().empty()) << "nothing appended yet";
-    std::vector<EpochEntry> labels{{Generation(1), 0}, {Generation(2), 5}};
-    ASSERT_TRUE((*store)->RelabelGenerations(0, labels));
+    std::vector<EpochEntry> labels{{Generation(1), Offset(0)}, {Generation(2), Offset(5)}};
+    ASSERT_TRUE((*store)->RelabelGenerations(Offset(0), labels));
     ASSERT_TRUE((*store)->AcceptGeneration(Generation(3), "n2", std::nullopt));
-    std::vector<EpochEntry> more{{Generation(3), 4}};
-    ASSERT_TRUE((*store)->RelabelGenerations(4, more)) << "drops (2, 5), at or after 4";
+    std::vector<EpochEntry> more{{Generation(3), Offset(4)}};
+    ASSERT_TRUE((*store)->RelabelGenerations(Offset(4), more)) << "drops (2, 5), at or after 4";
     EXPECT_EQ((*store)->generation_history().entries(),
-              (std::vector<EpochEntry>{{Generation(1), 0}, {Generation(3), 4}}));
+              (std::vector<EpochEntry>{{Generation(1), Offset(0)}, {Generation(3), Offset(4)}}));
   }
   auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
   ASSERT_TRUE(store);
   EXPECT_EQ((*store)->generation_history().entries(),
-            (std::vector<EpochEntry>{{Generation(1), 0}, {Generation(3), 4}}));
-  ASSERT_TRUE((*store)->RelabelGenerations(0, {}));
+            (std::vector<EpochEntry>{{Generation(1), Offset(0)}, {Generation(3), Offset(4)}}));
+  ASSERT_TRUE((*store)->RelabelGenerations(Offset(0), {}));
   EXPECT_TRUE((*store)->generation_history().entries().empty());
   EXPECT_EQ((*store)->replica_state().generation, Generation(3));
 }

@@ -53,13 +53,15 @@ inline std::unique_ptr<DurableLog> MustOpen(const std::string& dir, LogOptions o
   return std::move(*log);
 }
 
-inline void AppendN(DurableLog& log, uint64_t first, uint64_t n, size_t size = 0,
+// Appends `n` records at offsets first, first + 1, ...; the record at offset i carries
+// Payload(i, size).
+inline void AppendN(DurableLog& log, Offset first, uint64_t n, size_t size = 0,
                     uint64_t generation = 1) {
-  for (uint64_t i = first; i < first + n; ++i) {
-    std::string p = Payload(i, size);
+  for (Offset at = first; at < first + n; at = at.next()) {
+    std::string p = Payload(at.value(), size);
     auto r = log.Append(AppendRecord{AsBytes(p), Generation(generation), 0});
     ASSERT_TRUE(r) << r.error().ToString();
-    ASSERT_EQ(r->first_offset, i);
+    ASSERT_EQ(r->first_offset, at);
   }
 }
 
@@ -96,8 +98,8 @@ inline std::vector<uint64_t> RecordPositions(const std::vector<uint8_t>& file) {
 }
 
 // Every record in [from, tail) reads back with the payload Payload(offset, size).
-inline void ExpectRecords(const LogReader& log, uint64_t from, uint64_t tail, size_t size = 0) {
-  uint64_t at = from;
+inline void ExpectRecords(const LogReader& log, Offset from, Offset tail, size_t size = 0) {
+  Offset at = from;
   while (at < tail) {
     auto batch = log.Read(at, ReadLimits{1000, 1 << 20});
     ASSERT_TRUE(batch) << batch.error().ToString();
@@ -105,8 +107,8 @@ inline void ExpectRecords(const LogReader& log, uint64_t from, uint64_t tail, si
     for (const auto& r : batch->records) {
       if (at == tail) break;
       ASSERT_EQ(r.offset, at);
-      ASSERT_EQ(r.payload, Payload(at, size));
-      ++at;
+      ASSERT_EQ(r.payload, Payload(at.value(), size));
+      at = at.next();
     }
   }
   EXPECT_EQ(at, tail);
