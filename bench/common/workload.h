@@ -44,7 +44,7 @@ inline void AddWorkloadOptions(CLI::App& app, Workload& w) {
   app.add_flag("!--no-ack", w.acked, "fire-and-forget publishes");
   app.add_flag("--durable", w.durable, "durable storage, fsync before ack");
   app.add_option("--fanout", w.fanout, "subscribers measuring publish-to-deliver latency");
-  app.add_option("--clients", w.clients, "concurrent clients (cache mode)");
+  app.add_option("--clients", w.clients, "concurrent clients (cache, queue and idle modes)");
   app.add_option("--get-ratio", w.get_ratio, "cache mode: share of gets");
   app.add_option("--keys", w.key_space, "cache mode: key space");
   app.add_option("--rate", w.rate, "target messages per second (0: as fast as possible)");

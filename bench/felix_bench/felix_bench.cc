@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
       "probe mode: one acked publish every N ms, one outcome line each (failover bench)");
   app.add_option("--probe-timeout-ms", probe_timeout_ms,
                  "probe mode: bound of each publish attempt and connect (default 100)");
+  uint32_t idle_subscriptions = 0;
+  bool idle = false;
+  app.add_option("--idle-subscriptions", idle_subscriptions,
+                 "idle mode: hold --clients connections and N subscriptions, no traffic");
+  app.add_flag("--idle", idle, "idle mode even with no subscriptions (connections only)");
   felix::bench::AddWorkloadOptions(app, w);
 
   felix::bench::ReportOptions report;
@@ -68,6 +73,7 @@ int main(int argc, char** argv) {
   if (report_cmd->parsed()) return felix::bench::RunReport(report);
   if (w.batch == 0) Die("--batch must be at least 1");
   if (probe_ms > 0) return felix::bench::RunProbe(target, w, probe_ms, probe_timeout_ms);
+  if (idle || idle_subscriptions > 0) return felix::bench::RunIdle(target, w, idle_subscriptions);
   if (!target.cache.empty()) return felix::bench::RunCache(target, w);
   if (!target.group.empty()) return felix::bench::RunQueue(target, w);
   return felix::bench::RunPublish(target, w, publishers, window);

@@ -32,4 +32,10 @@ int RunQueue(const Target& target, const Workload& w);
 // (scripts/bench-failover reads the unavailability a client sees from them).
 int RunProbe(const Target& target, const Workload& w, uint32_t interval_ms, uint32_t timeout_ms);
 
+// Idle mode (--idle-subscriptions N): w.clients connections and N subscriptions from `latest`
+// (round-robin over the connections), held without traffic for w.duration seconds (10 when
+// unset) after one JSON line says they are open (scripts/bench-memory reads the broker's
+// memory meanwhile).
+int RunIdle(const Target& target, const Workload& w, uint32_t subscriptions);
+
 }  // namespace felix::bench

@@ -1,5 +1,7 @@
 #include "broker/subscriber_queue.h"
 
+#include <algorithm>
+
 namespace felix::broker {
 
 EventBatch::Frame EventBatch::GetOrEncode(
@@ -12,12 +14,24 @@ EventBatch::Frame EventBatch::GetOrEncode(
 
 SubscriberQueue::SubscriberQueue(size_t capacity, std::function<void()> on_ready,
                                  std::function<void()> on_room)
-    : ring_(capacity == 0 ? 1 : capacity),
+    : capacity_(capacity == 0 ? 1 : capacity),
+      ring_(std::min(capacity_, kInitialSlots)),
       on_ready_(std::move(on_ready)),
       on_room_(std::move(on_room)) {}
 
+void SubscriberQueue::GrowLocked() {
+  std::vector<EventBatchRef> grown(std::min(capacity_, ring_.size() * 2));
+  for (size_t i = 0; i < count_; ++i) grown[i] = std::move(ring_[(head_ + i) % ring_.size()]);
+  ring_ = std::move(grown);
+  head_ = 0;
+}
+
 bool SubscriberQueue::Push(EventBatchRef& batch, bool* was_empty) {
-  if (count_ == ring_.size() || end_) return false;
+  if (end_) return false;
+  if (count_ == ring_.size()) {
+    if (ring_.size() == capacity_) return false;
+    GrowLocked();
+  }
   *was_empty = count_ == 0;
   ring_[(head_ + count_) % ring_.size()] = std::move(batch);
   ++count_;

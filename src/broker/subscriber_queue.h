@@ -13,6 +13,9 @@
 // what is queued is still popped, and then the writer takes the end (TakeEnd) and writes it as
 // the event stream's last frame.
 //
+// The ring starts at a few slots and doubles up to the capacity as batches back up, so an idle
+// subscription costs a few hundred bytes, not capacity × 16 (docs/performance.md, change 15).
+//
 // Threading: one producer (the shard's executor) and one consumer (the connection's writer)
 // may run on different threads; every method is thread-safe. Callbacks run on the calling
 // thread of the method that triggers them, outside the queue's lock, and must not block.
@@ -99,7 +102,7 @@ class SubscriberQueue {
   std::optional<QueueEnd> TakeEnd();
 
   size_t size() const;
-  size_t capacity() const { return ring_.size(); }
+  size_t capacity() const { return capacity_; }
   uint64_t dropped_batches() const;
   uint64_t dropped_records() const;
   // Offset of the first record ever dropped (for subscription_lagged.resume_from).
@@ -107,9 +110,13 @@ class SubscriberQueue {
 
  private:
   bool Push(EventBatchRef& batch, bool* was_empty);
+  // Doubles the ring (up to capacity_), keeping the queued batches in order (mu_ held).
+  void GrowLocked();
 
+  static constexpr size_t kInitialSlots = 8;
+  const size_t capacity_;
   mutable std::mutex mu_;
-  std::vector<EventBatchRef> ring_;
+  std::vector<EventBatchRef> ring_;  // slots in use or free; size() <= capacity_
   size_t head_ = 0;
   size_t count_ = 0;
   bool replay_waiting_ = false;

@@ -126,13 +126,16 @@ std::string DescribeClose(const ngtcp2_connection_close_error& e) {
 }
 
 // Stream send buffer. ngtcp2 keeps pointers into it until the bytes are acknowledged, so bytes
-// never move: fixed 64 KiB chunks, freed front-first once fully acknowledged.
+// never move: fixed 64 KiB chunks, freed front-first once fully acknowledged, and the last one
+// too once everything written is acknowledged: an idle stream (a subscription waiting for
+// events, a connection's control stream) holds no buffer. Keeping that last chunk cost every
+// idle subscription 64 KiB of broker memory (docs/performance.md, change 15).
 class SendBuffer {
  public:
   void Append(const uint8_t* p, size_t n) {
     while (n > 0) {
       if (chunks_.empty() || fill_ == kChunk) {
-        chunks_.push_back(std::make_unique<uint8_t[]>(kChunk));
+        chunks_.push_back(std::make_unique_for_overwrite<uint8_t[]>(kChunk));
         fill_ = 0;
       }
       size_t k = std::min(n, kChunk - fill_);
@@ -166,9 +169,9 @@ class SendBuffer {
       chunks_.pop_front();
       base_ += kChunk;
     }
-    if (chunks_.size() == 1 && fill_ == kChunk && base_ + kChunk <= acked_) {
-      chunks_.pop_front();
-      base_ += kChunk;
+    if (acked_ == end_ && !chunks_.empty()) {  // nothing in flight: the next write starts afresh
+      chunks_.clear();
+      base_ = end_;
       fill_ = kChunk;
     }
   }

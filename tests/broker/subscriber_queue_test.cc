@@ -32,6 +32,21 @@ TEST(SubscriberQueue, LiveOffersDropNewWhenFullAndCountIt) {
   EXPECT_EQ(ready, 2);
 }
 
+TEST(SubscriberQueue, GrowsToItsCapacityKeepingOrderAcrossTheWrapAndNoFurther) {
+  SubscriberQueue q(37, [] {});
+  EXPECT_EQ(q.capacity(), 37u);
+  // Wrap the small initial ring first, so growing has to unroll it.
+  for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(q.OfferLive(Batch(i, 1)));
+  for (uint64_t i = 0; i < 5; ++i) EXPECT_EQ((*q.Pop())->base_offset, i);
+  for (uint64_t i = 5; i < 5 + 37; ++i) ASSERT_TRUE(q.OfferLive(Batch(i, 1))) << i;
+  EXPECT_EQ(q.size(), 37u);
+  EXPECT_FALSE(q.OfferLive(Batch(42, 1)));  // the capacity still bounds it
+  EXPECT_FALSE(q.OfferReplay(Batch(42, 1)));
+  EXPECT_EQ(q.dropped_batches(), 1u);
+  for (uint64_t i = 5; i < 5 + 37; ++i) EXPECT_EQ((*q.Pop())->base_offset, i);
+  EXPECT_FALSE(q.Pop());
+}
+
 TEST(SubscriberQueue, ReplayNeverDropsAndResumesOnRoom) {
   int room = 0;
   SubscriberQueue q(

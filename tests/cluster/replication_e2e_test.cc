@@ -150,7 +150,9 @@ class ReplicationE2E : public ::testing::Test {
       size_t count = payloads.size();
       s->Send(broker::e2e::BinaryPublish(++request_id_, stream, std::move(payloads)));
       auto ack = broker::e2e::ReadAck(*s);
-      ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk) << "record " << i;
+      ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk)
+          << "record " << i << ": code " << (ack.code ? int(ack.code->code) : -1) << " "
+          << ack.message;
       ASSERT_TRUE(ack.offset);
       ASSERT_EQ(*ack.offset + count, i + shift) << "offsets of the leader's log";
     }
