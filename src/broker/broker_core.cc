@@ -35,7 +35,7 @@ void SettleAdmittedWrites(Executor& executor, const std::shared_ptr<StreamShard>
     if (!executor.Post([stream, cache, store, settled] {
           if (stream) {
             settled->set_value(store->log(storage::LogKind::kStream).WrittenOffset() <=
-                               Offset(stream->committed_next()));
+                               stream->committed_next());
           } else {
             settled->set_value(cache->held_writes() == 0);
           }
@@ -299,7 +299,7 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
     auto advance = [weak, &executor](storage::LogKind log, Offset offset) {
       if (log != storage::LogKind::kStream) return;
       executor.RunOrPost([weak, offset] {
-        if (auto shard = weak.lock()) shard->AdvanceCommit(offset.value());
+        if (auto shard = weak.lock()) shard->AdvanceCommit(offset);
       });
     };
     if (options_.gate_quorum_shard(id, std::move(advance))) {
@@ -308,7 +308,7 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
         // What this leader inherited is on two brokers at least (it and the one it came
         // from), a majority of 3 or 4 but not of 5 or more: shown only once the start record
         // carries the mark over it (docs/cluster.md, "Promotion fence").
-        const uint64_t floor = open.store->replica_state().commit_offset.value();
+        const Offset floor = open.store->replica_state().commit_offset;
         if (uint64_t held = open.shard->HoldInheritedAbove(floor); held > 0) {
           spdlog::info(
               "shard {} shows readers nothing from offset {} ({} records) until a "
@@ -472,9 +472,9 @@ Result<OpenedCache> BrokerCore::OpenCacheLogs(const catalog::Cache& cache, uint3
         auto shard = weak.lock();
         if (!shard) return;
         if (log == storage::LogKind::kCache) {
-          shard->AdvanceCacheCommit(offset.value());
+          shard->AdvanceCacheCommit(offset);
         } else {
-          shard->AdvanceCounterCommit(offset.value());
+          shard->AdvanceCounterCommit(offset);
         }
       });
     };

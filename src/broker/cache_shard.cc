@@ -96,8 +96,8 @@ Result<void> CacheShard::Open() {
 Result<void> CacheShard::Replay(LogId which) {
   RecordLog& log = *State(which).log;
   const char* name = which == LogId::kCache ? "cache" : "counter";
-  uint64_t from = log.start_offset();
-  const uint64_t end = log.next_offset();
+  Offset from = log.start_offset();
+  const Offset end = log.next_offset();
   while (from < end) {
     RecordLog::ReadOutcome read = log.Read(from, kReplayRecords, kReplayBytes);
     if (auto* trimmed = std::get_if<Trimmed>(&read)) {
@@ -106,7 +106,7 @@ Result<void> CacheShard::Replay(LogId which) {
     }
     if (auto* error = std::get_if<Error>(&read)) {
       return Fail(error->code, std::string(name) + " log of " + id_.ToString() +
-                                   " unreadable at offset " + std::to_string(from) + ": " +
+                                   " unreadable at offset " + to_string(from) + ": " +
                                    error->message);
     }
     auto& records = std::get<RecordRead>(read);
@@ -116,7 +116,7 @@ Result<void> CacheShard::Replay(LogId which) {
         auto record = DecodeCacheRecord(r.payload);
         if (!record) {
           return Fail(ErrorCode::kCorruption, "cache log of " + id_.ToString() + " offset " +
-                                                  std::to_string(r.offset) + ": " +
+                                                  to_string(r.offset) + ": " +
                                                   record.error().message);
         }
         ApplyCache(*record, r.offset, r.payload.size());
@@ -124,7 +124,7 @@ Result<void> CacheShard::Replay(LogId which) {
         auto record = DecodeCounterRecord(r.payload);
         if (!record) {
           return Fail(ErrorCode::kCorruption, "counter log of " + id_.ToString() + " offset " +
-                                                  std::to_string(r.offset) + ": " +
+                                                  to_string(r.offset) + ": " +
                                                   record.error().message);
         }
         ApplyCounter(*record, r.offset, r.payload.size());
@@ -150,7 +150,7 @@ void CacheShard::EraseEntry(const std::string& key) {
   entries_.erase(it);
 }
 
-void CacheShard::ApplyCache(const CacheRecord& record, uint64_t offset, uint64_t bytes) {
+void CacheShard::ApplyCache(const CacheRecord& record, Offset offset, uint64_t bytes) {
   cache_state_.total_bytes += bytes;
   if (durable()) applied_next_ = std::max(applied_next_, offset + 1);
   std::string key(record.key);
@@ -165,14 +165,14 @@ void CacheShard::ApplyCache(const CacheRecord& record, uint64_t offset, uint64_t
   cache_state_.live_bytes -= std::min(cache_state_.live_bytes, entry.record_bytes);
   entry.value.assign(record.value.begin(), record.value.end());
   entry.expires_at = record.expires_at_millis;
-  entry.version = record.carried_version.value_or(offset);
+  entry.version = record.carried_version.value_or(offset.value());
   entry.record_offset = offset;
   entry.record_bytes = bytes;
   cache_state_.live_bytes += bytes;
   SetExpiry(key, old_expiry, entry.expires_at);
 }
 
-void CacheShard::ApplyCounter(const CounterRecord& record, uint64_t offset, uint64_t bytes) {
+void CacheShard::ApplyCounter(const CounterRecord& record, Offset offset, uint64_t bytes) {
   counter_state_.total_bytes += bytes;
   auto [it, created] = counters_.try_emplace(std::string(record.key));
   CounterEntry& c = it->second;
@@ -190,7 +190,7 @@ void CacheShard::ApplyCounter(const CounterRecord& record, uint64_t offset, uint
 }
 
 void CacheShard::Append(LogId which, std::vector<std::vector<uint8_t>> records,
-                        std::function<void(Result<uint64_t>)> settle,
+                        std::function<void(Result<Offset>)> settle,
                         std::function<void(const Error&)> early) {
   LogState& state = State(which);
   auto owner = std::make_shared<std::vector<std::vector<uint8_t>>>(std::move(records));
@@ -200,7 +200,7 @@ void CacheShard::Append(LogId which, std::vector<std::vector<uint8_t>> records,
   batch->timestamp_micros = Now() * 1000;
   ++state.pending;
   state.log->Append(*batch, [this, which, batch, settle = std::move(settle),
-                             early = std::move(early)](Result<uint64_t> result) mutable {
+                             early = std::move(early)](Result<Offset> result) mutable {
     // On a durable log's flusher thread when the executor is idle (as StreamShard::Publish).
     executor_.RunAloneOrPost([this, which, batch, settle = std::move(settle),
                               early = std::move(early), result = std::move(result)]() mutable {
@@ -208,10 +208,10 @@ void CacheShard::Append(LogId which, std::vector<std::vector<uint8_t>> records,
       if (gate == nullptr || !result) return Settle(which, settle, std::move(result));
       // Quorum: applied and answered once a majority holds it. The gate runs exactly one of
       // the two callbacks with the release (`late` after a timeout answered through `early`).
-      auto shared = std::make_shared<std::function<void(Result<uint64_t>)>>(std::move(settle));
+      auto shared = std::make_shared<std::function<void(Result<Offset>)>>(std::move(settle));
       gate->Hold(
           batch, *result,
-          [this, which, shared, early = std::move(early)](Result<uint64_t> r) {
+          [this, which, shared, early = std::move(early)](Result<Offset> r) {
             if (!r && r.error().code == ErrorCode::kTimeout) {
               // Outcome unknown: answered now (if anyone waits), settled when covered.
               if (early) early(r.error());
@@ -219,13 +219,13 @@ void CacheShard::Append(LogId which, std::vector<std::vector<uint8_t>> records,
             }
             Settle(which, *shared, std::move(r));
           },
-          [this, which, shared](Result<uint64_t> r) { Settle(which, *shared, std::move(r)); });
+          [this, which, shared](Result<Offset> r) { Settle(which, *shared, std::move(r)); });
     });
   });
 }
 
-void CacheShard::Settle(LogId which, const std::function<void(Result<uint64_t>)>& settle,
-                        Result<uint64_t> result) {
+void CacheShard::Settle(LogId which, const std::function<void(Result<Offset>)>& settle,
+                        Result<Offset> result) {
   LogState& st = State(which);
   --st.pending;
   settle(std::move(result));
@@ -270,7 +270,7 @@ void CacheShard::Put(std::string key, std::string value, std::optional<uint64_t>
   uint64_t expires_at = ttl ? Now() + *ttl : 0;
   CacheRecord record{CacheRecord::Op::kPut, expires_at, std::nullopt, key, Bytes(value)};
   if (!durable()) {
-    ApplyCache(record, ++memory_version_, 0);
+    ApplyCache(record, Offset(++memory_version_), 0);  // no log: the version stands in
     return done({});
   }
   std::vector<std::vector<uint8_t>> records;
@@ -280,7 +280,7 @@ void CacheShard::Put(std::string key, std::string value, std::optional<uint64_t>
   Append(
       LogId::kCache, std::move(records),
       [this, key = std::move(key), expires_at, value = std::move(value),
-       done = std::move(done)](Result<uint64_t> offset) {
+       done = std::move(done)](Result<Offset> offset) {
         ReleaseKey(pending_keys_, key);
         if (!offset) return done(tl::unexpected(offset.error()));
         CacheRecord applied{CacheRecord::Op::kPut, expires_at, std::nullopt, key, Bytes(value)};
@@ -339,7 +339,7 @@ void CacheShard::Delete(std::string key, ValueDone done) {
   std::function<void(const Error&)> early = AnswerEarlyWhenGated(gated(), done);
   Append(
       LogId::kCache, std::move(records),
-      [this, key = std::move(key), live_value, done = std::move(done)](Result<uint64_t> offset) {
+      [this, key = std::move(key), live_value, done = std::move(done)](Result<Offset> offset) {
         ReleaseKey(pending_keys_, key);
         if (!offset) return done(tl::unexpected(offset.error()));
         auto removed = live_value(key);
@@ -363,7 +363,7 @@ void CacheShard::CounterAdd(std::string key, int64_t delta, CounterDone done) {
   std::function<void(const Error&)> early = AnswerEarlyWhenGated(gated(), done);
   Append(
       LogId::kCounter, std::move(records),
-      [this, key = std::move(key), delta, done = std::move(done)](Result<uint64_t> offset) {
+      [this, key = std::move(key), delta, done = std::move(done)](Result<Offset> offset) {
         ReleaseKey(pending_counters_, key);
         if (!offset) return done(tl::unexpected(offset.error()));
         ApplyCounter(CounterRecord{CounterRecord::Op::kDelta, delta, key}, *offset,
@@ -419,24 +419,23 @@ void CacheShard::SweepExpired() {
     ++pending_keys_[key];
   }
   sweeping_ = true;
-  Append(LogId::kCache, std::move(records),
-         [this, keys = std::move(keys)](Result<uint64_t> offset) {
-           sweeping_ = false;
-           for (size_t i = 0; i < keys.size(); ++i) {
-             const std::string& key = keys[i];
-             ReleaseKey(pending_keys_, key);
-             if (!offset) continue;
-             bool existed = entries_.count(key) != 0;
-             ApplyCache(CacheRecord{CacheRecord::Op::kDelete, 0, std::nullopt, key, {}},
-                        *offset + i, kCacheRecordHeaderBytes + key.size());
-             NotifyWatchers(key, nullptr, *offset + i, 0);  // an expiry is a delete
-             if (existed && options_.metrics) options_.metrics->expiries.Increment();
-           }
-           if (!offset) {
-             spdlog::warn("cache expiry pass failed shard={} error={}", id_.ToString(),
-                          offset.error().ToString());
-           }
-         });
+  Append(LogId::kCache, std::move(records), [this, keys = std::move(keys)](Result<Offset> offset) {
+    sweeping_ = false;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const std::string& key = keys[i];
+      ReleaseKey(pending_keys_, key);
+      if (!offset) continue;
+      bool existed = entries_.count(key) != 0;
+      ApplyCache(CacheRecord{CacheRecord::Op::kDelete, 0, std::nullopt, key, {}}, *offset + i,
+                 kCacheRecordHeaderBytes + key.size());
+      NotifyWatchers(key, nullptr, *offset + i, 0);  // an expiry is a delete
+      if (existed && options_.metrics) options_.metrics->expiries.Increment();
+    }
+    if (!offset) {
+      spdlog::warn("cache expiry pass failed shard={} error={}", id_.ToString(),
+                   offset.error().ToString());
+    }
+  });
 }
 
 uint64_t CacheShard::disk_bytes() const {
@@ -562,7 +561,7 @@ void CacheShard::CompactRound(LogId which) {
     auto payloads = std::make_shared<std::vector<std::vector<uint8_t>>>(batch);
     Append(which, std::move(batch),
            [this, which, &pending, batch_keys = std::move(batch_keys), payloads, batches_left,
-            failed](Result<uint64_t> offset) {
+            failed](Result<Offset> offset) {
              for (size_t i = 0; i < batch_keys.size(); ++i) {
                const std::string& k = batch_keys[i];
                ReleaseKey(pending, k);
@@ -643,11 +642,11 @@ void CacheShard::InstallCommitGates(CommitGateOptions options) {
   counter_gate_ = std::make_unique<CommitGate>(executor_, options, release);
 }
 
-void CacheShard::AdvanceCacheCommit(uint64_t offset) {
+void CacheShard::AdvanceCacheCommit(Offset offset) {
   if (cache_gate_) cache_gate_->Advance(offset);
 }
 
-void CacheShard::AdvanceCounterCommit(uint64_t offset) {
+void CacheShard::AdvanceCounterCommit(Offset offset) {
   if (counter_gate_) counter_gate_->Advance(offset);
 }
 

@@ -118,13 +118,13 @@ struct CacheWatchFilter {
 struct CacheWatchStart {
   enum class Kind : uint8_t { kLive, kFromOffset, kRetained };
   Kind kind = Kind::kLive;
-  uint64_t from_offset = 0;
+  Offset from_offset;
 };
 
 struct CacheWatchRegistration {
   uint64_t id = 0;
-  uint64_t resume_offset = 0;  // the applied frontier: live changes start here
-  bool resnapshot = false;     // the resume point was compacted away: current values come first
+  Offset resume_offset;     // the applied frontier: live changes start here
+  bool resnapshot = false;  // the resume point was compacted away: current values come first
   std::optional<uint64_t> retained_count;  // retained watches: matching keys at registration
   std::shared_ptr<CacheWatchQueue> queue;
 };
@@ -175,8 +175,8 @@ class CacheShard {
   // Before the shard is shared with any other thread; durable shards only.
   void InstallCommitGates(CommitGateOptions options);
   // The quorum commit offset of the cache (counter) log rose to `offset` (executor only).
-  void AdvanceCacheCommit(uint64_t offset);
-  void AdvanceCounterCommit(uint64_t offset);
+  void AdvanceCacheCommit(Offset offset);
+  void AdvanceCounterCommit(Offset offset);
   bool gated() const { return cache_gate_ != nullptr; }
   // Writes committed here and held for the commit offset (both logs).
   size_t held_writes() const { return gated() ? cache_gate_->held() + counter_gate_->held() : 0; }
@@ -185,10 +185,12 @@ class CacheShard {
   bool durable() const { return cache_log_ != nullptr; }
   size_t entry_count() const { return entries_.size(); }
   size_t counter_count() const { return counters_.size(); }
-  uint64_t cache_log_start() const { return cache_log_ ? cache_log_->start_offset() : 0; }
-  uint64_t cache_log_next() const { return cache_log_ ? cache_log_->next_offset() : 0; }
-  uint64_t counter_log_start() const { return counter_log_ ? counter_log_->start_offset() : 0; }
-  uint64_t counter_log_next() const { return counter_log_ ? counter_log_->next_offset() : 0; }
+  Offset cache_log_start() const { return cache_log_ ? cache_log_->start_offset() : Offset(0); }
+  Offset cache_log_next() const { return cache_log_ ? cache_log_->next_offset() : Offset(0); }
+  Offset counter_log_start() const {
+    return counter_log_ ? counter_log_->start_offset() : Offset(0);
+  }
+  Offset counter_log_next() const { return counter_log_ ? counter_log_->next_offset() : Offset(0); }
   uint64_t disk_bytes() const;
   uint64_t compactions() const { return compactions_; }
   // The version (offset of the put that wrote it) of a live entry.
@@ -211,19 +213,19 @@ class CacheShard {
   // Ends every watch with `end` (after what is queued) and forgets them.
   void EndWatches(const WatchEnd& end);
   size_t watcher_count() const { return watchers_.size(); }
-  uint64_t applied_next() const { return applied_next_; }
+  Offset applied_next() const { return applied_next_; }
 
  private:
   struct Entry {
     std::string value;
     uint64_t expires_at = 0;  // Unix ms, 0 = never
     uint64_t version = 0;
-    uint64_t record_offset = 0;  // where the record that holds this value sits
+    Offset record_offset;  // where the record that holds this value sits
     uint64_t record_bytes = 0;
   };
   struct CounterEntry {
     int64_t sum = 0;
-    uint64_t history_start = 0;  // first record the sum depends on (checkpoint or first delta)
+    Offset history_start;        // first record the sum depends on (checkpoint or first delta)
     uint64_t history_bytes = 0;  // live bytes charged: one checkpoint's worth
   };
   enum class LogId { kCache, kCounter };
@@ -233,7 +235,7 @@ class CacheShard {
     uint64_t live_bytes = 0;
     size_t pending = 0;  // appends not yet applied
     bool compacting = false;
-    uint64_t cut = 0;
+    Offset cut;
     uint64_t bytes_below_cut = 0;
     int round = 0;
     bool requested = false;         // CompactNow while writes were in flight
@@ -241,8 +243,8 @@ class CacheShard {
     std::vector<std::function<void(Result<void>)>> waiters;  // CompactNow callers
   };
   // A mutation as it is applied (live or replayed).
-  void ApplyCache(const CacheRecord& record, uint64_t offset, uint64_t bytes);
-  void ApplyCounter(const CounterRecord& record, uint64_t offset, uint64_t bytes);
+  void ApplyCache(const CacheRecord& record, Offset offset, uint64_t bytes);
+  void ApplyCounter(const CounterRecord& record, Offset offset, uint64_t bytes);
   Result<void> Replay(LogId which);
   // Appends encoded records to a log; `settle` runs on the executor with the first offset once
   // the write may be applied (committed, and on a gated shard covered by the commit offset),
@@ -250,10 +252,10 @@ class CacheShard {
   // not covered within the gate's timeout is answered first through `early` (the timeout);
   // `settle` still runs once it is covered, and its answer must then be dropped (AnswerOnce).
   void Append(LogId which, std::vector<std::vector<uint8_t>> records,
-              std::function<void(Result<uint64_t>)> settle,
+              std::function<void(Result<Offset>)> settle,
               std::function<void(const Error&)> early = {});
-  void Settle(LogId which, const std::function<void(Result<uint64_t>)>& settle,
-              Result<uint64_t> result);
+  void Settle(LogId which, const std::function<void(Result<Offset>)>& settle,
+              Result<Offset> result);
   CommitGate* Gate(LogId which) const {
     return which == LogId::kCache ? cache_gate_.get() : counter_gate_.get();
   }
@@ -267,13 +269,13 @@ class CacheShard {
     std::shared_ptr<CacheWatchQueue> queue;
     Phase phase = Phase::kLive;
     std::optional<std::string> state_after;  // state walk: the last key handled
-    uint64_t state_below = 0;                // state walk: entries written below this only
-    uint64_t history_next = 0;               // history: next log offset to read
+    Offset state_below;                      // state walk: entries written below this only
+    Offset history_next;                     // history: next log offset to read
     CacheChangeRef pending;                  // refused for lack of room, offered again first
   };
   // A write applied live: hands it to every live watcher whose filter matches.
   // `value` null for a delete (a pointer: nothing is copied unless a watcher takes it).
-  void NotifyWatchers(const std::string& key, const std::string* value, uint64_t offset,
+  void NotifyWatchers(const std::string& key, const std::string* value, Offset offset,
                       uint64_t expires_at);
   void WatchStep(uint64_t id);
   // One step of each phase; false when the watcher must wait (room) or ended.
@@ -306,7 +308,7 @@ class CacheShard {
   std::unordered_map<std::string, uint32_t> pending_keys_;      // cache writes in flight
   std::unordered_map<std::string, uint32_t> pending_counters_;  // counter adds in flight
   std::unordered_map<std::string, std::vector<std::function<void()>>> key_waiters_;
-  uint64_t applied_next_ = 0;  // cache log: the offset after the last applied record
+  Offset applied_next_;  // cache log: the offset after the last applied record
   std::map<uint64_t, Watcher> watchers_;
   uint64_t next_watcher_id_ = 1;
   LogState cache_state_;

@@ -24,8 +24,8 @@ std::variant<CacheWatchRegistration, CursorError, Error> CacheShard::Watch(
   }
   if (closed_) return Error{ErrorCode::kUnavailable, "cache shard is closed"};
   // Register before reading: every change at or above the frontier reaches this watcher live.
-  const uint64_t frontier = applied_next_;
-  const uint64_t oldest = cache_log_->start_offset();
+  const Offset frontier = applied_next_;
+  const Offset oldest = cache_log_->start_offset();
   Watcher w;
   w.filter = std::move(filter);
   CacheWatchRegistration out;
@@ -60,7 +60,7 @@ std::variant<CacheWatchRegistration, CursorError, Error> CacheShard::Watch(
       for (auto it = ordered_keys_.lower_bound(w.filter.text);
            it != ordered_keys_.end() && w.filter.Matches(*it); ++it) {
         const Entry& e = entries_.find(std::string(*it))->second;
-        if (!Expired(e, now) && e.version < frontier) ++count;
+        if (!Expired(e, now) && Offset(e.version) < frontier) ++count;
       }
       out.retained_count = count;
       break;
@@ -95,7 +95,7 @@ void CacheShard::EndWatch(uint64_t id, WatchEnd end) {
   watchers_.erase(it);
 }
 
-void CacheShard::NotifyWatchers(const std::string& key, const std::string* value, uint64_t offset,
+void CacheShard::NotifyWatchers(const std::string& key, const std::string* value, Offset offset,
                                 uint64_t expires_at) {
   if (watchers_.empty()) return;
   CacheChangeRef change;  // built once, shared by every watcher it goes to
@@ -151,9 +151,9 @@ bool CacheShard::StateStep(uint64_t id, Watcher& w, size_t* budget) {
     const Entry& e = entries_.find(key)->second;
     w.state_after = key;
     // Entries written at or above the frontier arrive from the history phase instead.
-    if (Expired(e, now) || e.version >= w.state_below) continue;
+    if (Expired(e, now) || Offset(e.version) >= w.state_below) continue;
     auto change = std::make_shared<const CacheChange>(
-        CacheChange{std::move(key), e.value, e.version, e.expires_at});
+        CacheChange{std::move(key), e.value, Offset(e.version), e.expires_at});
     if (!w.queue->OfferReplay(change)) {
       w.pending = std::move(change);
       return false;
@@ -180,9 +180,9 @@ bool CacheShard::HistoryStep(uint64_t id, Watcher& w, size_t* budget) {
     if (auto* error = std::get_if<Error>(&read)) {
       spdlog::error("cache watch read failed shard={} offset={} error={}", id_.ToString(),
                     w.history_next, error->ToString());
-      EndWatch(id, WatchEnd{WatchEnd::Kind::kError, 0, ProtocolCodeFor(*error),
+      EndWatch(id, WatchEnd{WatchEnd::Kind::kError, Offset(0), ProtocolCodeFor(*error),
                             "cannot read the cache log of " + id_.ToString() + " at offset " +
-                                std::to_string(w.history_next) + ": " + error->message});
+                                to_string(w.history_next) + ": " + error->message});
       return false;
     }
     auto& records = std::get<RecordRead>(read);
@@ -196,10 +196,10 @@ bool CacheShard::HistoryStep(uint64_t id, Watcher& w, size_t* budget) {
       --*budget;
       auto record = DecodeCacheRecord(r.payload);
       if (!record) {
-        EndWatch(id,
-                 WatchEnd{WatchEnd::Kind::kError, 0, Code(wire::flx1::ProtocolErrorCode::kStorage),
-                          "cache log of " + id_.ToString() + " offset " + std::to_string(r.offset) +
-                              ": " + record.error().message});
+        EndWatch(id, WatchEnd{WatchEnd::Kind::kError, Offset(0),
+                              Code(wire::flx1::ProtocolErrorCode::kStorage),
+                              "cache log of " + id_.ToString() + " offset " + to_string(r.offset) +
+                                  ": " + record.error().message});
         return false;
       }
       // A compaction copy restates a value already seen at its original offset.

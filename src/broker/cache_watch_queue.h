@@ -26,13 +26,15 @@
 #include <optional>
 #include <string>
 
+#include "common/strong_types.h"
+
 namespace felix::broker {
 
 // One applied write as a watcher sees it: a put (value set) or a delete (no value).
 struct CacheChange {
   std::string key;
   std::optional<std::string> value;  // nullopt = deleted (or expired and deleted)
-  uint64_t offset = 0;               // cache-log offset of the write (retained: its version)
+  Offset offset;                     // cache-log offset of the write (retained: its version)
   uint64_t expires_at_millis = 0;    // absolute Unix ms, 0 = never (always 0 for a delete)
   size_t bytes() const { return key.size() + (value ? value->size() : 0); }
 };
@@ -45,9 +47,9 @@ struct WatchEnd {
     kError,   // history could not be read, or the cache went away: `error`
   };
   Kind kind = Kind::kLagged;
-  uint64_t resume_from = 0;  // kLagged: the first change not delivered
-  uint16_t code = 0;         // kError: FLX1 error code
-  std::string message;       // kError
+  Offset resume_from;   // kLagged: the first change not delivered
+  uint16_t code = 0;    // kError: FLX1 error code
+  std::string message;  // kError
 };
 
 class CacheWatchQueue {

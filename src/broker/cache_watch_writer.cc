@@ -57,7 +57,7 @@ void CacheWatchWriter::Drain() {
     flx1::CacheEvent event;
     event.key = change.key;
     if (change.value) event.value = flx1::Bytes(change.value->begin(), change.value->end());
-    event.offset = change.offset;
+    event.offset = change.offset.value();
     event.expires_at_millis = change.expires_at_millis;
     auto frame = flx1::EncodeMessageFrame(flx1::Message{std::move(event)});
     if (!frame) {
@@ -80,7 +80,7 @@ void CacheWatchWriter::Drain() {
 void CacheWatchWriter::WriteEnd(const WatchEnd& end) {
   flx1::Message last;
   if (end.kind == WatchEnd::Kind::kLagged) {
-    last = flx1::CacheWatchLagged{end.resume_from};
+    last = flx1::CacheWatchLagged{end.resume_from.value()};
   } else {
     flx1::Error error;
     error.message = end.message;

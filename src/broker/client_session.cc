@@ -591,7 +591,7 @@ bool ClientSession::Publish(PublishRequest request) {
                                            inflight_total](auto reply) mutable {
         PublishWhenOpen(*cell, std::move(batch),
                         [reply, commit_answer_id, binary, bytes, durable, ticket,
-                         inflight_total](Result<uint64_t> result) {
+                         inflight_total](Result<Offset> result) {
                           inflight_total->fetch_sub(bytes);
                           reply([commit_answer_id, binary, bytes, durable, ticket,
                                  result = std::move(result)](ClientSession* self) {
@@ -625,7 +625,7 @@ bool ClientSession::Publish(PublishRequest request) {
   return true;
 }
 
-void ClientSession::AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result,
+void ClientSession::AnswerPublish(bool binary, uint64_t request_id, const Result<Offset>& result,
                                   bool durable, const RemoteShard* owner) {
   if (!result) {
     SendPublishError(binary, request_id, ProtocolCodeFor(result.error()), result.error().message);
@@ -639,7 +639,7 @@ void ClientSession::AnswerPublish(bool binary, uint64_t request_id, const Result
     flx1::BinaryPublishAck ack;
     ack.status = flx1::BinaryPublishAck::Status::kOk;
     ack.request_id = request_id;
-    if (with_offset) ack.offset = *result;
+    if (with_offset) ack.offset = result->value();
     if (owner != nullptr && (peer_flags_ & flx1::kFlagBinaryPublishAckOwner) != 0) {
       ack.owner = flx1::BinaryPublishAck::Owner{owner->owner_node_id, std::nullopt,
                                                 owner->generation.value()};
@@ -651,7 +651,7 @@ void ClientSession::AnswerPublish(bool binary, uint64_t request_id, const Result
   }
   flx1::PublishOk ok;
   ok.request_id = request_id;
-  if (with_offset) ok.offset = *result;
+  if (with_offset) ok.offset = result->value();
   if (auto frame = flx1::EncodeMessageFrame(ok)) WritePublishAnswer(std::move(*frame));
 }
 
@@ -714,7 +714,7 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
         break;
       case flx1::StartPosition::Kind::kOffset:
         start.kind = StartPosition::Kind::kOffset;
-        start.offset = request.start->offset;
+        start.offset = Offset(request.start->offset);
         break;
     }
   }
@@ -776,8 +776,8 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
     answer.reason = cursor->reason == CursorError::Reason::kTooOld
                         ? flx1::CursorErrorReason::kTooOld
                         : flx1::CursorErrorReason::kInFuture;
-    answer.requested = cursor->requested;
-    answer.available = cursor->available;
+    answer.requested = cursor->requested.value();
+    answer.available = cursor->available.value();
     Send(answer);
     FinishStream();
     return;
@@ -822,8 +822,8 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
   flx1::Subscribed answer;
   answer.subscription_id = client_id;
   if (durable && (peer_flags_ & flx1::kFlagEventBatchOffsets) != 0) {
-    answer.start_offset = sub.start_offset;
-    answer.live_offset = sub.live_offset;
+    answer.start_offset = sub.start_offset.value();
+    answer.live_offset = sub.live_offset.value();
   }
   if (requested_capacity) answer.queue_capacity = sub.queue_capacity;
   Send(answer);

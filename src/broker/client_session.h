@@ -128,7 +128,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // Answers a publish once written: `durable` says whether its offset may be told (never for
   // an in-memory stream, semantics.md §2.4). `owner`: the batch was forwarded to it; a binary
   // ack names it (flag 0x0080) to a client that offered the flag (client-protocol.md §5.2).
-  void AnswerPublish(bool binary, uint64_t request_id, const Result<uint64_t>& result, bool durable,
+  void AnswerPublish(bool binary, uint64_t request_id, const Result<Offset>& result, bool durable,
                      const RemoteShard* owner = nullptr);
   void OnSubscribed(const StreamShardHandle& handle, std::variant<Subscription, CursorError> result,
                     const std::shared_ptr<void>& writer_slot, uint64_t client_id, bool durable,

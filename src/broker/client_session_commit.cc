@@ -86,14 +86,14 @@ std::optional<bool> ClientSession::HandleCommitRequest(const flx1::Message& mess
     bool posted = RunOnShard(
         *local->handle.executor, [cell = local->handle.cell, body, request_id](auto reply) {
           cell->WhenOpen([body, request_id, reply](Result<OpenedStream*> opened) {
-            auto answer = [reply, request_id](Result<uint64_t> offset) {
+            auto answer = [reply, request_id](Result<Offset> offset) {
               reply([request_id, offset](ClientSession* self) {
                 if (self == nullptr || self->reset_) return;
                 if (!offset) {
                   return self->SendError(ProtocolCodeFor(offset.error()),
                                          "commit not written: " + offset.error().message);
                 }
-                self->Send(flx1::CommitOk{request_id, *offset});
+                self->Send(flx1::CommitOk{request_id, offset->value()});
               });
             };
             if (!opened) return answer(tl::unexpected(opened.error()));
@@ -128,8 +128,8 @@ std::optional<bool> ClientSession::HandleCommitRequest(const flx1::Message& mess
           }
           flx1::StateValue answer;
           answer.value = found->value;
-          answer.version = found->version;
-          answer.as_of = found->as_of;
+          answer.version = ValueOf(found->version);
+          answer.as_of = ValueOf(found->as_of);
           answer.request_id = request_id;
           self->Send(answer);
         });

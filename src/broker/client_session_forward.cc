@@ -51,7 +51,7 @@ void ClientSession::ForwardPublish(PublishRequest request, const RemoteShard& re
             self->service_.metrics().publish_ok.Increment();
             // An offset only from the owner's log (an in-memory stream has none).
             bool logged = durable && outcome.offsets.has_value();
-            uint64_t first = outcome.offsets ? outcome.offsets->first : 0;
+            const Offset first(outcome.offsets ? outcome.offsets->first : 0);
             // The owner hint names who answered; its client address is known only for the
             // owner this broker resolved (a redirect names the internal one).
             RemoteShard owner{remote.shard, Generation(outcome.owner_generation),
@@ -59,7 +59,7 @@ void ClientSession::ForwardPublish(PublishRequest request, const RemoteShard& re
             if (owner.owner_node_id == remote.owner_node_id) {
               owner.owner_client_addr = remote.owner_client_addr;
             }
-            self->AnswerPublish(binary, request_id, Result<uint64_t>(first), logged, &owner);
+            self->AnswerPublish(binary, request_id, Result<Offset>(first), logged, &owner);
           });
         });
       });

@@ -156,7 +156,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
           if (self == nullptr) {
             // Nobody will see these records: hand them back without counting the attempt.
             if (!result || result->empty()) return;
-            std::vector<std::pair<uint64_t, uint32_t>> claims;
+            std::vector<std::pair<Offset, uint32_t>> claims;
             for (const auto& d : *result) claims.emplace_back(d.offset, d.attempts);
             executor->Post([owner, group, claims] { owner->Release(group, claims); });
             return;
@@ -172,7 +172,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
           answer.records.reserve(result->size());
           for (auto& d : *result) {
             flx1::GroupRecord record;
-            record.offset = d.offset;
+            record.offset = d.offset.value();
             record.payload = std::move(d.payload);
             record.attempts = d.attempts;
             if (skipped && d.skipped_before != 0) record.skipped_before = d.skipped_before;
@@ -189,7 +189,8 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
   if (auto* m = std::get_if<flx1::GroupAck>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle, [group = m->group, offset = m->offset, make = settle_reply(m->request_id)](
+    RunGroupOp(*handle, [group = m->group, offset = Offset(m->offset),
+                         make = settle_reply(m->request_id)](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
       groups.Ack(group, offset, [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
     });
@@ -199,7 +200,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
     if (!handle) return true;
     auto delay = std::chrono::milliseconds(m->delay_ms.value_or(0));
-    RunGroupOp(*handle, [group = m->group, offset = m->offset, delay,
+    RunGroupOp(*handle, [group = m->group, offset = Offset(m->offset), delay,
                          attempts = m->attempts.value_or(0), make = settle_reply(m->request_id)](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
       groups.Nack(group, offset, delay, attempts,
@@ -210,7 +211,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
   if (auto* m = std::get_if<flx1::GroupExtend>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle, [group = m->group, offset = m->offset, attempts = m->attempts,
+    RunGroupOp(*handle, [group = m->group, offset = Offset(m->offset), attempts = m->attempts,
                          extend = std::chrono::milliseconds(m->extend_ms),
                          request_id = m->request_id](StreamGroups& groups,
                                                      std::function<void(GroupReply)> reply) {
@@ -227,11 +228,12 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
   if (auto* m = std::get_if<flx1::GroupDeadLetter>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle, [group = m->group, offset = m->offset, make = settle_reply(m->request_id)](
-                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
-      groups.DeadLetter(group, offset,
-                        [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
-    });
+    RunGroupOp(
+        *handle, [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
+                     StreamGroups& groups, std::function<void(GroupReply)> reply) {
+          groups.DeadLetter(group, offset,
+                            [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
+        });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupDeadLetters>(&message)) {
@@ -239,11 +241,14 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     if (!handle) return true;
     RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
-      groups.ListDeadLetters(group, [request_id, reply](GroupResult<std::vector<uint64_t>> r) {
+      groups.ListDeadLetters(group, [request_id, reply](GroupResult<std::vector<Offset>> r) {
         reply([request_id, r](ClientSession* self) {
           if (self == nullptr) return;
           if (!r) return self->SendGroupError(r.error());
-          self->Send(flx1::GroupDeadLetterList{*r, request_id});
+          std::vector<uint64_t> offsets;
+          offsets.reserve(r->size());
+          for (const Offset o : *r) offsets.push_back(o.value());
+          self->Send(flx1::GroupDeadLetterList{std::move(offsets), request_id});
         });
       });
     });
@@ -252,21 +257,23 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
   if (auto* m = std::get_if<flx1::GroupRedrive>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupManage, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle, [group = m->group, offset = m->offset, make = settle_reply(m->request_id)](
-                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
-      groups.Redrive(group, offset,
-                     [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
-    });
+    RunGroupOp(*handle,
+               [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
+                   StreamGroups& groups, std::function<void(GroupReply)> reply) {
+                 groups.Redrive(group, offset,
+                                [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
+               });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupDiscard>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupManage, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle, [group = m->group, offset = m->offset, make = settle_reply(m->request_id)](
-                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
-      groups.Discard(group, offset,
-                     [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
-    });
+    RunGroupOp(*handle,
+               [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
+                   StreamGroups& groups, std::function<void(GroupReply)> reply) {
+                 groups.Discard(group, offset,
+                                [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
+               });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupDescribe>(&message)) {
@@ -279,8 +286,8 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
           if (self == nullptr) return;
           if (!r) return self->SendGroupError(r.error());
           flx1::GroupInfo info;
-          info.committed = r->committed;
-          info.tail = r->tail;
+          info.committed = ValueOf(r->committed);
+          info.tail = r->tail.value();
           info.in_flight = r->in_flight;
           info.owed = r->owed;
           info.dead_letters = r->dead_letters;
@@ -304,17 +311,17 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
         break;
       case flx1::StartPosition::Kind::kOffset:
         target.kind = GroupSeekTarget::Kind::kOffset;
-        target.offset = m->start.offset;
+        target.offset = Offset(m->start.offset);
         break;
     }
     RunGroupOp(*handle, [group = m->group, target, if_new = m->if_new, request_id = m->request_id](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
       groups.Seek(group, target, if_new,
-                  [request_id, reply](GroupResult<std::pair<uint64_t, bool>> r) {
+                  [request_id, reply](GroupResult<std::pair<Offset, bool>> r) {
                     reply([request_id, r](ClientSession* self) {
                       if (self == nullptr) return;
                       if (!r) return self->SendGroupError(r.error());
-                      self->Send(flx1::GroupPosition{r->first, r->second, request_id});
+                      self->Send(flx1::GroupPosition{r->first.value(), r->second, request_id});
                     });
                   });
     });

@@ -39,16 +39,16 @@ bool ClientSession::HandleOffsetForTime(const flx1::OffsetForTime& request) {
       RunOnShard(*local.handle.executor, [cell = local.handle.cell, at = request.at_micros,
                                           request_id = request.request_id](auto reply) {
         cell->WhenOpen([at, request_id, reply](Result<OpenedStream*> opened) {
-          Result<std::optional<uint64_t>> found =
+          Result<std::optional<Offset>> found =
               opened ? (*opened)->shard->OffsetForTime(at)
-                     : Result<std::optional<uint64_t>>(tl::unexpected(opened.error()));
+                     : Result<std::optional<Offset>>(tl::unexpected(opened.error()));
           reply([request_id, found = std::move(found)](ClientSession* self) {
             if (self == nullptr || self->reset_) return;
             if (!found) {
               return self->SendError(ProtocolCodeFor(found.error()),
                                      "offset_for_time not served: " + found.error().message);
             }
-            self->Send(flx1::OffsetValue{*found, request_id});
+            self->Send(flx1::OffsetValue{ValueOf(*found), request_id});
           });
         });
       });

@@ -105,7 +105,7 @@ bool ClientSession::HandleCacheWatch(const flx1::CacheWatch& request) {
     start.kind = CacheWatchStart::Kind::kRetained;
   } else if (request.from_offset) {
     start.kind = CacheWatchStart::Kind::kFromOffset;
-    start.from_offset = *request.from_offset;
+    start.from_offset = Offset(*request.from_offset);
   }
   uint64_t client_id = request.subscription_id.value_or(service_.core().NextSubscriptionId());
   auto slot = std::make_shared<WatchWriterSlot>();
@@ -145,8 +145,8 @@ void ClientSession::OnCacheWatched(const CacheShardHandle& handle,
     answer.reason = cursor->reason == CursorError::Reason::kTooOld
                         ? flx1::CursorErrorReason::kTooOld
                         : flx1::CursorErrorReason::kInFuture;
-    answer.requested = cursor->requested;
-    answer.available = cursor->available;
+    answer.requested = cursor->requested.value();
+    answer.available = cursor->available.value();
     if (!ended_) Send(answer);
     return;
   }
@@ -185,7 +185,7 @@ void ClientSession::OnCacheWatched(const CacheShardHandle& handle,
   connection_->watch_writers.push_back(writer);
   flx1::CacheWatchStarted answer;
   answer.subscription_id = client_id;
-  answer.resume_offset = reg.resume_offset;
+  answer.resume_offset = reg.resume_offset.value();
   answer.resnapshot = reg.resnapshot;
   answer.retained_count = reg.retained_count;
   Send(answer);

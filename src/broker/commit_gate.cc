@@ -12,9 +12,9 @@ CommitGate::~CommitGate() {
   if (timer_ != 0) executor_.Cancel(timer_);
 }
 
-void CommitGate::Hold(std::shared_ptr<PayloadBatch> batch, uint64_t first,
-                      std::function<void(Result<uint64_t>)> done,
-                      std::function<void(Result<uint64_t>)> late) {
+void CommitGate::Hold(std::shared_ptr<PayloadBatch> batch, Offset first,
+                      std::function<void(Result<Offset>)> done,
+                      std::function<void(Result<Offset>)> late) {
   if (closed_) {
     if (options_.not_leading != nullptr) options_.not_leading->Increment();
     done(Fail(ErrorCode::kInternal, close_reason_));
@@ -26,7 +26,7 @@ void CommitGate::Hold(std::shared_ptr<PayloadBatch> batch, uint64_t first,
   ArmTimer();
 }
 
-void CommitGate::Advance(uint64_t commit) {
+void CommitGate::Advance(Offset commit) {
   if (commit <= commit_) return;
   commit_ = commit;
   if (!closed_) ReleaseCovered();
@@ -76,8 +76,8 @@ void CommitGate::OnTimer() {
     auto done = std::move(late.done);
     late.done = std::move(late.late);
     done(Fail(ErrorCode::kTimeout,
-              "quorum_timeout: offsets " + std::to_string(late.first) + ".." +
-                  std::to_string(late.end() - 1) + " not confirmed by a majority of the replica " +
+              "quorum_timeout: offsets " + to_string(late.first) + ".." +
+                  to_string(late.end() - 1) + " not confirmed by a majority of the replica " +
                   "set within " + std::to_string(options_.timeout.count()) +
                   " ms; durable on the leader, may still commit (outcome unknown)"));
   }

@@ -50,13 +50,13 @@ struct CommitGateOptions {
 
 struct HeldBatch {
   std::shared_ptr<PayloadBatch> batch;  // holds the payloads until the fanout
-  uint64_t first = 0;                   // offset of the batch's first record
+  Offset first;                         // offset of the batch's first record
   // The publisher's answer; after a timeout answered it, whatever the publisher asked to run
   // on a late release instead (often nothing). Runs on the executor.
-  std::function<void(Result<uint64_t>)> done;
-  std::function<void(Result<uint64_t>)> late;  // moved into `done` by the timeout
+  std::function<void(Result<Offset>)> done;
+  std::function<void(Result<Offset>)> late;  // moved into `done` by the timeout
   Executor::Clock::time_point deadline;
-  uint64_t end() const { return first + batch->payloads.size(); }
+  Offset end() const { return first + batch->payloads.size(); }
 };
 
 class CommitGate {
@@ -74,16 +74,16 @@ class CommitGate {
   // than the timeout; then `late`, if set, runs with the offset when the batch is released
   // after all). Batches arrive in offset order. After Close, answered with the close error at
   // once.
-  void Hold(std::shared_ptr<PayloadBatch> batch, uint64_t first,
-            std::function<void(Result<uint64_t>)> done,
-            std::function<void(Result<uint64_t>)> late = {});
+  void Hold(std::shared_ptr<PayloadBatch> batch, Offset first,
+            std::function<void(Result<Offset>)> done,
+            std::function<void(Result<Offset>)> late = {});
   // The quorum commit offset is at least `commit` (lower values are ignored).
-  void Advance(uint64_t commit);
+  void Advance(Offset commit);
   // The shard stops serving: every unanswered held batch is answered with kInternal naming
   // `why`; nothing more is released.
   void Close(const std::string& why);
 
-  uint64_t commit() const { return commit_; }
+  Offset commit() const { return commit_; }
   size_t held() const { return held_.size(); }
 
  private:
@@ -94,7 +94,7 @@ class CommitGate {
   Executor& executor_;
   const CommitGateOptions options_;
   Release release_;
-  uint64_t commit_ = 0;
+  Offset commit_;
   bool closed_ = false;
   std::string close_reason_;
   std::deque<HeldBatch> held_;

@@ -15,15 +15,15 @@ SettleOutcome Verdict(SettleVerdict verdict, const char* reason, bool fatal = fa
 
 }  // namespace
 
-ConsumerGroup::ConsumerGroup(std::optional<uint64_t> committed, uint64_t tail_at_start,
+ConsumerGroup::ConsumerGroup(std::optional<Offset> committed, Offset tail_at_start,
                              ConsumerGroupLimits limits)
     : limits_(limits),
       committed_(committed),
-      position_(committed.value_or(0)),
+      position_(committed.value_or(Offset(0))),
       next_new_(position_),
       tail_at_start_(tail_at_start) {}
 
-void ConsumerGroup::RestoreDeadLetter(uint64_t offset, DeadLetterState state) {
+void ConsumerGroup::RestoreDeadLetter(Offset offset, DeadLetterState state) {
   dead_letters_[offset] = state;
   // A redriven entry is owed until it is finished again. A plain entry at or above the cursor
   // (a crash between the dead-letter write and the cursor write) is listed and still owed as
@@ -31,10 +31,10 @@ void ConsumerGroup::RestoreDeadLetter(uint64_t offset, DeadLetterState state) {
   if (state == DeadLetterState::kRedriven) owed_.insert(offset);
 }
 
-std::optional<uint64_t> ConsumerGroup::NextCandidate(uint64_t tail) {
+std::optional<Offset> ConsumerGroup::NextCandidate(Offset tail) {
   if (!owed_.empty()) return *owed_.begin();
   while (next_new_ < tail) {
-    uint64_t n = next_new_;
+    const Offset n = next_new_;
     if (n < position_ || finished_.count(n) || claims_.count(n) || delayed_.count(n) ||
         dead_letter_pending_.count(n)) {
       ++next_new_;
@@ -45,7 +45,7 @@ std::optional<uint64_t> ConsumerGroup::NextCandidate(uint64_t tail) {
   return std::nullopt;
 }
 
-uint32_t ConsumerGroup::Claim(uint64_t offset, GroupTime visible_until, const GroupMember& holder) {
+uint32_t ConsumerGroup::Claim(Offset offset, GroupTime visible_until, const GroupMember& holder) {
   owed_.erase(offset);
   // Only the record at the scan position moves it. An owed record above it exists after a
   // rebuild (a nack below T0 of a record the previous tracker handed out): jumping past it
@@ -77,14 +77,14 @@ size_t ConsumerGroup::Reclaim(const GroupMember& who) {
   return reserved;
 }
 
-std::optional<uint64_t> ConsumerGroup::NextReserved(uint64_t connection) const {
+std::optional<Offset> ConsumerGroup::NextReserved(uint64_t connection) const {
   for (const auto& [offset, holder] : reserved_) {
     if (holder == connection) return offset;
   }
   return std::nullopt;
 }
 
-bool ConsumerGroup::DeadLetterIfAtBound(uint64_t offset) {
+bool ConsumerGroup::DeadLetterIfAtBound(Offset offset) {
   if (AttemptsOf(offset) < limits_.max_attempts) return false;
   DropClaim(offset);
   dead_letter_pending_.insert(offset);
@@ -92,7 +92,7 @@ bool ConsumerGroup::DeadLetterIfAtBound(uint64_t offset) {
   return true;
 }
 
-void ConsumerGroup::Release(uint64_t offset, uint32_t attempts) {
+void ConsumerGroup::Release(Offset offset, uint32_t attempts) {
   auto it = claims_.find(offset);
   if (it == claims_.end() || it->second.attempts != attempts) return;
   DropClaim(offset);
@@ -101,8 +101,8 @@ void ConsumerGroup::Release(uint64_t offset, uint32_t attempts) {
   owed_.insert(offset);
 }
 
-bool ConsumerGroup::SkipTrimmed(uint64_t oldest) {
-  auto below = [oldest](uint64_t o) { return o < oldest; };
+bool ConsumerGroup::SkipTrimmed(Offset oldest) {
+  auto below = [oldest](Offset o) { return o < oldest; };
   for (auto it = claims_.begin(); it != claims_.end() && it->first < oldest;) {
     claim_deadlines_.erase({it->second.visible_until, it->first});
     reserved_.erase(it->first);
@@ -119,12 +119,12 @@ bool ConsumerGroup::SkipTrimmed(uint64_t oldest) {
   return true;
 }
 
-bool ConsumerGroup::HandedOutByUs(uint64_t offset) const {
+bool ConsumerGroup::HandedOutByUs(Offset offset) const {
   return offset < std::max(tail_at_start_, next_new_) || owed_.count(offset) != 0 ||
          claims_.count(offset) != 0 || delayed_.count(offset) != 0;
 }
 
-std::optional<SettleOutcome> ConsumerGroup::CheckSettle(uint64_t offset, uint64_t tail) const {
+std::optional<SettleOutcome> ConsumerGroup::CheckSettle(Offset offset, Offset tail) const {
   if (offset >= tail) {
     return Verdict(SettleVerdict::kInvalid, "offset is at or past the log tail");
   }
@@ -140,7 +140,7 @@ std::optional<SettleOutcome> ConsumerGroup::CheckSettle(uint64_t offset, uint64_
   return std::nullopt;
 }
 
-SettleOutcome ConsumerGroup::Ack(uint64_t offset, uint64_t tail) {
+SettleOutcome ConsumerGroup::Ack(Offset offset, Offset tail) {
   if (auto refused = CheckSettle(offset, tail)) return *refused;
   SettleOutcome out;
   auto dl = dead_letters_.find(offset);
@@ -156,7 +156,7 @@ SettleOutcome ConsumerGroup::Ack(uint64_t offset, uint64_t tail) {
   return out;
 }
 
-SettleOutcome ConsumerGroup::Nack(uint64_t offset, uint64_t tail, uint32_t attempts, GroupTime now,
+SettleOutcome ConsumerGroup::Nack(Offset offset, Offset tail, uint32_t attempts, GroupTime now,
                                   GroupClock::duration delay) {
   if (auto refused = CheckSettle(offset, tail)) return *refused;
   auto claim = claims_.find(offset);
@@ -175,7 +175,7 @@ SettleOutcome ConsumerGroup::Nack(uint64_t offset, uint64_t tail, uint32_t attem
   return SettleOutcome{};
 }
 
-SettleOutcome ConsumerGroup::Extend(uint64_t offset, uint32_t attempts, GroupTime visible_until) {
+SettleOutcome ConsumerGroup::Extend(Offset offset, uint32_t attempts, GroupTime visible_until) {
   auto claim = claims_.find(offset);
   if (claim == claims_.end() || claim->second.attempts != attempts) {
     return Verdict(SettleVerdict::kStaleClaim, "that delivery's claim no longer stands", true);
@@ -186,7 +186,7 @@ SettleOutcome ConsumerGroup::Extend(uint64_t offset, uint32_t attempts, GroupTim
   return SettleOutcome{};
 }
 
-SettleOutcome ConsumerGroup::DeadLetterNow(uint64_t offset, uint64_t tail) {
+SettleOutcome ConsumerGroup::DeadLetterNow(Offset offset, Offset tail) {
   if (auto refused = CheckSettle(offset, tail)) {
     if (refused->verdict == SettleVerdict::kDuplicate) {
       return Verdict(SettleVerdict::kInvalid, "the record is already finished");
@@ -204,14 +204,14 @@ SettleOutcome ConsumerGroup::DeadLetterNow(uint64_t offset, uint64_t tail) {
 bool ConsumerGroup::Expire(GroupTime now) {
   bool changed = false;
   while (!claim_deadlines_.empty() && claim_deadlines_.begin()->first <= now) {
-    uint64_t offset = claim_deadlines_.begin()->second;
+    Offset offset = claim_deadlines_.begin()->second;
     DropClaim(offset);
     MakeOwed(offset);
     changed = true;
   }
   for (auto it = delayed_.begin(); it != delayed_.end();) {
     if (it->second <= now) {
-      uint64_t offset = it->first;
+      Offset offset = it->first;
       it = delayed_.erase(it);
       MakeOwed(offset);
       changed = true;
@@ -231,11 +231,11 @@ std::optional<GroupTime> ConsumerGroup::NextDeadline() const {
   return next;
 }
 
-std::vector<uint64_t> ConsumerGroup::TakeDeadLetterWork() {
+std::vector<Offset> ConsumerGroup::TakeDeadLetterWork() {
   return std::exchange(dead_letter_work_, {});
 }
 
-bool ConsumerGroup::FinishDeadLettered(uint64_t offset) {
+bool ConsumerGroup::FinishDeadLettered(Offset offset) {
   dead_letter_pending_.erase(offset);
   dead_letters_[offset] = DeadLetterState::kDeadLettered;
   attempts_.erase(offset);
@@ -243,30 +243,30 @@ bool ConsumerGroup::FinishDeadLettered(uint64_t offset) {
   return false;
 }
 
-void ConsumerGroup::AbortDeadLetter(uint64_t offset) {
+void ConsumerGroup::AbortDeadLetter(Offset offset) {
   if (dead_letter_pending_.erase(offset) != 0) owed_.insert(offset);
 }
 
-std::vector<uint64_t> ConsumerGroup::DeadLetters() const {
-  std::vector<uint64_t> out;
+std::vector<Offset> ConsumerGroup::DeadLetters() const {
+  std::vector<Offset> out;
   out.reserve(dead_letters_.size());
   for (const auto& [offset, state] : dead_letters_) out.push_back(offset);
   return out;
 }
 
-std::optional<DeadLetterState> ConsumerGroup::DeadLetterStateOf(uint64_t offset) const {
+std::optional<DeadLetterState> ConsumerGroup::DeadLetterStateOf(Offset offset) const {
   auto it = dead_letters_.find(offset);
   if (it == dead_letters_.end()) return std::nullopt;
   return it->second;
 }
 
-void ConsumerGroup::ApplyRedrive(uint64_t offset) {
+void ConsumerGroup::ApplyRedrive(Offset offset) {
   dead_letters_[offset] = DeadLetterState::kRedriven;
   attempts_.erase(offset);
   if (claims_.count(offset) == 0 && delayed_.count(offset) == 0) owed_.insert(offset);
 }
 
-void ConsumerGroup::ApplyDiscard(uint64_t offset) {
+void ConsumerGroup::ApplyDiscard(Offset offset) {
   dead_letters_.erase(offset);
   // A finished (or redriven) record is no longer owed; one still below no cursor stays an
   // ordinary record.
@@ -278,7 +278,7 @@ void ConsumerGroup::ApplyDiscard(uint64_t offset) {
   }
 }
 
-void ConsumerGroup::Seek(uint64_t position) {
+void ConsumerGroup::Seek(Offset position) {
   claims_.clear();
   reserved_.clear();
   claim_deadlines_.clear();
@@ -295,12 +295,12 @@ void ConsumerGroup::Seek(uint64_t position) {
   }
 }
 
-uint32_t ConsumerGroup::AttemptsOf(uint64_t offset) const {
+uint32_t ConsumerGroup::AttemptsOf(Offset offset) const {
   auto it = attempts_.find(offset);
   return it == attempts_.end() ? 0 : it->second;
 }
 
-void ConsumerGroup::DropClaim(uint64_t offset) {
+void ConsumerGroup::DropClaim(Offset offset) {
   auto it = claims_.find(offset);
   if (it == claims_.end()) return;
   claim_deadlines_.erase({it->second.visible_until, offset});
@@ -308,7 +308,7 @@ void ConsumerGroup::DropClaim(uint64_t offset) {
   reserved_.erase(offset);  // settled or lapsed: no longer reserved for a reclaimer
 }
 
-void ConsumerGroup::MakeOwed(uint64_t offset) {
+void ConsumerGroup::MakeOwed(Offset offset) {
   if (AttemptsOf(offset) >= limits_.max_attempts) {
     dead_letter_pending_.insert(offset);
     dead_letter_work_.push_back(offset);
@@ -317,13 +317,13 @@ void ConsumerGroup::MakeOwed(uint64_t offset) {
   owed_.insert(offset);
 }
 
-bool ConsumerGroup::Finish(uint64_t offset) {
+bool ConsumerGroup::Finish(Offset offset) {
   finished_.insert(offset);
   return Advance();
 }
 
 bool ConsumerGroup::Advance() {
-  uint64_t before = position_;
+  const Offset before = position_;
   while (!finished_.empty() && *finished_.begin() <= position_) {
     if (*finished_.begin() == position_) ++position_;
     finished_.erase(finished_.begin());

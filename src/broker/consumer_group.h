@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "broker/group_log_record.h"
+#include "common/strong_types.h"
 
 namespace felix::broker {
 
@@ -74,45 +75,44 @@ class ConsumerGroup {
  public:
   // `committed`: the durable cursor (nullopt: the group has none yet, it starts at 0).
   // `tail_at_start`: the shard's committed tail when this tracker is created (T0).
-  ConsumerGroup(std::optional<uint64_t> committed, uint64_t tail_at_start,
-                ConsumerGroupLimits limits);
+  ConsumerGroup(std::optional<Offset> committed, Offset tail_at_start, ConsumerGroupLimits limits);
 
   // Replay: a dead-letter entry read from the log (redriven entries become owed again).
-  void RestoreDeadLetter(uint64_t offset, DeadLetterState state);
+  void RestoreDeadLetter(Offset offset, DeadLetterState state);
 
   // ---- Hand-out (a poll) ----
   bool AtInFlightCap() const { return in_flight() >= limits_.max_in_flight; }
   // The next offset a poll would hand out: the lowest owed one, else the lowest never handed
   // out below `tail` that is not finished. nullopt: nothing available.
-  std::optional<uint64_t> NextCandidate(uint64_t tail);
+  std::optional<Offset> NextCandidate(Offset tail);
   // Claims `offset` (a NextCandidate) until `visible_until` for `holder`; returns its attempt
   // number.
-  uint32_t Claim(uint64_t offset, GroupTime visible_until, const GroupMember& holder = {});
+  uint32_t Claim(Offset offset, GroupTime visible_until, const GroupMember& holder = {});
   // A `reclaim` poll: reserves for `who.connection` every claim `who.member` holds from older
   // connections, if this is the first reclaim from a connection newer than the member's last
   // reclaiming one. Returns how many claims were reserved.
   size_t Reclaim(const GroupMember& who);
   // The lowest claim reserved for `connection`, if any.
-  std::optional<uint64_t> NextReserved(uint64_t connection) const;
+  std::optional<Offset> NextReserved(uint64_t connection) const;
   // A reserved claim that reached the attempt bound: queued as dead-letter work instead of
   // being delivered again. True if it was at the bound (and is no longer claimed).
-  bool DeadLetterIfAtBound(uint64_t offset);
+  bool DeadLetterIfAtBound(Offset offset);
   // Gives back a claim whose records never reached the consumer (its connection went away):
   // owed again, and the attempt does not count.
-  void Release(uint64_t offset, uint32_t attempts);
+  void Release(Offset offset, uint32_t attempts);
   // Retention removed every offset below `oldest`: those are settled without delivery.
   // True if the cursor moved.
-  bool SkipTrimmed(uint64_t oldest);
+  bool SkipTrimmed(Offset oldest);
 
   // ---- Settling ----
-  SettleOutcome Ack(uint64_t offset, uint64_t tail);
+  SettleOutcome Ack(Offset offset, Offset tail);
   // `attempts` 0 = whatever claim stands; `delay` zero = owed now.
-  SettleOutcome Nack(uint64_t offset, uint64_t tail, uint32_t attempts, GroupTime now,
+  SettleOutcome Nack(Offset offset, Offset tail, uint32_t attempts, GroupTime now,
                      GroupClock::duration delay);
   // Keeps the claim named by (offset, attempts) visible until `visible_until`.
-  SettleOutcome Extend(uint64_t offset, uint32_t attempts, GroupTime visible_until);
+  SettleOutcome Extend(Offset offset, uint32_t attempts, GroupTime visible_until);
   // The consumer gives up on `offset` now: queued as dead-letter work.
-  SettleOutcome DeadLetterNow(uint64_t offset, uint64_t tail);
+  SettleOutcome DeadLetterNow(Offset offset, Offset tail);
 
   // Lapsed claims and due delayed hand-backs become owed (or dead-letter work). Returns true
   // if anything changed.
@@ -122,36 +122,36 @@ class ConsumerGroup {
 
   // ---- Dead letters ----
   // Offsets that reached the attempt bound (or were given up explicitly) since the last call.
-  std::vector<uint64_t> TakeDeadLetterWork();
+  std::vector<Offset> TakeDeadLetterWork();
   // The dead-letter entry for `offset` is durable: finish it. True if the cursor moved.
-  bool FinishDeadLettered(uint64_t offset);
+  bool FinishDeadLettered(Offset offset);
   // Its write failed: owed again.
-  void AbortDeadLetter(uint64_t offset);
-  std::vector<uint64_t> DeadLetters() const;  // lowest first (both states)
-  std::optional<DeadLetterState> DeadLetterStateOf(uint64_t offset) const;
+  void AbortDeadLetter(Offset offset);
+  std::vector<Offset> DeadLetters() const;  // lowest first (both states)
+  std::optional<DeadLetterState> DeadLetterStateOf(Offset offset) const;
   // After the "redriven" entry is durable: owed again with its attempt count reset.
-  void ApplyRedrive(uint64_t offset);
+  void ApplyRedrive(Offset offset);
   // After the entry's delete is durable: no longer tracked (nor owed).
-  void ApplyDiscard(uint64_t offset);
+  void ApplyDiscard(Offset offset);
 
   // ---- Admin ----
   // Moves the cursor to `position` and voids every claim, owed offset and delayed hand-back.
-  void Seek(uint64_t position);
+  void Seek(Offset position);
   // Has a cursor or has handed something out.
   bool Exists() const { return committed_.has_value() || touched_; }
 
   // ---- Inspection ----
-  uint64_t position() const { return position_; }
+  Offset position() const { return position_; }
   // The lowest offset this tracker has not handed out yet (new records start here).
-  uint64_t next_new() const { return next_new_; }
-  std::optional<uint64_t> committed() const { return committed_; }
+  Offset next_new() const { return next_new_; }
+  std::optional<Offset> committed() const { return committed_; }
   uint64_t in_flight() const { return claims_.size() + delayed_.size(); }
   uint64_t owed() const { return owed_.size(); }
   uint64_t dead_letter_count() const { return dead_letters_.size(); }
   // Records the committed cursor value once it is durable.
-  void SetCommitted(uint64_t position) { committed_ = position; }
-  uint32_t AttemptsOf(uint64_t offset) const;
-  bool IsClaimed(uint64_t offset) const { return claims_.count(offset) != 0; }
+  void SetCommitted(Offset position) { committed_ = position; }
+  uint32_t AttemptsOf(Offset offset) const;
+  bool IsClaimed(Offset offset) const { return claims_.count(offset) != 0; }
 
  private:
   struct ClaimState {
@@ -160,30 +160,30 @@ class ConsumerGroup {
     GroupMember holder;
   };
   // Settle-rule check shared by ack/nack/dead-letter; nullopt = go on.
-  std::optional<SettleOutcome> CheckSettle(uint64_t offset, uint64_t tail) const;
-  bool HandedOutByUs(uint64_t offset) const;
-  void DropClaim(uint64_t offset);
-  void MakeOwed(uint64_t offset);
+  std::optional<SettleOutcome> CheckSettle(Offset offset, Offset tail) const;
+  bool HandedOutByUs(Offset offset) const;
+  void DropClaim(Offset offset);
+  void MakeOwed(Offset offset);
   // Marks `offset` finished and advances the cursor; true if it moved.
-  bool Finish(uint64_t offset);
+  bool Finish(Offset offset);
   bool Advance();
 
   ConsumerGroupLimits limits_;
-  std::optional<uint64_t> committed_;  // durable value, as last written
-  uint64_t position_ = 0;              // first offset not known finished
-  uint64_t next_new_ = 0;              // lowest offset this tracker has not handed out
-  uint64_t tail_at_start_ = 0;         // T0
+  std::optional<Offset> committed_;  // durable value, as last written
+  Offset position_;                  // first offset not known finished
+  Offset next_new_;                  // lowest offset this tracker has not handed out
+  Offset tail_at_start_;             // T0
   bool touched_ = false;
-  std::set<uint64_t> finished_;  // finished offsets >= position_
-  std::map<uint64_t, ClaimState> claims_;
-  std::set<std::pair<GroupTime, uint64_t>> claim_deadlines_;
-  std::map<uint64_t, GroupTime> delayed_;  // nacked with a delay: owed at that time
-  std::set<uint64_t> owed_;
-  std::map<uint64_t, uint32_t> attempts_;  // deliveries so far, per unsettled offset
-  std::map<uint64_t, DeadLetterState> dead_letters_;
-  std::set<uint64_t> dead_letter_pending_;  // being written to the dead-letter log
-  std::vector<uint64_t> dead_letter_work_;
-  std::map<uint64_t, uint64_t> reserved_;         // claimed offset → reclaiming connection
+  std::set<Offset> finished_;  // finished offsets >= position_
+  std::map<Offset, ClaimState> claims_;
+  std::set<std::pair<GroupTime, Offset>> claim_deadlines_;
+  std::map<Offset, GroupTime> delayed_;  // nacked with a delay: owed at that time
+  std::set<Offset> owed_;
+  std::map<Offset, uint32_t> attempts_;  // deliveries so far, per unsettled offset
+  std::map<Offset, DeadLetterState> dead_letters_;
+  std::set<Offset> dead_letter_pending_;  // being written to the dead-letter log
+  std::vector<Offset> dead_letter_work_;
+  std::map<Offset, uint64_t> reserved_;           // claimed offset → reclaiming connection
   std::map<std::string, uint64_t> last_reclaim_;  // member → its last reclaiming connection
 };
 

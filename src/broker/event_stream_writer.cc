@@ -109,7 +109,7 @@ std::vector<uint8_t> EventStreamWriter::Encode(const EventBatch& events) const {
       while (end < n && std::ranges::equal(events.records[end].publisher, publisher)) ++end;
     }
     flx1::BinaryEventBatch wire;
-    if (variant_.offsets) wire.base_offset = events.base_offset + begin;
+    if (variant_.offsets) wire.base_offset = (events.base_offset + begin).value();
     if (begin == 0 && variant_.offsets && variant_.skipped && events.skipped_before != 0) {
       wire.skipped_before = events.skipped_before;  // only when non-zero (§5.3)
     }
@@ -140,12 +140,12 @@ void EventStreamWriter::WriteEnd(const QueueEnd& end) {
     metrics_.sub_lagged.Increment();
     flx1::SubscriptionLagged lagged;
     lagged.subscription_id = client_subscription_id_;
-    lagged.resume_from = end.resume_from;
+    lagged.resume_from = end.resume_from.value();
     last = lagged;
   } else if (end.kind == QueueEnd::Kind::kMoved && variant_.shard_moved) {
     flx1::ShardMoved moved;
     moved.subscription_id = client_subscription_id_;
-    if (variant_.offsets) moved.resume_from = resume_from_;
+    if (variant_.offsets) moved.resume_from = ValueOf(resume_from_);
     if (!end.node_id.empty()) moved.node_id = end.node_id;
     if (!end.addr.empty()) moved.addr = end.addr;
     moved.generation = end.generation;

@@ -86,7 +86,7 @@ class EventStreamWriter : public std::enable_shared_from_this<EventStreamWriter>
   uint64_t dropped_seen_ = 0;
   int64_t reported_depth_ = 0;  // this queue's share of felix_sub_queue_len
   // After the last record written (offsets known): where a moved subscription resumes.
-  std::optional<uint64_t> resume_from_;
+  std::optional<Offset> resume_from_;
 };
 
 }  // namespace felix::broker

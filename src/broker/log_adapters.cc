@@ -32,8 +32,7 @@ std::vector<storage::AppendRecord> ToRecords(const PayloadBatch& batch, bool kee
 
 RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> read) {
   if (!read) {
-    if (read.error().code == storage::StorageErrc::kTrimmed)
-      return Trimmed{read.error().oldest.value()};
+    if (read.error().code == storage::StorageErrc::kTrimmed) return Trimmed{read.error().oldest};
     return read.error().ToError();
   }
   // Payload strings move into one owner; the views point into them.
@@ -62,8 +61,7 @@ RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> re
       publisher = split->publisher;
     }
     if ((r.flags & storage::kRecordFlagCommit) == 0) {
-      out.records.push_back(
-          RecordView{r.offset.value(), r.timestamp_ms * 1000, bytes, {}, publisher});
+      out.records.push_back(RecordView{r.offset, r.timestamp_ms * 1000, bytes, {}, publisher});
       continue;
     }
     // Every reader but replication sees a commit record as its event bytes.
@@ -73,8 +71,7 @@ RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> re
       return Error{ErrorCode::kCorruption, "commit record at offset " + to_string(r.offset) + ": " +
                                                CommitRecordErrorName(event.error())};
     }
-    out.records.push_back(
-        RecordView{r.offset.value(), r.timestamp_ms * 1000, *event, bytes, publisher});
+    out.records.push_back(RecordView{r.offset, r.timestamp_ms * 1000, *event, bytes, publisher});
   }
   out.owner = std::move(owner);
   return out;
@@ -94,10 +91,10 @@ void DurableRecordLog::Append(const PayloadBatch& batch, AppendDone done) {
   if (closed_) return done(Fail(ErrorCode::kUnavailable, "shard log is closed"));
   std::vector<std::vector<uint8_t>> bodies;  // taken by the append before it returns
   auto records = ToRecords(batch, true, bodies);
-  if (records.empty()) return done(log_.TailOffset().value());
+  if (records.empty()) return done(log_.TailOffset());
   appender_.Append(records, [done = std::move(done)](Result<storage::AppendResult> appended) {
     if (!appended) return done(tl::unexpected(appended.error()));
-    done(appended->first_offset.value());
+    done(appended->first_offset);
   });
 }
 
@@ -106,9 +103,9 @@ Result<void> DurableRecordLog::Seal() {
   return {};
 }
 
-Result<void> DurableRecordLog::DropBelow(uint64_t offset) {
+Result<void> DurableRecordLog::DropBelow(Offset offset) {
   if (auto synced = log_.Sync(); !synced) return tl::unexpected(synced.error().ToError());
-  auto dropped = log_.DropSegmentsBelow(Offset(offset));
+  auto dropped = log_.DropSegmentsBelow(offset);
   if (!dropped) return tl::unexpected(dropped.error().ToError());
   return {};
 }
@@ -119,19 +116,18 @@ Result<uint64_t> DurableRecordLog::EnforceRetention() {
   return result->segments_deleted;
 }
 
-RecordLog::ReadOutcome DurableRecordLog::Read(uint64_t from, size_t max_records, size_t max_bytes) {
+RecordLog::ReadOutcome DurableRecordLog::Read(Offset from, size_t max_records, size_t max_bytes) {
   uint64_t passed_over = 0;
   for (;;) {
-    RecordLog::ReadOutcome read = FromStorage(
-        log_.Read(Offset(from + passed_over), storage::ReadLimits{max_records, max_bytes}));
+    RecordLog::ReadOutcome read =
+        FromStorage(log_.Read(from + passed_over, storage::ReadLimits{max_records, max_bytes}));
     auto* records = std::get_if<RecordRead>(&read);
     if (records == nullptr) return read;
     const bool only_start_records = records->records.empty() && records->passed_over > 0;
     records->passed_over += passed_over;
     // A read of nothing but start records goes on past them (one per leadership change, so
     // this loops rarely), unless they reach the tail.
-    if (!only_start_records || from + records->passed_over >= log_.TailOffset().value())
-      return read;
+    if (!only_start_records || from + records->passed_over >= log_.TailOffset()) return read;
     passed_over = records->passed_over;
   }
 }
@@ -140,7 +136,7 @@ void RingRecordLog::Append(const PayloadBatch& batch, AppendDone done) {
   std::vector<std::vector<uint8_t>> bodies;  // stays empty
   auto records = ToRecords(batch, false, bodies);
   if (records.empty()) {
-    done(ring_.TailOffset().value());
+    done(ring_.TailOffset());
     return;
   }
   auto appended = ring_.Append(records);
@@ -148,11 +144,11 @@ void RingRecordLog::Append(const PayloadBatch& batch, AppendDone done) {
     done(tl::unexpected(appended.error().ToError()));
     return;
   }
-  done(appended->first_offset.value());
+  done(appended->first_offset);
 }
 
-RecordLog::ReadOutcome RingRecordLog::Read(uint64_t from, size_t max_records, size_t max_bytes) {
-  return FromStorage(ring_.Read(Offset(from), storage::ReadLimits{max_records, max_bytes}));
+RecordLog::ReadOutcome RingRecordLog::Read(Offset from, size_t max_records, size_t max_bytes) {
+  return FromStorage(ring_.Read(from, storage::ReadLimits{max_records, max_bytes}));
 }
 
 }  // namespace felix::broker

@@ -32,13 +32,13 @@ class DurableRecordLog final : public RecordLog {
                    WriteFaultReporting reporting = {});
 
   void Append(const PayloadBatch& batch, AppendDone done) override;
-  uint64_t start_offset() const override { return log_.BaseOffset().value(); }
-  uint64_t next_offset() const override { return log_.TailOffset().value(); }
-  ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) override;
+  Offset start_offset() const override { return log_.BaseOffset(); }
+  Offset next_offset() const override { return log_.TailOffset(); }
+  ReadOutcome Read(Offset from, size_t max_records, size_t max_bytes) override;
   bool durable() const override { return true; }
   void Close() override;
   Result<void> Seal() override;
-  Result<void> DropBelow(uint64_t offset) override;
+  Result<void> DropBelow(Offset offset) override;
   Result<uint64_t> EnforceRetention() override;
   uint64_t disk_bytes() const override { return log_.DiskBytes(); }
 
@@ -53,9 +53,9 @@ class RingRecordLog final : public RecordLog {
   explicit RingRecordLog(storage::RingOptions options) : ring_(options) {}
 
   void Append(const PayloadBatch& batch, AppendDone done) override;
-  uint64_t start_offset() const override { return ring_.BaseOffset().value(); }
-  uint64_t next_offset() const override { return ring_.TailOffset().value(); }
-  ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) override;
+  Offset start_offset() const override { return ring_.BaseOffset(); }
+  Offset next_offset() const override { return ring_.TailOffset(); }
+  ReadOutcome Read(Offset from, size_t max_records, size_t max_bytes) override;
   bool durable() const override { return false; }
 
  private:

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/strong_types.h"
 
 namespace felix::broker {
 
@@ -35,7 +36,7 @@ struct PayloadBatch {
 };
 
 struct RecordView {
-  uint64_t offset = 0;
+  Offset offset;
   uint64_t timestamp_micros = 0;
   std::span<const uint8_t> payload;      // a commit record's event bytes
   std::span<const uint8_t> commit_body;  // a commit record's whole body; empty otherwise
@@ -55,7 +56,7 @@ struct RecordRead {
 // Reads below the retained range answer this (not an ErrorCode): the caller maps it to
 // `subscribe_cursor_error too_old` with the oldest retained offset.
 struct Trimmed {
-  uint64_t oldest_offset = 0;
+  Offset oldest_offset;
 };
 
 class RecordLog {
@@ -64,17 +65,17 @@ class RecordLog {
 
   // Appends the batch; its records get consecutive offsets. `done` gets the first offset once
   // the log's durability mode is satisfied (fsync for on_commit), or the error.
-  using AppendDone = std::function<void(Result<uint64_t>)>;
+  using AppendDone = std::function<void(Result<Offset>)>;
   virtual void Append(const PayloadBatch& batch, AppendDone done) = 0;
 
   // Oldest retained offset and the next offset to be assigned.
-  virtual uint64_t start_offset() const = 0;
-  virtual uint64_t next_offset() const = 0;
+  virtual Offset start_offset() const = 0;
+  virtual Offset next_offset() const = 0;
 
   // Up to `max_records` / about `max_bytes` (at least one record) from `from`, which must be
   // below next_offset(). Below start_offset() → a Trimmed outcome.
   using ReadOutcome = std::variant<RecordRead, Trimmed, Error>;
-  virtual ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes) = 0;
+  virtual ReadOutcome Read(Offset from, size_t max_records, size_t max_bytes) = 0;
 
   virtual bool durable() const = 0;
 
@@ -87,7 +88,7 @@ class RecordLog {
   // start offset advances, nothing is renumbered. Both block on I/O. Logs that cannot compact
   // keep these defaults.
   virtual Result<void> Seal() { return Fail(ErrorCode::kUnavailable, "log cannot compact"); }
-  virtual Result<void> DropBelow(uint64_t) {
+  virtual Result<void> DropBelow(Offset) {
     return Fail(ErrorCode::kUnavailable, "log cannot compact");
   }
   // Retention (stream record logs): deletes whole sealed segments beyond the log's size or age

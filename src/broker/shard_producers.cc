@@ -68,7 +68,7 @@ void ShardProducers::Publish(PayloadBatch batch, uint64_t producer, uint64_t seq
       std::weak_ptr<ShardProducers*> alive = alive_;
       // A `Quorum` batch answered quorum_timeout is written all the same: it keeps its sequence
       // (a resend waits for it) and is committed here once a majority holds it (`late`).
-      auto late = [alive, producer, sequence, digest, count](Result<uint64_t> result) {
+      auto late = [alive, producer, sequence, digest, count](Result<Offset> result) {
         if (auto self = alive.lock()) {
           (*self)->OnAppended(producer, sequence, digest, count, std::move(result),
                               [](const IdempotentOutcome&) {});
@@ -77,7 +77,7 @@ void ShardProducers::Publish(PayloadBatch batch, uint64_t producer, uint64_t seq
       shard_.Publish(
           std::move(batch),
           [alive, producer, sequence, digest, count,
-           done = std::move(done)](Result<uint64_t> result) mutable {
+           done = std::move(done)](Result<Offset> result) mutable {
             // StreamShard runs this on the executor.
             if (auto self = alive.lock()) {
               (*self)->OnAppended(producer, sequence, digest, count, std::move(result),
@@ -105,7 +105,7 @@ void ShardProducers::Publish(PayloadBatch batch, uint64_t producer, uint64_t seq
 }
 
 void ShardProducers::OnAppended(uint64_t producer, uint64_t sequence, uint64_t digest,
-                                uint32_t count, Result<uint64_t> result, Done done) {
+                                uint32_t count, Result<Offset> result, Done done) {
   if (!result && result.error().code == ErrorCode::kTimeout) {
     // Not vouched for by a majority yet, but in the log: outcome unknown for this publisher;
     // resends under the sequence wait for the late commit (or the shard's reopen).
@@ -123,7 +123,7 @@ void ShardProducers::OnAppended(uint64_t producer, uint64_t sequence, uint64_t d
     Settle(producer, sequence, failed, done);
     return;
   }
-  uint64_t first = *result;
+  const uint64_t first = result->value();  // the producer table keeps the wire's numbers
   table_.Committed(producer, sequence, first);
   IdempotentOutcome written;
   written.kind = IdempotentOutcome::Kind::kWritten;

@@ -58,7 +58,7 @@ class ShardProducers {
 
  private:
   void OnAppended(uint64_t producer, uint64_t sequence, uint64_t digest, uint32_t count,
-                  Result<uint64_t> result, Done done);
+                  Result<Offset> result, Done done);
   void Settle(uint64_t producer, uint64_t sequence, const IdempotentOutcome& outcome,
               const Done& done);
 

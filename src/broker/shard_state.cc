@@ -2,7 +2,7 @@
 
 namespace felix::broker {
 
-void ShardState::Apply(uint64_t offset, const std::vector<CommitOp>& ops) {
+void ShardState::Apply(Offset offset, const std::vector<CommitOp>& ops) {
   for (const CommitOp& op : ops) {
     if (op.kind == CommitOp::Kind::kPut) {
       entries_[op.key] = Entry{op.value, offset};

@@ -16,29 +16,30 @@
 #include <vector>
 
 #include "broker/commit_record.h"
+#include "common/strong_types.h"
 
 namespace felix::broker {
 
 struct StateLookup {
   std::optional<std::vector<uint8_t>> value;  // nullopt: no such key
-  std::optional<uint64_t> version;            // offset of the commit that wrote it
-  std::optional<uint64_t> as_of;              // last commit reflected (nullopt: none yet)
+  std::optional<Offset> version;              // offset of the commit that wrote it
+  std::optional<Offset> as_of;                // last commit reflected (nullopt: none yet)
 };
 
 class ShardState {
  public:
   // Applies the ops of the commit at `offset` (offsets must ascend).
-  void Apply(uint64_t offset, const std::vector<CommitOp>& ops);
+  void Apply(Offset offset, const std::vector<CommitOp>& ops);
   StateLookup Get(const std::string& key) const;
   size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {
     std::vector<uint8_t> value;
-    uint64_t version = 0;
+    Offset version;
   };
   std::map<std::string, Entry> entries_;
-  std::optional<uint64_t> as_of_;
+  std::optional<Offset> as_of_;
 };
 
 }  // namespace felix::broker

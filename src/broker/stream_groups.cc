@@ -67,7 +67,7 @@ Result<void> StreamGroups::Recover() {
   std::map<std::string, std::string> cursors, dead_letters;
   if (auto folded = Fold(cursors_.log(), cursors); !folded) return folded;
   if (auto folded = Fold(dead_letters_.log(), dead_letters); !folded) return folded;
-  const uint64_t tail = shard_.committed_next();
+  const Offset tail = shard_.committed_next();
   ConsumerGroupLimits limits{options_.max_attempts, options_.max_in_flight};
   for (const auto& [group, value] : cursors) {
     auto position = DecodeCursorValue(value);
@@ -75,7 +75,7 @@ Result<void> StreamGroups::Recover() {
       return Fail(ErrorCode::kCorruption, cursors_.log().dir() + " group '" + group +
                                               "': " + GroupRecordErrorName(position.error()));
     }
-    groups_.emplace(group, std::make_unique<Entry>(ConsumerGroup(*position, tail, limits)));
+    groups_.emplace(group, std::make_unique<Entry>(ConsumerGroup(Offset(*position), tail, limits)));
   }
   for (const auto& [key, value] : dead_letters) {
     auto parts = ParseDeadLetterKey(key);
@@ -92,7 +92,7 @@ Result<void> StreamGroups::Recover() {
                         std::make_unique<Entry>(ConsumerGroup(std::nullopt, tail, limits)))
                .first;
     }
-    it->second->state.RestoreDeadLetter(parts->offset, *state);
+    it->second->state.RestoreDeadLetter(Offset(parts->offset), *state);
   }
   if (!groups_.empty()) {
     spdlog::info("consumer groups recovered shard={} groups={} dead_letters={}", shard_name_,
@@ -101,7 +101,7 @@ Result<void> StreamGroups::Recover() {
   return Ok();
 }
 
-void StreamGroups::NoteSkipped(Entry& entry, uint64_t from, uint64_t to) {
+void StreamGroups::NoteSkipped(Entry& entry, Offset from, Offset to) {
   if (from >= to) return;  // the trimmed offsets were handed out before: no new hole
   uint64_t length = to - from;
   if (auto below = entry.skipped_runs.find(from); below != entry.skipped_runs.end()) {
@@ -158,7 +158,7 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
                         ? std::min(request.visibility, options_.max_visibility)
                         : options_.visibility_timeout;
   const GroupTime visible_until = clock_() + visibility;
-  const uint64_t tail = shard_.committed_next();
+  const Offset tail = shard_.committed_next();
   // Holes the cursor has passed are reported no more.
   entry.skipped_runs.erase(entry.skipped_runs.begin(),
                            entry.skipped_runs.lower_bound(state.position()));
@@ -173,7 +173,7 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
   while (out.size() < max_records && bytes < options_.max_bytes_per_poll) {
     // Claims reserved for this connection by a reclaim go first (they are in flight already,
     // so the cap does not hold them back); one at the attempt bound is dead-lettered instead.
-    std::optional<uint64_t> candidate;
+    std::optional<Offset> candidate;
     if (!request.member.member.empty()) {
       candidate = state.NextReserved(request.member.connection);
       if (candidate && state.DeadLetterIfAtBound(*candidate)) continue;
@@ -183,11 +183,11 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
       candidate = state.NextCandidate(tail);
     }
     if (!candidate) break;
-    uint64_t offset = *candidate;
+    const Offset offset = *candidate;
     const RecordView* view = nullptr;
     auto in_cache = [&]() -> const RecordView* {
       if (cached.records.empty()) return nullptr;
-      uint64_t first = cached.records.front().offset;
+      const Offset first = cached.records.front().offset;
       if (offset < first || offset - first >= cached.records.size()) return nullptr;
       const RecordView& v = cached.records[offset - first];
       return v.offset == offset ? &v : nullptr;
@@ -199,7 +199,7 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
                               (options_.max_bytes_per_poll - bytes) / 4 * 3);
       if (auto* trimmed = std::get_if<Trimmed>(&read)) {
         // Retention outranks the group: skipped records are settled without delivery.
-        uint64_t resume = std::max(trimmed->oldest_offset, offset + 1);
+        const Offset resume = std::max(trimmed->oldest_offset, offset + 1);
         NoteSkipped(entry, state.next_new(), resume);
         if (state.SkipTrimmed(resume)) {
           Persist({CursorWrite(group, entry)}, [](GroupResult<void>) {});
@@ -236,7 +236,7 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
   return out;
 }
 
-void StreamGroups::Ack(const std::string& group, uint64_t offset, Done<void> done) {
+void StreamGroups::Ack(const std::string& group, Offset offset, Done<void> done) {
   Entry& entry = EntryFor(group);
   SettleOutcome outcome = entry.state.Ack(offset, shard_.committed_next());
   const bool settled =
@@ -247,7 +247,7 @@ void StreamGroups::Ack(const std::string& group, uint64_t offset, Done<void> don
   const bool cursor_behind = entry.durable_position < entry.state.position();
   std::vector<Write> writes;
   if (outcome.verdict == SettleVerdict::kAccepted && outcome.dead_letter_cleared) {
-    writes.push_back(Write{&dead_letters_, EncodeDeadLetterDelete(group, offset)});
+    writes.push_back(Write{&dead_letters_, EncodeDeadLetterDelete(group, offset.value())});
   }
   if (settled && (outcome.cursor_moved || cursor_behind)) {
     writes.push_back(CursorWrite(group, entry));
@@ -260,7 +260,7 @@ void StreamGroups::Ack(const std::string& group, uint64_t offset, Done<void> don
   AfterChange(group, entry);
 }
 
-void StreamGroups::Nack(const std::string& group, uint64_t offset, std::chrono::milliseconds delay,
+void StreamGroups::Nack(const std::string& group, Offset offset, std::chrono::milliseconds delay,
                         uint32_t attempts, Done<void> done) {
   Entry& entry = EntryFor(group);
   delay = std::min(delay, options_.max_visibility);
@@ -275,7 +275,7 @@ void StreamGroups::Nack(const std::string& group, uint64_t offset, std::chrono::
   AfterChange(group, entry, std::move(done));
 }
 
-void StreamGroups::Extend(const std::string& group, uint64_t offset, uint32_t attempts,
+void StreamGroups::Extend(const std::string& group, Offset offset, uint32_t attempts,
                           std::chrono::milliseconds extend, Done<uint64_t> done) {
   if (extend.count() <= 0) {
     done(Refused(GroupErrc::kInvalidRequest, "group extend not served: extend_ms is 0"));
@@ -293,7 +293,7 @@ void StreamGroups::Extend(const std::string& group, uint64_t offset, uint32_t at
   done(static_cast<uint64_t>(granted.count()));
 }
 
-void StreamGroups::DeadLetter(const std::string& group, uint64_t offset, Done<void> done) {
+void StreamGroups::DeadLetter(const std::string& group, Offset offset, Done<void> done) {
   Entry& entry = EntryFor(group);
   SettleOutcome outcome = entry.state.DeadLetterNow(offset, shard_.committed_next());
   if (outcome.verdict != SettleVerdict::kAccepted) {
@@ -303,24 +303,25 @@ void StreamGroups::DeadLetter(const std::string& group, uint64_t offset, Done<vo
   AfterChange(group, entry, std::move(done));
 }
 
-void StreamGroups::ListDeadLetters(const std::string& group, Done<std::vector<uint64_t>> done) {
+void StreamGroups::ListDeadLetters(const std::string& group, Done<std::vector<Offset>> done) {
   auto it = groups_.find(group);
-  done(it == groups_.end() ? std::vector<uint64_t>{} : it->second->state.DeadLetters());
+  done(it == groups_.end() ? std::vector<Offset>{} : it->second->state.DeadLetters());
 }
 
-void StreamGroups::Redrive(const std::string& group, uint64_t offset, Done<void> done) {
+void StreamGroups::Redrive(const std::string& group, Offset offset, Done<void> done) {
   Entry& entry = EntryFor(group);
   auto state = entry.state.DeadLetterStateOf(offset);
   if (!state) {
     done(Refused(GroupErrc::kInvalidRequest, "group redrive not served: offset " +
-                                                 std::to_string(offset) + " is not dead-lettered"));
+                                                 to_string(offset) + " is not dead-lettered"));
     return;
   }
   if (*state == DeadLetterState::kRedriven) {
     done({});
     return;
   }
-  Persist({Write{&dead_letters_, EncodeDeadLetterPut(group, offset, DeadLetterState::kRedriven)}},
+  Persist({Write{&dead_letters_,
+                 EncodeDeadLetterPut(group, offset.value(), DeadLetterState::kRedriven)}},
           [this, group, offset, done = std::move(done)](GroupResult<void> written) {
             if (written) {
               auto it = groups_.find(group);
@@ -333,13 +334,13 @@ void StreamGroups::Redrive(const std::string& group, uint64_t offset, Done<void>
           });
 }
 
-void StreamGroups::Discard(const std::string& group, uint64_t offset, Done<void> done) {
+void StreamGroups::Discard(const std::string& group, Offset offset, Done<void> done) {
   auto it = groups_.find(group);
   if (it == groups_.end() || !it->second->state.DeadLetterStateOf(offset)) {
     done({});  // nothing tracked: already discarded
     return;
   }
-  Persist({Write{&dead_letters_, EncodeDeadLetterDelete(group, offset)}},
+  Persist({Write{&dead_letters_, EncodeDeadLetterDelete(group, offset.value())}},
           [this, group, offset, done = std::move(done)](GroupResult<void> written) {
             if (written) {
               auto it = groups_.find(group);
@@ -366,10 +367,10 @@ void StreamGroups::Describe(const std::string& group, Done<GroupDescription> don
 }
 
 void StreamGroups::Seek(const std::string& group, GroupSeekTarget target, bool if_new,
-                        Done<std::pair<uint64_t, bool>> done) {
-  const uint64_t earliest = shard_.start_offset();
-  const uint64_t latest = shard_.committed_next();
-  uint64_t position = latest;
+                        Done<std::pair<Offset, bool>> done) {
+  const Offset earliest = shard_.start_offset();
+  const Offset latest = shard_.committed_next();
+  Offset position = latest;
   switch (target.kind) {
     case GroupSeekTarget::Kind::kEarliest:
       position = std::min(earliest, latest);
@@ -378,10 +379,9 @@ void StreamGroups::Seek(const std::string& group, GroupSeekTarget target, bool i
       break;
     case GroupSeekTarget::Kind::kOffset:
       if (target.offset < earliest || target.offset > latest) {
-        done(Refused(GroupErrc::kInvalidRequest, "group seek not served: offset " +
-                                                     std::to_string(target.offset) +
-                                                     " is outside [" + std::to_string(earliest) +
-                                                     ", " + std::to_string(latest) + "]"));
+        done(Refused(GroupErrc::kInvalidRequest,
+                     "group seek not served: offset " + to_string(target.offset) + " is outside [" +
+                         to_string(earliest) + ", " + to_string(latest) + "]"));
         return;
       }
       position = target.offset;
@@ -411,8 +411,8 @@ void StreamGroups::Delete(const std::string& group, Done<bool> done) {
   bool existed = entry.state.Exists() || entry.state.dead_letter_count() > 0;
   std::vector<Write> writes;
   if (entry.state.committed()) writes.push_back(Write{&cursors_, EncodeCursorDelete(group)});
-  for (uint64_t offset : entry.state.DeadLetters()) {
-    writes.push_back(Write{&dead_letters_, EncodeDeadLetterDelete(group, offset)});
+  for (const Offset offset : entry.state.DeadLetters()) {
+    writes.push_back(Write{&dead_letters_, EncodeDeadLetterDelete(group, offset.value())});
   }
   if (entry.timer != 0) executor_.Cancel(entry.timer);
   metrics_.inflight.Add(-entry.reported_in_flight);
@@ -424,7 +424,7 @@ void StreamGroups::Delete(const std::string& group, Done<bool> done) {
 }
 
 void StreamGroups::Release(const std::string& group,
-                           const std::vector<std::pair<uint64_t, uint32_t>>& claims) {
+                           const std::vector<std::pair<Offset, uint32_t>>& claims) {
   auto it = groups_.find(group);
   if (it == groups_.end()) return;
   for (auto [offset, attempts] : claims) it->second->state.Release(offset, attempts);
@@ -467,15 +467,15 @@ void StreamGroups::AfterChange(const std::string& group, Entry& entry,
 }
 
 void StreamGroups::ProcessDeadLetters(const std::string& group, Entry& entry, Done<void> done) {
-  std::vector<uint64_t> work = entry.state.TakeDeadLetterWork();
+  std::vector<Offset> work = entry.state.TakeDeadLetterWork();
   if (work.empty()) {
     if (done) done({});
     return;
   }
   std::vector<Write> writes;
-  for (uint64_t offset : work) {
-    writes.push_back(
-        Write{&dead_letters_, EncodeDeadLetterPut(group, offset, DeadLetterState::kDeadLettered)});
+  for (const Offset offset : work) {
+    writes.push_back(Write{&dead_letters_, EncodeDeadLetterPut(group, offset.value(),
+                                                               DeadLetterState::kDeadLettered)});
   }
   // Listed first, finished after: a crash in between leaves the record listed and owed.
   Persist(std::move(writes), [this, group, work,
@@ -487,7 +487,7 @@ void StreamGroups::ProcessDeadLetters(const std::string& group, Entry& entry, Do
     }
     Entry& entry = *it->second;
     bool moved = false;
-    for (uint64_t offset : work) {
+    for (const Offset offset : work) {
       if (written) {
         moved = entry.state.FinishDeadLettered(offset) || moved;
         metrics_.dead_letters.Increment();
@@ -534,7 +534,7 @@ void StreamGroups::OnTimer(const std::string& group) {
 }
 
 void StreamGroups::ServeWaiting() {
-  const uint64_t tail = shard_.committed_next();
+  const Offset tail = shard_.committed_next();
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     auto group_it = groups_.find(it->second.group);
     Entry* entry = group_it == groups_.end() ? nullptr : group_it->second.get();
@@ -578,7 +578,7 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
   Executor* executor = &executor_;
   // `cursor`: a cursor write of `group` that succeeded (recorded as durable).
   auto complete = [join, alive, executor](std::optional<GroupError> error, std::string group,
-                                          std::optional<uint64_t> cursor) {
+                                          std::optional<Offset> cursor) {
     // On a durable log's flusher thread when the executor is idle (as StreamShard::Publish).
     executor->RunAloneOrPost(
         [join, alive, error = std::move(error), group = std::move(group), cursor] {
@@ -609,12 +609,12 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
 }
 
 StreamGroups::Write StreamGroups::CursorWrite(const std::string& group, Entry& entry) {
-  uint64_t position = entry.state.position();
+  const Offset position = entry.state.position();
   entry.state.SetCommitted(position);  // written in order: the log's latest value
-  return Write{&cursors_, EncodeCursorPut(group, position), group, position};
+  return Write{&cursors_, EncodeCursorPut(group, position.value()), group, position};
 }
 
-void StreamGroups::NoteDurableCursor(const std::string& group, uint64_t position) {
+void StreamGroups::NoteDurableCursor(const std::string& group, Offset position) {
   auto it = groups_.find(group);
   if (it == groups_.end()) return;
   // Writes complete in log order, but a seek may have moved the cursor back since: the latest

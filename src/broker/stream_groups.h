@@ -93,7 +93,7 @@ template <typename T>
 using GroupResult = tl::expected<T, GroupError>;
 
 struct GroupDelivery {
-  uint64_t offset = 0;
+  Offset offset;
   uint32_t attempts = 0;
   uint64_t timestamp_micros = 0;
   // Offsets directly below `offset` that were settled without delivery (retention removed
@@ -113,8 +113,8 @@ struct GroupPollRequest {
 };
 
 struct GroupDescription {
-  std::optional<uint64_t> committed;
-  uint64_t tail = 0;
+  std::optional<Offset> committed;
+  Offset tail;
   uint64_t in_flight = 0;
   uint64_t owed = 0;
   uint64_t dead_letters = 0;
@@ -123,7 +123,7 @@ struct GroupDescription {
 struct GroupSeekTarget {
   enum class Kind : uint8_t { kEarliest, kLatest, kOffset };
   Kind kind = Kind::kLatest;
-  uint64_t offset = 0;
+  Offset offset;
 };
 
 class StreamGroups {
@@ -145,25 +145,25 @@ class StreamGroups {
 
   void Poll(const std::string& group, GroupPollRequest request,
             Done<std::vector<GroupDelivery>> done);
-  void Ack(const std::string& group, uint64_t offset, Done<void> done);
+  void Ack(const std::string& group, Offset offset, Done<void> done);
   // `attempts` 0: whatever claim stands.
-  void Nack(const std::string& group, uint64_t offset, std::chrono::milliseconds delay,
+  void Nack(const std::string& group, Offset offset, std::chrono::milliseconds delay,
             uint32_t attempts, Done<void> done);
   // Answers the granted visibility in ms.
-  void Extend(const std::string& group, uint64_t offset, uint32_t attempts,
+  void Extend(const std::string& group, Offset offset, uint32_t attempts,
               std::chrono::milliseconds extend, Done<uint64_t> done);
-  void DeadLetter(const std::string& group, uint64_t offset, Done<void> done);
-  void ListDeadLetters(const std::string& group, Done<std::vector<uint64_t>> done);
-  void Redrive(const std::string& group, uint64_t offset, Done<void> done);
-  void Discard(const std::string& group, uint64_t offset, Done<void> done);
+  void DeadLetter(const std::string& group, Offset offset, Done<void> done);
+  void ListDeadLetters(const std::string& group, Done<std::vector<Offset>> done);
+  void Redrive(const std::string& group, Offset offset, Done<void> done);
+  void Discard(const std::string& group, Offset offset, Done<void> done);
   void Describe(const std::string& group, Done<GroupDescription> done);
   // Answers (position, moved).
   void Seek(const std::string& group, GroupSeekTarget target, bool if_new,
-            Done<std::pair<uint64_t, bool>> done);
+            Done<std::pair<Offset, bool>> done);
   // Answers whether the group existed.
   void Delete(const std::string& group, Done<bool> done);
   // Claims whose records never reached their consumer (its connection went away).
-  void Release(const std::string& group, const std::vector<std::pair<uint64_t, uint32_t>>& claims);
+  void Release(const std::string& group, const std::vector<std::pair<Offset, uint32_t>>& claims);
 
   // The shard committed new records: serve waiting polls.
   void OnCommitted();
@@ -177,19 +177,19 @@ class StreamGroups {
  private:
   struct Entry {
     explicit Entry(ConsumerGroup s)
-        : state(std::move(s)), durable_position(state.committed().value_or(0)) {}
+        : state(std::move(s)), durable_position(state.committed().value_or(Offset(0))) {}
     ConsumerGroup state;
     // The cursor the log is known to hold (recovered, or a cursor write that succeeded). Below
     // state.position() after a cursor write failed (a full disk, a failed fsync): an ack, even
     // a duplicate one, then writes the cursor again before it is answered.
-    uint64_t durable_position = 0;
+    Offset durable_position;
     Executor::TimerId timer = 0;
     std::optional<GroupTime> timer_at;
     int64_t reported_in_flight = 0;
     // Runs of offsets retention removed before this tracker handed them out: the offset just
     // above a run → its length. Kept (memory only, like attempts) until the cursor passes the
     // offset, so a redelivery reports the same hole; merged when a run grows upwards.
-    std::map<uint64_t, uint64_t> skipped_runs;
+    std::map<Offset, uint64_t> skipped_runs;
   };
   struct Waiting {
     std::string group;
@@ -202,12 +202,12 @@ class StreamGroups {
     std::vector<uint8_t> record;
     // A cursor write: the group and position, recorded as durable once the write succeeds.
     std::string group;
-    std::optional<uint64_t> cursor;
+    std::optional<Offset> cursor;
   };
 
   Entry& EntryFor(const std::string& group);
   // Retention removed [from, to) before `entry` handed any of it out: a hole below `to`.
-  static void NoteSkipped(Entry& entry, uint64_t from, uint64_t to);
+  static void NoteSkipped(Entry& entry, Offset from, Offset to);
   GroupResult<std::vector<GroupDelivery>> Fill(const std::string& group, Entry& entry,
                                                const GroupPollRequest& request);
   // After any change: dead-letter work, the lapse timer, the in-flight gauge, waiting polls.
@@ -221,7 +221,7 @@ class StreamGroups {
   Write CursorWrite(const std::string& group, Entry& entry);
   void AnswerSettle(const SettleOutcome& outcome, Done<void> done, std::vector<Write> writes);
   // A cursor write of `group` at `position` succeeded.
-  void NoteDurableCursor(const std::string& group, uint64_t position);
+  void NoteDurableCursor(const std::string& group, Offset position);
 
   std::string shard_name_;
   Executor& executor_;

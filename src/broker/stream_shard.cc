@@ -45,8 +45,9 @@ StreamShard::StreamShard(ShardId id, Executor& executor, std::unique_ptr<RecordL
       committed_next_(log_->next_offset()) {
   // A read from below the tail that returns nothing but passed-over offsets found only
   // generation-start records up to the tail; one per leadership change, so a few reads.
-  const uint64_t tail = committed_next_;
-  while (trailing_start_records_ < tail && trailing_start_records_ < kMaxTrailingStartRecords) {
+  const Offset tail = committed_next_;
+  while (trailing_start_records_ < tail.value() &&
+         trailing_start_records_ < kMaxTrailingStartRecords) {
     RecordLog::ReadOutcome read = log_->Read(tail - trailing_start_records_ - 1, 1, 1);
     const auto* records = std::get_if<RecordRead>(&read);
     if (records == nullptr || !records->records.empty() || records->passed_over == 0) break;
@@ -72,7 +73,7 @@ void StreamShard::Publish(PayloadBatch batch, PublishDone done, PublishDone late
   // callback holds their owner.
   auto shared = std::make_shared<PayloadBatch>(std::move(batch));
   log_->Append(*shared, [this, shared, done = std::move(done),
-                         late = std::move(late)](Result<uint64_t> result) mutable {
+                         late = std::move(late)](Result<Offset> result) mutable {
     // A durable log completes on its flusher thread: with the executor idle the completion
     // runs there (one thread wakeup fewer per acknowledged publish; docs/performance.md).
     executor_.RunAloneOrPost([this, shared, result = std::move(result), done = std::move(done),
@@ -98,7 +99,7 @@ void StreamShard::Commit(std::shared_ptr<const std::vector<uint8_t>> body,
 Result<StateLookup> StreamShard::StateGet(const std::string& key) {
   if (!state_) {
     ShardState loaded;
-    uint64_t from = log_->start_offset();
+    Offset from = log_->start_offset();
     while (from < committed_next_) {
       auto read = log_->Read(from, 1024, 4u << 20);
       if (auto* trimmed = std::get_if<Trimmed>(&read)) {
@@ -113,9 +114,8 @@ Result<StateLookup> StreamShard::StateGet(const std::string& key) {
         if (r.commit_body.empty()) continue;
         auto commit = DecodeCommitRecord(r.commit_body);
         if (!commit) {
-          return Fail(ErrorCode::kCorruption, "commit record at offset " +
-                                                  std::to_string(r.offset) + ": " +
-                                                  CommitRecordErrorName(commit.error()));
+          return Fail(ErrorCode::kCorruption, "commit record at offset " + to_string(r.offset) +
+                                                  ": " + CommitRecordErrorName(commit.error()));
         }
         loaded.Apply(r.offset, commit->ops);
       }
@@ -126,11 +126,11 @@ Result<StateLookup> StreamShard::StateGet(const std::string& key) {
   return state_->Get(key);
 }
 
-Result<std::optional<uint64_t>> StreamShard::OffsetForTime(uint64_t at_micros) {
-  uint64_t lo = log_->start_offset();
-  uint64_t hi = committed_next_;
+Result<std::optional<Offset>> StreamShard::OffsetForTime(uint64_t at_micros) {
+  Offset lo = log_->start_offset();
+  Offset hi = committed_next_;
   while (lo < hi) {
-    uint64_t mid = lo + (hi - lo) / 2;
+    Offset mid = lo + (hi - lo) / 2;
     RecordLog::ReadOutcome read = log_->Read(mid, 1, 1);
     if (auto* trimmed = std::get_if<Trimmed>(&read)) {
       // Retention removed `mid` (and everything below it): search above.
@@ -149,17 +149,17 @@ Result<std::optional<uint64_t>> StreamShard::OffsetForTime(uint64_t at_micros) {
       hi = mid;
     }
   }
-  if (lo >= committed_next_) return std::optional<uint64_t>{};
-  return std::optional<uint64_t>{lo};
+  if (lo >= committed_next_) return std::optional<Offset>{};
+  return std::optional<Offset>{lo};
 }
 
-void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
+void StreamShard::OnAppended(const PayloadBatch& batch, Result<Offset> result,
                              const PublishDone& done) {
   if (!result) {
     done(std::move(result));
     return;
   }
-  uint64_t first = *result;
+  const Offset first = *result;
   committed_next_ = std::max(committed_next_, first + batch.payloads.size());
   trailing_start_records_ = 0;
   PayloadBatch commit_event;  // a commit fans out its event bytes, not its body
@@ -216,12 +216,12 @@ void StreamShard::OnAppended(const PayloadBatch& batch, Result<uint64_t> result,
 
 void StreamShard::InstallCommitGate(CommitGateOptions options) {
   gate_ = std::make_unique<CommitGate>(executor_, options, [this](HeldBatch& held) {
-    static const PublishDone kAnswered = [](Result<uint64_t>) {};  // timed out, no `late`
+    static const PublishDone kAnswered = [](Result<Offset>) {};  // timed out, no `late`
     OnAppended(*held.batch, held.first, held.done ? held.done : kAnswered);
   });
 }
 
-uint64_t StreamShard::HoldInheritedAbove(uint64_t floor) {
+uint64_t StreamShard::HoldInheritedAbove(Offset floor) {
   floor = std::max(floor, log_->start_offset());
   if (!gate_ || floor >= committed_next_) return 0;
   inherited_end_ = committed_next_;
@@ -230,13 +230,13 @@ uint64_t StreamShard::HoldInheritedAbove(uint64_t floor) {
   return inherited_end_ - floor;
 }
 
-void StreamShard::AdvanceCommit(uint64_t offset) {
+void StreamShard::AdvanceCommit(Offset offset) {
   if (!gate_) return;
   if (offset > committed_next_ && committed_next_ < inherited_end_) {
     // Inherited records now on a majority: never fanned out, so a live subscriber (which has
     // everything below the old commit point) reads them from the log, then goes live again.
     // This runs before the gate releases newer batches, which lie above the inherited ones.
-    const uint64_t uncovered_from = committed_next_;
+    const Offset uncovered_from = committed_next_;
     committed_next_ = std::min(offset, inherited_end_);
     for (auto& [id, sub] : subscribers_) {
       if (!sub.live) continue;
@@ -250,7 +250,7 @@ void StreamShard::AdvanceCommit(uint64_t offset) {
   gate_->Advance(offset);
 }
 
-RecordLog::ReadOutcome StreamShard::Read(uint64_t from, size_t max_records, size_t max_bytes) {
+RecordLog::ReadOutcome StreamShard::Read(Offset from, size_t max_records, size_t max_bytes) {
   RecordLog::ReadOutcome read = log_->Read(from, max_records, max_bytes);
   if (auto* records = std::get_if<RecordRead>(&read); records != nullptr && gate_) {
     // Held records are not committed yet for any reader.
@@ -274,9 +274,9 @@ std::variant<Subscription, CursorError> StreamShard::Subscribe(StartPosition sta
                                                                uint32_t requested_capacity,
                                                                std::function<void()> on_ready,
                                                                bool end_on_lag) {
-  uint64_t oldest = log_->start_offset();
-  uint64_t tail = committed_next_;
-  uint64_t from = tail;
+  const Offset oldest = log_->start_offset();
+  const Offset tail = committed_next_;
+  Offset from = tail;
   switch (start.kind) {
     case StartPosition::Kind::kLatest:
       break;
@@ -303,7 +303,7 @@ std::variant<Subscription, CursorError> StreamShard::Subscribe(StartPosition sta
   sub.replay_next = from;
   sub.live = from == tail;
   sub.end_on_lag = end_on_lag;
-  const uint64_t live = std::max(from, tail - std::min(trailing_start_records_, tail));
+  const Offset live = std::max(from, tail - std::min(trailing_start_records_, tail.value()));
   Subscription out{id, from, live, static_cast<uint32_t>(capacity), sub.queue};
   subscribers_.emplace(id, std::move(sub));
   if (from != tail) executor_.Post([this, id] { ReplayStep(id); });
@@ -339,7 +339,7 @@ void StreamShard::ReplayStep(uint64_t subscription_id) {
     if (auto* trimmed = std::get_if<Trimmed>(&read)) {
       // Retention removed records while we replayed: skip them, and say so on the next batch
       // (skipped_before) so the gap is not mistaken for a loss.
-      uint64_t resume = std::max(sub.replay_next + 1, trimmed->oldest_offset);
+      const Offset resume = std::max(sub.replay_next + 1, trimmed->oldest_offset);
       sub.skipped += resume - sub.replay_next;
       sub.replay_next = resume;
       continue;
@@ -352,8 +352,8 @@ void StreamShard::ReplayStep(uint64_t subscription_id) {
       QueueEnd end;
       end.kind = QueueEnd::Kind::kError;
       end.code = ProtocolCodeFor(*error);
-      end.message = "cannot read record at offset " + std::to_string(sub.replay_next) +
-                    " of shard " + id_.ToString() + ": " + error->message;
+      end.message = "cannot read record at offset " + to_string(sub.replay_next) + " of shard " +
+                    id_.ToString() + ": " + error->message;
       end.fatal = error->code == ErrorCode::kCorruption;  // reading again fails the same way
       sub.queue->End(std::move(end));
       subscribers_.erase(it);

@@ -63,23 +63,23 @@ struct StreamShardOptions {
 struct StartPosition {
   enum class Kind : uint8_t { kLatest, kEarliest, kOffset };
   Kind kind = Kind::kLatest;
-  uint64_t offset = 0;  // kOffset only
+  Offset offset;  // kOffset only
 };
 
 struct CursorError {
   enum class Reason : uint8_t { kTooOld, kInFuture };
   Reason reason;
-  uint64_t requested;
-  uint64_t available;  // oldest retained (too_old) or the tail (in_future)
+  Offset requested;
+  Offset available;  // oldest retained (too_old) or the tail (in_future)
 };
 
 struct Subscription {
   uint64_t id = 0;
-  uint64_t start_offset = 0;  // first offset this subscription delivers
+  Offset start_offset;  // first offset this subscription delivers
   // Committed tail at registration, short of the generation-start records at its end
   // (replication.md §17: they hold no event, so a reader waiting for live_offset - 1 would
   // wait for nothing); never below start_offset.
-  uint64_t live_offset = 0;
+  Offset live_offset;
   uint32_t queue_capacity = 0;
   std::shared_ptr<SubscriberQueue> queue;
 };
@@ -91,7 +91,7 @@ class StreamShard {
   StreamShard(const StreamShard&) = delete;
   StreamShard& operator=(const StreamShard&) = delete;
 
-  using PublishDone = std::function<void(Result<uint64_t>)>;
+  using PublishDone = std::function<void(Result<Offset>)>;
   // `done` runs on the executor with the batch's first offset, after fanout. Gated shards only:
   // `late` runs (executor, with the offset) when a batch `done` was answered quorum_timeout for
   // is released after all.
@@ -124,7 +124,7 @@ class StreamShard {
   // Consumer groups (StreamGroups): `listener` runs on the executor after each commit's fanout,
   // and Read gives them committed records (never past committed_next()).
   void SetCommitListener(std::function<void()> listener) { commit_listener_ = std::move(listener); }
-  RecordLog::ReadOutcome Read(uint64_t from, size_t max_records, size_t max_bytes);
+  RecordLog::ReadOutcome Read(Offset from, size_t max_records, size_t max_bytes);
   // offset_for_time (client-protocol.md §6.4): the lowest committed, retained offset whose
   // append time is at or after `at_micros`; nullopt when no readable record is that recent.
   // Append times follow offset order (each publish is stamped when the broker takes it, and
@@ -132,7 +132,7 @@ class StreamShard {
   // binary search over single-record reads, O(log n) reads; two publishes racing from
   // different connections within one millisecond can be stamped out of order, which moves
   // the answer by at most those records. A read failure is answered as the error.
-  Result<std::optional<uint64_t>> OffsetForTime(uint64_t at_micros);
+  Result<std::optional<Offset>> OffsetForTime(uint64_t at_micros);
 
   // Makes this a gated (`Quorum`) shard: before the shard is shared with any other thread
   // (BrokerCore's opener) or on the executor before the first Publish.
@@ -143,11 +143,11 @@ class StreamShard {
   // quorum commit offset covers it. After InstallCommitGate, before the shard is shared with any
   // other thread (BrokerCore's opener) or on the executor before the first Subscribe.
   // Returns how many records are held.
-  uint64_t HoldInheritedAbove(uint64_t floor);
+  uint64_t HoldInheritedAbove(Offset floor);
   // The quorum commit offset of the stream log rose to `offset` (executor only; nothing
   // without a gate): uncovers the inherited records it covers (live subscribers go back to
   // replay for them) and releases the held batches it covers.
-  void AdvanceCommit(uint64_t offset);
+  void AdvanceCommit(Offset offset);
   bool gated() const { return gate_ != nullptr; }
 
   // Retention pass over the record log (executor only; blocks on the unlinks). Subscribers
@@ -160,8 +160,8 @@ class StreamShard {
   void CloseLog();
 
   const ShardId& id() const { return id_; }
-  uint64_t committed_next() const { return committed_next_; }
-  uint64_t start_offset() const { return log_->start_offset(); }
+  Offset committed_next() const { return committed_next_; }
+  Offset start_offset() const { return log_->start_offset(); }
   bool durable() const { return log_->durable(); }
   size_t subscriber_count() const { return subscribers_.size(); }
   uint64_t live_drops() const { return live_drops_; }
@@ -173,25 +173,25 @@ class StreamShard {
     std::shared_ptr<SubscriberQueue> queue;
     bool live = false;
     bool end_on_lag = false;
-    uint64_t replay_next = 0;
+    Offset replay_next;
     uint64_t skipped = 0;   // offsets passed over since the last replay batch (retention)
     EventBatchRef pending;  // replay batch refused for lack of room, offered again first
   };
 
-  void OnAppended(const PayloadBatch& batch, Result<uint64_t> result, const PublishDone& done);
+  void OnAppended(const PayloadBatch& batch, Result<Offset> result, const PublishDone& done);
   void ReplayStep(uint64_t subscription_id);
 
   ShardId id_;
   Executor& executor_;
   std::unique_ptr<RecordLog> log_;
   StreamShardOptions options_;
-  uint64_t committed_next_ = 0;
+  Offset committed_next_;
   // Generation-start records at the end of the log (written by a promotion fence before the
   // shard opened); 0 once anything is appended here.
   uint64_t trailing_start_records_ = 0;
   // HoldInheritedAbove: the log's tail at open; records in [committed_next_, this) were
   // inherited and are not yet covered by the quorum commit offset.
-  uint64_t inherited_end_ = 0;
+  Offset inherited_end_;
 #if FELIX_FAULT_INJECTION
   uint64_t seam_publishes_ = 0;  // counts publishes for drop_acked_every
 #endif

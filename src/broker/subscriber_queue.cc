@@ -121,7 +121,7 @@ uint64_t SubscriberQueue::dropped_records() const {
   return dropped_records_;
 }
 
-std::optional<uint64_t> SubscriberQueue::first_dropped_offset() const {
+std::optional<Offset> SubscriberQueue::first_dropped_offset() const {
   std::lock_guard lock(mu_);
   return first_dropped_offset_;
 }

@@ -41,7 +41,7 @@ namespace felix::broker {
 struct EventBatch {
   std::shared_ptr<const void> owner;
   std::shared_ptr<const std::string> publisher;  // keeps live records' `publisher` alive
-  uint64_t base_offset = 0;                      // offset of records[0]; records are contiguous
+  Offset base_offset;                            // offset of records[0]; records are contiguous
   uint32_t record_count = 0;
   std::vector<RecordView> records;
   // Offsets directly below base_offset that hold no event and were passed over (records
@@ -72,10 +72,10 @@ struct QueueEnd {
     kMoved,
   };
   Kind kind = Kind::kLagged;
-  uint64_t resume_from = 0;  // kLagged: nothing at or above it was queued
-  uint16_t code = 0;         // kError, kMoved: FLX1 error code
-  std::string message;       // kError, kMoved
-  bool fatal = false;        // kError: retry class `fatal` instead of the code's default
+  Offset resume_from;   // kLagged: nothing at or above it was queued
+  uint16_t code = 0;    // kError, kMoved: FLX1 error code
+  std::string message;  // kError, kMoved
+  bool fatal = false;   // kError: retry class `fatal` instead of the code's default
   // kMoved: the new owner when known (empty: not yet, e.g. a move's fence) and its generation.
   std::string node_id;
   std::string addr;
@@ -106,7 +106,7 @@ class SubscriberQueue {
   uint64_t dropped_batches() const;
   uint64_t dropped_records() const;
   // Offset of the first record ever dropped (for subscription_lagged.resume_from).
-  std::optional<uint64_t> first_dropped_offset() const;
+  std::optional<Offset> first_dropped_offset() const;
 
  private:
   bool Push(EventBatchRef& batch, bool* was_empty);
@@ -122,7 +122,7 @@ class SubscriberQueue {
   bool replay_waiting_ = false;
   uint64_t dropped_batches_ = 0;
   uint64_t dropped_records_ = 0;
-  std::optional<uint64_t> first_dropped_offset_;
+  std::optional<Offset> first_dropped_offset_;
   std::optional<QueueEnd> end_;
   bool end_taken_ = false;
   std::function<void()> on_ready_;

@@ -45,7 +45,7 @@ std::variant<broker::LocalStreamShard, ForwardAnswer> ForwardPublishHandler::Dec
   return std::move(std::get<broker::LocalStreamShard>(resolved));
 }
 
-ForwardAnswer WrittenAnswer(const Result<uint64_t>& written, uint64_t count, bool durable) {
+ForwardAnswer WrittenAnswer(const Result<Offset>& written, uint64_t count, bool durable) {
   if (!written) {
     return ForwardAnswer::Error(written.error().code == ErrorCode::kUnavailable
                                     ? flxi::ErrorCode::kUnavailable
@@ -55,8 +55,8 @@ ForwardAnswer WrittenAnswer(const Result<uint64_t>& written, uint64_t count, boo
   ForwardAnswer a;
   a.type = ForwardAnswer::Type::kOk;
   if (durable) {
-    a.first_offset = *written;
-    a.last_offset = *written + count - 1;
+    a.first_offset = written->value();
+    a.last_offset = (*written + count - 1).value();
   }  // else 1..=0: no log, no offsets
   return a;
 }
@@ -88,7 +88,7 @@ void ForwardPublishHandler::Handle(const PeerRequest& request, PeerReply reply) 
   const uint64_t count = forward.payloads.size();
   const bool durable = local.stream.durable;
   transport::Endpoint* loop = request.endpoint;
-  auto answer = [this, loop, reply, corr, kind, count, durable](Result<uint64_t> written) {
+  auto answer = [this, loop, reply, corr, kind, count, durable](Result<Offset> written) {
     ForwardAnswer a = WrittenAnswer(written, count, durable);
     loop->Post([this, reply, corr, kind, a = std::move(a)] {
       CountReceived(metrics_, kind, a);

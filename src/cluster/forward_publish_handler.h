@@ -53,7 +53,7 @@
 namespace felix::cluster {
 
 // The answer to a forwarded publish once the owner's write settled (the rule above).
-ForwardAnswer WrittenAnswer(const Result<uint64_t>& written, uint64_t count, bool durable);
+ForwardAnswer WrittenAnswer(const Result<Offset>& written, uint64_t count, bool durable);
 
 class ForwardPublishHandler {
  public:

@@ -10,6 +10,7 @@
 #include <compare>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -42,6 +43,12 @@ std::string to_string(StrongU64<Tag> v) {
   return std::to_string(v.value());
 }
 
+// The plain number of an optional one (wire structs carry optional u64s).
+template <typename Tag>
+std::optional<uint64_t> ValueOf(const std::optional<StrongU64<Tag>>& v) {
+  return v ? std::optional<uint64_t>(v->value()) : std::nullopt;
+}
+
 // A shard's leadership generation (cluster-etcd.md D2): raised by exactly 1 per assignment
 // write; 0 on a single node.
 using Generation = StrongU64<struct GenerationTag>;
@@ -65,6 +72,14 @@ constexpr Offset& operator+=(Offset& at, uint64_t records) {
 }
 constexpr Offset& operator-=(Offset& at, uint64_t records) {
   return at = at - records;
+}
+constexpr Offset& operator++(Offset& at) {
+  return at += 1;
+}
+constexpr Offset operator++(Offset& at, int) {
+  const Offset before = at;
+  at += 1;
+  return before;
 }
 
 }  // namespace felix

@@ -257,7 +257,7 @@ TEST_F(CacheShardTest, ReopenRebuildsValuesVersionsAndCounters) {
   EXPECT_EQ(*Add("hits", -2), 3);
   auto version = OnExecutor(*executor_, [&] { return shard_->VersionOf("a"); });
   ASSERT_TRUE(version);
-  uint64_t cache_next = shard_->cache_log_next();
+  Offset cache_next = shard_->cache_log_next();
 
   OpenDurable();
   EXPECT_EQ(shard_->cache_log_next(), cache_next);
@@ -286,7 +286,7 @@ TEST_F(CacheShardTest, TtlExpiresOnReadAndTheSweepMakesItPermanent) {
   clock_.now += 4000;
   EXPECT_EQ(Get("default"), std::nullopt);
 
-  uint64_t before = shard_->cache_log_next();
+  Offset before = shard_->cache_log_next();
   SweepAndSettle();
   // Two expiry deletes plus the settle put were written.
   EXPECT_EQ(shard_->cache_log_next(), before + 3);
@@ -333,8 +333,8 @@ TEST_F(CacheShardTest, CompactionKeepsOffsetsAndShrinksTheDisk) {
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(Add("n", 1));
   auto version_hot = OnExecutor(*executor_, [&] { return shard_->VersionOf("hot"); });
   auto version_cold = OnExecutor(*executor_, [&] { return shard_->VersionOf("cold"); });
-  uint64_t next_before = shard_->cache_log_next();
-  uint64_t counter_next_before = shard_->counter_log_next();
+  Offset next_before = shard_->cache_log_next();
+  Offset counter_next_before = shard_->counter_log_next();
   uint64_t disk_before = shard_->disk_bytes();
 
   ASSERT_TRUE(Compact());
@@ -421,7 +421,7 @@ TEST_F(CacheShardTest, CompactionTriggersOnItsOwnWhenGarbageDominates) {
     ASSERT_TRUE(Put("k0", big));
   }
   EXPECT_GE(shard_->compactions(), 1u);
-  EXPECT_GT(shard_->cache_log_start(), 0u);
+  EXPECT_GT(shard_->cache_log_start(), Offset(0));
   EXPECT_EQ(Get("k0"), big);
 }
 
@@ -510,7 +510,7 @@ class GatedCacheShardTest : public CacheShardTest {
     }
     return true;
   }
-  void Advance(bool cache_log, uint64_t commit) {
+  void Advance(bool cache_log, Offset commit) {
     OnExecutor(*executor_, [&] {
       if (cache_log) {
         shard_->AdvanceCacheCommit(commit);
@@ -535,15 +535,15 @@ TEST_F(GatedCacheShardTest, WritesAreAppliedAndAnsweredOnlyOnceTheirLogsCommitCo
   EXPECT_EQ(*Counter("n"), std::nullopt);
   EXPECT_TRUE(OnExecutor(*executor_, [&] { return shard_->WriteInFlight("k"); }));
 
-  Advance(/*cache_log=*/true, 1);  // covers the first put only
+  Advance(/*cache_log=*/true, Offset(1));  // covers the first put only
   ASSERT_TRUE(WaitAnswers(*first, 1));
   EXPECT_TRUE(first->at(0));
   EXPECT_EQ(second->size(), 0u);
   EXPECT_EQ(Get("k"), "v0");
   EXPECT_EQ(add->size(), 0u) << "the counter log has its own commit offset";
 
-  Advance(true, 2);
-  Advance(/*cache_log=*/false, 1);
+  Advance(true, Offset(2));
+  Advance(/*cache_log=*/false, Offset(1));
   ASSERT_TRUE(WaitAnswers(*second, 1));
   ASSERT_TRUE(WaitAnswers(*add, 1));
   EXPECT_EQ(Get("k"), "v1");
@@ -553,7 +553,7 @@ TEST_F(GatedCacheShardTest, WritesAreAppliedAndAnsweredOnlyOnceTheirLogsCommitCo
   EXPECT_EQ(Held(), 0u);
   // A commit offset that ran ahead (the mark can pass a write before it settles here)
   // releases the next write as soon as it committed.
-  Advance(true, 10);
+  Advance(true, Offset(10));
   ASSERT_TRUE(Put("k", "v2"));
   EXPECT_EQ(Get("k"), "v2");
 }
@@ -575,8 +575,8 @@ TEST_F(GatedCacheShardTest, AWriteNotCoveredInTimeIsAnsweredTimeoutAndAppliedWhe
   EXPECT_TRUE(OnExecutor(*executor_, [&] { return shard_->WriteInFlight("k"); }))
       << "a conditional write must still wait for it";
 
-  Advance(true, 1);
-  Advance(false, 1);
+  Advance(true, Offset(1));
+  Advance(false, Offset(1));
   EXPECT_EQ(Held(), 0u);
   EXPECT_EQ(Get("k"), "late");
   EXPECT_EQ(*Counter("n"), std::optional<int64_t>(3));

@@ -50,8 +50,8 @@ class CacheWatchTest : public ::testing::Test {
     return std::get<CacheWatchRegistration>(result);
   }
   // Pops what the queue holds once the executor has run everything posted so far.
-  std::vector<std::pair<std::string, uint64_t>> Drain(CacheWatchQueue& queue, size_t want) {
-    std::vector<std::pair<std::string, uint64_t>> out;
+  std::vector<std::pair<std::string, Offset>> Drain(CacheWatchQueue& queue, size_t want) {
+    std::vector<std::pair<std::string, Offset>> out;
     auto deadline = std::chrono::steady_clock::now() + 20s;
     while (out.size() < want && std::chrono::steady_clock::now() < deadline) {
       OnExecutor(executor_, [] { return 0; });  // let posted steps run
@@ -65,17 +65,17 @@ class CacheWatchTest : public ::testing::Test {
   std::unique_ptr<CacheShard> shard_;
 };
 
-using Changes = std::vector<std::pair<std::string, uint64_t>>;
+using Changes = std::vector<std::pair<std::string, Offset>>;
 
 TEST_F(CacheWatchTest, AWriteInFlightAtRegistrationArrivesOnceAsALiveChange) {
   Open();
   PutAsync("a", "1");  // offset 0, applied
   OnExecutor(executor_, [&] { return log_->hold_completions = true; });
   PutAsync("b", "2");  // offset 1, appended but not applied (its fsync is pending)
-  auto reg =
-      Watch(CacheWatchFilter{true, ""}, CacheWatchStart{CacheWatchStart::Kind::kFromOffset, 0});
-  EXPECT_EQ(reg.resume_offset, 1u) << "the applied frontier, not the log's next offset";
-  EXPECT_EQ(Drain(*reg.queue, 1), (Changes{{"a", 0}}));
+  auto reg = Watch(CacheWatchFilter{true, ""},
+                   CacheWatchStart{CacheWatchStart::Kind::kFromOffset, Offset(0)});
+  EXPECT_EQ(reg.resume_offset, Offset(1)) << "the applied frontier, not the log's next offset";
+  EXPECT_EQ(Drain(*reg.queue, 1), (Changes{{"a", Offset(0)}}));
   OnExecutor(executor_, [&] {
     log_->CompleteHeld();
     return 0;
@@ -85,7 +85,7 @@ TEST_F(CacheWatchTest, AWriteInFlightAtRegistrationArrivesOnceAsALiveChange) {
     log_->CompleteHeld();
     return 0;
   });
-  EXPECT_EQ(Drain(*reg.queue, 2), (Changes{{"b", 1}, {"c", 2}}));
+  EXPECT_EQ(Drain(*reg.queue, 2), (Changes{{"b", Offset(1)}, {"c", Offset(2)}}));
   EXPECT_EQ(reg.queue->size(), 0u);
 }
 
@@ -99,11 +99,11 @@ TEST_F(CacheWatchTest, ALiveChangeThatFindsTheQueueFullEndsTheWatchLagged) {
   OnExecutor(executor_, [] { return 0; });
   EXPECT_EQ(OnExecutor(executor_, [&] { return shard_->watcher_count(); }), 0u)
       << "a lagged watcher is forgotten";
-  EXPECT_EQ(Drain(*reg.queue, 2), (Changes{{"k", 0}, {"k", 1}}));
+  EXPECT_EQ(Drain(*reg.queue, 2), (Changes{{"k", Offset(0)}, {"k", Offset(1)}}));
   auto end = reg.queue->TakeEnd();
   ASSERT_TRUE(end);
   EXPECT_EQ(end->kind, WatchEnd::Kind::kLagged);
-  EXPECT_EQ(end->resume_from, 2u);
+  EXPECT_EQ(end->resume_from, Offset(2));
 }
 
 // The retained set is the values as of resume_offset; a key rewritten after registration is
@@ -118,10 +118,10 @@ TEST_F(CacheWatchTest, TheRetainedWalkIsPacedAndARewrittenKeyFollowsAsALiveChang
   // before the watch registers (the test is about a walk over applied keys).
   OnExecutor(executor_, [] { return 0; });
   OnExecutor(executor_, [] { return 0; });
-  auto reg =
-      Watch(CacheWatchFilter{true, "p:"}, CacheWatchStart{CacheWatchStart::Kind::kRetained, 0});
+  auto reg = Watch(CacheWatchFilter{true, "p:"},
+                   CacheWatchStart{CacheWatchStart::Kind::kRetained, Offset(0)});
   EXPECT_EQ(reg.retained_count, 3u);
-  EXPECT_EQ(reg.resume_offset, 4u);
+  EXPECT_EQ(reg.resume_offset, Offset(4));
   Changes seen;
   auto pop_one = [&] {
     auto deadline = std::chrono::steady_clock::now() + 20s;
@@ -141,7 +141,9 @@ TEST_F(CacheWatchTest, TheRetainedWalkIsPacedAndARewrittenKeyFollowsAsALiveChang
   pop_one();                                // p:b
   pop_one();                                // p:c, retained: its value at registration
   pop_one();                                // p:c, the live change at 4
-  EXPECT_EQ(seen, (Changes{{"p:a", 0}, {"p:b", 1}, {"p:c", 2}, {"p:c", 4}}));
+  EXPECT_EQ(
+      seen,
+      (Changes{{"p:a", Offset(0)}, {"p:b", Offset(1)}, {"p:c", Offset(2)}, {"p:c", Offset(4)}}));
   OnExecutor(executor_, [] { return 0; });
   EXPECT_EQ(reg.queue->size(), 0u) << "nothing more";
 }

@@ -68,17 +68,17 @@ TEST(CommitRecord, RefusesEveryMalformedBodyWithATypedError) {
 TEST(ShardState, KeysCarryTheVersionOfTheCommitThatWroteThem) {
   ShardState state;
   EXPECT_EQ(state.Get("k").as_of, std::nullopt);
-  state.Apply(
-      3, {CommitOp{CommitOp::Kind::kPut, "k", B("a")}, CommitOp{CommitOp::Kind::kPut, "j", B("")}});
-  state.Apply(7, {CommitOp{CommitOp::Kind::kDelete, "j", {}}});
+  state.Apply(Offset(3), {CommitOp{CommitOp::Kind::kPut, "k", B("a")},
+                          CommitOp{CommitOp::Kind::kPut, "j", B("")}});
+  state.Apply(Offset(7), {CommitOp{CommitOp::Kind::kDelete, "j", {}}});
   auto k = state.Get("k");
   EXPECT_EQ(k.value, B("a"));
-  EXPECT_EQ(k.version, 3u);
-  EXPECT_EQ(k.as_of, 7u);
+  EXPECT_EQ(k.version, Offset(3));
+  EXPECT_EQ(k.as_of, Offset(7));
   auto j = state.Get("j");
   EXPECT_EQ(j.value, std::nullopt);
   EXPECT_EQ(j.version, std::nullopt);
-  EXPECT_EQ(j.as_of, 7u);
+  EXPECT_EQ(j.as_of, Offset(7));
 }
 
 }  // namespace

@@ -16,16 +16,16 @@ class FakeRecordLog final : public RecordLog {
  public:
   bool hold_completions = false;
   bool fail_appends = false;
-  uint64_t trimmed_below = 0;  // reads below this answer Trimmed
-  bool is_durable = true;      // false: behaves as an in-memory ring (no replay on overflow)
-  std::optional<uint64_t> corrupt_at;  // reads reaching this offset stop there / fail
+  Offset trimmed_below;              // reads below this answer Trimmed
+  bool is_durable = true;            // false: behaves as an in-memory ring (no replay on overflow)
+  std::optional<Offset> corrupt_at;  // reads reaching this offset stop there / fail
 
   void Append(const PayloadBatch& batch, AppendDone done) override {
     if (fail_appends) {
       done(Fail(ErrorCode::kIo, "injected append failure"));
       return;
     }
-    uint64_t first = records_.size();
+    const Offset first(records_.size());
     for (auto p : batch.payloads) {
       records_.push_back({std::string(p.begin(), p.end()), batch.timestamp_micros});
     }
@@ -38,7 +38,7 @@ class FakeRecordLog final : public RecordLog {
   // Appends a generation-start record (replication.md §17) as a leader's fence does, below
   // the shard: reads pass over it as DurableRecordLog's do.
   void AppendStartRecord() {
-    start_records_.insert(records_.size());
+    start_records_.insert(Offset(records_.size()));
     records_.push_back({"", 0});
   }
   void CompleteHeld() {
@@ -48,25 +48,25 @@ class FakeRecordLog final : public RecordLog {
       f();
     }
   }
-  uint64_t start_offset() const override { return trimmed_below; }
-  uint64_t next_offset() const override { return records_.size(); }
-  ReadOutcome Read(uint64_t from, size_t max_records, size_t) override {
+  Offset start_offset() const override { return trimmed_below; }
+  Offset next_offset() const override { return Offset(records_.size()); }
+  ReadOutcome Read(Offset from, size_t max_records, size_t) override {
     ++reads;
     if (from < trimmed_below) return Trimmed{trimmed_below};
     if (corrupt_at && from == *corrupt_at) {
       return Error{ErrorCode::kCorruption,
-                   "record checksum mismatch at offset " + std::to_string(from) + " (file=f.log)"};
+                   "record checksum mismatch at offset " + to_string(from) + " (file=f.log)"};
     }
     RecordRead out;
     auto keep = std::make_shared<std::deque<Stored>>();
-    for (uint64_t o = from; o < records_.size() && out.records.size() < max_records; ++o) {
+    for (Offset o = from; o < next_offset() && out.records.size() < max_records; ++o) {
       if (corrupt_at && o == *corrupt_at) break;  // intact records first, like DurableLog
       if (start_records_.count(o) != 0) {
         if (!out.records.empty()) break;  // a read ends before one
         ++out.passed_over;
         continue;
       }
-      keep->push_back(records_[o]);
+      keep->push_back(records_[o.value()]);
       const std::string& bytes = keep->back().payload;
       out.records.push_back(
           RecordView{o,
@@ -86,7 +86,7 @@ class FakeRecordLog final : public RecordLog {
     uint64_t timestamp;
   };
   std::deque<Stored> records_;
-  std::set<uint64_t> start_records_;
+  std::set<Offset> start_records_;
   std::deque<std::function<void()>> held_;
 };
 

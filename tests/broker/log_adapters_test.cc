@@ -30,12 +30,12 @@ PayloadBatch Batch(const std::vector<std::string>& payloads,
   return batch;
 }
 
-uint64_t AppendAndWait(RecordLog& log, const PayloadBatch& batch) {
-  std::promise<Result<uint64_t>> done;
-  log.Append(batch, [&](Result<uint64_t> r) { done.set_value(std::move(r)); });
+Offset AppendAndWait(RecordLog& log, const PayloadBatch& batch) {
+  std::promise<Result<Offset>> done;
+  log.Append(batch, [&](Result<Offset> r) { done.set_value(std::move(r)); });
   auto result = done.get_future().get();
   EXPECT_TRUE(result) << (result ? "" : result.error().message);
-  return result ? *result : UINT64_MAX;
+  return result ? *result : Offset(UINT64_MAX);
 }
 
 struct DurableAdapter : ::testing::Test {
@@ -58,11 +58,11 @@ TEST_F(DurableAdapter, APublisherIsStoredWithEachRecordAndReadBackApart) {
   {
     DurableRecordLog log(OpenStreamLog(), fence);
     EXPECT_EQ(AppendAndWait(log, Batch({"a", ""}, std::make_shared<const std::string>("alice"))),
-              0u);
-    EXPECT_EQ(AppendAndWait(log, Batch({"plain"}, nullptr)), 2u);
+              Offset(0));
+    EXPECT_EQ(AppendAndWait(log, Batch({"plain"}, nullptr)), Offset(2));
   }
   DurableRecordLog reopened(OpenStreamLog(), fence);  // from the files alone
-  auto read = reopened.Read(0, 10, 1 << 20);
+  auto read = reopened.Read(Offset(0), 10, 1 << 20);
   auto* records = std::get_if<RecordRead>(&read);
   ASSERT_NE(records, nullptr);
   ASSERT_EQ(records->records.size(), 3u);
@@ -76,15 +76,15 @@ TEST_F(DurableAdapter, APublisherIsStoredWithEachRecordAndReadBackApart) {
 
 TEST_F(DurableAdapter, ATrailerLongerThanItsRecordIsCorruptionNamingTheOffset) {
   DurableRecordLog log(OpenStreamLog(), fence);
-  EXPECT_EQ(AppendAndWait(log, Batch({"fine"}, nullptr)), 0u);
+  EXPECT_EQ(AppendAndWait(log, Batch({"fine"}, nullptr)), Offset(0));
   // Written that way (the checksum covers it): a length byte claiming 9 bytes of 2.
   std::vector<uint8_t> lying{'x', 'y', 9};
   storage::AppendRecord record{lying, Generation(0), 0, storage::kRecordFlagPublisher};
   ASSERT_TRUE(store->log(storage::LogKind::kStream).Append(record));
-  auto from_start = log.Read(0, 10, 1 << 20);  // the good record first, the next read fails
+  auto from_start = log.Read(Offset(0), 10, 1 << 20);  // the good record first, the next read fails
   ASSERT_TRUE(std::holds_alternative<RecordRead>(from_start));
   EXPECT_EQ(std::get<RecordRead>(from_start).records.size(), 1u);
-  auto damaged = log.Read(1, 10, 1 << 20);
+  auto damaged = log.Read(Offset(1), 10, 1 << 20);
   auto* error = std::get_if<Error>(&damaged);
   ASSERT_NE(error, nullptr);
   EXPECT_EQ(error->code, ErrorCode::kCorruption);
@@ -112,10 +112,10 @@ TEST_F(DurableAdapter, GenerationStartRecordsArePassedOverAndCounted) {
   };
   ASSERT_TRUE(raw.Append(records).has_value());
   DurableRecordLog log(raw, fence);
-  auto read = [&](uint64_t from) {
+  auto read = [&](Offset from) {
     auto outcome = log.Read(from, 100, 1 << 20);
     EXPECT_TRUE(std::holds_alternative<RecordRead>(outcome));
-    std::vector<std::pair<uint64_t, std::string>> got;
+    std::vector<std::pair<Offset, std::string>> got;
     uint64_t passed = 0;
     if (auto* r = std::get_if<RecordRead>(&outcome)) {
       for (const auto& v : r->records) got.emplace_back(v.offset, Text(v.payload));
@@ -123,17 +123,19 @@ TEST_F(DurableAdapter, GenerationStartRecordsArePassedOverAndCounted) {
     }
     return std::make_pair(got, passed);
   };
-  using Got = std::vector<std::pair<uint64_t, std::string>>;
-  EXPECT_EQ(read(0), std::make_pair(Got{{0, "a"}}, uint64_t{0})) << "ends before a start record";
-  EXPECT_EQ(read(1), std::make_pair(Got{{2, "b"}}, uint64_t{1}));
-  EXPECT_EQ(read(3), std::make_pair(Got{{5, "c"}}, uint64_t{2}));
-  EXPECT_EQ(read(6), std::make_pair(Got{}, uint64_t{1})) << "a trailing start record";
+  using Got = std::vector<std::pair<Offset, std::string>>;
+  EXPECT_EQ(read(Offset(0)), std::make_pair(Got{{Offset(0), "a"}}, uint64_t{0}))
+      << "ends before a start record";
+  EXPECT_EQ(read(Offset(1)), std::make_pair(Got{{Offset(2), "b"}}, uint64_t{1}));
+  EXPECT_EQ(read(Offset(3)), std::make_pair(Got{{Offset(5), "c"}}, uint64_t{2}));
+  EXPECT_EQ(read(Offset(6)), std::make_pair(Got{}, uint64_t{1})) << "a trailing start record";
 }
 
 TEST(RingAdapter, AnInMemoryLogStoresNoPublisher) {
   RingRecordLog log(storage::RingOptions{});
-  EXPECT_EQ(AppendAndWait(log, Batch({"m"}, std::make_shared<const std::string>("alice"))), 0u);
-  auto read = log.Read(0, 10, 1 << 20);
+  EXPECT_EQ(AppendAndWait(log, Batch({"m"}, std::make_shared<const std::string>("alice"))),
+            Offset(0));
+  auto read = log.Read(Offset(0), 10, 1 << 20);
   auto* records = std::get_if<RecordRead>(&read);
   ASSERT_NE(records, nullptr);
   ASSERT_EQ(records->records.size(), 1u);

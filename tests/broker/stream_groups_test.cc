@@ -99,10 +99,10 @@ class StreamGroupsTest : public ::testing::Test {
     OpenLogs();
   }
   void Publish(std::vector<std::string> payloads) {
-    auto done = std::make_shared<std::promise<Result<uint64_t>>>();
+    auto done = std::make_shared<std::promise<Result<Offset>>>();
     auto future = done->get_future();
     executor_.Post([&, payloads, done] {
-      shard_->Publish(Batch(payloads), [done](Result<uint64_t> r) { done->set_value(r); });
+      shard_->Publish(Batch(payloads), [done](Result<Offset> r) { done->set_value(r); });
     });
     ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
     ASSERT_TRUE(future.get());
@@ -114,7 +114,7 @@ class StreamGroupsTest : public ::testing::Test {
     EXPECT_TRUE(r);
     return r ? *r : std::vector<GroupDelivery>{};
   }
-  GroupResult<void> Ack(const std::string& group, uint64_t offset) {
+  GroupResult<void> Ack(const std::string& group, Offset offset) {
     return Call<void>(executor_,
                       [&, group, offset](auto done) { groups_->Ack(group, offset, done); });
   }
@@ -144,24 +144,24 @@ TEST_F(StreamGroupsTest, AckedCursorAndDeadLettersSurviveReopen) {
   auto got = Poll("g", 4);
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(std::string(got[1].payload.begin(), got[1].payload.end()), "b");
-  ASSERT_TRUE(Ack("g", 0));
-  ASSERT_TRUE(Ack("g", 1));
+  ASSERT_TRUE(Ack("g", Offset(0)));
+  ASSERT_TRUE(Ack("g", Offset(1)));
   EXPECT_EQ(cursors_->TailOffset(),
             Offset(2));  // one cursor record per move, written before the answer
-  auto dead = Call<void>(executor_, [&](auto done) { groups_->DeadLetter("g", 2, done); });
+  auto dead = Call<void>(executor_, [&](auto done) { groups_->DeadLetter("g", Offset(2), done); });
   ASSERT_TRUE(dead);
   EXPECT_EQ(dead_letters_->TailOffset(), Offset(1));
-  EXPECT_EQ(Describe("g").committed, 3u);
+  EXPECT_EQ(Describe("g").committed, Offset(3));
 
   Reopen();
   ASSERT_TRUE(OpenGroups());
   auto info = Describe("g");
-  EXPECT_EQ(info.committed, 3u);
+  EXPECT_EQ(info.committed, Offset(3));
   EXPECT_EQ(info.dead_letters, 1u);
   EXPECT_EQ(info.in_flight, 0u);
   auto again = Poll("g", 10);
   ASSERT_EQ(again.size(), 1u);  // offset 3 was in flight: delivered again, attempts start over
-  EXPECT_EQ(again[0].offset, 3u);
+  EXPECT_EQ(again[0].offset, Offset(3));
   EXPECT_EQ(again[0].attempts, 1u);
   EXPECT_EQ(metrics_.inflight.Value(), 1);
 }
@@ -172,33 +172,33 @@ TEST_F(StreamGroupsTest, ARetriedAckOfAFailedCursorWriteIsAnsweredOnlyOnceTheCur
   ASSERT_TRUE(OpenGroups());
   Publish({"a", "b", "c"});
   ASSERT_EQ(Poll("g", 3).size(), 3u);
-  ASSERT_TRUE(Ack("g", 0));
+  ASSERT_TRUE(Ack("g", Offset(0)));
   std::atomic<bool> writable{false};
   fence_.SetLeaseCheck([&writable] { return writable.load(); });
-  EXPECT_FALSE(Ack("g", 1));  // the cursor write is refused
-  EXPECT_FALSE(Ack("g", 1));  // its retry too: the log still lacks the cursor
+  EXPECT_FALSE(Ack("g", Offset(1)));  // the cursor write is refused
+  EXPECT_FALSE(Ack("g", Offset(1)));  // its retry too: the log still lacks the cursor
   EXPECT_EQ(cursors_->TailOffset(), Offset(1));
   writable = true;
-  ASSERT_TRUE(Ack("g", 1));  // the retry writes the cursor before its answer
+  ASSERT_TRUE(Ack("g", Offset(1)));  // the retry writes the cursor before its answer
   EXPECT_EQ(cursors_->TailOffset(), Offset(2));
-  ASSERT_TRUE(Ack("g", 1));  // a plain duplicate now writes nothing
+  ASSERT_TRUE(Ack("g", Offset(1)));  // a plain duplicate now writes nothing
   EXPECT_EQ(cursors_->TailOffset(), Offset(2));
 
   Reopen();
   ASSERT_TRUE(OpenGroups());
-  EXPECT_EQ(Describe("g").committed, 2u);
+  EXPECT_EQ(Describe("g").committed, Offset(2));
 }
 
 TEST_F(StreamGroupsTest, RetentionTrimmedRecordsAreSkipped) {
   ASSERT_TRUE(OpenGroups());
   Publish({"a", "b", "c"});
-  log_->trimmed_below = 2;
+  log_->trimmed_below = Offset(2);
   auto got = Poll("g", 10);
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].offset, 2u);
+  EXPECT_EQ(got[0].offset, Offset(2));
   EXPECT_EQ(got[0].skipped_before, 2u);  // offsets 0 and 1 settled without delivery
-  ASSERT_TRUE(Ack("g", 2));
-  EXPECT_EQ(Describe("g").committed, 3u);
+  ASSERT_TRUE(Ack("g", Offset(2)));
+  EXPECT_EQ(Describe("g").committed, Offset(3));
 }
 
 // skipped_before counts only offsets the group never handed out, directly below the record.
@@ -208,25 +208,27 @@ TEST_F(StreamGroupsTest, SkippedBeforeCountsOnlyTheHoleBelowTheRecord) {
   auto first = Poll("g", 2);  // 0 and 1 handed out; 1 is handed back (owed)
   ASSERT_EQ(first.size(), 2u);
   EXPECT_EQ(first[0].skipped_before, 0u);
-  ASSERT_TRUE(Ack("g", 0));
-  auto nack = Call<void>(executor_, [&](auto done) { groups_->Nack("g", 1, 0ms, 0, done); });
+  ASSERT_TRUE(Ack("g", Offset(0)));
+  auto nack =
+      Call<void>(executor_, [&](auto done) { groups_->Nack("g", Offset(1), 0ms, 0, done); });
   ASSERT_TRUE(nack);
-  log_->trimmed_below = 3;  // retention removes 0..2: the owed 1 and the never-read 2
+  log_->trimmed_below = Offset(3);  // retention removes 0..2: the owed 1 and the never-read 2
   auto got = Poll("g", 1);
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].offset, 3u);
+  EXPECT_EQ(got[0].offset, Offset(3));
   EXPECT_EQ(got[0].skipped_before, 1u);  // only 2: 1 was delivered before
   auto late = Poll("late", 2);           // a group that starts now skips all three
   ASSERT_EQ(late.size(), 2u);
-  EXPECT_EQ(late[0].offset, 3u);
+  EXPECT_EQ(late[0].offset, Offset(3));
   EXPECT_EQ(late[0].skipped_before, 3u);
   EXPECT_EQ(late[1].skipped_before, 0u);
   // The hole is reported with each delivery of its record until the cursor passes it.
-  auto nack3 = Call<void>(executor_, [&](auto done) { groups_->Nack("g", 3, 0ms, 0, done); });
+  auto nack3 =
+      Call<void>(executor_, [&](auto done) { groups_->Nack("g", Offset(3), 0ms, 0, done); });
   ASSERT_TRUE(nack3);
   auto again = Poll("g", 1);
   ASSERT_EQ(again.size(), 1u);
-  EXPECT_EQ(again[0].offset, 3u);
+  EXPECT_EQ(again[0].offset, Offset(3));
   EXPECT_EQ(again[0].attempts, 2u);
   EXPECT_EQ(again[0].skipped_before, 1u);
 }
@@ -255,7 +257,7 @@ TEST_F(StreamGroupsTest, WaitingPollIsServedByACommit) {
   auto got = future.get();
   ASSERT_TRUE(got);
   ASSERT_EQ(got->size(), 1u);
-  EXPECT_EQ((*got)[0].offset, 0u);
+  EXPECT_EQ((*got)[0].offset, Offset(0));
 }
 
 TEST_F(StreamGroupsTest, AQuorumShardsGroupsSeeOnlyWhatTheCommitGateReleased) {
@@ -272,32 +274,32 @@ TEST_F(StreamGroupsTest, AQuorumShardsGroupsSeeOnlyWhatTheCommitGateReleased) {
     groups_->Poll("g", GroupPollRequest{10, 10s, 0ms},
                   [promise](auto r) { promise->set_value(std::move(r)); });
     for (auto batch : {std::vector<std::string>{"a", "b"}, std::vector<std::string>{"c"}}) {
-      shard_->Publish(Batch(batch), [answered](Result<uint64_t>) { ++*answered; });
+      shard_->Publish(Batch(batch), [answered](Result<Offset>) { ++*answered; });
     }
     return 0;
   });
   OnExecutor(executor_, [] { return 0; });  // the local commits landed in the gate
-  EXPECT_EQ(log_->next_offset(), 3u);
+  EXPECT_EQ(log_->next_offset(), Offset(3));
   EXPECT_EQ(answered->load(), 0);
   EXPECT_EQ(future.wait_for(0s), std::future_status::timeout);  // nothing to deliver yet
-  EXPECT_EQ(Describe("g").tail, 0u);
+  EXPECT_EQ(Describe("g").tail, Offset(0));
   OnExecutor(executor_, [&] {
-    shard_->AdvanceCommit(2);  // a majority holds the first batch
+    shard_->AdvanceCommit(Offset(2));  // a majority holds the first batch
     return 0;
   });
   ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
   auto got = future.get();
   ASSERT_TRUE(got);
   ASSERT_EQ(got->size(), 2u);  // never offset 2: it could still be lost by a failover
-  EXPECT_EQ((*got)[1].offset, 1u);
+  EXPECT_EQ((*got)[1].offset, Offset(1));
   EXPECT_EQ(Poll("g", 10).size(), 0u);
   OnExecutor(executor_, [&] {
-    shard_->AdvanceCommit(3);
+    shard_->AdvanceCommit(Offset(3));
     return 0;
   });
   auto rest = Poll("g", 10);
   ASSERT_EQ(rest.size(), 1u);
-  EXPECT_EQ(rest[0].offset, 2u);
+  EXPECT_EQ(rest[0].offset, Offset(2));
   EXPECT_EQ(answered->load(), 2);
 }
 

@@ -47,8 +47,8 @@ std::string Text(const RecordView& r) {
 }
 
 // Pops everything and returns the offsets and payload texts in delivery order.
-std::vector<std::pair<uint64_t, std::string>> PopAll(SubscriberQueue& q) {
-  std::vector<std::pair<uint64_t, std::string>> out;
+std::vector<std::pair<Offset, std::string>> PopAll(SubscriberQueue& q) {
+  std::vector<std::pair<Offset, std::string>> out;
   while (auto batch = q.Pop()) {
     for (const auto& r : (*batch)->records) out.emplace_back(r.offset, Text(r));
   }
@@ -66,16 +66,16 @@ struct ShardFixture : ::testing::Test {
     shard = std::make_unique<StreamShard>(ShardId{"t", "ns", "s", ShardKind::kStream, 0}, executor,
                                           std::move(owned), options);
   }
-  uint64_t Publish(std::initializer_list<std::string> payloads) {
-    std::promise<Result<uint64_t>> acked;
+  Offset Publish(std::initializer_list<std::string> payloads) {
+    std::promise<Result<Offset>> acked;
     auto future = acked.get_future();
     executor.Post([&, batch = Batch(payloads)]() mutable {
-      shard->Publish(std::move(batch), [&](Result<uint64_t> r) { acked.set_value(r); });
+      shard->Publish(std::move(batch), [&](Result<Offset> r) { acked.set_value(r); });
     });
     EXPECT_EQ(future.wait_for(10s), std::future_status::ready);
     auto r = future.get();
     EXPECT_TRUE(r);
-    return r ? *r : UINT64_MAX;
+    return r ? *r : Offset(UINT64_MAX);
   }
   Subscription Subscribe(StartPosition start, uint32_t capacity = 0) {
     auto result = OnExecutor(executor, [&] { return shard->Subscribe(start, capacity, [] {}); });
@@ -88,28 +88,28 @@ struct ShardFixture : ::testing::Test {
 TEST_F(ShardFixture, PublishAssignsConsecutiveOffsetsAndFansOutWithoutCopying) {
   Open();
   Subscription sub = Subscribe({});
-  EXPECT_EQ(sub.start_offset, 0u);
-  EXPECT_EQ(sub.live_offset, 0u);
-  EXPECT_EQ(Publish({"a", "b"}), 0u);
-  EXPECT_EQ(Publish({"c"}), 2u);
+  EXPECT_EQ(sub.start_offset, Offset(0));
+  EXPECT_EQ(sub.live_offset, Offset(0));
+  EXPECT_EQ(Publish({"a", "b"}), Offset(0));
+  EXPECT_EQ(Publish({"c"}), Offset(2));
   auto batch = sub.queue->Pop();
   ASSERT_TRUE(batch);
-  EXPECT_EQ((*batch)->base_offset, 0u);
+  EXPECT_EQ((*batch)->base_offset, Offset(0));
   ASSERT_EQ((*batch)->records.size(), 2u);
   EXPECT_EQ(Text((*batch)->records[1]), "b");
-  EXPECT_EQ((*batch)->records[1].offset, 1u);
+  EXPECT_EQ((*batch)->records[1].offset, Offset(1));
   EXPECT_EQ((*batch)->records[0].timestamp_micros, 1234u);
-  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{2, "c"}}));
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<Offset, std::string>>{{Offset(2), "c"}}));
 }
 
 TEST_F(ShardFixture, LatestStartsAtTheCommittedTail) {
   Open();
   Publish({"old1", "old2"});
   Subscription sub = Subscribe({});
-  EXPECT_EQ(sub.start_offset, 2u);
-  EXPECT_EQ(sub.live_offset, 2u);
+  EXPECT_EQ(sub.start_offset, Offset(2));
+  EXPECT_EQ(sub.live_offset, Offset(2));
   Publish({"new"});
-  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{2, "new"}}));
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<Offset, std::string>>{{Offset(2), "new"}}));
 }
 
 TEST_F(ShardFixture, EarliestReplaysHistoryThenJoinsLiveWithNoGapNoDuplicate) {
@@ -119,15 +119,15 @@ TEST_F(ShardFixture, EarliestReplaysHistoryThenJoinsLiveWithNoGapNoDuplicate) {
   Open(options);
   for (int i = 0; i < 10; ++i) Publish({"h" + std::to_string(i)});
   Subscription sub = Subscribe({StartPosition::Kind::kEarliest}, 4096);
-  EXPECT_EQ(sub.start_offset, 0u);
-  EXPECT_EQ(sub.live_offset, 10u);
+  EXPECT_EQ(sub.start_offset, Offset(0));
+  EXPECT_EQ(sub.live_offset, Offset(10));
   // Publishes racing the replay.
   for (int i = 0; i < 10; ++i) Publish({"l" + std::to_string(i)});
   Drain(executor);
   auto got = PopAll(*sub.queue);
   ASSERT_EQ(got.size(), 20u);
   for (uint64_t i = 0; i < 20; ++i) {
-    EXPECT_EQ(got[i].first, i);
+    EXPECT_EQ(got[i].first, Offset(i));
     EXPECT_EQ(got[i].second, (i < 10 ? "h" : "l") + std::to_string(i % 10));
   }
 }
@@ -142,17 +142,17 @@ TEST_F(ShardFixture, ReplayOverRetainedGapReportsSkippedBefore) {
   // Retention removes 0..3 after the subscription started at 0, before its replay reads them.
   Subscription sub = OnExecutor(executor, [&] {
     auto result = shard->Subscribe({StartPosition::Kind::kEarliest}, 0, [] {});
-    log->trimmed_below = 4;
+    log->trimmed_below = Offset(4);
     return std::get<Subscription>(result);
   });
-  EXPECT_EQ(sub.start_offset, 0u);
+  EXPECT_EQ(sub.start_offset, Offset(0));
   Drain(executor);
-  using B = std::tuple<uint64_t, size_t, uint64_t>;  // base, count, skipped_before
+  using B = std::tuple<Offset, size_t, uint64_t>;  // base, count, skipped_before
   std::vector<B> batches;
   while (auto batch = sub.queue->Pop()) {
     batches.emplace_back((*batch)->base_offset, (*batch)->records.size(), (*batch)->skipped_before);
   }
-  EXPECT_EQ(batches, (std::vector<B>{B{4, 2, 4}, B{6, 2, 0}, B{8, 2, 0}}));
+  EXPECT_EQ(batches, (std::vector<B>{B{Offset(4), 2, 4}, B{Offset(6), 2, 0}, B{Offset(8), 2, 0}}));
 }
 
 // replication.md §17: a generation-start record holds no event. Replay passes over it and says
@@ -161,61 +161,61 @@ TEST_F(ShardFixture, ReplayOverRetainedGapReportsSkippedBefore) {
 TEST_F(ShardFixture, GenerationStartRecordsHoldNoEventAndTheLiveOffsetStopsShortOfThem) {
   auto owned = std::make_unique<FakeRecordLog>();
   log = owned.get();
-  log->Append(Batch({"a", "b"}), [](Result<uint64_t>) {});
+  log->Append(Batch({"a", "b"}), [](Result<Offset>) {});
   log->AppendStartRecord();  // offset 2, written by the fence before the shard opens
   shard = std::make_unique<StreamShard>(ShardId{"t", "ns", "s", ShardKind::kStream, 0}, executor,
                                         std::move(owned), StreamShardOptions{});
   Subscription earliest = Subscribe({StartPosition::Kind::kEarliest});
-  EXPECT_EQ(earliest.start_offset, 0u);
-  EXPECT_EQ(earliest.live_offset, 2u) << "short of the trailing start record";
+  EXPECT_EQ(earliest.start_offset, Offset(0));
+  EXPECT_EQ(earliest.live_offset, Offset(2)) << "short of the trailing start record";
   Subscription latest = Subscribe({StartPosition::Kind::kLatest});
-  EXPECT_EQ(latest.start_offset, 3u);
-  EXPECT_EQ(latest.live_offset, 3u);
+  EXPECT_EQ(latest.start_offset, Offset(3));
+  EXPECT_EQ(latest.live_offset, Offset(3));
 
-  EXPECT_EQ(Publish({"c"}), 3u);
+  EXPECT_EQ(Publish({"c"}), Offset(3));
   Subscription after = Subscribe({StartPosition::Kind::kEarliest});
-  EXPECT_EQ(after.live_offset, 4u) << "nothing trails once a write followed";
+  EXPECT_EQ(after.live_offset, Offset(4)) << "nothing trails once a write followed";
   Drain(executor);
-  using B = std::tuple<uint64_t, size_t, uint64_t>;  // base, count, skipped_before
+  using B = std::tuple<Offset, size_t, uint64_t>;  // base, count, skipped_before
   std::vector<B> batches;
   while (auto batch = after.queue->Pop()) {
     batches.emplace_back((*batch)->base_offset, (*batch)->records.size(), (*batch)->skipped_before);
   }
-  EXPECT_EQ(batches, (std::vector<B>{B{0, 2, 0}, B{3, 1, 1}}));
-  std::vector<uint64_t> live;
+  EXPECT_EQ(batches, (std::vector<B>{B{Offset(0), 2, 0}, B{Offset(3), 1, 1}}));
+  std::vector<Offset> live;
   while (auto batch = latest.queue->Pop()) live.push_back((*batch)->base_offset);
-  EXPECT_EQ(live, (std::vector<uint64_t>{3}));
+  EXPECT_EQ(live, (std::vector<Offset>{Offset(3)}));
 }
 
 TEST_F(ShardFixture, ExplicitOffsetResumesExactlyThere) {
   Open();
   for (int i = 0; i < 5; ++i) Publish({"r" + std::to_string(i)});
-  Subscription sub = Subscribe({StartPosition::Kind::kOffset, 3});
-  EXPECT_EQ(sub.start_offset, 3u);
+  Subscription sub = Subscribe({StartPosition::Kind::kOffset, Offset(3)});
+  EXPECT_EQ(sub.start_offset, Offset(3));
   Drain(executor);
   EXPECT_EQ(PopAll(*sub.queue),
-            (std::vector<std::pair<uint64_t, std::string>>{{3, "r3"}, {4, "r4"}}));
+            (std::vector<std::pair<Offset, std::string>>{{Offset(3), "r3"}, {Offset(4), "r4"}}));
 }
 
 TEST_F(ShardFixture, UnservableOffsetsAreCursorErrorsNeverSilentRestarts) {
   Open();
   for (int i = 0; i < 5; ++i) Publish({"x"});
-  log->trimmed_below = 2;
+  log->trimmed_below = Offset(2);
   auto too_old = OnExecutor(executor, [&] {
-    return shard->Subscribe({StartPosition::Kind::kOffset, 1}, 0, [] {});
+    return shard->Subscribe({StartPosition::Kind::kOffset, Offset(1)}, 0, [] {});
   });
   ASSERT_TRUE(std::holds_alternative<CursorError>(too_old));
   EXPECT_EQ(std::get<CursorError>(too_old).reason, CursorError::Reason::kTooOld);
-  EXPECT_EQ(std::get<CursorError>(too_old).available, 2u);
+  EXPECT_EQ(std::get<CursorError>(too_old).available, Offset(2));
   auto in_future = OnExecutor(executor, [&] {
-    return shard->Subscribe({StartPosition::Kind::kOffset, 6}, 0, [] {});
+    return shard->Subscribe({StartPosition::Kind::kOffset, Offset(6)}, 0, [] {});
   });
   ASSERT_TRUE(std::holds_alternative<CursorError>(in_future));
   EXPECT_EQ(std::get<CursorError>(in_future).reason, CursorError::Reason::kInFuture);
-  EXPECT_EQ(std::get<CursorError>(in_future).requested, 6u);
-  EXPECT_EQ(std::get<CursorError>(in_future).available, 5u);
+  EXPECT_EQ(std::get<CursorError>(in_future).requested, Offset(6));
+  EXPECT_EQ(std::get<CursorError>(in_future).available, Offset(5));
   // The tail itself is fine (nothing to replay).
-  Subscribe({StartPosition::Kind::kOffset, 5});
+  Subscribe({StartPosition::Kind::kOffset, Offset(5)});
 }
 
 TEST_F(ShardFixture, InMemorySlowSubscriberDropsWhileFastOneGetsEverything) {
@@ -227,13 +227,13 @@ TEST_F(ShardFixture, InMemorySlowSubscriberDropsWhileFastOneGetsEverything) {
   EXPECT_EQ(PopAll(*fast.queue).size(), 50u);
   auto slow_got = PopAll(*slow.queue);
   ASSERT_EQ(slow_got.size(), 2u);  // the first two; the rest dropped for this one only
-  EXPECT_EQ(slow_got[1].first, 1u);
+  EXPECT_EQ(slow_got[1].first, Offset(1));
   EXPECT_EQ(slow.queue->dropped_batches(), 48u);
-  EXPECT_EQ(slow.queue->first_dropped_offset(), 2u);
+  EXPECT_EQ(slow.queue->first_dropped_offset(), Offset(2));
   EXPECT_EQ(OnExecutor(executor, [&] { return shard->live_drops(); }), 48u);
   Publish({"after"});
   EXPECT_EQ(PopAll(*slow.queue),
-            (std::vector<std::pair<uint64_t, std::string>>{{50, "after"}}));  // gap visible
+            (std::vector<std::pair<Offset, std::string>>{{Offset(50), "after"}}));  // gap visible
 }
 
 // Issue 12 item 2: a durable stream never drops for a slow subscriber; it replays from the log.
@@ -241,19 +241,20 @@ TEST_F(ShardFixture, DurableSlowSubscriberFallsBackToReplayAndLosesNothing) {
   Open();
   Subscription slow = Subscribe({}, 2);
   for (int i = 0; i < 50; ++i) Publish({"m" + std::to_string(i)});  // publisher never waits
-  std::vector<uint64_t> offsets;
+  std::vector<Offset> offsets;
   while (offsets.size() < 50) {
     Drain(executor);  // replay refills the queue as room appears
     auto got = PopAll(*slow.queue);
     ASSERT_FALSE(got.empty()) << "stalled at " << offsets.size();
     for (auto& [offset, text] : got) offsets.push_back(offset);
   }
-  for (uint64_t i = 0; i < 50; ++i) ASSERT_EQ(offsets[i], i);
+  for (uint64_t i = 0; i < 50; ++i) ASSERT_EQ(offsets[i], Offset(i));
   EXPECT_EQ(OnExecutor(executor, [&] { return shard->live_drops(); }), 0u);
   EXPECT_GE(OnExecutor(executor, [&] { return shard->replay_fallbacks(); }), 1u);
   Drain(executor);
   Publish({"live"});  // live again after catching up
-  EXPECT_EQ(PopAll(*slow.queue), (std::vector<std::pair<uint64_t, std::string>>{{50, "live"}}));
+  EXPECT_EQ(PopAll(*slow.queue),
+            (std::vector<std::pair<Offset, std::string>>{{Offset(50), "live"}}));
 }
 
 TEST_F(ShardFixture, DurableSubscriberThatAskedIsEndedLaggedWithResumeFrom) {
@@ -268,7 +269,7 @@ TEST_F(ShardFixture, DurableSubscriberThatAskedIsEndedLaggedWithResumeFrom) {
   auto end = sub.queue->TakeEnd();
   ASSERT_TRUE(end);
   EXPECT_EQ(end->kind, QueueEnd::Kind::kLagged);
-  EXPECT_EQ(end->resume_from, 2u);
+  EXPECT_EQ(end->resume_from, Offset(2));
   EXPECT_EQ(OnExecutor(executor, [&] { return shard->subscriber_count(); }), 0u);
 }
 
@@ -276,13 +277,13 @@ TEST_F(ShardFixture, DurableSubscriberThatAskedIsEndedLaggedWithResumeFrom) {
 TEST_F(ShardFixture, UnreadableHistoryEndsTheSubscriptionNamingTheOffset) {
   Open();
   for (int i = 0; i < 10; ++i) Publish({"h" + std::to_string(i)});
-  log->corrupt_at = 4;
+  log->corrupt_at = Offset(4);
   Subscription sub = Subscribe({StartPosition::Kind::kEarliest});
   Drain(executor);
   Publish({"live"});
   auto got = PopAll(*sub.queue);
   ASSERT_EQ(got.size(), 4u);  // 0..3, then nothing: no live record after the damage
-  EXPECT_EQ(got.back().first, 3u);
+  EXPECT_EQ(got.back().first, Offset(3));
   auto end = sub.queue->TakeEnd();
   ASSERT_TRUE(end);
   EXPECT_EQ(end->kind, QueueEnd::Kind::kError);
@@ -296,14 +297,14 @@ TEST_F(ShardFixture, ReplayWaitsForRoomAndNeverDrops) {
   Open(options);
   for (int i = 0; i < 30; ++i) Publish({"h" + std::to_string(i)});
   Subscription sub = Subscribe({StartPosition::Kind::kEarliest}, 1);
-  std::vector<uint64_t> offsets;
+  std::vector<Offset> offsets;
   while (offsets.size() < 30) {
     Drain(executor);  // let replay refill the single slot
     auto batch = sub.queue->Pop();
     ASSERT_TRUE(batch) << "replay stalled at " << offsets.size();
     offsets.push_back((*batch)->base_offset);
   }
-  for (uint64_t i = 0; i < 30; ++i) EXPECT_EQ(offsets[i], i);
+  for (uint64_t i = 0; i < 30; ++i) EXPECT_EQ(offsets[i], Offset(i));
   EXPECT_EQ(sub.queue->dropped_batches(), 0u);
 }
 
@@ -311,30 +312,31 @@ TEST_F(ShardFixture, UncommittedRecordsAreNeitherFannedOutNorReplayed) {
   Open();
   Publish({"c0"});
   log->hold_completions = true;
-  std::promise<Result<uint64_t>> acked;
+  std::promise<Result<Offset>> acked;
   executor.Post(
-      [&] { shard->Publish(Batch({"pending"}), [&](Result<uint64_t> r) { acked.set_value(r); }); });
+      [&] { shard->Publish(Batch({"pending"}), [&](Result<Offset> r) { acked.set_value(r); }); });
   Drain(executor);
-  EXPECT_EQ(OnExecutor(executor, [&] { return shard->committed_next(); }), 1u);
+  EXPECT_EQ(OnExecutor(executor, [&] { return shard->committed_next(); }), Offset(1));
   Subscription sub = Subscribe({StartPosition::Kind::kEarliest});
-  EXPECT_EQ(sub.live_offset, 1u);
+  EXPECT_EQ(sub.live_offset, Offset(1));
   Drain(executor);
-  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{0, "c0"}}));
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<Offset, std::string>>{{Offset(0), "c0"}}));
   OnExecutor(executor, [&] {
     log->CompleteHeld();
     return 0;
   });
-  ASSERT_EQ(acked.get_future().get().value(), 1u);
-  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{1, "pending"}}));
+  ASSERT_EQ(acked.get_future().get().value(), Offset(1));
+  EXPECT_EQ(PopAll(*sub.queue),
+            (std::vector<std::pair<Offset, std::string>>{{Offset(1), "pending"}}));
 }
 
 TEST_F(ShardFixture, FailedAppendIsReportedAndNotFannedOut) {
   Open();
   Subscription sub = Subscribe({});
   log->fail_appends = true;
-  std::promise<Result<uint64_t>> acked;
+  std::promise<Result<Offset>> acked;
   executor.Post(
-      [&] { shard->Publish(Batch({"x"}), [&](Result<uint64_t> r) { acked.set_value(r); }); });
+      [&] { shard->Publish(Batch({"x"}), [&](Result<Offset> r) { acked.set_value(r); }); });
   auto r = acked.get_future().get();
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kIo);
@@ -361,7 +363,7 @@ struct GatedShard : ShardFixture {
   MetricsRegistry metrics;
   Counter& timed_out = metrics.AddCounter("timed_out", "");
   Counter& not_leading = metrics.AddCounter("not_leading", "");
-  std::vector<std::pair<uint64_t, Result<uint64_t>>> answers;  // (publish number, answer)
+  std::vector<std::pair<uint64_t, Result<Offset>>> answers;  // (publish number, answer)
   uint64_t published = 0;
   // The executor stops before the counters and answers the shard's callbacks use go.
   ~GatedShard() override { executor.Stop(); }
@@ -377,13 +379,12 @@ struct GatedShard : ShardFixture {
   // Publishes without waiting for the answer; returns once the log committed it locally.
   void PublishHeld(std::initializer_list<std::string> payloads) {
     OnExecutor(executor, [&, n = published++, batch = Batch(payloads)]() mutable {
-      shard->Publish(std::move(batch),
-                     [this, n](Result<uint64_t> r) { answers.emplace_back(n, r); });
+      shard->Publish(std::move(batch), [this, n](Result<Offset> r) { answers.emplace_back(n, r); });
       return 0;
     });
     Drain(executor);
   }
-  void Advance(uint64_t offset) {
+  void Advance(Offset offset) {
     OnExecutor(executor, [&] {
       shard->AdvanceCommit(offset);
       return 0;
@@ -392,10 +393,10 @@ struct GatedShard : ShardFixture {
   size_t AnswerCount() {
     return OnExecutor(executor, [&] { return answers.size(); });
   }
-  uint64_t Committed() {
+  Offset Committed() {
     return OnExecutor(executor, [&] { return shard->committed_next(); });
   }
-  size_t Readable(uint64_t from) {
+  size_t Readable(Offset from) {
     return OnExecutor(executor, [&] {
       auto read = shard->Read(from, 100, 1 << 20);
       return std::get<RecordRead>(read).records.size();
@@ -409,7 +410,7 @@ struct GatedShard : ShardFixture {
 TEST_F(GatedShard, InheritedRecordsAboveTheFloorAreShownOnlyOnceTheMarkCoversThem) {
   auto owned = std::make_unique<FakeRecordLog>();
   log = owned.get();
-  log->Append(Batch({"i0", "i1", "i2", "i3"}), [](Result<uint64_t>) {});
+  log->Append(Batch({"i0", "i1", "i2", "i3"}), [](Result<Offset>) {});
   log->AppendStartRecord();  // offset 4
   shard = std::make_unique<StreamShard>(ShardId{"t", "ns", "s", ShardKind::kStream, 0}, executor,
                                         std::move(owned), StreamShardOptions{});
@@ -418,30 +419,31 @@ TEST_F(GatedShard, InheritedRecordsAboveTheFloorAreShownOnlyOnceTheMarkCoversThe
   options.timed_out = &timed_out;
   options.not_leading = &not_leading;
   shard->InstallCommitGate(options);
-  shard->HoldInheritedAbove(2);
-  EXPECT_EQ(Committed(), 2u);
-  EXPECT_EQ(Readable(0), 2u);
+  shard->HoldInheritedAbove(Offset(2));
+  EXPECT_EQ(Committed(), Offset(2));
+  EXPECT_EQ(Readable(Offset(0)), 2u);
   Subscription live = Subscribe({});
-  EXPECT_EQ(live.start_offset, 2u);
+  EXPECT_EQ(live.start_offset, Offset(2));
   auto far = OnExecutor(executor, [&] {
-    return shard->Subscribe({StartPosition::Kind::kOffset, 4}, 0, [] {});
+    return shard->Subscribe({StartPosition::Kind::kOffset, Offset(4)}, 0, [] {});
   });
   ASSERT_TRUE(std::holds_alternative<CursorError>(far)) << "not shown yet";
 
   PublishHeld({"n5"});  // offset 5, above the start record
-  Advance(3);           // covers i2 only
-  EXPECT_EQ(Committed(), 3u);
-  Advance(6);  // covers the rest, the start record and n5
-  EXPECT_EQ(Committed(), 6u);
+  Advance(Offset(3));   // covers i2 only
+  EXPECT_EQ(Committed(), Offset(3));
+  Advance(Offset(6));  // covers the rest, the start record and n5
+  EXPECT_EQ(Committed(), Offset(6));
   EXPECT_EQ(AnswerCount(), 1u);
   Drain(executor);
-  std::vector<std::pair<uint64_t, std::string>> got;
+  std::vector<std::pair<Offset, std::string>> got;
   while (auto batch = live.queue->Pop()) {
     for (const auto& r : (*batch)->records) {
       got.emplace_back(r.offset, std::string(r.payload.begin(), r.payload.end()));
     }
   }
-  EXPECT_EQ(got, (std::vector<std::pair<uint64_t, std::string>>{{2, "i2"}, {3, "i3"}, {5, "n5"}}));
+  EXPECT_EQ(got, (std::vector<std::pair<Offset, std::string>>{
+                     {Offset(2), "i2"}, {Offset(3), "i3"}, {Offset(5), "n5"}}));
 }
 
 TEST_F(GatedShard, HoldsALocallyCommittedBatchFromReadersAndPublisherUntilCovered) {
@@ -454,38 +456,38 @@ TEST_F(GatedShard, HoldsALocallyCommittedBatchFromReadersAndPublisherUntilCovere
   });
   PublishHeld({"a", "b"});
   PublishHeld({"c"});
-  EXPECT_EQ(log->next_offset(), 3u);  // written locally...
-  EXPECT_EQ(AnswerCount(), 0u);       // ...but neither answered
-  EXPECT_FALSE(sub.queue->Pop());     // nor delivered
-  EXPECT_EQ(Committed(), 0u);
-  EXPECT_EQ(Readable(0), 0u);  // consumer groups read through here
+  EXPECT_EQ(log->next_offset(), Offset(3));  // written locally...
+  EXPECT_EQ(AnswerCount(), 0u);              // ...but neither answered
+  EXPECT_FALSE(sub.queue->Pop());            // nor delivered
+  EXPECT_EQ(Committed(), Offset(0));
+  EXPECT_EQ(Readable(Offset(0)), 0u);  // consumer groups read through here
   EXPECT_EQ(commits.load(), 0);
   // A subscriber joining now sees the commit offset, not the log's tail.
   Subscription late = Subscribe({StartPosition::Kind::kEarliest});
-  EXPECT_EQ(late.live_offset, 0u);
+  EXPECT_EQ(late.live_offset, Offset(0));
   EXPECT_FALSE(std::holds_alternative<Subscription>(OnExecutor(executor, [&] {
-    return shard->Subscribe({StartPosition::Kind::kOffset, 2}, 0, [] {});
+    return shard->Subscribe({StartPosition::Kind::kOffset, Offset(2)}, 0, [] {});
   })));  // offset 2 is in the future for readers
 
-  Advance(2);  // covers the first batch only
+  Advance(Offset(2));  // covers the first batch only
   ASSERT_EQ(AnswerCount(), 1u);
   EXPECT_EQ(answers[0].first, 0u);
-  EXPECT_EQ(answers[0].second.value_or(UINT64_MAX), 0u);
-  EXPECT_EQ(Committed(), 2u);
-  EXPECT_EQ(Readable(0), 2u);
+  EXPECT_EQ(answers[0].second.value_or(Offset(UINT64_MAX)), Offset(0));
+  EXPECT_EQ(Committed(), Offset(2));
+  EXPECT_EQ(Readable(Offset(0)), 2u);
   EXPECT_EQ(commits.load(), 1);
   EXPECT_EQ(PopAll(*sub.queue),
-            (std::vector<std::pair<uint64_t, std::string>>{{0, "a"}, {1, "b"}}));
+            (std::vector<std::pair<Offset, std::string>>{{Offset(0), "a"}, {Offset(1), "b"}}));
   Drain(executor);
   EXPECT_EQ(PopAll(*late.queue),
-            (std::vector<std::pair<uint64_t, std::string>>{{0, "a"}, {1, "b"}}));
+            (std::vector<std::pair<Offset, std::string>>{{Offset(0), "a"}, {Offset(1), "b"}}));
 
-  Advance(3);
+  Advance(Offset(3));
   ASSERT_EQ(AnswerCount(), 2u);
-  EXPECT_EQ(answers[1].second.value_or(UINT64_MAX), 2u);
-  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{2, "c"}}));
+  EXPECT_EQ(answers[1].second.value_or(Offset(UINT64_MAX)), Offset(2));
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<Offset, std::string>>{{Offset(2), "c"}}));
   Drain(executor);
-  EXPECT_EQ(PopAll(*late.queue), (std::vector<std::pair<uint64_t, std::string>>{{2, "c"}}));
+  EXPECT_EQ(PopAll(*late.queue), (std::vector<std::pair<Offset, std::string>>{{Offset(2), "c"}}));
   EXPECT_EQ(timed_out.Value(), 0u);
 }
 
@@ -495,12 +497,13 @@ TEST_F(GatedShard, ReleasesInOffsetOrderAndWaitsForTheLocalCommitToo) {
   PublishHeld({"a"});
   PublishHeld({"b", "c"});
   PublishHeld({"d"});
-  Advance(10);  // ahead of everything: all three at once, in order
+  Advance(Offset(10));  // ahead of everything: all three at once, in order
   ASSERT_EQ(AnswerCount(), 3u);
   for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(answers[i].first, i);
-  EXPECT_EQ(answers[2].second.value_or(UINT64_MAX), 3u);
-  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{
-                                    {0, "a"}, {1, "b"}, {2, "c"}, {3, "d"}}));
+  EXPECT_EQ(answers[2].second.value_or(Offset(UINT64_MAX)), Offset(3));
+  EXPECT_EQ(PopAll(*sub.queue),
+            (std::vector<std::pair<Offset, std::string>>{
+                {Offset(0), "a"}, {Offset(1), "b"}, {Offset(2), "c"}, {Offset(3), "d"}}));
   // The mark may run ahead of the shard's own commit (a majority of followers): the batch
   // still waits for the local commit, then goes at once.
   log->hold_completions = true;
@@ -512,8 +515,8 @@ TEST_F(GatedShard, ReleasesInOffsetOrderAndWaitsForTheLocalCommitToo) {
   });
   Drain(executor);
   ASSERT_EQ(AnswerCount(), 4u);
-  EXPECT_EQ(answers[3].second.value_or(UINT64_MAX), 4u);
-  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{4, "e"}}));
+  EXPECT_EQ(answers[3].second.value_or(Offset(UINT64_MAX)), Offset(4));
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<Offset, std::string>>{{Offset(4), "e"}}));
 }
 
 TEST_F(GatedShard, AnUncoveredBatchIsAnsweredQuorumTimeoutOnceAndStillReleasedLater) {
@@ -533,13 +536,14 @@ TEST_F(GatedShard, AnUncoveredBatchIsAnsweredQuorumTimeoutOnceAndStillReleasedLa
   EXPECT_EQ(wire::flx1::DefaultRetryClass(code), wire::flx1::RetryClass::kOutcomeUnknown);
   EXPECT_EQ(timed_out.Value(), 1u);
   EXPECT_FALSE(sub.queue->Pop());  // still not vouched for: no reader sees it
-  EXPECT_EQ(Committed(), 0u);
+  EXPECT_EQ(Committed(), Offset(0));
 
-  Advance(1);  // a majority holds it after all: readers get it, the publisher no second answer
+  // A majority holds it after all: readers get it, the publisher no second answer.
+  Advance(Offset(1));
   Drain(executor);
   EXPECT_EQ(AnswerCount(), 1u);
-  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<uint64_t, std::string>>{{0, "a"}}));
-  EXPECT_EQ(Committed(), 1u);
+  EXPECT_EQ(PopAll(*sub.queue), (std::vector<std::pair<Offset, std::string>>{{Offset(0), "a"}}));
+  EXPECT_EQ(Committed(), Offset(1));
   EXPECT_EQ(timed_out.Value(), 1u);
 }
 
@@ -556,8 +560,8 @@ TEST_F(GatedShard, ClosingAnswersHeldBatchesOutcomeUnknownAndLaterOnesAtOnce) {
   EXPECT_EQ(wire::flx1::DefaultRetryClass(ProtocolCodeFor(answers[0].second.error())),
             wire::flx1::RetryClass::kOutcomeUnknown);
   EXPECT_EQ(not_leading.Value(), 1u);
-  Advance(1);  // nothing is released after the close
-  EXPECT_EQ(Committed(), 0u);
+  Advance(Offset(1));  // nothing is released after the close
+  EXPECT_EQ(Committed(), Offset(0));
   EXPECT_EQ(AnswerCount(), 1u);
 }
 
@@ -583,13 +587,13 @@ TEST_F(GatedShard, AnIdempotentBatchThatTimedOutKeepsItsSequenceAndIsNeverWritte
   publish();
   Drain(executor);
   EXPECT_EQ(outcome_count(), 1u);
-  EXPECT_EQ(log->next_offset(), 1u);  // ...and is not appended again
-  Advance(1);                         // a majority holds the original after all
+  EXPECT_EQ(log->next_offset(), Offset(1));  // ...and is not appended again
+  Advance(Offset(1));                        // a majority holds the original after all
   Drain(executor);
   ASSERT_EQ(outcome_count(), 2u);
   EXPECT_EQ(outcomes[1].kind, IdempotentOutcome::Kind::kDuplicate);
   EXPECT_EQ(outcomes[1].first_offset, std::optional<uint64_t>(0));
-  EXPECT_EQ(log->next_offset(), 1u);
+  EXPECT_EQ(log->next_offset(), Offset(1));
 }
 
 }  // namespace
@@ -604,12 +608,12 @@ TEST_F(ShardFixture, OffsetForTimeFindsTheFirstRecordAtOrAfterTheTime) {
   Open();
   const std::vector<uint64_t> times = {100, 200, 200, 200, 300, 450, 900};
   for (uint64_t t : times) {
-    std::promise<Result<uint64_t>> acked;
+    std::promise<Result<Offset>> acked;
     auto future = acked.get_future();
     executor.Post([&, t] {
       PayloadBatch batch = Batch({"x"});
       batch.timestamp_micros = t;
-      shard->Publish(std::move(batch), [&](Result<uint64_t> r) { acked.set_value(r); });
+      shard->Publish(std::move(batch), [&](Result<Offset> r) { acked.set_value(r); });
     });
     ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
     ASSERT_TRUE(future.get());
@@ -617,25 +621,25 @@ TEST_F(ShardFixture, OffsetForTimeFindsTheFirstRecordAtOrAfterTheTime) {
   auto at = [&](uint64_t micros) {
     auto found = OnExecutor(executor, [&] { return shard->OffsetForTime(micros); });
     EXPECT_TRUE(found);
-    return found ? *found : std::optional<uint64_t>(UINT64_MAX);
+    return found ? *found : std::optional<Offset>(Offset(UINT64_MAX));
   };
   // Against a linear scan of the same times, for every time around each stored one.
   for (uint64_t t = 0; t <= 1000; t += 25) {
-    std::optional<uint64_t> expected;
+    std::optional<Offset> expected;
     for (size_t i = 0; i < times.size(); ++i) {
       if (times[i] >= t) {
-        expected = i;
+        expected = Offset(i);
         break;
       }
     }
     EXPECT_EQ(at(t), expected) << "at " << t;
   }
-  EXPECT_EQ(at(200), std::optional<uint64_t>(1));  // the first of equal times
-  EXPECT_EQ(at(901), std::nullopt);                // nothing that recent
-  log->trimmed_below = 3;                          // retention removed offsets 0..2
-  EXPECT_EQ(at(0), std::optional<uint64_t>(3));
-  EXPECT_EQ(at(250), std::optional<uint64_t>(4));
-  log->corrupt_at = 5;
+  EXPECT_EQ(at(200), std::optional(Offset(1)));  // the first of equal times
+  EXPECT_EQ(at(901), std::nullopt);              // nothing that recent
+  log->trimmed_below = Offset(3);                // retention removed offsets 0..2
+  EXPECT_EQ(at(0), std::optional(Offset(3)));
+  EXPECT_EQ(at(250), std::optional(Offset(4)));
+  log->corrupt_at = Offset(5);
   auto failed = OnExecutor(executor, [&] { return shard->OffsetForTime(450); });
   ASSERT_FALSE(failed);
   EXPECT_EQ(failed.error().code, ErrorCode::kCorruption);

@@ -7,7 +7,7 @@
 namespace felix::broker {
 namespace {
 
-EventBatchRef Batch(uint64_t base, uint32_t count) {
+EventBatchRef Batch(Offset base, uint32_t count) {
   auto b = std::make_shared<EventBatch>();
   b->base_offset = base;
   b->record_count = count;
@@ -17,18 +17,18 @@ EventBatchRef Batch(uint64_t base, uint32_t count) {
 TEST(SubscriberQueue, LiveOffersDropNewWhenFullAndCountIt) {
   int ready = 0;
   SubscriberQueue q(2, [&] { ++ready; });
-  EXPECT_TRUE(q.OfferLive(Batch(0, 1)));
-  EXPECT_TRUE(q.OfferLive(Batch(1, 2)));
-  EXPECT_FALSE(q.OfferLive(Batch(3, 5)));  // full: dropped for this subscriber only
-  EXPECT_FALSE(q.OfferLive(Batch(8, 1)));
+  EXPECT_TRUE(q.OfferLive(Batch(Offset(0), 1)));
+  EXPECT_TRUE(q.OfferLive(Batch(Offset(1), 2)));
+  EXPECT_FALSE(q.OfferLive(Batch(Offset(3), 5)));  // full: dropped for this subscriber only
+  EXPECT_FALSE(q.OfferLive(Batch(Offset(8), 1)));
   EXPECT_EQ(ready, 1);  // only the empty -> non-empty transition wakes the writer
   EXPECT_EQ(q.dropped_batches(), 2u);
   EXPECT_EQ(q.dropped_records(), 6u);
-  EXPECT_EQ(q.first_dropped_offset(), 3u);
-  EXPECT_EQ((*q.Pop())->base_offset, 0u);
-  EXPECT_EQ((*q.Pop())->base_offset, 1u);
+  EXPECT_EQ(q.first_dropped_offset(), Offset(3));
+  EXPECT_EQ((*q.Pop())->base_offset, Offset(0));
+  EXPECT_EQ((*q.Pop())->base_offset, Offset(1));
   EXPECT_FALSE(q.Pop());
-  EXPECT_TRUE(q.OfferLive(Batch(9, 1)));  // the gap 3..8 is visible in the offsets
+  EXPECT_TRUE(q.OfferLive(Batch(Offset(9), 1)));  // the gap 3..8 is visible in the offsets
   EXPECT_EQ(ready, 2);
 }
 
@@ -36,14 +36,14 @@ TEST(SubscriberQueue, GrowsToItsCapacityKeepingOrderAcrossTheWrapAndNoFurther) {
   SubscriberQueue q(37, [] {});
   EXPECT_EQ(q.capacity(), 37u);
   // Wrap the small initial ring first, so growing has to unroll it.
-  for (uint64_t i = 0; i < 5; ++i) ASSERT_TRUE(q.OfferLive(Batch(i, 1)));
-  for (uint64_t i = 0; i < 5; ++i) EXPECT_EQ((*q.Pop())->base_offset, i);
-  for (uint64_t i = 5; i < 5 + 37; ++i) ASSERT_TRUE(q.OfferLive(Batch(i, 1))) << i;
+  for (Offset o(0); o < Offset(5); ++o) ASSERT_TRUE(q.OfferLive(Batch(o, 1)));
+  for (Offset o(0); o < Offset(5); ++o) EXPECT_EQ((*q.Pop())->base_offset, o);
+  for (Offset o(5); o < Offset(5 + 37); ++o) ASSERT_TRUE(q.OfferLive(Batch(o, 1))) << o;
   EXPECT_EQ(q.size(), 37u);
-  EXPECT_FALSE(q.OfferLive(Batch(42, 1)));  // the capacity still bounds it
-  EXPECT_FALSE(q.OfferReplay(Batch(42, 1)));
+  EXPECT_FALSE(q.OfferLive(Batch(Offset(42), 1)));  // the capacity still bounds it
+  EXPECT_FALSE(q.OfferReplay(Batch(Offset(42), 1)));
   EXPECT_EQ(q.dropped_batches(), 1u);
-  for (uint64_t i = 5; i < 5 + 37; ++i) EXPECT_EQ((*q.Pop())->base_offset, i);
+  for (Offset o(5); o < Offset(5 + 37); ++o) EXPECT_EQ((*q.Pop())->base_offset, o);
   EXPECT_FALSE(q.Pop());
 }
 
@@ -51,13 +51,13 @@ TEST(SubscriberQueue, ReplayNeverDropsAndResumesOnRoom) {
   int room = 0;
   SubscriberQueue q(
       1, [] {}, [&] { ++room; });
-  EXPECT_TRUE(q.OfferReplay(Batch(0, 1)));
-  EXPECT_FALSE(q.OfferReplay(Batch(1, 1)));
+  EXPECT_TRUE(q.OfferReplay(Batch(Offset(0), 1)));
+  EXPECT_FALSE(q.OfferReplay(Batch(Offset(1), 1)));
   EXPECT_EQ(q.dropped_batches(), 0u);
   EXPECT_EQ(room, 0);
   ASSERT_TRUE(q.Pop());
   EXPECT_EQ(room, 1);
-  EXPECT_TRUE(q.OfferReplay(Batch(1, 1)));
+  EXPECT_TRUE(q.OfferReplay(Batch(Offset(1), 1)));
   ASSERT_TRUE(q.Pop());
   EXPECT_EQ(room, 1);  // no refused replay pending: no callback
 }
@@ -65,7 +65,7 @@ TEST(SubscriberQueue, ReplayNeverDropsAndResumesOnRoom) {
 TEST(SubscriberQueue, SharedBatchIsNotCopiedPerSubscriber) {
   SubscriberQueue a(4, [] {});
   SubscriberQueue b(4, [] {});
-  EventBatchRef batch = Batch(0, 1);
+  EventBatchRef batch = Batch(Offset(0), 1);
   a.OfferLive(batch);
   b.OfferLive(batch);
   EXPECT_EQ(a.Pop()->get(), batch.get());
@@ -78,12 +78,12 @@ TEST(SubscriberQueue, ProducerAndConsumerOnDifferentThreadsLoseNothingThatWasAcc
   uint64_t accepted_sum = 0;
   std::thread producer([&] {
     for (uint64_t i = 0; i < kBatches; ++i) {
-      if (q.OfferLive(Batch(i, 1))) accepted_sum += i;
+      if (q.OfferLive(Batch(Offset(i), 1))) accepted_sum += i;
     }
   });
   uint64_t received_sum = 0;
   uint64_t received = 0;
-  uint64_t last = 0;
+  Offset last;
   bool first = true;
   while (received + q.dropped_batches() < kBatches || q.size() > 0) {
     if (auto b = q.Pop()) {
@@ -92,7 +92,7 @@ TEST(SubscriberQueue, ProducerAndConsumerOnDifferentThreadsLoseNothingThatWasAcc
       }
       last = (*b)->base_offset;
       first = false;
-      received_sum += (*b)->base_offset;
+      received_sum += (*b)->base_offset.value();
       ++received;
     } else {
       std::this_thread::yield();
@@ -106,15 +106,15 @@ TEST(SubscriberQueue, ProducerAndConsumerOnDifferentThreadsLoseNothingThatWasAcc
 TEST(SubscriberQueue, EndIsTakenOnlyAfterWhatWasQueuedBefore) {
   int ready = 0;
   SubscriberQueue q(4, [&] { ++ready; });
-  EXPECT_TRUE(q.OfferLive(Batch(0, 1)));
-  q.End(QueueEnd{QueueEnd::Kind::kLagged, 1, 0, {}});
-  EXPECT_EQ(ready, 2);                     // End wakes the writer even with items queued
-  EXPECT_FALSE(q.OfferLive(Batch(1, 1)));  // nothing after the end
-  EXPECT_FALSE(q.TakeEnd());               // the queued batch comes first
+  EXPECT_TRUE(q.OfferLive(Batch(Offset(0), 1)));
+  q.End(QueueEnd{QueueEnd::Kind::kLagged, Offset(1), 0, {}});
+  EXPECT_EQ(ready, 2);                             // End wakes the writer even with items queued
+  EXPECT_FALSE(q.OfferLive(Batch(Offset(1), 1)));  // nothing after the end
+  EXPECT_FALSE(q.TakeEnd());                       // the queued batch comes first
   ASSERT_TRUE(q.Pop());
   auto end = q.TakeEnd();
   ASSERT_TRUE(end);
-  EXPECT_EQ(end->resume_from, 1u);
+  EXPECT_EQ(end->resume_from, Offset(1));
   EXPECT_FALSE(q.TakeEnd());  // once
 }
 

@@ -59,8 +59,8 @@ class CoreLeadershipTest : public test::OwnerFixture {
     return *handle;
   }
   // Publishes through the shard's own path and waits for the answer.
-  static Result<uint64_t> Publish(const broker::StreamShardHandle& handle,
-                                  std::vector<std::string> payloads) {
+  static Result<Offset> Publish(const broker::StreamShardHandle& handle,
+                                std::vector<std::string> payloads) {
     auto owned = std::make_shared<std::vector<std::string>>(std::move(payloads));
     broker::PayloadBatch batch;
     batch.owner = owned;
@@ -68,11 +68,11 @@ class CoreLeadershipTest : public test::OwnerFixture {
       batch.payloads.emplace_back(reinterpret_cast<const uint8_t*>(p.data()), p.size());
     }
     batch.timestamp_micros = broker::NowMicrosRoundedToMillis();
-    auto done = std::make_shared<std::promise<Result<uint64_t>>>();
+    auto done = std::make_shared<std::promise<Result<Offset>>>();
     auto answer = done->get_future();
     EXPECT_TRUE(handle.executor->Post([cell = handle.cell, batch, done]() mutable {
       broker::PublishWhenOpen(*cell, std::move(batch),
-                              [done](Result<uint64_t> r) { done->set_value(std::move(r)); });
+                              [done](Result<Offset> r) { done->set_value(std::move(r)); });
     }));
     return answer.get();
   }
@@ -98,8 +98,8 @@ class CoreLeadershipTest : public test::OwnerFixture {
 TEST_F(CoreLeadershipTest, TheLeaderTakesItsGenerationBeforeServingAndStampsEveryRecord) {
   Start(3);
   auto handle = Open();
-  ASSERT_EQ(Publish(handle, {"a", "b"}).value_or(99), 0u);
-  ASSERT_EQ(Publish(handle, {"c"}).value_or(99), 2u);
+  ASSERT_EQ(Publish(handle, {"a", "b"}).value_or(Offset(99)), Offset(0));
+  ASSERT_EQ(Publish(handle, {"c"}).value_or(Offset(99)), Offset(2));
   const std::string dir = Dir();
   StopCore();
   {
@@ -119,7 +119,7 @@ TEST_F(CoreLeadershipTest, TheLeaderTakesItsGenerationBeforeServingAndStampsEver
   handle = {};
   Start(4);
   handle = Open();
-  ASSERT_EQ(Publish(handle, {"d"}).value_or(99), 3u);
+  ASSERT_EQ(Publish(handle, {"d"}).value_or(Offset(99)), Offset(3));
   StopCore();
   auto records = Records();
   ASSERT_EQ(records.size(), 4u);
@@ -230,13 +230,13 @@ TEST_F(CoreLeadershipTest, StepDownEndsSubscribersRefusesAppendsAndReleasesTheSt
   // Named leader again, at a newer generation: a fresh open takes it and serves.
   router_.Set(LocalRoute(6));
   handle = Open();
-  ASSERT_EQ(Publish(handle, {"c"}).value_or(99), 2u);
+  ASSERT_EQ(Publish(handle, {"c"}).value_or(Offset(99)), Offset(2));
   // Led here at another generation than it opened at (a replica-set change): it steps down
   // and the next open takes the new generation.
   router_.Set(LocalRoute(7));
   EXPECT_EQ(core_->StepDownDeposed(), 1u);
   handle = Open();
-  ASSERT_EQ(Publish(handle, {"d"}).value_or(99), 3u);
+  ASSERT_EQ(Publish(handle, {"d"}).value_or(Offset(99)), Offset(3));
   StopCore();
   auto records = Records();
   ASSERT_EQ(records.size(), 4u);
@@ -266,7 +266,7 @@ TEST_F(CoreLeadershipTest, AStoreStillClosingIsNotOpenedASecondTime) {
       << refused.error().message;
   // Closed and released: the next open serves.
   custody_.Release(dir, broker::StoreHolder::kCore);
-  ASSERT_EQ(Publish(Open(), {"a"}).value_or(99), 0u);
+  ASSERT_EQ(Publish(Open(), {"a"}).value_or(Offset(99)), Offset(0));
   StopCore();
   EXPECT_EQ(Records().size(), 1u);
 }

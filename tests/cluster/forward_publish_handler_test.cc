@@ -191,13 +191,13 @@ TEST_F(ForwardPublishHandlerTest, AQuorumBatchWithoutAMajorityIsAnsweredAsPossib
   auto d = Decide(fp);
   auto* local = std::get_if<broker::LocalStreamShard>(&d);
   ASSERT_NE(local, nullptr) << AnswerOf(d).detail;
-  auto written = std::make_shared<std::promise<Result<uint64_t>>>();
+  auto written = std::make_shared<std::promise<Result<Offset>>>();
   auto future = written->get_future();
   ASSERT_TRUE(local->handle.executor->Post([cell = local->handle.cell, written] {
     auto owner = std::make_shared<std::string>("ab");
     broker::PayloadBatch batch{owner, {{reinterpret_cast<const uint8_t*>(owner->data()), 2}}, 0};
     broker::PublishWhenOpen(*cell, std::move(batch),
-                            [written](Result<uint64_t> r) { written->set_value(r); });
+                            [written](Result<Offset> r) { written->set_value(r); });
   }));
   ASSERT_EQ(future.wait_for(std::chrono::seconds(20)), std::future_status::ready);
   auto result = future.get();
