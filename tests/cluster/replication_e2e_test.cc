@@ -148,8 +148,22 @@ class ReplicationE2E : public ::testing::Test {
         payloads.push_back(Payload(i));
       }
       size_t count = payloads.size();
-      s->Send(broker::e2e::BinaryPublish(++request_id_, stream, std::move(payloads)));
-      auto ack = broker::e2e::ReadAck(*s);
+      // A refusal before the write (retry, retry_after, redirect: nothing was stored) is sent
+      // again, as a client does: a publish that meets the leader while a replica set changes
+      // around it (a join, a seat) may be refused while the leader takes the new generation.
+      // Anything else — an outcome unknown, a fatal refusal — fails at once.
+      flx1::BinaryPublishAck ack;
+      ASSERT_TRUE(Eventually(
+          [&] {
+            s->Send(broker::e2e::BinaryPublish(++request_id_, stream, payloads));
+            ack = broker::e2e::ReadAck(*s);
+            if (ack.status == flx1::BinaryPublishAck::Status::kOk || !ack.code) return true;
+            const auto retry = flx1::RetryClassFromByte(ack.code->retry);
+            return retry != flx1::RetryClass::kRetry && retry != flx1::RetryClass::kRetryAfter &&
+                   retry != flx1::RetryClass::kRedirect;
+          },
+          20s))
+          << "record " << i << ": still refused, code " << ack.code->code << " " << ack.message;
       ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk)
           << "record " << i << ": code " << (ack.code ? int(ack.code->code) : -1) << " "
           << ack.message;
