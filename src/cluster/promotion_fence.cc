@@ -278,6 +278,9 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
       return Fetch(next);
     }
     if (const auto* err = std::get_if<flxi::ReplicateError>(&frame->body)) {
+      if (err->code == flxi::ErrorCode::kLogGap && Offset(err->expected_offset) > next) {
+        return TakeBase(Offset(err->expected_offset), node);
+      }
       return Fail("fetch refused by " + node + ": " + flxi::ErrorCodeName(err->code) + " " +
                   std::string(err->detail));
     }
@@ -296,6 +299,34 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     auto applied = Apply(*records);
     if (!applied) return Fail(applied.error());
     Fetch(next + records->payloads.size());
+  }
+
+  // The log taken begins at `base`, past where this node's comparison starts: the replica
+  // compacted (a cache or counter log: checkpoints of every live key/counter from its base on)
+  // or trimmed (retention) what lies below. Found by a Quorum fault run: a cache leader that
+  // had fallen behind while paused fetched its counter log from 0 and was refused LogGap on
+  // every attempt, forever. Records below a commit offset agree (committed), so comparison
+  // begins at `base` when the own log's commit offset reaches it; otherwise nothing of the own
+  // log at or above the comparison start is known to agree, and the own log is placed at
+  // `base` (discarding every own record, all of them behind or above the log taken, which is
+  // then fetched in full from `base`).
+  void TakeBase(Offset base, const std::string& node) {
+    storage::DurableLog& own = log();
+    if (own.CommitOffset() >= base) return Fetch(base);
+    const Offset first = own.BaseOffset();
+    const Offset tail = own.TailOffset();
+    if (auto reset = own.Reset(base); !reset) {
+      return Fail("placing the own log at " + node + "'s base " + to_string(base) + ": " +
+                  reset.error().ToString());
+    }
+    truncated.fetch_add(tail - first);
+    if (!counter_phase()) (void)store.RelabelGenerations(Offset(0), {});  // advisory
+    spdlog::warn(
+        "promotion fence of {} {}/{}/{}/{} at generation {}: {}'s {} log begins at {}, past "
+        "the own [{}, {}); the own log is placed there to take it",
+        opts.cache_shard ? "cache" : "stream", opts.tenant, opts.ns, opts.name, opts.shard,
+        opts.generation, node, counter_phase() ? "counter" : "own", base, first, tail);
+    Fetch(base);
   }
 
   // The generation of fetched record `offset`: its label, else the replica's last generation.

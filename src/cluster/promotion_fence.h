@@ -15,7 +15,11 @@
 //      at the first disagreement the own log is truncated there (never below the commit
 //      offset: DurableLog refuses) and the rest is appended at the fetched offsets with the
 //      fetched generations and times; finally any own records past that log's end are cut;
-//      the generation history is relabelled for what was taken (ShardStore::RelabelGenerations);
+//      the generation history is relabelled for what was taken (ShardStore::RelabelGenerations).
+//      A replica whose log begins past that start (LogGap: compacted or trimmed by retention)
+//      is compared from its base when the own log's commit offset reaches it; otherwise the own
+//      log is placed at that base (DurableLog::Reset, every own record counted as truncated)
+//      and the replica's log taken from there;
 //   6. a cache shard: steps 3–5 again for its counter log (Fence/fetch with log = Counters,
 //      compared from the counter log's base: it has no commit offset or history of its own);
 //      a failure there retries the counter log only;

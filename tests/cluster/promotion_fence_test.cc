@@ -298,6 +298,80 @@ TEST_F(PromotionFenceTest, ACacheLeaderAheadOnCountersCutsWhatTheMajorityLacks) 
   EXPECT_EQ(fence_->truncated(), 1u);
 }
 
+// Found by a Quorum fault run (seed 1717): a cache leader that fell behind while paused was
+// promoted; its replicas had compacted their counter logs past its tail, and fetching from its
+// own base was refused LogGap on every attempt, so the shard never opened. The own log is
+// placed at the replica's base and the replica's log taken from there.
+TEST_F(PromotionFenceTest, ACounterLogCompactedPastTheOwnTailIsTakenFromItsBase) {
+  transport_.cache_shard = true;
+  Write(*leader_, {{"a", 1}}, LogKind::kCache);
+  Write(*replicas_["r1"].store, {{"a", 1}}, LogKind::kCache);
+  Write(*leader_, {{"n1", 1}, {"n2", 1}}, LogKind::kCounters);
+  ASSERT_TRUE(replicas_["r1"].store->log(LogKind::kCounters).Reset(Offset(4)).has_value());
+  Write(*replicas_["r1"].store, {{"checkpoint1", 2}, {"checkpoint2", 2}}, LogKind::kCounters);
+  replicas_["r2"].mode = Mode::kFail;
+  PromotionFenceOptions o;
+  o.cache_shard = true;
+  StartFence(3, o);
+  EXPECT_EQ(WaitOpen(), Offset(1));
+  fence_->Stop();
+  using C = std::vector<std::pair<std::string, uint64_t>>;
+  EXPECT_EQ(leader_->log(LogKind::kCounters).BaseOffset(), Offset(4));
+  EXPECT_EQ(Contents(*leader_, LogKind::kCounters),
+            (C{{"checkpoint1", 2}, {"checkpoint2", 2}, {"<start 3>", 3}}));
+  EXPECT_EQ(Contents(*leader_, LogKind::kCache), (C{{"a", 1}, {"<start 3>", 3}}));
+  EXPECT_EQ(fence_->truncated(), 2u) << "both own counter records were discarded";
+}
+
+// The same on the shard's own log (a stream trimmed by retention on the replica), with the
+// generation history following the records taken.
+TEST_F(PromotionFenceTest, AStreamLogTrimmedPastTheOwnTailIsTakenFromItsBase) {
+  Write(*leader_, {{"a", 1}, {"b", 1}});
+  ASSERT_TRUE(replicas_["r1"].store->log(LogKind::kStream).Reset(Offset(5)).has_value());
+  Write(*replicas_["r1"].store, {{"f", 2}, {"g", 2}});
+  replicas_["r2"].mode = Mode::kFail;
+  StartFence(3);
+  EXPECT_EQ(WaitOpen(), Offset(7));
+  fence_->Stop();
+  using C = std::vector<std::pair<std::string, uint64_t>>;
+  EXPECT_EQ(leader_->log(LogKind::kStream).BaseOffset(), Offset(5));
+  EXPECT_EQ(Contents(*leader_), (C{{"f", 2}, {"g", 2}, {"<start 3>", 3}}));
+  EXPECT_EQ(
+      leader_->generation_history().entries(),
+      (std::vector<storage::EpochEntry>{{Generation(2), Offset(5)}, {Generation(3), Offset(7)}}));
+}
+
+// Records below the own log's commit offset agree: a replica whose log begins among them is
+// compared from its base, and nothing committed is discarded.
+TEST_F(PromotionFenceTest, AReplicaBaseBelowTheOwnCommitOffsetIsComparedFromThere) {
+  transport_.cache_shard = true;
+  Write(*leader_, {{"a", 1}}, LogKind::kCache);
+  Write(*replicas_["r1"].store, {{"a", 1}}, LogKind::kCache);
+  Write(*leader_, {{"n0", 1}, {"n1", 1}, {"n2", 1}, {"n3", 1}, {"n4", 1}, {"n5", 1}},
+        LogKind::kCounters);
+  leader_->log(LogKind::kCounters).SetCommitOffset(Offset(6));
+  ASSERT_TRUE(replicas_["r1"].store->log(LogKind::kCounters).Reset(Offset(4)).has_value());
+  Write(*replicas_["r1"].store, {{"n4", 1}, {"n5", 1}, {"n6", 2}, {"n7", 2}}, LogKind::kCounters);
+  replicas_["r2"].mode = Mode::kFail;
+  PromotionFenceOptions o;
+  o.cache_shard = true;
+  StartFence(3, o);
+  EXPECT_EQ(WaitOpen(), Offset(1));
+  fence_->Stop();
+  using C = std::vector<std::pair<std::string, uint64_t>>;
+  EXPECT_EQ(leader_->log(LogKind::kCounters).BaseOffset(), Offset(0));
+  EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n0", 1},
+                                                       {"n1", 1},
+                                                       {"n2", 1},
+                                                       {"n3", 1},
+                                                       {"n4", 1},
+                                                       {"n5", 1},
+                                                       {"n6", 2},
+                                                       {"n7", 2},
+                                                       {"<start 3>", 3}}));
+  EXPECT_EQ(fence_->truncated(), 0u);
+}
+
 TEST_F(PromotionFenceTest, OlderReplicaIsFetchedWithTheOlderKinds) {
   Write(*leader_, {{"a", 1}});
   Write(*replicas_["r1"].store, {{"a", 1}, {"b", 2}, {"c", 2}});
