@@ -195,6 +195,21 @@ class PromotionFenceTest : public ::testing::Test {
     return f.get();
   }
 
+  // A cache shard whose cache log holds "a" (generation 1) on the leader and r1, fenced at
+  // `generation` with r2 down; returns where it opened (the fence is stopped).
+  std::optional<Offset> FenceCacheShardWithR2Down(uint64_t generation) {
+    transport_.cache_shard = true;
+    Write(*leader_, {{"a", 1}}, LogKind::kCache);
+    Write(*replicas_["r1"].store, {{"a", 1}}, LogKind::kCache);
+    replicas_["r2"].mode = Mode::kFail;
+    PromotionFenceOptions o;
+    o.cache_shard = true;
+    StartFence(generation, o);
+    auto opened = WaitOpen();
+    fence_->Stop();
+    return opened;
+  }
+
   std::string dir_;
   std::unique_ptr<storage::ShardStore> leader_;
   std::map<std::string, Replica> replicas_;
@@ -303,18 +318,10 @@ TEST_F(PromotionFenceTest, ACacheLeaderAheadOnCountersCutsWhatTheMajorityLacks) 
 // own base was refused LogGap on every attempt, so the shard never opened. The own log is
 // placed at the replica's base and the replica's log taken from there.
 TEST_F(PromotionFenceTest, ACounterLogCompactedPastTheOwnTailIsTakenFromItsBase) {
-  transport_.cache_shard = true;
-  Write(*leader_, {{"a", 1}}, LogKind::kCache);
-  Write(*replicas_["r1"].store, {{"a", 1}}, LogKind::kCache);
   Write(*leader_, {{"n1", 1}, {"n2", 1}}, LogKind::kCounters);
   ASSERT_TRUE(replicas_["r1"].store->log(LogKind::kCounters).Reset(Offset(4)).has_value());
   Write(*replicas_["r1"].store, {{"checkpoint1", 2}, {"checkpoint2", 2}}, LogKind::kCounters);
-  replicas_["r2"].mode = Mode::kFail;
-  PromotionFenceOptions o;
-  o.cache_shard = true;
-  StartFence(3, o);
-  EXPECT_EQ(WaitOpen(), Offset(1));
-  fence_->Stop();
+  EXPECT_EQ(FenceCacheShardWithR2Down(3), Offset(1));
   using C = std::vector<std::pair<std::string, uint64_t>>;
   EXPECT_EQ(leader_->log(LogKind::kCounters).BaseOffset(), Offset(4));
   EXPECT_EQ(Contents(*leader_, LogKind::kCounters),
@@ -344,20 +351,12 @@ TEST_F(PromotionFenceTest, AStreamLogTrimmedPastTheOwnTailIsTakenFromItsBase) {
 // Records below the own log's commit offset agree: a replica whose log begins among them is
 // compared from its base, and nothing committed is discarded.
 TEST_F(PromotionFenceTest, AReplicaBaseBelowTheOwnCommitOffsetIsComparedFromThere) {
-  transport_.cache_shard = true;
-  Write(*leader_, {{"a", 1}}, LogKind::kCache);
-  Write(*replicas_["r1"].store, {{"a", 1}}, LogKind::kCache);
   Write(*leader_, {{"n0", 1}, {"n1", 1}, {"n2", 1}, {"n3", 1}, {"n4", 1}, {"n5", 1}},
         LogKind::kCounters);
   leader_->log(LogKind::kCounters).SetCommitOffset(Offset(6));
   ASSERT_TRUE(replicas_["r1"].store->log(LogKind::kCounters).Reset(Offset(4)).has_value());
   Write(*replicas_["r1"].store, {{"n4", 1}, {"n5", 1}, {"n6", 2}, {"n7", 2}}, LogKind::kCounters);
-  replicas_["r2"].mode = Mode::kFail;
-  PromotionFenceOptions o;
-  o.cache_shard = true;
-  StartFence(3, o);
-  EXPECT_EQ(WaitOpen(), Offset(1));
-  fence_->Stop();
+  EXPECT_EQ(FenceCacheShardWithR2Down(3), Offset(1));
   using C = std::vector<std::pair<std::string, uint64_t>>;
   EXPECT_EQ(leader_->log(LogKind::kCounters).BaseOffset(), Offset(0));
   EXPECT_EQ(Contents(*leader_, LogKind::kCounters), (C{{"n0", 1},
