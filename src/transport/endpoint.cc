@@ -23,6 +23,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -55,6 +58,21 @@ constexpr size_t kMaxGuests = 2;
 constexpr size_t kRxBufSize = 65536;
 constexpr size_t kChunk = 64 * 1024;
 constexpr uint64_t kStreamRefusedCode = 0x10;  // peer-opened stream with no on_stream handler
+
+uint64_t NowNs();
+
+// FELIX_QUIC_TRACE (set, any value): ngtcp2's own log of every packet and frame sent and
+// received, one line each on stderr, prefixed with CLOCK_MONOTONIC in µs — the packet trace of
+// docs/operations.md ("Tracing QUIC packets"). Diagnosis only: it costs a formatted line per
+// frame.
+void QuicTrace(void* /*user_data*/, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char line[1024];
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "%llu %s\n", static_cast<unsigned long long>(NowNs() / 1000), line);
+}
 
 uint64_t NowNs() {
   timespec ts;
@@ -756,6 +774,7 @@ void ConnImpl::FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p) {
   s.max_window = o.max_connection_window;
   s.max_stream_window = o.max_stream_window;
   s.handshake_timeout = uint64_t(o.handshake_timeout.count()) * NGTCP2_MILLISECONDS;
+  if (std::getenv("FELIX_QUIC_TRACE") != nullptr) s.log_printf = &QuicTrace;
   ngtcp2_transport_params_default(&p);
   p.initial_max_stream_data_bidi_local = o.initial_stream_window;
   p.initial_max_stream_data_bidi_remote = o.initial_stream_window;
@@ -1457,12 +1476,19 @@ void EndpointImpl::RunTimers() {
 void EndpointImpl::Settle() {
   for (int guard = 0; guard < 1000; ++guard) {
     // What the loop posted to itself in this iteration (a shard answer computed inline, say)
-    // runs now, so its bytes leave in this iteration's packets.
+    // runs now, so its bytes leave in this iteration's packets. A request delivered from the
+    // deferred queue posts its answer: that answer runs once more before any connection is
+    // written, or the request's ACK would leave alone, one packet ahead of the answer that can
+    // carry it (docs/performance.md, change 16). Only once: looping until nothing is posted
+    // would let other threads' answers hold every write back under load.
     if (HasPosted()) RunPosted(false);
-    while (!deferred_.empty()) {
-      auto fn = std::move(deferred_.front());
-      deferred_.pop_front();
-      fn();
+    if (!deferred_.empty()) {
+      while (!deferred_.empty()) {
+        auto fn = std::move(deferred_.front());
+        deferred_.pop_front();
+        fn();
+      }
+      if (HasPosted()) RunPosted(false);
     }
     if (dirty_.empty()) {
       if (HasPosted()) continue;

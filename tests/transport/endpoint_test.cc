@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "transport_test_util.h"
@@ -71,6 +73,99 @@ TEST(EndpointTest, ManySequentialStreamsBeyondTheConcurrentLimit) {
     std::string msg = "m" + std::to_string(i);
     ASSERT_EQ(EchoRoundTrip(*dialer, *conn, msg), msg) << i;
   }
+}
+
+// The broker answers a request from a task it posts to its own loop while the request is
+// being delivered (shard work run inline). By then the request's ACK is due, and it must
+// leave in the answer's packet: one datagram per request, not a lone ACK one packet ahead.
+// Requests share one stream, as a client session's do (a stream per request would add the
+// stream credit the server gives back as each one closes).
+TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck) {
+  MetricsRegistry server_metrics, client_metrics;
+  auto server_ep = std::make_shared<Endpoint*>(nullptr);
+  ListenHandlers lh;
+  lh.on_connection = [server_ep](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{
+        [server_ep](const std::shared_ptr<Stream>& s) {
+          std::weak_ptr<Stream> weak = s;
+          s->SetHandlers(StreamHandlers{
+              [server_ep, weak](Stream& st, std::span<const uint8_t> d) {
+                auto request = std::make_shared<std::string>(
+                    reinterpret_cast<const char*>(d.data()), d.size());
+                st.Consume(d.size());
+                // Outlast ngtcp2's ACK delay, min(max_ack_delay, smoothed RTT / 8): well
+                // under a millisecond on loopback, so the ACK is due when the connection is
+                // written next. (Far below the client's probe timeout, over 25 ms.)
+                const auto due = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+                while (std::chrono::steady_clock::now() < due) {
+                }
+                (*server_ep)->Post([request, weak] {
+                  if (auto answer = weak.lock()) {
+                    (void)answer->Write(std::span<const uint8_t>(
+                        reinterpret_cast<const uint8_t*>(request->data()), request->size()));
+                  }
+                });
+              },
+              nullptr, nullptr, nullptr});
+        },
+        nullptr});
+  };
+  EndpointOptions eo;
+  eo.tls = MakeTls(ClientPortTls());
+  eo.name = "server";
+  auto server = Endpoint::Create(Loopback(), eo, server_metrics, lh);
+  ASSERT_TRUE(server.has_value()) << server.error().message;
+  *server_ep = server->get();
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), client_metrics);
+  auto conn = DialAndWait(*dialer, (*server)->local_address());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+
+  struct Replies {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::string got;
+  };
+  auto replies = std::make_shared<Replies>();
+  auto stream = OnLoop(*dialer, [&]() -> std::shared_ptr<Stream> {
+    auto s = (*conn)->OpenBidiStream();
+    if (!s) return nullptr;
+    (*s)->SetHandlers(StreamHandlers{[replies](Stream& st, std::span<const uint8_t> d) {
+                                       std::lock_guard lock(replies->mu);
+                                       replies->got.append(reinterpret_cast<const char*>(d.data()),
+                                                           d.size());
+                                       st.Consume(d.size());
+                                       replies->cv.notify_all();
+                                     },
+                                     nullptr, nullptr, nullptr});
+    return *s;
+  });
+  ASSERT_NE(stream, nullptr);
+  // One request at a time; the answer echoes it.
+  auto round_trip = [&](const std::string& request) {
+    {
+      std::lock_guard lock(replies->mu);
+      replies->got.clear();
+    }
+    dialer->Post([stream, request] {
+      (void)stream->Write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(request.data()),
+                                                   request.size()));
+    });
+    std::unique_lock lock(replies->mu);
+    EXPECT_TRUE(replies->cv.wait_for(lock, kWait, [&] { return replies->got == request; }))
+        << "no answer to " << request;
+  };
+  // The handshake's own packets and their follow-ups come first.
+  for (int i = 0; i < 3; ++i) round_trip("warm " + std::to_string(i));
+  // Read on the server's loop: a datagram is counted after its sendmsg returns, when the
+  // client may already hold the answer.
+  Counter& sent = server_metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "",
+                                            "endpoint=\"server\"");
+  auto sent_now = [&] { return OnLoop(**server, [&] { return sent.Value(); }); };
+  const uint64_t before = sent_now();
+  constexpr int kRequests = 4;
+  for (int i = 0; i < kRequests; ++i) round_trip("request " + std::to_string(i));
+  EXPECT_EQ(sent_now() - before, uint64_t(kRequests));
+  OnLoop(*dialer, [&] { stream->Finish(); });
 }
 
 TEST(EndpointTest, ServerPushesOnUnidirectionalStream) {
