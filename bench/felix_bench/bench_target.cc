@@ -59,4 +59,20 @@ std::unique_ptr<Client> ConnectOrDie(const ClientOptions& options) {
   return std::move(*client);
 }
 
+std::vector<std::unique_ptr<Client>> ConnectManyOrDie(const Target& target, ClientOptions options,
+                                                      uint32_t count) {
+  std::vector<std::shared_ptr<IoThread>> threads;
+  for (uint32_t i = 0; i < target.io_threads; ++i) {
+    auto thread = IoThread::Create();
+    if (!thread) Die("client I/O thread: " + thread.error().ToString());
+    threads.push_back(std::move(*thread));
+  }
+  std::vector<std::unique_ptr<Client>> clients;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!threads.empty()) options.io_thread = threads[i % threads.size()];
+    clients.push_back(ConnectOrDie(options));
+  }
+  return clients;
+}
+
 }  // namespace felix::bench

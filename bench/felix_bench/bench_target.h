@@ -21,6 +21,9 @@ struct Target {
   std::string stream = "bench";  // publish and queue modes
   std::string cache;             // cache mode
   std::string group;             // queue mode
+  // Cache and queue modes: connections share this many client I/O threads (IoThread),
+  // assigned in turn; 0: every connection has its own (the library's default).
+  uint32_t io_threads = 0;
 };
 
 // Prints "felix-bench: <message>" and exits 1.
@@ -32,5 +35,10 @@ ClientOptions ResolveOptions(const Target& target, const std::string& namespace_
                              const std::string& name, const std::vector<std::string>& permissions);
 
 std::unique_ptr<Client> ConnectOrDie(const ClientOptions& options);
+
+// `count` connections for cache and queue modes, on target.io_threads shared I/O threads (or
+// one thread each when 0).
+std::vector<std::unique_ptr<Client>> ConnectManyOrDie(const Target& target, ClientOptions options,
+                                                      uint32_t count);
 
 }  // namespace felix::bench

@@ -18,8 +18,7 @@ int RunCache(const Target& target, const Workload& w) {
   auto options = ResolveOptions(target, cache->namespace_name, cache->cache,
                                 {"cache.read:cache:{scope}", "cache.write:cache:{scope}"});
   uint32_t clients = w.clients == 0 ? 1 : w.clients;
-  std::vector<std::unique_ptr<Client>> connections;
-  for (uint32_t i = 0; i < clients; ++i) connections.push_back(ConnectOrDie(options));
+  std::vector<std::unique_ptr<Client>> connections = ConnectManyOrDie(target, options, clients);
 
   std::vector<LatencyHistogram> latencies(clients);
   std::vector<uint64_t> ops(clients, 0), failures(clients, 0);

@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
   app.add_option("--stream", target.stream, "stream (namespace/stream or stream), must exist");
   app.add_option("--cache", target.cache, "cache mode: the cache (namespace/cache or cache)");
   app.add_option("--group", target.group, "queue mode: consumer group draining --stream");
+  app.add_option("--io-threads", target.io_threads,
+                 "cache and queue modes: the --clients connections share this many client I/O "
+                 "threads (0, the default: one thread per connection)")
+      ->check(CLI::Range(0u, 64u));
   app.add_option("--publishers", publishers, "publishing connections (default 1)")
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--window", window, "acked batches in flight per publisher (default 1)")

@@ -43,8 +43,7 @@ int RunQueue(const Target& target, const Workload& w) {
   std::atomic<uint64_t> acked{0};
   std::atomic<uint64_t> failed{0};
   std::vector<LatencyHistogram> latencies(consumers);
-  std::vector<std::unique_ptr<Client>> connections;
-  for (uint32_t i = 0; i < consumers; ++i) connections.push_back(ConnectOrDie(options));
+  std::vector<std::unique_ptr<Client>> connections = ConnectManyOrDie(target, options, consumers);
   std::vector<std::thread> threads;
   uint64_t start = NowNanos();
   for (uint32_t c = 0; c < consumers; ++c) {

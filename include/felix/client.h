@@ -32,7 +32,8 @@
 // kIndeterminate (errors.h) — it may have been applied.
 //
 // Threading
-//  - Every connection of a Client owns one I/O thread; in a cluster a retry thread resends
+//  - Every connection of a Client owns one I/O thread (or shares an IoThread given in
+//    ClientOptions::io_thread with other connections); in a cluster a retry thread resends
 //    asynchronous publishes that failed retryably. All methods of Client and Subscription are
 //    thread-safe and may be called from any thread, including concurrently.
 //  - Blocking calls (Connect, Publish, StreamShards, Subscribe, Subscription::Next, and
@@ -57,6 +58,33 @@
 #include "felix/errors.h"
 
 namespace felix {
+
+// One client I/O thread that the connections of several Clients share (ClientOptions::
+// io_thread). By default every connection owns its I/O thread, and a synchronous call crosses
+// to it and back; a process that keeps many connections busy from many threads (say 32
+// callers, each with its own Client) then pays a thread wakeup on both sides of every call. On
+// a shared thread the connections are served in turn by one loop that stays awake while any
+// of them has work. Everything that runs on a client I/O thread (PublishCallback, the
+// connection's own work) then shares that thread: a slow callback delays every client on it.
+//
+// Create() starts the thread; it runs until the last Client made with it (and this handle)
+// is gone — Clients hold it. At most kMaxConnections connections at once; Connect (or a
+// cluster Client dialling one more owner) fails with kInvalidArgument beyond that.
+class IoThread {
+ public:
+  static constexpr size_t kMaxConnections = 64;
+  static ClientResult<std::shared_ptr<IoThread>> Create();
+  ~IoThread();
+  IoThread(const IoThread&) = delete;
+  IoThread& operator=(const IoThread&) = delete;
+
+  struct Impl;  // src/client/io_thread.cc
+  Impl& impl() const { return *impl_; }
+
+ private:
+  explicit IoThread(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 
 struct ClientOptions {
   // Client QUIC listener of the broker, "host:port" ("[::1]:5000" for IPv6 literals), or a
@@ -97,6 +125,9 @@ struct ClientOptions {
   // idle connections after 6 s by default.
   std::chrono::milliseconds keepalive_interval{2000};
   uint32_t max_frame_bytes = 16u << 20;
+  // Serve this Client's connections on a shared I/O thread (IoThread above) instead of a
+  // thread per connection. Null: a thread per connection.
+  std::shared_ptr<IoThread> io_thread;
 };
 
 // A stream of the client's tenant.

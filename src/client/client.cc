@@ -15,6 +15,7 @@
 #include "client/error_mapping.h"
 #include "client/event_router.h"
 #include "client/frame_reader.h"
+#include "client/io_thread.h"
 #include "client/own_stream_request.h"
 #include "client/pending_requests.h"
 #include "client/router.h"
@@ -325,11 +326,20 @@ ClientResult<void> Client::Impl::Start() {
   eo.name = "client";
   eo.idle_timeout = std::chrono::milliseconds(30000);  // the broker's (shorter) one applies
   eo.handshake_timeout = options.connect_timeout;
+  // On a shared I/O thread the connection keeps its own socket and TLS; only the loop is
+  // the IoThread's (options.io_thread is held as long as this connection lives).
+  if (options.io_thread) eo.share_loop_of = options.io_thread->impl().host.get();
   HostPort bind{remote->host.find(':') != std::string::npos ? "::" : "0.0.0.0", 0};
   auto endpoint = transport::Endpoint::Create(bind, eo, metrics_, std::nullopt);
-  if (!endpoint)
+  if (!endpoint) {
+    if (options.io_thread) {
+      return Err<void>(ClientErrorCode::kInvalidArgument,
+                       "io_thread: " + endpoint.error().message + " (at most " +
+                           std::to_string(IoThread::kMaxConnections) + " connections)");
+    }
     return Unexpected(
         client_impl::FromTransport(endpoint.error(), "client endpoint", RetryClass::kFatal));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     endpoint_ = std::move(*endpoint);

@@ -53,8 +53,6 @@ namespace {
 constexpr size_t kScidLen = 18;  // fixed: short-header packets carry no DCID length
 constexpr size_t kTxBatch = 32;  // packets per GSO send
 constexpr size_t kRxBatch = 16;
-// Endpoints that run on another endpoint's loop (EndpointOptions::share_loop_of), per loop.
-constexpr size_t kMaxGuests = 2;
 constexpr size_t kRxBufSize = 65536;
 constexpr size_t kChunk = 64 * 1024;
 constexpr uint64_t kStreamRefusedCode = 0x10;  // peer-opened stream with no on_stream handler
@@ -1523,7 +1521,7 @@ Result<void> EndpointImpl::Start(EndpointImpl* host) {
   std::promise<bool> joined;
   auto answer = joined.get_future();
   host->Post([this, host, &joined] {
-    if (host->stopping_ || host->guests_.size() >= kMaxGuests) {
+    if (host->stopping_ || host->guests_.size() >= kMaxLoopGuests) {
       joined.set_value(false);
       return;
     }
@@ -1534,7 +1532,7 @@ Result<void> EndpointImpl::Start(EndpointImpl* host) {
   if (!answer.get()) {
     return Fail(ErrorCode::kUnavailable,
                 "share_loop_of: that endpoint is stopped or already serves " +
-                    std::to_string(kMaxGuests) + " others");
+                    std::to_string(kMaxLoopGuests) + " others");
   }
   attached_ = true;
   return Ok();
@@ -1587,8 +1585,8 @@ void EndpointImpl::SettleAll(EndpointImpl* const* endpoints, size_t n) {
 
 void EndpointImpl::Loop() {
   loop_thread_id_ = std::this_thread::get_id();
-  EndpointImpl* on_loop[1 + kMaxGuests];
-  pollfd fds[2 * (1 + kMaxGuests)];
+  EndpointImpl* on_loop[1 + kMaxLoopGuests];
+  pollfd fds[2 * (1 + kMaxLoopGuests)];
   while (!stopping_) {
     for (auto* left : left_) left->set_value();
     left_.clear();

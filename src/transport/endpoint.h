@@ -127,6 +127,10 @@ class Connection {
   virtual Endpoint& endpoint() = 0;
 };
 
+// Endpoints that may run on one host endpoint's loop (EndpointOptions::share_loop_of): the
+// broker's two ports, or the connections of many clients on one client I/O thread.
+inline constexpr size_t kMaxLoopGuests = 64;
+
 struct EndpointOptions {
   std::shared_ptr<TlsContext> tls;  // required; its role is the endpoint's role
   std::string name;                 // metrics label and logs, e.g. "client", "internal"
@@ -147,7 +151,7 @@ struct EndpointOptions {
   // Run on that endpoint's loop thread instead of starting one (nullptr: a thread of its own).
   // It must have been created by Endpoint::Create and must outlive this endpoint; it may be
   // stopped first: stopping it stops this endpoint's connections too (this one's Stop then only
-  // closes its socket). At most three endpoints share one loop.
+  // closes its socket). At most kMaxLoopGuests endpoints share one host's loop.
   Endpoint* share_loop_of = nullptr;
 };
 

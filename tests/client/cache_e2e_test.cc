@@ -7,6 +7,7 @@
 // shrinks; cache.read vs cache.write permissions; several shards; the CLI.
 #include <signal.h>
 
+#include <atomic>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -279,6 +280,66 @@ TEST_F(CacheE2E, CountersSumUnderConcurrentAddersAndSurviveARestart) {
   EXPECT_EQ(*client->CounterGet(cache, "neg"), -5);
   EXPECT_EQ(*client->CacheGet(cache, "hits"), "a value, unrelated to the counter");
   EXPECT_EQ(*client->CounterAdd(cache, "hits", 1), expected + 1);
+}
+
+// Threads of this process, from /proc/self/task.
+size_t ThreadCount() {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+TEST_F(CacheE2E, ClientsSharingAnIoThreadServeConcurrentCallersAndCloseInAnyOrder) {
+  CreateCache("shared");
+  CacheRef cache{"default", "shared"};
+  const size_t before = ThreadCount();
+  auto io = IoThread::Create();
+  ASSERT_TRUE(io) << io.error().ToString();
+  EXPECT_EQ(ThreadCount(), before + 1);
+  constexpr int kClients = 4;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    ClientOptions o;
+    o.broker = quic_;
+    o.ca_file = ca_file_;
+    o.tenant_id = creds_.tenant_id;
+    o.token = Token(AllPerms());
+    o.io_thread = *io;
+    auto client = Client::Connect(o);
+    ASSERT_TRUE(client) << client.error().ToString();
+    clients.push_back(std::move(*client));
+  }
+  // Four connections, one I/O thread between them; the Clients hold it from here on.
+  EXPECT_EQ(ThreadCount(), before + 1);
+  io->reset();
+
+  constexpr int kAdds = 40;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, c] {
+        for (int i = 0; i < kAdds; ++i) {
+          if (!clients[c]->CounterAdd(cache, "n", 1)) ++failures;
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(*clients[3]->CounterGet(cache, "n"), int64_t{kClients} * 2 * kAdds);
+
+  // The first to join the thread closes first; the others go on.
+  clients.erase(clients.begin());
+  ASSERT_TRUE(clients[0]->CachePut(cache, "k", "v"));
+  clients.erase(clients.begin(), clients.begin() + 2);
+  EXPECT_EQ(*clients[0]->CacheGet(cache, "k"), "v");
+  clients.clear();
+  // The last Client took the thread with it.
+  EXPECT_EQ(ThreadCount(), before);
 }
 
 TEST_F(CacheE2E, RestartKeepsValuesDeletesAndEmptyValues) {

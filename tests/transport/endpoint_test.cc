@@ -426,21 +426,22 @@ TEST(EndpointLoopSharing, StoppingTheHostClosesItsGuestsConnections) {
   guest.ep->Stop();  // only closes its socket now
 }
 
-TEST(EndpointLoopSharing, AtMostTwoGuestsShareALoopAndAGuestNamedAsHostMeansItsHost) {
+TEST(EndpointLoopSharing, AtMostTheGuestLimitShareALoopAndAGuestNamedAsHostMeansItsHost) {
   MetricsRegistry metrics;
   auto host = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  auto tls = MakeTls(ClientDialTls({}));
   std::vector<std::unique_ptr<Endpoint>> guests;
-  for (int i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < kMaxLoopGuests; ++i) {
     EndpointOptions shared;
-    shared.tls = MakeTls(ClientDialTls({}));
+    shared.tls = tls;
     shared.share_loop_of = host.get();
     auto guest = Endpoint::Create(Loopback(), shared, metrics, std::nullopt);
-    ASSERT_TRUE(guest.has_value()) << guest.error().message;
+    ASSERT_TRUE(guest.has_value()) << i << ": " << guest.error().message;
     guests.push_back(std::move(*guest));
   }
-  // A guest named as host means its own host; a third guest is one too many.
+  // A guest named as host means its own host; one guest more is one too many.
   EndpointOptions third;
-  third.tls = MakeTls(ClientDialTls({}));
+  third.tls = tls;
   third.share_loop_of = guests[0].get();
   auto refused = Endpoint::Create(Loopback(), third, metrics, std::nullopt);
   ASSERT_FALSE(refused.has_value());
