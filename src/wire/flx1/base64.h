@@ -1,6 +1,7 @@
 // Standard base64 (RFC 4648 §4, `+/`, with `=` padding) as FLX1 JSON byte fields use it,
-// through libsodium's ORIGINAL variant. Decoding is strict: padding required, no whitespace,
-// no URL-safe alphabet, no non-zero trailing bits.
+// with the semantics of libsodium's ORIGINAL variant. Decoding is strict: padding required, no
+// whitespace, no URL-safe alphabet, no non-zero trailing bits. Not constant-time (payloads,
+// not secrets: auth/base64url.h is the one for keys and tokens).
 #pragma once
 
 #include <cstdint>
