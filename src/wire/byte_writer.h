@@ -30,7 +30,15 @@ class ByteWriter {
   void WriteBytes(std::span<const uint8_t> bytes) {
     out_.insert(out_.end(), bytes.begin(), bytes.end());
   }
-  void WriteBytes(std::string_view bytes) { out_.insert(out_.end(), bytes.begin(), bytes.end()); }
+  // Through uint8_t pointers: inserting a char range into a vector of uint8_t converts byte by
+  // byte instead of one memmove (6 % of a fire-and-forget publisher's CPU; performance.md
+  // change 19).
+  void WriteBytes(std::string_view bytes) {
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+    out_.insert(out_.end(), p, p + bytes.size());
+  }
+  // Room for `n` more bytes (one allocation for a frame whose size is known up front).
+  void Reserve(size_t n) { out_.reserve(out_.size() + n); }
   // Length-prefixed writes; the caller has checked the length against the field's limit.
   void WriteBytes16(std::string_view bytes) {
     WriteU16(static_cast<uint16_t>(bytes.size()));

@@ -122,6 +122,10 @@ DecodeResult<BinaryPublishBatch> DecodePublishBatch(uint16_t flags,
 
 Result<void> EncodePublishBatch(const BinaryPublishBatch& b, std::vector<uint8_t>& out) {
   ByteWriter w(out);
+  size_t size = 8 + 1 + 16 + 2 + (b.key ? b.key->size() : 0) + 6 + b.tenant_id.size() +
+                b.namespace_.size() + b.stream.size() + 4;
+  for (const auto& p : b.payloads) size += 4 + p.size();
+  w.Reserve(size);
   if (b.idempotent && !b.acked) {
     return Fail(ErrorCode::kInvalidArgument, "publish_batch: idempotent needs the acked prefix");
   }
