@@ -59,6 +59,10 @@ StorageResult<AppendResult> RingLog::AppendImpl(std::optional<Offset> expected,
       next += 1;
       rec.generation = r.generation;
       rec.timestamp_ms = r.timestamp_ms != 0 ? r.timestamp_ms : now_ms;
+      if (!spare_.empty()) {
+        rec.payload = std::move(spare_.back());
+        spare_.pop_back();
+      }
       rec.payload.assign(reinterpret_cast<const char*>(r.payload.data()), r.payload.size());
       bytes_ += rec.payload.size();
       records_.push_back(std::move(rec));
@@ -66,7 +70,11 @@ StorageResult<AppendResult> RingLog::AppendImpl(std::optional<Offset> expected,
     result.last_offset = next - 1;
     while (records_.size() > 1 &&
            (records_.size() > opts_.max_records || bytes_ > opts_.max_bytes)) {
-      bytes_ -= records_.front().payload.size();
+      std::string& evicted = records_.front().payload;
+      bytes_ -= evicted.size();
+      if (spare_.size() < kSpareBuffers && evicted.capacity() <= kSpareBufferBytes) {
+        spare_.push_back(std::move(evicted));
+      }
       records_.pop_front();
       base_ += 1;
     }
@@ -80,6 +88,7 @@ void RingLog::Reset(Offset base) {
   {
     std::lock_guard<std::mutex> l(mu_);
     records_.clear();
+    spare_.clear();
     bytes_ = 0;
     base_ = base;
   }

@@ -51,6 +51,29 @@ TEST(RingLog, BoundedByRecordsAndBytesWithTrimmedReads) {
   EXPECT_EQ(by_bytes.BaseOffset(), Offset(30));  // the newest record stays, alone
 }
 
+// A full ring stores new records in the buffers of the ones it evicts: shorter, longer and
+// empty payloads after them read back exactly, batch after batch.
+TEST(RingLog, RecordsStoredInRecycledBuffersReadBackExactly) {
+  RingLog ring(RingOptions{8, 1 << 20, Offset(0)});
+  auto payload = [](uint64_t i) {
+    const size_t sizes[] = {300, 20, 0, 1000, 5000, 7, 256};
+    return std::string(sizes[i % 7], char('a' + i % 26)) + std::to_string(i);
+  };
+  uint64_t next = 0;
+  for (int batch = 0; batch < 50; ++batch) {
+    std::vector<std::string> payloads;
+    for (int i = 0; i < 1 + batch % 5; ++i) payloads.push_back(payload(next + i));
+    std::vector<AppendRecord> records;
+    for (const auto& p : payloads) records.push_back(AppendRecord{AsBytes(p), Generation(1), 0});
+    ASSERT_TRUE(ring.Append(records));
+    next += payloads.size();
+    auto read = ring.Read(ring.BaseOffset(), ReadLimits{100, 1 << 20});
+    ASSERT_TRUE(read);
+    ASSERT_EQ(read->records.size(), std::min<uint64_t>(next, 8));
+    for (const auto& r : read->records) EXPECT_EQ(r.payload, payload(r.offset.value())) << r.offset;
+  }
+}
+
 TEST(RingLog, AppendAtAndTailFollowing) {
   RingLog ring(RingOptions{100, 1 << 20, Offset(50)});
   std::string p = "x";

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -160,9 +161,12 @@ std::string MakeDirFromPattern(std::string pattern) {
 // under it weigh tens of megabytes per test, so a CI run that left them behind filled the
 // disk; the root is removed once every test of the process passed, and kept (for inspection)
 // when one failed.
+std::atomic<bool> temp_root_made{false};
+
 const std::string& ProcessTempRoot() {
   static const std::string root =
       MakeDirFromPattern((std::filesystem::temp_directory_path() / "felix-test-XXXXXX").string());
+  temp_root_made.store(true);
   return root;
 }
 
@@ -171,7 +175,8 @@ class TempRootCleanup : public ::testing::Environment {
   void TearDown() override {
     if (!::testing::UnitTest::GetInstance()->Passed()) return;
     if (std::getenv("FELIX_TEST_KEEP_TMP") != nullptr) return;
-    std::error_code ignored;  // a child still writing must not turn a pass into a crash
+    if (!temp_root_made.load()) return;  // no test made a directory: nothing to remove
+    std::error_code ignored;             // a child still writing must not turn a pass into a crash
     std::filesystem::remove_all(ProcessTempRoot(), ignored);
   }
 };
