@@ -323,7 +323,7 @@ void MoveE2E::MoveThenHandOver(const std::string& consistency) {
 
   ExpectExactlyTheAcknowledged(token, stream, publisher, 1);
   // The broker that stopped comes back (as a follower).
-  ASSERT_TRUE(cluster_.StartReady(target));
+  ASSERT_TRUE(cluster_.StartReady(target)) << cluster_.error();
 }
 
 // A rolling restart: each broker in turn is stopped gracefully (handing over what it leads)
@@ -337,7 +337,7 @@ TEST_F(MoveE2E, ARollingRestartKeepsAQuorumStreamWritable) {
   ASSERT_TRUE(Eventually([&] { return publisher.acked() >= 30; })) << publisher.last_error();
   for (int n = 1; n <= 3; ++n) {
     EXPECT_EQ(cluster_.Stop(n), 0) << n;
-    ASSERT_TRUE(cluster_.StartReady(n)) << n;
+    ASSERT_TRUE(cluster_.StartReady(n)) << n << ": " << cluster_.error();
     const size_t before = publisher.acked();
     ASSERT_TRUE(Eventually([&] { return publisher.acked() >= before + 30; }))
         << "after restarting n" << n << ": " << publisher.last_error();
