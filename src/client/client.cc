@@ -332,7 +332,9 @@ ClientResult<void> Client::Impl::Start() {
   HostPort bind{remote->host.find(':') != std::string::npos ? "::" : "0.0.0.0", 0};
   auto endpoint = transport::Endpoint::Create(bind, eo, metrics_, std::nullopt);
   if (!endpoint) {
-    if (options.io_thread) {
+    // The shared thread refuses one connection too many (or is stopping): the caller's
+    // choice of thread, not a transport failure.
+    if (options.io_thread && endpoint.error().code == ErrorCode::kUnavailable) {
       return Err<void>(ClientErrorCode::kInvalidArgument,
                        "io_thread: " + endpoint.error().message + " (at most " +
                            std::to_string(IoThread::kMaxConnections) + " connections)");
