@@ -5,6 +5,7 @@
 namespace felix::broker {
 
 Route StaticRouter::RouteShard(const ShardId& shard) const {
+  if (remote_.empty()) return Route{};  // a lone broker: no per-request key to build
   auto it = remote_.find(shard.ToString());
   return it == remote_.end() ? Route{} : it->second;
 }

@@ -149,6 +149,10 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
 
   ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
                                   const PublishOptions& po, client_impl::PublishDone done);
+  // client_impl::QueueUnackedOn (connections.h).
+  ClientResult<void> QueueUnacked(
+      const StreamRef& stream, const std::vector<std::string>& payloads, const PublishOptions& po,
+      size_t charged, const std::shared_ptr<const client_impl::UnackedWritten>& written);
   ClientResult<ShardInfo> StreamShards(const StreamRef& stream);
   std::optional<ShardInfo> CachedStreamShards(const StreamRef& stream) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -190,6 +194,13 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
     return PostLocked(std::move(fn));
   }
   std::optional<ClientError> Unusable() const;  // mu_ held
+  // Appends the publish frame (binary when the broker takes it) to `out`; `id` is used when
+  // acknowledged. Any thread.
+  Result<void> EncodePublish(const StreamRef& stream, const std::vector<std::string>& payloads,
+                             const PublishOptions& po, uint64_t id, uint16_t server_flags,
+                             std::vector<uint8_t>& out) const;
+  // Loop thread: writes the oldest batch of QueueUnacked's frames.
+  void FlushUnacked();
 
   // Loop thread.
   void OnConnected(std::shared_ptr<transport::Connection> conn);
@@ -247,6 +258,26 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   std::map<std::string, ShardInfo> shard_cache_;
   std::optional<StreamRef> last_stream_;  // keep-alive target
 
+  // QueueUnacked's batches, oldest first; one FlushUnacked task was posted for each. Only the
+  // last may still take frames: while it is `open` (below kUnackedBatchBytes) and no other task
+  // was posted to the loop since its own (`posts` == posts_), so a batch is never written after
+  // a task posted later than one of its publishes (a fire-and-forget publish does not overtake
+  // a later acked one).
+  static constexpr size_t kUnackedBatchBytes = 64 * 1024;
+  static constexpr size_t kUnackedSpareBuffers = 4;
+  struct UnackedBatch {
+    std::vector<uint8_t> frames;
+    size_t charged = 0;
+    uint64_t posts = 0;
+    uint16_t server_flags = 0;
+    bool open = true;
+    std::shared_ptr<const client_impl::UnackedWritten> written;
+  };
+  std::atomic<uint64_t> posts_{0};                   // tasks PostLocked posted; written under mu_
+  std::mutex unacked_mu_;                            // taken before mu_ where both are held
+  std::deque<UnackedBatch> unacked_batches_;         // guarded by unacked_mu_
+  std::vector<std::vector<uint8_t>> unacked_spare_;  // guarded by unacked_mu_: written buffers
+
   // Loop thread only.
   std::shared_ptr<transport::Connection> conn_;
   std::shared_ptr<transport::Stream> request_stream_;
@@ -288,6 +319,8 @@ client_impl::CacheChannel& client_impl::CacheChannelOf(Client::Impl& impl) {
 
 bool Client::Impl::PostLocked(std::function<void()> fn) {
   if (closed_ || !endpoint_) return false;
+  // QueueUnacked's open batch closes: what it holds is written before this task runs.
+  posts_.fetch_add(1, std::memory_order_release);
   endpoint_->Post(std::move(fn));
   return true;
 }
@@ -709,36 +742,8 @@ ClientResult<void> Client::Impl::PublishAsync(const StreamRef& stream,
   };
 
   const uint64_t id = acked ? next_request_id_++ : 0;
-  const flx1::AckMode mode = po.ack == AckMode::kPerMessage ? flx1::AckMode::kPerMessage
-                             : po.ack == AckMode::kPerBatch ? flx1::AckMode::kPerBatch
-                                                            : flx1::AckMode::kNone;
-  const bool keyed = po.key.has_value();
-  const bool binary = (server_flags & flx1::kFlagBinaryPublishBatch) &&
-                      (!acked || (server_flags & flx1::kFlagBinaryPublishAcked)) &&
-                      (!keyed || (server_flags & flx1::kFlagBinaryPublishKeyed));
   std::vector<uint8_t> frame;
-  Result<void> encoded;
-  if (binary) {
-    flx1::BinaryPublishBatch batch;
-    if (acked) batch.acked = flx1::BinaryPublishBatch::Acked{id, mode};
-    if (keyed) batch.key = flx1::ByteView(*po.key);
-    batch.tenant_id = options.tenant_id;
-    batch.namespace_ = stream.namespace_name;
-    batch.stream = stream.stream;
-    batch.payloads.reserve(payloads.size());
-    for (const auto& p : payloads) batch.payloads.emplace_back(p);
-    encoded = flx1::AppendFrame(flx1::Flx1Frame(std::move(batch)), frame);
-  } else {
-    flx1::PublishBatch batch;
-    batch.tenant_id = options.tenant_id;
-    batch.namespace_ = stream.namespace_name;
-    batch.stream = stream.stream;
-    for (const auto& p : payloads) batch.payloads.emplace_back(p.begin(), p.end());
-    if (keyed) batch.key = flx1::Bytes(po.key->begin(), po.key->end());
-    if (acked) batch.request_id = id;
-    batch.ack = mode;
-    encoded = flx1::AppendFrame(flx1::Flx1Frame(flx1::Message(std::move(batch))), frame);
-  }
+  Result<void> encoded = EncodePublish(stream, payloads, po, id, server_flags, frame);
   if (!encoded) {
     release();
     return Err<void>(ClientErrorCode::kInvalidArgument, "publish: " + encoded.error().message);
@@ -784,6 +789,118 @@ ClientResult<void> Client::Impl::PublishAsync(const StreamRef& stream,
     return Unexpected(Closed());
   }
   return {};
+}
+
+Result<void> Client::Impl::EncodePublish(const StreamRef& stream,
+                                         const std::vector<std::string>& payloads,
+                                         const PublishOptions& po, uint64_t id,
+                                         uint16_t server_flags, std::vector<uint8_t>& out) const {
+  const bool acked = po.ack != AckMode::kNone;
+  const flx1::AckMode mode = po.ack == AckMode::kPerMessage ? flx1::AckMode::kPerMessage
+                             : po.ack == AckMode::kPerBatch ? flx1::AckMode::kPerBatch
+                                                            : flx1::AckMode::kNone;
+  const bool keyed = po.key.has_value();
+  const bool binary = (server_flags & flx1::kFlagBinaryPublishBatch) &&
+                      (!acked || (server_flags & flx1::kFlagBinaryPublishAcked)) &&
+                      (!keyed || (server_flags & flx1::kFlagBinaryPublishKeyed));
+  if (binary) {
+    flx1::BinaryPublishBatch batch;
+    if (acked) batch.acked = flx1::BinaryPublishBatch::Acked{id, mode};
+    if (keyed) batch.key = flx1::ByteView(*po.key);
+    batch.tenant_id = options.tenant_id;
+    batch.namespace_ = stream.namespace_name;
+    batch.stream = stream.stream;
+    batch.payloads.reserve(payloads.size());
+    for (const auto& p : payloads) batch.payloads.emplace_back(p);
+    return flx1::AppendFrame(flx1::Flx1Frame(std::move(batch)), out);
+  }
+  flx1::PublishBatch batch;
+  batch.tenant_id = options.tenant_id;
+  batch.namespace_ = stream.namespace_name;
+  batch.stream = stream.stream;
+  for (const auto& p : payloads) batch.payloads.emplace_back(p.begin(), p.end());
+  if (keyed) batch.key = flx1::Bytes(po.key->begin(), po.key->end());
+  if (acked) batch.request_id = id;
+  batch.ack = mode;
+  return flx1::AppendFrame(flx1::Flx1Frame(flx1::Message(std::move(batch))), out);
+}
+
+ClientResult<void> Client::Impl::QueueUnacked(
+    const StreamRef& stream, const std::vector<std::string>& payloads, const PublishOptions& po,
+    size_t charged, const std::shared_ptr<const client_impl::UnackedWritten>& written) {
+  if (payloads.empty())
+    return Err<void>(ClientErrorCode::kInvalidArgument, "a publish needs at least one payload");
+  if (stream.stream.empty() || stream.namespace_name.empty())
+    return Err<void>(ClientErrorCode::kInvalidArgument, "empty namespace or stream name");
+  std::lock_guard<std::mutex> lock(unacked_mu_);
+  const bool open = !unacked_batches_.empty() && unacked_batches_.back().open &&
+                    unacked_batches_.back().posts == posts_.load(std::memory_order_acquire);
+  if (!open) {
+    UnackedBatch batch;
+    if (!unacked_spare_.empty()) {
+      batch.frames = std::move(unacked_spare_.back());
+      unacked_spare_.pop_back();
+    }
+    {
+      std::lock_guard<std::mutex> state(mu_);
+      if (auto bad = Unusable()) return Unexpected(*bad);
+      if (!PostLocked([this] { FlushUnacked(); })) return Unexpected(Closed());
+      batch.posts = posts_.load(std::memory_order_relaxed);
+      batch.server_flags = server_.server_flags;
+      last_stream_ = stream;
+    }
+    batch.written = written;
+    unacked_batches_.push_back(std::move(batch));
+  }
+  UnackedBatch& batch = unacked_batches_.back();
+  const size_t before = batch.frames.size();
+  if (auto encoded = EncodePublish(stream, payloads, po, 0, batch.server_flags, batch.frames);
+      !encoded) {
+    batch.frames.resize(before);
+    return Err<void>(ClientErrorCode::kInvalidArgument, "publish: " + encoded.error().message);
+  }
+  batch.charged += charged;
+  // A full batch takes no more: what follows goes into the next one, written by its own task, so
+  // no buffer grows past what one write should carry.
+  if (batch.frames.size() >= kUnackedBatchBytes) batch.open = false;
+  return {};
+}
+
+void Client::Impl::FlushUnacked() {
+  UnackedBatch batch;
+  {
+    std::lock_guard<std::mutex> lock(unacked_mu_);
+    if (unacked_batches_.empty()) return;
+    batch = std::move(unacked_batches_.front());
+    unacked_batches_.pop_front();
+  }
+  if (batch.frames.empty()) return;  // its only publish failed to encode
+  std::optional<ClientError> error;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    error = Unusable();
+  }
+  if (!error && !EnsureRequestStream())
+    error = MakeClientError(ClientErrorCode::kTransport, "connection lost");
+  if (!error) {
+    auto wrote = request_stream_->Write(batch.frames);
+    if (!wrote) {
+      error = client_impl::FromTransport(wrote.error(), "send", RetryClass::kOutcomeUnknown);
+    } else if (!*wrote) {
+      // Queued, but the backlog is at its high-water mark: done once it drains.
+      backlogged_.push_back([written = std::move(batch.written),
+                             charged = batch.charged](std::optional<ClientError> why) {
+        (*written)(charged, std::move(why));
+      });
+    }
+  }
+  if (batch.written) (*batch.written)(batch.charged, std::move(error));
+  // Kept for a later batch unless one publish made it large: an idle connection holds little.
+  if (batch.frames.capacity() > 2 * kUnackedBatchBytes) return;
+  batch.frames.clear();
+  std::lock_guard<std::mutex> lock(unacked_mu_);
+  if (unacked_spare_.size() < kUnackedSpareBuffers)
+    unacked_spare_.push_back(std::move(batch.frames));
 }
 
 ClientResult<RequestAnswer> Client::Impl::WaitAnswer(std::shared_future<Answer> answer,
@@ -1416,6 +1533,13 @@ ClientResult<void> PublishOn(Client::Impl& impl, const StreamRef& stream,
                              const std::vector<std::string>& payloads, const PublishOptions& po,
                              PublishDone done) {
   return impl.PublishAsync(stream, payloads, po, std::move(done));
+}
+
+ClientResult<void> QueueUnackedOn(Client::Impl& impl, const StreamRef& stream,
+                                  const std::vector<std::string>& payloads,
+                                  const PublishOptions& po, size_t charged,
+                                  const std::shared_ptr<const UnackedWritten>& written) {
+  return impl.QueueUnacked(stream, payloads, po, charged, written);
 }
 
 ClientResult<ShardInfo> StreamShardsOn(Client::Impl& impl, const StreamRef& stream) {

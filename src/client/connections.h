@@ -40,6 +40,19 @@ using PublishDone = std::function<void(ClientResult<PublishReceipt>, std::option
 ClientResult<void> PublishOn(Client::Impl& impl, const StreamRef& stream,
                              const std::vector<std::string>& payloads, const PublishOptions& po,
                              PublishDone done);
+// Fire-and-forget publishes (AckMode::kNone) on this connection are encoded at once into the
+// connection's open batch of frames, and the I/O thread writes each batch with one stream write
+// (a burst of single-record publishes leaves as one write, in as few packets as its bytes need;
+// the publisher's thread hands nothing per publish to the I/O thread). `written(charged, error)`
+// runs on the I/O thread once per batch, with the sum of the `charged` of the publishes it held
+// and, if they were not written, why: after the stream accepted them, or once its backlog
+// drained below the high-water mark. The same `written` must be passed for every call on one
+// connection. An error returned here means this publish was not queued.
+using UnackedWritten = std::function<void(size_t charged, std::optional<ClientError> error)>;
+ClientResult<void> QueueUnackedOn(Client::Impl& impl, const StreamRef& stream,
+                                  const std::vector<std::string>& payloads,
+                                  const PublishOptions& po, size_t charged,
+                                  const std::shared_ptr<const UnackedWritten>& written);
 // Client::StreamShards on this connection; CachedStreamShards never sends (nullopt: unknown).
 ClientResult<ShardInfo> StreamShardsOn(Client::Impl& impl, const StreamRef& stream);
 std::optional<ShardInfo> CachedStreamShards(const Client::Impl& impl, const StreamRef& stream);

@@ -426,18 +426,24 @@ ClientResult<PublishReceipt> Client::Router::PublishUnacked(
     unacked_bytes_ += bytes;
   }
   unacked_used_.store(true, std::memory_order_relaxed);
-  auto release = [weak = weak_from_this(), bytes](std::optional<ClientError> error) {
-    auto self = weak.lock();
-    if (!self) return;
-    std::lock_guard<std::mutex> lock(self->unacked_mu_);
-    self->unacked_bytes_ -= bytes;
-    if (error && !self->unacked_error_) self->unacked_error_ = std::move(error);
-    self->unacked_cv_.notify_all();
-  };
+  std::call_once(unacked_written_once_, [this] {
+    unacked_written_ = std::make_shared<const client_impl::UnackedWritten>(
+        [weak = weak_from_this()](size_t charged, std::optional<ClientError> error) {
+          auto self = weak.lock();
+          if (!self) return;
+          std::lock_guard<std::mutex> lock(self->unacked_mu_);
+          self->unacked_bytes_ -= charged;
+          if (error && !self->unacked_error_) self->unacked_error_ = AsWriteOutcome(*error);
+          self->unacked_cv_.notify_all();
+        });
+  });
+  // Never retried (the outcome of a lost fire-and-forget publish is unknown by definition): no
+  // job, straight to the shard's connection, whose I/O thread writes the publishes queued there
+  // together.
+  Route route = Resolve(Target{
+      {NameKind::kStream, stream.namespace_name, stream.stream}, std::nullopt, options.key, true});
   auto queued =
-      PublishAsync(stream, payloads, options, [release](ClientResult<PublishReceipt> written) {
-        release(written ? std::nullopt : std::optional<ClientError>(written.error()));
-      });
+      client_impl::QueueUnackedOn(*route.conn, stream, payloads, options, bytes, unacked_written_);
   if (!queued) {
     // Refused before anything was queued: this call reports it, and no later one.
     {

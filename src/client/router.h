@@ -170,6 +170,10 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
   std::condition_variable unacked_cv_;
   size_t unacked_bytes_ = 0;                  // guarded by unacked_mu_
   std::optional<ClientError> unacked_error_;  // guarded by unacked_mu_
+  // Told by a connection what of unacked_bytes_ it wrote (client_impl::QueueUnackedOn); made
+  // by the first PublishUnacked.
+  std::once_flag unacked_written_once_;
+  std::shared_ptr<const client_impl::UnackedWritten> unacked_written_;
   // Set by the first PublishUnacked: only then does Close wait for the request streams'
   // backlog (an acked request's caller has its answer or error already; a close after a
   // broker went unreachable must not wait for it).

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <future>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -180,6 +181,53 @@ TEST_F(ClientE2E, FireAndForgetPublishesAreAllWrittenInOrderBeforeTheClientClose
     ASSERT_TRUE(*e) << "record " << i << " never arrived";
     ASSERT_EQ((*e)->payload, "m" + std::to_string(i)) << "after " << resumes << " resumes";
     ++i;
+  }
+}
+
+// Fire-and-forget publishes are written in batches by the client's I/O thread. An acked
+// publish sent asynchronously between them keeps its place: its offset counts exactly the
+// publishes made before it, though more fire-and-forget ones follow at once (they must not join
+// a batch written ahead of it), whether they fit one batch or, 40 KiB each, spill over several.
+TEST_F(ClientE2E, AnAckedPublishKeepsItsPlaceAmongFireAndForgetPublishes) {
+  auto [rc, out] = Felix({"stream", "create", "mixed", "--durable"});
+  ASSERT_EQ(rc, 0) << out;
+  StreamRef stream{"default", "mixed"};
+  auto client = Client::Connect(Options("mixed"));
+  ASSERT_TRUE(client) << client.error().ToString();
+  PublishOptions unacked;
+  unacked.ack = AckMode::kNone;
+  const std::string large(40 * 1024, 'L');
+  constexpr int kRounds = 40;
+  struct Outcome {
+    uint64_t expected = 0;
+    std::promise<ClientResult<PublishReceipt>> receipt;
+  };
+  std::vector<Outcome> outcomes(kRounds);
+  uint64_t published = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const int burst = 1 + round * 7 % 50;
+    for (int i = 0; i < burst; ++i) {
+      auto queued = (*client)->Publish(
+          stream, {round % 4 == 3 ? large : "u" + std::to_string(published)}, unacked);
+      ASSERT_TRUE(queued) << queued.error().ToString();
+      ++published;
+    }
+    outcomes[round].expected = published;
+    auto sent = (*client)->PublishAsync(
+        stream, {"a" + std::to_string(published)}, {},
+        [&promise = outcomes[round].receipt](ClientResult<PublishReceipt> r) {
+          promise.set_value(std::move(r));
+        });
+    ASSERT_TRUE(sent) << sent.error().ToString();
+    ++published;
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    auto future = outcomes[round].receipt.get_future();
+    ASSERT_EQ(future.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    auto receipt = future.get();
+    ASSERT_TRUE(receipt) << receipt.error().ToString();
+    ASSERT_TRUE(receipt->offset);
+    EXPECT_EQ(*receipt->offset, outcomes[round].expected) << "round " << round;
   }
 }
 
