@@ -24,6 +24,8 @@ struct Target {
   // Cache and queue modes: connections share this many client I/O threads (IoThread),
   // assigned in turn; 0: every connection has its own (the library's default).
   uint32_t io_threads = 0;
+  // ClientOptions::spin_wait of every connection, in µs (0: blocking calls sleep at once).
+  uint32_t spin_us = 0;
 };
 
 // Prints "felix-bench: <message>" and exits 1.

@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
                  "cache and queue modes: the --clients connections share this many client I/O "
                  "threads (0, the default: one thread per connection)")
       ->check(CLI::Range(0u, 64u));
+  app.add_option("--spin-us", target.spin_us,
+                 "a blocking call spins this many µs for its answer before it sleeps "
+                 "(ClientOptions::spin_wait; default 0)")
+      ->check(CLI::Range(0u, 100000u));
   app.add_option("--publishers", publishers, "publishing connections (default 1)")
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--window", window, "acked batches in flight per publisher (default 1)")

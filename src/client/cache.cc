@@ -9,6 +9,7 @@
 #include <future>
 #include <vector>
 
+#include "client/answer_wait.h"
 #include "client/connection_port.h"
 #include "client/error_mapping.h"
 #include "client/frame_reader.h"
@@ -92,7 +93,7 @@ Answer CacheChannel::Call(uint64_t request_id, std::vector<uint8_t> frame,
   });
   if (!posted) return tl::unexpected(Error(ClientErrorCode::kClosed, "the client was closed"));
   const auto timeout = port_.client_options().request_timeout;
-  if (answer.wait_for(timeout) != std::future_status::ready) {
+  if (!AwaitReady(answer, port_.client_options().spin_wait, timeout)) {
     ClientError e = Error(ClientErrorCode::kTimeout,
                           "no answer within " + std::to_string(timeout.count()) + " ms");
     e.retry = timeout_class;

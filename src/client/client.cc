@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "client/answer_wait.h"
 #include "client/connection_port.h"
 #include "client/connections.h"
 #include "client/error_mapping.h"
@@ -906,7 +907,7 @@ void Client::Impl::FlushUnacked() {
 ClientResult<RequestAnswer> Client::Impl::WaitAnswer(std::shared_future<Answer> answer,
                                                      std::chrono::milliseconds timeout,
                                                      RetryClass timeout_class) {
-  if (answer.wait_for(timeout) != std::future_status::ready) {
+  if (!client_impl::AwaitReady(answer, options.spin_wait, timeout)) {
     ClientError e = MakeClientError(ClientErrorCode::kTimeout,
                                     "no answer within " + std::to_string(timeout.count()) + " ms");
     e.retry = timeout_class;
@@ -1471,7 +1472,7 @@ ClientResult<flx1::Message> ExchangeOnOwnStream(Client::Impl& impl, const flx1::
         promise->set_value(std::move(r));
       }))
     return Unexpected(Closed());
-  if (answer.wait_for(timeout) != std::future_status::ready) {
+  if (!client_impl::AwaitReady(answer, impl.options.spin_wait, timeout)) {
     ClientError e = MakeClientError(ClientErrorCode::kTimeout,
                                     "no answer within " + std::to_string(timeout.count()) + " ms");
     e.retry = RetryClass::kOutcomeUnknown;
@@ -1584,7 +1585,7 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
   // In a cluster each attempt may wait request_timeout (retries included).
   const auto& o = router_->options();
   auto wait = o.request_timeout * (router_->cluster() ? std::max<uint32_t>(1, o.max_attempts) : 1);
-  if (outcome.wait_for(wait) != std::future_status::ready) {
+  if (!client_impl::AwaitReady(outcome, o.spin_wait, wait)) {
     std::string addr;
     {
       std::lock_guard<std::mutex> lock(sent_to->mu);

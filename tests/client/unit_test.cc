@@ -3,9 +3,12 @@
 // error mapping and option parsing.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "client/answer_wait.h"
 #include "client/error_mapping.h"
 #include "client/event_router.h"
 #include "client/frame_reader.h"
@@ -330,6 +333,42 @@ TEST(Options, ConnectRefusesMissingCaAndBadAddressesWithoutDialling) {
   c = Client::Connect(o);
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().code, ClientErrorCode::kInvalidArgument);
+}
+
+// AwaitReady (ClientOptions::spin_wait): an answer that is already there, one that comes
+// while the caller spins, one that comes after the spin (the caller then sleeps for it), and
+// one that never comes — reported false once the timeout passed, however long the spin asked.
+TEST(AwaitReady, AnAnswerReadyBeforeTheCallIsTakenWithoutWaiting) {
+  std::promise<int> promise;
+  promise.set_value(7);
+  auto future = promise.get_future();
+  EXPECT_TRUE(
+      client_impl::AwaitReady(future, std::chrono::microseconds(0), std::chrono::milliseconds(0)));
+  EXPECT_TRUE(client_impl::AwaitReady(future, std::chrono::microseconds(500),
+                                      std::chrono::milliseconds(0)));
+  EXPECT_EQ(future.get(), 7);
+}
+
+TEST(AwaitReady, AnAnswerSetByAnotherThreadIsSeenWhetherTheCallerSpinsOrSleeps) {
+  for (auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(200),
+                    std::chrono::microseconds(10'000'000)}) {
+    std::promise<int> promise;
+    std::shared_future<int> future = promise.get_future().share();
+    std::thread answerer([&] { promise.set_value(3); });
+    EXPECT_TRUE(client_impl::AwaitReady(future, spin, std::chrono::minutes(1))) << spin.count();
+    answerer.join();
+    EXPECT_EQ(future.get(), 3);
+  }
+}
+
+TEST(AwaitReady, AnAnswerThatNeverComesIsATimeoutEvenWhenTheSpinIsLonger) {
+  std::promise<int> promise;
+  auto future = promise.get_future();
+  EXPECT_FALSE(
+      client_impl::AwaitReady(future, std::chrono::microseconds(0), std::chrono::milliseconds(5)));
+  // The spin is bounded by the timeout: this returns (false), it does not spin for an hour.
+  EXPECT_FALSE(
+      client_impl::AwaitReady(future, std::chrono::hours(1), std::chrono::milliseconds(5)));
 }
 
 }  // namespace
