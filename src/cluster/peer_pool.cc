@@ -544,6 +544,12 @@ void PeerPool::RequestRaw(const PeerAddress& peer, uint16_t kind, std::vector<ui
 
 void PeerPool::Submit(const PeerAddress& peer, std::vector<uint8_t> frame, uint64_t required_caps,
                       PeerCallback done) {
+  // Awaited until its one outcome (EndpointOptions::poll_while_awaiting).
+  endpoint_.AwaitingAnswers(+1);
+  done = [endpoint = &endpoint_, done = std::move(done)](Result<PeerResponse, PeerError> r) {
+    endpoint->AwaitingAnswers(-1);
+    done(std::move(r));
+  };
   if (endpoint_.InLoopThread()) {
     impl_->Request(peer, std::move(frame), required_caps, std::move(done));
     return;

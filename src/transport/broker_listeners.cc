@@ -50,6 +50,7 @@ Result<std::unique_ptr<BrokerListeners>> BrokerListeners::Start(
   EndpointOptions io;
   io.tls = *internal_ctx;
   io.name = "internal";
+  io.poll_while_awaiting = config.internal_poll_while_awaiting;
   if (config.shared_loop) io.share_loop_of = l->client_.get();
   auto internal = Endpoint::Create(config.internal_bind, io, metrics,
                                    config.internal_handlers.value_or(NotServed()));

@@ -382,6 +382,9 @@ class EndpointImpl final : public Endpoint {
     }
   }
   bool InLoopThread() const override { return std::this_thread::get_id() == loop_thread_id_; }
+  void AwaitingAnswers(int delta) override {
+    awaiting_.fetch_add(delta, std::memory_order_relaxed);
+  }
   void Dial(const HostPort& remote, DialOptions options, DialCallback done) override;
   TimerId RunAfter(std::chrono::nanoseconds delay, std::function<void()> fn) override {
     TimerId id = ++next_timer_id_;
@@ -479,6 +482,8 @@ class EndpointImpl final : public Endpoint {
   uint8_t reset_secret_[32];
   std::thread thread_;
   std::thread::id loop_thread_id_;
+  std::atomic<int> awaiting_{0};  // requests awaiting answers (AwaitingAnswers)
+  uint64_t last_event_ns_ = 0;    // loop owner, loop thread: when ppoll last returned an event
   // Loop sharing: a guest runs on host_'s loop thread (host_ null: this endpoint has its own).
   EndpointImpl* host_ = nullptr;
   bool attached_ = false;                  // guest: joined the host's loop (Create/Stop thread)
@@ -1609,7 +1614,15 @@ void EndpointImpl::Loop() {
       ts.tv_nsec = long(wait % NGTCP2_SECONDS);
       tsp = &ts;
     }
-    if (posted) {
+    // Polling instead of sleeping while answers are awaited (poll_while_awaiting), up to that
+    // long after the last event.
+    bool polling = false;
+    for (size_t i = 0; i < n && !polling; ++i) {
+      const uint64_t budget = uint64_t(on_loop[i]->options_.poll_while_awaiting.count()) * 1000;
+      polling = budget > 0 && on_loop[i]->awaiting_.load(std::memory_order_relaxed) > 0 &&
+                now < last_event_ns_ + budget;
+    }
+    if (posted || polling) {
       ts = timespec{};
       tsp = &ts;
     }
@@ -1622,10 +1635,12 @@ void EndpointImpl::Loop() {
       spdlog::error("quic endpoint ppoll: {}", std::strerror(errno));
       break;
     }
+    if (rv > 0 || !polling) last_event_ns_ = NowNs();
+    const bool empty_poll = rv == 0 && polling;  // nothing yet: not counted as a wakeup
     for (size_t i = 0; i < n; ++i) {
       EndpointImpl* e = on_loop[i];
       if (e->detached_) continue;  // left during this iteration
-      e->metrics_.loop_wakeups->Increment();
+      if (!empty_poll) e->metrics_.loop_wakeups->Increment();
       bool woken = false;
       if (fds[2 * i + 1].revents & POLLIN) {
         uint64_t v;

@@ -148,6 +148,12 @@ struct EndpointOptions {
   size_t send_high_water = 4u << 20;  // per-stream unacked bytes before Write returns false
   std::chrono::microseconds initial_rtt{10000};
   bool gso = true;  // UDP GSO on send (falls back when the kernel refuses)
+  // While requests sent from this endpoint await their answers (Endpoint::AwaitingAnswers),
+  // the loop polls its sockets instead of sleeping, for up to this long after its last event
+  // (0: it sleeps at once). Where a sleeping thread is slow to wake — on a VM without guest
+  // halt polling, ~40 µs for an idle vCPU (docs/performance.md, change 23) — the answer is
+  // then read as it arrives; the price is a busy core while answers are awaited.
+  std::chrono::microseconds poll_while_awaiting{0};
   // Run on that endpoint's loop thread instead of starting one (nullptr: a thread of its own).
   // It must have been created by Endpoint::Create and must outlive this endpoint; it may be
   // stopped first: stopping it stops this endpoint's connections too (this one's Stop then only
@@ -181,6 +187,9 @@ class Endpoint {
   virtual HostPort local_address() const = 0;
   virtual void Post(std::function<void()> fn) = 0;
   virtual bool InLoopThread() const = 0;
+  // A request sent on this endpoint now awaits its answer (+1), or got its outcome (−1): what
+  // EndpointOptions::poll_while_awaiting counts. Any thread.
+  virtual void AwaitingAnswers(int delta) = 0;
   // Dials `remote`; `done` runs on the loop thread with the connection once the handshake is
   // confirmed, or with an error (TLS refusal with its reason, timeout, ...).
   virtual void Dial(const HostPort& remote, DialOptions options, DialCallback done) = 0;

@@ -53,11 +53,15 @@ class ForwardE2E : public ::testing::Test {
   void SetUp() override {
     for (int n = 1; n <= cluster_.size(); ++n) {
       cluster_.SetNodeEnv(n, "FELIX_QUIC_LOOPS", std::to_string(QuicLoops()));
+      if (PollMicros() > 0)
+        cluster_.SetNodeEnv(n, "FELIX_INTERNAL_POLL_US", std::to_string(PollMicros()));
     }
     ASSERT_TRUE(cluster_.StartAll()) << cluster_.error();
   }
   // 1 (the default): each broker's client and internal endpoints share one loop thread.
   virtual int QuicLoops() const { return 1; }
+  // FELIX_INTERNAL_POLL_US (0, the default: the loop sleeps while a forward is answered).
+  virtual int PollMicros() const { return 0; }
   void PublishToEveryShardThroughOneIngress();
 
   std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
@@ -139,7 +143,18 @@ class ForwardE2EWithALoopPerPort : public ForwardE2E {
   int QuicLoops() const override { return 2; }
 };
 
+// And with the loop polling while the owners' answers are awaited (FELIX_INTERNAL_POLL_US).
+class ForwardE2EPollingForAnswers : public ForwardE2E {
+ protected:
+  int PollMicros() const override { return 300; }
+};
+
 TEST_F(ForwardE2E, OneIngressPublishesToEveryShardAndEachRecordLandsOnceOnItsOwner) {
+  PublishToEveryShardThroughOneIngress();
+}
+
+TEST_F(ForwardE2EPollingForAnswers,
+       OneIngressPublishesToEveryShardAndEachRecordLandsOnceOnItsOwner) {
   PublishToEveryShardThroughOneIngress();
 }
 

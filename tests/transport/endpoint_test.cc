@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -166,6 +167,41 @@ TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck
   for (int i = 0; i < kRequests; ++i) round_trip("request " + std::to_string(i));
   EXPECT_EQ(sent_now() - before, uint64_t(kRequests));
   OnLoop(*dialer, [&] { stream->Finish(); });
+}
+
+// EndpointOptions::poll_while_awaiting: while an answer is awaited the loop polls instead of
+// sleeping. It still does all a loop does: answers arrive (large and small), timers fire while
+// it polls (a timer armed with an answer awaited, and one armed with none), and with nothing
+// awaited any more it serves on as before.
+TEST(EndpointTest, ALoopPollingWhileAnswersAreAwaitedStillDeliversAndRunsTimers) {
+  MetricsRegistry metrics;
+  EchoServer server(MakeTls(ClientPortTls()), metrics);
+  EndpointOptions polling;
+  polling.poll_while_awaiting = std::chrono::microseconds(10000);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics, polling);
+  auto conn = DialAndWait(*dialer, server.addr());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  dialer->AwaitingAnswers(+1);
+  const std::string big(200000, 'p');
+  for (int i = 0; i < 20; ++i) {
+    std::string msg = i % 5 == 4 ? big : "m" + std::to_string(i);
+    ASSERT_EQ(EchoRoundTrip(*dialer, *conn, msg), msg) << i;
+  }
+  std::promise<void> fired;
+  OnLoop(*dialer, [&] {
+    dialer->RunAfter(std::chrono::milliseconds(1), [&] { fired.set_value(); });
+    return 0;
+  });
+  EXPECT_EQ(fired.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "a timer never fired while the loop polled";
+  dialer->AwaitingAnswers(-1);
+  std::promise<void> fired_idle;
+  OnLoop(*dialer, [&] {
+    dialer->RunAfter(std::chrono::milliseconds(1), [&] { fired_idle.set_value(); });
+    return 0;
+  });
+  EXPECT_EQ(fired_idle.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(EchoRoundTrip(*dialer, *conn, "after"), "after");
 }
 
 TEST(EndpointTest, ServerPushesOnUnidirectionalStream) {
