@@ -163,10 +163,12 @@ void ForwardPublisher::Send(const std::shared_ptr<Attempt>& attempt) {
   std::string counter_bytes;  // a counter delta's 8 bytes, alive until the frame is encoded
   flxi::Frame frame =
       attempt->is_cache ? CacheFrame(*attempt, counter_bytes) : PublishFrame(*attempt);
-  auto sent = pool_.Request(PeerAddress{attempt->node_id, *addr}, frame,
-                            [this, attempt](Result<PeerResponse, PeerError> answer) {
-                              OnAnswer(attempt, std::move(answer));
-                            });
+  auto sent = pool_.Request(
+      PeerAddress{attempt->node_id, *addr}, frame,
+      [this, attempt](Result<PeerResponse, PeerError> answer) {
+        OnAnswer(attempt, std::move(answer));
+      },
+      /*poll_for_answer=*/true);
   if (!sent) {
     Count(*attempt, "refused_locally");
     Finish(attempt,

@@ -530,26 +530,28 @@ PeerPool::~PeerPool() {
 }
 
 Result<void> PeerPool::Request(const PeerAddress& peer, const flxi::Frame& request,
-                               PeerCallback done) {
+                               PeerCallback done, bool poll_for_answer) {
   auto frame = EncodeWithCorrelation(request, 0);
   if (!frame) return tl::unexpected(frame.error());
-  Submit(peer, std::move(*frame), RequiredCapabilities(request), std::move(done));
+  Submit(peer, std::move(*frame), RequiredCapabilities(request), std::move(done), poll_for_answer);
   return Ok();
 }
 
 void PeerPool::RequestRaw(const PeerAddress& peer, uint16_t kind, std::vector<uint8_t> rest,
                           PeerCallback done) {
-  Submit(peer, RawFrame(kind, 0, rest), 0, std::move(done));
+  Submit(peer, RawFrame(kind, 0, rest), 0, std::move(done), false);
 }
 
 void PeerPool::Submit(const PeerAddress& peer, std::vector<uint8_t> frame, uint64_t required_caps,
-                      PeerCallback done) {
-  // Awaited until its one outcome (EndpointOptions::poll_while_awaiting).
-  endpoint_.AwaitingAnswers(+1);
-  done = [endpoint = &endpoint_, done = std::move(done)](Result<PeerResponse, PeerError> r) {
-    endpoint->AwaitingAnswers(-1);
-    done(std::move(r));
-  };
+                      PeerCallback done, bool poll_for_answer) {
+  if (poll_for_answer) {
+    // Awaited until its one outcome (EndpointOptions::poll_while_awaiting).
+    endpoint_.AwaitingAnswers(+1);
+    done = [endpoint = &endpoint_, done = std::move(done)](Result<PeerResponse, PeerError> r) {
+      endpoint->AwaitingAnswers(-1);
+      done(std::move(r));
+    };
+  }
   if (endpoint_.InLoopThread()) {
     impl_->Request(peer, std::move(frame), required_caps, std::move(done));
     return;

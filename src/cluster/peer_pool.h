@@ -111,8 +111,11 @@ class PeerPool {
   // Encoding happens here, on the caller's thread: a frame the codec refuses is an error
   // returned now (kInvalidArgument) and `done` is never called. Otherwise `done` gets exactly
   // one outcome.
-  Result<void> Request(const PeerAddress& peer, const wire::flxi::Frame& request,
-                       PeerCallback done);
+  // `poll_for_answer`: the endpoint's loop polls for the answer instead of sleeping
+  // (Endpoint::AwaitingAnswers, EndpointOptions::poll_while_awaiting) — a forward, whose
+  // client waits on it.
+  Result<void> Request(const PeerAddress& peer, const wire::flxi::Frame& request, PeerCallback done,
+                       bool poll_for_answer = false);
   // Sends a frame of raw `kind` whose body is the pool's correlation id followed by `rest`:
   // for kinds newer than the codec (and tests of the unknown-kind refusal). Not gated.
   void RequestRaw(const PeerAddress& peer, uint16_t kind, std::vector<uint8_t> rest,
@@ -124,7 +127,7 @@ class PeerPool {
 
  private:
   void Submit(const PeerAddress& peer, std::vector<uint8_t> frame, uint64_t required_caps,
-              PeerCallback done);
+              PeerCallback done, bool poll_for_answer);
 
   transport::Endpoint& endpoint_;
   std::shared_ptr<Impl> impl_;

@@ -105,7 +105,7 @@ const std::vector<Setting>& Settings() {
         Addr("FELIX_QUIC_BIND", "quic_bind", &C::quic_bind),
         Addr("FELIX_INTERNAL_BIND", nullptr, &C::internal_bind),
         U64("FELIX_QUIC_LOOPS", "quic_loops", &C::quic_loops),
-        U64("FELIX_INTERNAL_POLL_US", "internal_poll_us", &C::internal_poll_us),
+        U64("FELIX_FORWARD_POLL_US", "forward_poll_us", &C::forward_poll_us),
         Addr("FELIX_BROKER_METRICS_BIND", "metrics_bind", &C::metrics_bind),
         Str("FELIX_TLS_CERT", nullptr, &C::tls_cert),
         Str("FELIX_TLS_KEY", nullptr, &C::tls_key),
@@ -391,11 +391,11 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
                   ") shares its port with FELIX_QUIC_BIND (" + c.quic_bind.ToString() +
                   "): peer and client traffic must not share a listener");
   }
-  if (c.internal_poll_us > 10000) {
+  if (c.forward_poll_us > 10000) {
     return refuse(
-        "FELIX_INTERNAL_POLL_US must be at most 10000 (µs a loop polls while awaiting "
-        "peers' answers), not " +
-        std::to_string(c.internal_poll_us));
+        "FELIX_FORWARD_POLL_US must be at most 10000 (µs the ingress polls for an owner's "
+        "answer), not " +
+        std::to_string(c.forward_poll_us));
   }
   if (c.quic_loops < 1 || c.quic_loops > 2) {
     return refuse(

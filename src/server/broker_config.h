@@ -28,9 +28,9 @@ struct BrokerConfig {
   // QUIC event-loop threads: 1 serves the client and internal ports on one thread (a forwarded
   // request crosses no thread on the broker it entered), 2 gives each port its own.
   uint64_t quic_loops = 1;
-  // µs the loop serving the internal port polls instead of sleeping while forwards or
-  // replication batches await their peers' answers (0: it sleeps at once).
-  uint64_t internal_poll_us = 0;
+  // µs the loop serving the internal port polls instead of sleeping while forwarded requests
+  // await their owners' answers (0: it sleeps at once).
+  uint64_t forward_poll_us = 300;
   HostPort internal_bind{"0.0.0.0", 5001};
   HostPort metrics_bind{"0.0.0.0", 8080};
   std::string tls_cert;

@@ -389,7 +389,7 @@ int Run(int argc, char** argv) {
   lc.internal_tls_ca = config.internal_tls_ca;
   lc.node_id = config.node_id;
   lc.shared_loop = config.quic_loops == 1;
-  lc.internal_poll_while_awaiting = std::chrono::microseconds(config.internal_poll_us);
+  lc.internal_poll_while_awaiting = std::chrono::microseconds(config.forward_poll_us);
   lc.client_handlers = service.Handlers();
   lc.internal_handlers = (*internal_service)->listen_handlers();
   std::vector<std::string> tls_warnings;

@@ -36,9 +36,9 @@ struct ListenerConfig {
   // The internal endpoint runs on the client endpoint's loop thread (EndpointOptions::
   // share_loop_of): a request one port hands to the other stays on one thread.
   bool shared_loop = true;
-  // EndpointOptions::poll_while_awaiting of the internal endpoint (FELIX_INTERNAL_POLL_US):
-  // forwards and replication batches await their peers' answers. With `shared_loop` the one
-  // loop thread polls for both ports.
+  // EndpointOptions::poll_while_awaiting of the internal endpoint (FELIX_FORWARD_POLL_US):
+  // forwarded requests await their owners' answers (PeerPool::Request with poll_for_answer).
+  // With `shared_loop` the one loop thread polls for both ports.
   std::chrono::microseconds internal_poll_while_awaiting{0};
   std::optional<ListenHandlers> client_handlers;    // the FLX1 service; unset: refuse streams
   std::optional<ListenHandlers> internal_handlers;  // the FLXI peer server; unset: refuse streams

@@ -53,15 +53,15 @@ class ForwardE2E : public ::testing::Test {
   void SetUp() override {
     for (int n = 1; n <= cluster_.size(); ++n) {
       cluster_.SetNodeEnv(n, "FELIX_QUIC_LOOPS", std::to_string(QuicLoops()));
-      if (PollMicros() > 0)
-        cluster_.SetNodeEnv(n, "FELIX_INTERNAL_POLL_US", std::to_string(PollMicros()));
+      if (PollMicros() >= 0)
+        cluster_.SetNodeEnv(n, "FELIX_FORWARD_POLL_US", std::to_string(PollMicros()));
     }
     ASSERT_TRUE(cluster_.StartAll()) << cluster_.error();
   }
   // 1 (the default): each broker's client and internal endpoints share one loop thread.
   virtual int QuicLoops() const { return 1; }
-  // FELIX_INTERNAL_POLL_US (0, the default: the loop sleeps while a forward is answered).
-  virtual int PollMicros() const { return 0; }
+  // FELIX_FORWARD_POLL_US; −1: the default (the ingress polls for the owner's answer).
+  virtual int PollMicros() const { return -1; }
   void PublishToEveryShardThroughOneIngress();
 
   std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
@@ -143,17 +143,18 @@ class ForwardE2EWithALoopPerPort : public ForwardE2E {
   int QuicLoops() const override { return 2; }
 };
 
-// And with the loop polling while the owners' answers are awaited (FELIX_INTERNAL_POLL_US).
-class ForwardE2EPollingForAnswers : public ForwardE2E {
+// And with the ingress's loop sleeping while the owners' answers are awaited
+// (FELIX_FORWARD_POLL_US=0) instead of polling.
+class ForwardE2ESleepingForAnswers : public ForwardE2E {
  protected:
-  int PollMicros() const override { return 300; }
+  int PollMicros() const override { return 0; }
 };
 
 TEST_F(ForwardE2E, OneIngressPublishesToEveryShardAndEachRecordLandsOnceOnItsOwner) {
   PublishToEveryShardThroughOneIngress();
 }
 
-TEST_F(ForwardE2EPollingForAnswers,
+TEST_F(ForwardE2ESleepingForAnswers,
        OneIngressPublishesToEveryShardAndEachRecordLandsOnceOnItsOwner) {
   PublishToEveryShardThroughOneIngress();
 }

@@ -85,7 +85,7 @@ TEST(BrokerConfig, BadValuesNameTheVariable) {
   ExpectRefusedNaming(Load({{"FELIX_ETCD_ENDPOINTS", "a:1,b"}}), "FELIX_ETCD_ENDPOINTS");
   ExpectRefusedNaming(Load({{"FELIX_QUIC_LOOPS", "0"}}), "FELIX_QUIC_LOOPS");
   ExpectRefusedNaming(Load({{"FELIX_QUIC_LOOPS", "3"}}), "FELIX_QUIC_LOOPS");
-  ExpectRefusedNaming(Load({{"FELIX_INTERNAL_POLL_US", "10001"}}), "FELIX_INTERNAL_POLL_US");
+  ExpectRefusedNaming(Load({{"FELIX_FORWARD_POLL_US", "10001"}}), "FELIX_FORWARD_POLL_US");
 }
 
 TEST(BrokerConfig, ImpossibleCombinationsAreRefused) {
