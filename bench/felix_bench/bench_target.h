@@ -26,6 +26,9 @@ struct Target {
   uint32_t io_threads = 0;
   // ClientOptions::spin_wait of every connection, in µs (0: blocking calls sleep at once).
   uint32_t spin_us = 0;
+  // Publish mode with --fanout: the subscribers' connections alone spin this long (overrides
+  // spin_us for them).
+  uint32_t subscriber_spin_us = 0;
 };
 
 // Prints "felix-bench: <message>" and exits 1.

@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
                  "a blocking call spins this many µs for its answer before it sleeps "
                  "(ClientOptions::spin_wait; default 0)")
       ->check(CLI::Range(0u, 100000u));
+  app.add_option("--subscriber-spin-us", target.subscriber_spin_us,
+                 "with --fanout: the subscribers alone spin this many µs for each event before "
+                 "they sleep (default: --spin-us)")
+      ->check(CLI::Range(0u, 100000u));
   app.add_option("--publishers", publishers, "publishing connections (default 1)")
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--window", window, "acked batches in flight per publisher (default 1)")

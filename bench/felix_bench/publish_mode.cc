@@ -150,7 +150,10 @@ int RunPublish(const Target& target, const Workload& w, uint32_t publishers, siz
   std::vector<std::unique_ptr<Subscriber>> subscribers;
   for (uint32_t i = 0; i < w.fanout; ++i) {
     auto s = std::make_unique<Subscriber>();
-    s->client = ConnectOrDie(options);
+    ClientOptions subscriber_options = options;
+    if (target.subscriber_spin_us > 0)
+      subscriber_options.spin_wait = std::chrono::microseconds(target.subscriber_spin_us);
+    s->client = ConnectOrDie(subscriber_options);
     auto sub = s->client->Subscribe(*stream, {.start = StartPosition::Latest()});
     if (!sub) Die("subscribe: " + sub.error().ToString());
     s->subscription = std::move(*sub);

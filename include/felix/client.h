@@ -128,11 +128,11 @@ struct ClientOptions {
   // Serve this Client's connections on a shared I/O thread (IoThread above) instead of a
   // thread per connection. Null: a thread per connection.
   std::shared_ptr<IoThread> io_thread;
-  // A blocking call (an acked Publish, a cache or group call, ...) first spins up to this
-  // long for its answer, keeping its CPU busy, and only then sleeps. 0 (the default): it
-  // sleeps at once. Where waking a sleeping thread is slow — on a VM without guest halt
-  // polling an idle vCPU takes ~40 µs to run again (docs/performance.md, change 22) — a spin
-  // of a few hundred µs cuts a single request's round trip by about that much, at the cost of
+  // A blocking call (an acked Publish, a cache or group call, Subscription::Next, ...) first
+  // spins up to this long for its answer or event, keeping its CPU busy, and only then sleeps. 0
+  // (the default): it sleeps at once. Where waking a sleeping thread is slow — on a VM without
+  // guest halt polling an idle vCPU takes ~40 µs to run again (docs/performance.md, change 22) — a
+  // spin of a few hundred µs cuts a single request's round trip by about that much, at the cost of
   // a busy core while a call waits: for latency-bound callers on cores of their own, not for
   // many threads sharing few cores.
   std::chrono::microseconds spin_wait{0};

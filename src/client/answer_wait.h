@@ -1,4 +1,5 @@
-// AwaitReady: how a blocking client call waits for its answer (ClientOptions::spin_wait).
+// AwaitReady, SpinUntil: how a blocking client call waits for its answer or event
+// (ClientOptions::spin_wait).
 //
 // Threading: any thread but a client I/O thread (it blocks).
 #pragma once
@@ -12,21 +13,30 @@ namespace felix::client_impl {
 // (never longer than `timeout`), checking the future without sleeping: a thread that sleeps
 // pays its own wakeup when the answer comes, which on a VM without guest halt polling is the
 // largest part of a loopback round trip.
+// Spins until `done()` is true (true) or `spin` — never longer than `timeout` — has passed
+// (false), without sleeping.
+template <class Done>
+bool SpinUntil(std::chrono::microseconds spin, std::chrono::milliseconds timeout, Done&& done) {
+  using Clock = std::chrono::steady_clock;
+  if (spin.count() <= 0) return false;
+  const auto spin_until = Clock::now() + std::min<Clock::duration>(spin, timeout);
+  for (unsigned round = 0;; ++round) {
+    if (done()) return true;
+    if ((round & 63) == 63 && Clock::now() >= spin_until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
 template <class Future>
 bool AwaitReady(const Future& answer, std::chrono::microseconds spin,
                 std::chrono::milliseconds timeout) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  if (spin.count() > 0) {
-    const auto spin_until = start + std::min<Clock::duration>(spin, timeout);
-    for (unsigned round = 0;; ++round) {
-      if (answer.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return true;
-      if ((round & 63) == 63 && Clock::now() >= spin_until) break;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
-  }
+  const auto start = std::chrono::steady_clock::now();
+  if (SpinUntil(spin, timeout, [&] {
+        return answer.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      }))
+    return true;
   return answer.wait_until(start + timeout) == std::future_status::ready;
 }
 

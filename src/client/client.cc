@@ -81,10 +81,11 @@ class Subscription::State {
   enum class Phase { kOpening, kActive, kEnded };
 
   State(StreamRef stream, uint32_t shard, size_t capacity, uint32_t max_frame,
-        std::weak_ptr<Client::Impl> client)
+        std::weak_ptr<Client::Impl> client, std::chrono::microseconds spin_wait)
       : stream(std::move(stream)),
         shard(shard),
         capacity(std::max<size_t>(1, capacity)),
+        spin_wait(spin_wait),
         client(std::move(client)),
         bidi_reader(max_frame),
         max_frame(max_frame) {}
@@ -92,6 +93,7 @@ class Subscription::State {
   const StreamRef stream;
   const uint32_t shard;
   const size_t capacity;
+  const std::chrono::microseconds spin_wait;  // ClientOptions::spin_wait, for Next
   // The connection serving it (the Client's Router owns it).
   const std::weak_ptr<Client::Impl> client;
 
@@ -967,9 +969,9 @@ ClientResult<std::shared_ptr<Subscription::State>> Client::Impl::Subscribe(
           ClientErrorCode::kUnsupported, "the broker cannot start a subscription at an offset");
     last_stream_ = stream;
   }
-  auto state =
-      std::make_shared<Subscription::State>(stream, so.shard, options.subscription_queue_capacity,
-                                            options.max_frame_bytes, weak_from_this());
+  auto state = std::make_shared<Subscription::State>(
+      stream, so.shard, options.subscription_queue_capacity, options.max_frame_bytes,
+      weak_from_this(), options.spin_wait);
   if (!Post([this, state, so] { OpenSubscription(state, so); })) return Unexpected(Closed());
   std::unique_lock<std::mutex> lock(state->mu);
   bool answered = state->cv.wait_for(lock, options.request_timeout, [&] {
@@ -1662,10 +1664,15 @@ ClientResult<std::optional<Event>> Subscription::Next(std::chrono::milliseconds 
   std::shared_ptr<Client::Impl> client;
   std::optional<Event> event;
   {
-    std::unique_lock<std::mutex> lock(state_->mu);
-    state_->cv.wait_for(lock, timeout, [&] {
-      return !state_->queue.empty() || state_->phase == State::Phase::kEnded;
+    auto ready = [&] { return !state_->queue.empty() || state_->phase == State::Phase::kEnded; };
+    // ClientOptions::spin_wait: look for an event without sleeping first (try_lock: never
+    // queue behind the I/O thread that is delivering one).
+    client_impl::SpinUntil(state_->spin_wait, timeout, [&] {
+      std::unique_lock<std::mutex> peek(state_->mu, std::try_to_lock);
+      return peek.owns_lock() && ready();
     });
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait_for(lock, timeout, ready);
     if (state_->queue.empty()) {
       if (state_->phase == State::Phase::kEnded && state_->error) {
         ClientError e = *state_->error;

@@ -233,8 +233,8 @@ TEST_F(ClientE2E, AnAckedPublishKeepsItsPlaceAmongFireAndForgetPublishes) {
 }
 
 // ClientOptions::spin_wait changes how a blocking call waits, not what it gets: acked
-// publishes come back with consecutive offsets and cache calls with their values, and a call
-// made while another thread's answer is pending is not confused with it.
+// publishes come back with consecutive offsets, a subscription's Next returns them in order,
+// and cache calls return their values.
 TEST_F(ClientE2E, ACallerThatSpinsForItsAnswersGetsTheSameAnswers) {
   ASSERT_EQ(Felix({"stream", "create", "spun", "--durable"}).first, 0);
   ASSERT_EQ(Felix({"cache", "create", "spun-cache"}).first, 0);
@@ -253,6 +253,16 @@ TEST_F(ClientE2E, ACallerThatSpinsForItsAnswersGetsTheSameAnswers) {
     if (!first) first = receipt->offset;
     EXPECT_EQ(*receipt->offset, *first + i);
   }
+  auto sub = (*client)->Subscribe(stream, {.start = StartPosition::Earliest()});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  for (int i = 0; i < 20; ++i) {
+    auto e = (*sub)->Next(std::chrono::seconds(10));
+    ASSERT_TRUE(e) << e.error().ToString();
+    ASSERT_TRUE(*e) << "event " << i << " never arrived";
+    EXPECT_EQ((*e)->payload, "r" + std::to_string(i));
+    EXPECT_EQ((*e)->offset, *first + i);
+  }
+  (*sub)->Close();
   CacheRef cache{"default", "spun-cache"};
   for (int i = 0; i < 20; ++i) {
     std::string key = "k" + std::to_string(i % 3);
