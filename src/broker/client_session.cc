@@ -249,6 +249,8 @@ void ClientSession::OnData(std::span<const uint8_t> data) {
         auth_ ? service_.options().max_frame_bytes : service_.options().preauth_max_frame_bytes;
     auto header = flx1::DecodeEnvelope(rest, limit);
     if (!header) {
+      FlushUnackedRun();  // what came before the bad header is handled first
+      if (ended_) break;
       if (header.error().code == wire::DecodeErrorCode::kFrameTooLarge) {
         // Ends on the header alone, before any payload is read (§2 rule 5).
         SendError(Code(ProtocolErrorCode::kInvalidRequest),
@@ -269,9 +271,13 @@ void ClientSession::OnData(std::span<const uint8_t> data) {
       }
       break;
     }
-    HandleFrame(header->flags, rest.subspan(flx1::kHeaderSize, header->length));
+    auto payload = rest.subspan(flx1::kHeaderSize, header->length);
+    if (!TryJoinUnackedRun(header->flags, payload) && !ended_) {
+      HandleFrame(header->flags, payload);
+    }
     used += total;
   }
+  FlushUnackedRun();  // the run views `data`, consumed below
   if (ended_) used = data.size();
   stream_->Consume(used);
 }
@@ -445,35 +451,40 @@ bool ClientSession::HandleBinaryPublish(uint16_t flags, std::span<const uint8_t>
     }
     return true;
   }
+  return PublishDecodedBatch(acked, payload, *batch);
+}
+
+bool ClientSession::PublishDecodedBatch(bool acked, std::span<const uint8_t> payload,
+                                        const flx1::BinaryPublishBatch& batch) {
   // One copy per frame (never per record): payload views are rebased onto the copy, which
   // then lives as long as the batch is in the log's hands and in subscriber queues.
   auto owner = std::make_shared<std::vector<uint8_t>>(payload.begin(), payload.end());
   PublishRequest request;
-  request.tenant = batch->tenant_id;
-  request.ns = batch->namespace_;
-  request.stream = batch->stream;
-  request.key = batch->key;
+  request.tenant = batch.tenant_id;
+  request.ns = batch.namespace_;
+  request.stream = batch.stream;
+  request.key = batch.key;
   request.acked = acked;
-  if (batch->acked) request.request_id = batch->acked->request_id;
+  if (batch.acked) request.request_id = batch.acked->request_id;
   request.binary = true;
-  request.payloads.reserve(batch->payloads.size());
-  for (std::string_view p : batch->payloads) {
+  request.payloads.reserve(batch.payloads.size());
+  for (std::string_view p : batch.payloads) {
     size_t offset =
         static_cast<size_t>(reinterpret_cast<const uint8_t*>(p.data()) - payload.data());
     request.payloads.emplace_back(owner->data() + offset, p.size());
   }
   request.owner = std::move(owner);
   bool keep_reading = true;
-  if (batch->idempotent) {  // 0x0100 (requires 0x0008): answered in JSON after the write
+  if (batch.idempotent) {  // 0x0100 (requires 0x0008): answered in JSON after the write
     IdempotentRequest idempotent{request.tenant,
                                  request.ns,
                                  request.stream,
                                  request.key,
                                  std::move(request.owner),
                                  std::move(request.payloads),
-                                 batch->acked->request_id,
-                                 batch->idempotent->producer_id,
-                                 batch->idempotent->sequence};
+                                 batch.acked->request_id,
+                                 batch.idempotent->producer_id,
+                                 batch.idempotent->sequence};
     WithTicket(TakeAnswerTicket(true),
                [&] { keep_reading = PublishIdempotent(std::move(idempotent)); });
     return keep_reading;
@@ -538,8 +549,9 @@ bool ClientSession::Publish(PublishRequest request) {
                   answer_id, request.binary)) {
     return false;
   }
+  const uint32_t frames = request.frames;
   auto refuse = [&](uint16_t code, std::string message) {
-    service_.metrics().publish_error.Increment();
+    service_.metrics().publish_error.Increment(frames);
     if (answer_id) SendPublishError(request.binary, *answer_id, code, std::move(message));
     return true;  // validation, not-found and overload answers keep the stream (§8.3)
   };
@@ -561,7 +573,7 @@ bool ClientSession::Publish(PublishRequest request) {
   size_t bytes = 0;
   if (auto refusal = AdmitPublish(stream, request.payloads, &bytes)) {
     if (!answer_id && refusal->first == Code(ProtocolErrorCode::kOverloaded)) {
-      service_.metrics().publish_dropped.Increment();  // fire-and-forget is shed
+      service_.metrics().publish_dropped.Increment(frames);  // fire-and-forget is shed
       return true;
     }
     return refuse(refusal->first, std::move(refusal->second));
@@ -588,19 +600,19 @@ bool ClientSession::Publish(PublishRequest request) {
   bool queued =
       RunOnShard(*target.handle.executor, [cell = target.handle.cell, batch = std::move(batch),
                                            commit_answer_id, binary, bytes, durable, ticket,
-                                           inflight_total](auto reply) mutable {
+                                           inflight_total, frames](auto reply) mutable {
         PublishWhenOpen(*cell, std::move(batch),
-                        [reply, commit_answer_id, binary, bytes, durable, ticket,
-                         inflight_total](Result<Offset> result) {
+                        [reply, commit_answer_id, binary, bytes, durable, ticket, inflight_total,
+                         frames](Result<Offset> result) {
                           inflight_total->fetch_sub(bytes);
-                          reply([commit_answer_id, binary, bytes, durable, ticket,
+                          reply([commit_answer_id, binary, bytes, durable, ticket, frames,
                                  result = std::move(result)](ClientSession* self) {
                             if (self == nullptr) return;
                             self->ReleasePublish(bytes);
                             if (result) {
-                              self->service_.metrics().publish_ok.Increment();
+                              self->service_.metrics().publish_ok.Increment(frames);
                             } else {
-                              self->service_.metrics().publish_error.Increment();
+                              self->service_.metrics().publish_error.Increment(frames);
                               if (!commit_answer_id) {
                                 // Already acknowledged at enqueue (or never acked): the loss window
                                 // §2.2 names.

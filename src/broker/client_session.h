@@ -78,6 +78,9 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   bool HandleMessage(wire::flx1::Message message);
   bool HandleAuth(const wire::flx1::Auth& auth);
   bool HandleBinaryPublish(uint16_t flags, std::span<const uint8_t> payload);
+  // The rest of HandleBinaryPublish once `batch` was decoded from `payload` (views into it).
+  bool PublishDecodedBatch(bool acked, std::span<const uint8_t> payload,
+                           const wire::flx1::BinaryPublishBatch& batch);
   bool HandleJsonPublish(std::shared_ptr<wire::flx1::Message> message);
   bool HandleSubscribe(const wire::flx1::Subscribe& subscribe);
   bool HandleStreamShards(const wire::flx1::StreamShards& request);
@@ -93,8 +96,16 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
     bool acked = false;
     std::optional<uint64_t> request_id;
     bool binary = false;
+    uint32_t frames = 1;  // publish requests it carries (> 1: a coalesced unacked run)
   };
   bool Publish(PublishRequest request);
+  // Coalescing of fire-and-forget publishes (client_session_unacked_run.cc): consecutive
+  // unacked binary publishes to one stream and key, read in one OnData pass, go to the shard
+  // as one batch. TryJoinUnackedRun takes a whole frame into the run (true) or leaves it to
+  // HandleFrame (false, after flushing the run so frames keep their order); FlushUnackedRun
+  // publishes the run. The run views the read buffer: flushed before OnData consumes it.
+  bool TryJoinUnackedRun(uint16_t flags, std::span<const uint8_t> payload);
+  void FlushUnackedRun();
   // The principal a durable publish stores with its records (the token's `sub` when ≤ 255
   // bytes and FELIX_RECORD_PUBLISHERS is on), else null.
   std::shared_ptr<const std::string> StoredPublisher();
@@ -312,6 +323,14 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   uint64_t next_ticket_ = 0;
   std::optional<uint64_t> current_ticket_;
   bool read_paused_ = false;  // stopped reading at a full window
+  struct UnackedRun {
+    std::string_view tenant, ns, stream;  // views into the read buffer
+    std::optional<std::string_view> key;
+    std::vector<std::span<const uint8_t>> payloads;  // views into the read buffer
+    size_t payload_bytes = 0;
+    uint32_t frames = 0;
+  };
+  UnackedRun unacked_run_;
 };
 
 }  // namespace felix::broker
