@@ -28,6 +28,9 @@ struct Workload {
   uint32_t key_space = 10000;  // cache mode
   double rate = 0;             // target messages/s per publisher; 0: as fast as possible
   double duration = 0;         // seconds: stop publishing after this long (0: no limit)
+  // Queue mode: acknowledge each fetched batch's records together — every record still gets
+  // its own ack, all are sent before any answer is awaited — instead of one round trip each.
+  bool ack_together = false;
 
   // Publishing goes on while this holds (message count and duration limits).
   bool More(uint64_t sent, uint64_t start_nanos, uint64_t now_nanos) const {
@@ -45,6 +48,8 @@ inline void AddWorkloadOptions(CLI::App& app, Workload& w) {
   app.add_flag("--durable", w.durable, "durable storage, fsync before ack");
   app.add_option("--fanout", w.fanout, "subscribers measuring publish-to-deliver latency");
   app.add_option("--clients", w.clients, "concurrent clients (cache, queue and idle modes)");
+  app.add_flag("--ack-together", w.ack_together,
+               "queue mode: send a batch's acks (one per record) before awaiting their answers");
   app.add_option("--get-ratio", w.get_ratio, "cache mode: share of gets");
   app.add_option("--keys", w.key_space, "cache mode: key space");
   app.add_option("--rate", w.rate, "target messages per second (0: as fast as possible)");

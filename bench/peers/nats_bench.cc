@@ -6,7 +6,8 @@
 // its own connection, measuring publish→deliver latency from a stamp in the payload. Queue
 // mode (--queue) is felix-bench's --group drain: a backlog of --messages records in stream
 // BENCHQ, then --clients connections share one durable pull consumer (explicit acks), each
-// fetching up to --batch and acknowledging every message with AckSync (one round trip each).
+// fetching up to --batch and acknowledging every message with AckSync (one round trip each;
+// with --ack-together, Ack for each then one flush round trip).
 #include <nats/nats.h>
 
 #include <algorithm>
@@ -125,6 +126,24 @@ int RunQueue(const std::string& url, const felix::bench::Workload& w) {
           Fail("fetch", fs);
           failed.store(true);
           break;
+        }
+        if (w.ack_together && list.Count > 0) {
+          // One ack per message, all sent, then one round trip (PING/PONG): the server has
+          // read every ack once the flush returns.
+          uint64_t t0 = NowNanos();
+          bool ok = true;
+          for (int i = 0; i < list.Count && ok; ++i)
+            ok = natsMsg_Ack(list.Msgs[i], nullptr) == NATS_OK;
+          if (!ok || natsConnection_FlushTimeout(cn, 10000) != NATS_OK) {
+            failed.store(true);
+            natsMsgList_Destroy(&list);
+            break;
+          }
+          uint64_t waited = NowNanos() - t0;
+          for (int i = 0; i < list.Count; ++i) latencies[t].Record(waited);
+          acked.fetch_add(static_cast<uint64_t>(list.Count));
+          natsMsgList_Destroy(&list);
+          continue;
         }
         for (int i = 0; i < list.Count; ++i) {
           uint64_t t0 = NowNanos();

@@ -6,7 +6,8 @@
 // readers use XREAD BLOCK (streams) or SUBSCRIBE (pub/sub) on their own connections. Cache
 // mode runs GET/SET from --clients threads, one connection each. Queue mode (--queue) is
 // felix-bench's --group drain: a backlog of --messages XADDs, then --clients consumers of one
-// consumer group each XREADGROUP COUNT --batch and XACK every entry, one round trip each.
+// consumer group each XREADGROUP COUNT --batch and XACK every entry, one round trip each (with
+// --ack-together, the XACKs of a batch pipelined).
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -173,6 +174,25 @@ int RunQueue(const std::string& host, int port, const felix::bench::Workload& w)
         Check(r, rc);
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
           redisReply* entries = r->element[0]->element[1];
+          if (w.ack_together && entries->elements > 0) {
+            // One XACK per entry, pipelined: all written, then every reply read.
+            uint64_t t0 = NowNanos();
+            for (size_t i = 0; i < entries->elements; ++i) {
+              redisReply* id = entries->element[i]->element[0];
+              redisAppendCommand(rc, "XACK bench:q drain %b", id->str, id->len);
+            }
+            for (size_t i = 0; i < entries->elements; ++i) {
+              void* reply = nullptr;
+              if (redisGetReply(rc, &reply) != REDIS_OK) Check(nullptr, rc);
+              Check(static_cast<redisReply*>(reply), rc);
+              freeReplyObject(reply);
+            }
+            uint64_t waited = NowNanos() - t0;
+            for (size_t i = 0; i < entries->elements; ++i) latencies[t].Record(waited);
+            acked.fetch_add(entries->elements);
+            freeReplyObject(r);
+            continue;
+          }
           for (size_t i = 0; i < entries->elements; ++i) {
             redisReply* id = entries->element[i]->element[0];
             uint64_t t0 = NowNanos();

@@ -395,6 +395,12 @@ class Client {
                                                    const GroupPollOptions& options = {});
   // Finishes a record. Acking a record already finished is not an error.
   ClientResult<void> GroupAck(const GroupRef& group, uint64_t offset);
+  // Finishes every record of `offsets`: one `group_ack` each, on streams of their own, up to
+  // kGroupAckWindow of them unanswered at once, so the broker can make many durable with one
+  // flush. Returns once every ack is answered; the first error otherwise (some offsets may
+  // then be finished already — acking again is harmless, so the whole call may be retried).
+  static constexpr size_t kGroupAckWindow = 32;
+  ClientResult<void> GroupAckAll(const GroupRef& group, const std::vector<uint64_t>& offsets);
   // Hands a record back for redelivery.
   ClientResult<void> GroupNack(const GroupRef& group, uint64_t offset,
                                const GroupNackOptions& options = {});

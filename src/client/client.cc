@@ -1464,6 +1464,16 @@ void Client::Impl::FinishExchange(std::shared_ptr<OwnStreamExchange> exchange,
 
 namespace client_impl {
 
+bool StartExchangeOnOwnStream(Client::Impl& impl, const flx1::Message& request,
+                              std::function<void(ClientResult<flx1::Message>)> done) {
+  auto frame = flx1::EncodeMessageFrame(request);
+  if (!frame) {
+    done(Err<flx1::Message>(ClientErrorCode::kInvalidArgument, frame.error().message));
+    return true;
+  }
+  return impl.ExchangeOnOwnStream(std::move(*frame), std::move(done));
+}
+
 ClientResult<flx1::Message> ExchangeOnOwnStream(Client::Impl& impl, const flx1::Message& request,
                                                 std::chrono::milliseconds timeout) {
   auto frame = flx1::EncodeMessageFrame(request);

@@ -1,6 +1,10 @@
 // felix::Client consumer-group calls (client-protocol.md §6.7): each one request on a stream
 // of its own, answered by the shard's leader. Answers are matched by type; an `error` answer
 // becomes a ClientError with the broker's code and retry class.
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+
 #include "client/error_mapping.h"
 #include "client/own_stream_request.h"
 #include "client/router.h"
@@ -123,6 +127,68 @@ ClientResult<void> Client::GroupAck(const GroupRef& group, uint64_t offset) {
   auto m = Scoped<flx1::GroupAck>(*router_->Home(), group);
   m.offset = offset;
   return ExpectOk(*router_, group, true, std::move(m));  // acking twice is not an error
+}
+
+ClientResult<void> Client::GroupAckAll(const GroupRef& group,
+                                       const std::vector<uint64_t>& offsets) {
+  if (auto ok = Check(*router_->Home(), group, flx1::kFeatureConsumerGroup, "consumer groups"); !ok)
+    return ok;
+  if (offsets.empty()) return {};
+  Router::Route route = router_->Resolve(Router::Target{
+      {client_impl::NameKind::kStream, group.stream.namespace_name, group.stream.stream},
+      group.shard,
+      std::nullopt,
+      false});
+  // Answers arrive on the I/O thread; the caller keeps up to kGroupAckWindow acks unanswered.
+  struct Answers {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t count = 0;               // guarded by mu
+    std::vector<uint64_t> refused;  // guarded by mu: not answered `cache_ok`
+  };
+  auto answers = std::make_shared<Answers>();
+  const auto timeout = router_->options().request_timeout;
+  size_t sent = 0;
+  std::unique_lock<std::mutex> lock(answers->mu);
+  while (answers->count < offsets.size()) {
+    while (sent < offsets.size() && sent - answers->count < kGroupAckWindow) {
+      const uint64_t offset = offsets[sent++];
+      auto m = Scoped<flx1::GroupAck>(*route.conn, group);
+      m.offset = offset;
+      lock.unlock();
+      bool started = client_impl::StartExchangeOnOwnStream(
+          *route.conn, m, [answers, offset](ClientResult<flx1::Message> answer) {
+            bool ok = answer && std::holds_alternative<flx1::CacheOk>(*answer);
+            std::lock_guard<std::mutex> guard(answers->mu);
+            if (!ok) answers->refused.push_back(offset);
+            ++answers->count;
+            answers->cv.notify_one();
+          });
+      lock.lock();
+      if (!started) {
+        answers->refused.push_back(offset);
+        ++answers->count;
+      }
+    }
+    const size_t before = answers->count;
+    if (!answers->cv.wait_for(lock, timeout, [&] { return answers->count > before; })) {
+      ClientError e = MakeClientError(ClientErrorCode::kTimeout,
+                                      "no answer to " + std::to_string(sent - answers->count) +
+                                          " group acks within " + std::to_string(timeout.count()) +
+                                          " ms (acking again is harmless)");
+      e.retry = RetryClass::kOutcomeUnknown;
+      return tl::unexpected(e);
+    }
+  }
+  std::vector<uint64_t> refused = std::move(answers->refused);
+  lock.unlock();
+  // What was not simply acknowledged — another leader, a lost connection, a refusal — is sent
+  // again alone, routed and retried like any ack, and its error (if still one) is the answer.
+  std::sort(refused.begin(), refused.end());
+  for (uint64_t offset : refused) {
+    if (auto ok = GroupAck(group, offset); !ok) return ok;
+  }
+  return {};
 }
 
 ClientResult<void> Client::GroupNack(const GroupRef& group, uint64_t offset,

@@ -3,6 +3,7 @@
 // consumer's records after the visibility timeout, a poison record dead-lettered after the
 // attempt bound and redriven, restart keeping cursors and dead letters, group permissions.
 #include <signal.h>
+#include <algorithm>
 
 #include <filesystem>
 #include <future>
@@ -178,6 +179,44 @@ TEST_F(GroupE2E, PollAckAdvancesTheCursorOverContiguousAcks) {
   auto other = client->GroupPoll(GroupRef{stream, 0, "auditors"}, {.max_records = 10});
   ASSERT_TRUE(other);
   EXPECT_EQ(Offsets(*other), (std::vector<uint64_t>{0, 1, 2}));
+}
+
+// GroupAckAll sends a batch's acks together (more than its window, out of order, one of them
+// twice) and answers once all are durable: the cursor covers them, and what it cannot ack is
+// reported with the broker's refusal.
+TEST_F(GroupE2E, AckAllFinishesEveryOffsetItIsGivenAndReportsARefusal) {
+  CreateStream("bulk");
+  auto client = Connect(AllPerms("bulk"));
+  ASSERT_TRUE(client);
+  StreamRef stream{"default", "bulk"};
+  const size_t count = Client::kGroupAckWindow * 2 + 5;
+  std::vector<std::string> payloads(count, "r");
+  ASSERT_TRUE(client->Publish(stream, payloads));
+  GroupRef group{stream, 0, "bulk-workers"};
+  auto polled = client->GroupPoll(group, {.max_records = static_cast<uint32_t>(count)});
+  ASSERT_TRUE(polled) << polled.error().ToString();
+  ASSERT_EQ(polled->size(), count);
+  std::vector<uint64_t> offsets = Offsets(*polled);
+  std::reverse(offsets.begin(), offsets.end());  // the cursor moves only once 0 is in
+  offsets.push_back(offsets.front());            // acking twice is not an error
+  auto acked = client->GroupAckAll(group, offsets);
+  ASSERT_TRUE(acked) << acked.error().ToString();
+  auto info = client->GroupDescribe(group);
+  ASSERT_TRUE(info) << info.error().ToString();
+  EXPECT_EQ(info->committed, count);
+  EXPECT_EQ(info->in_flight, 0u);
+  EXPECT_TRUE(client->GroupAckAll(group, {}));
+  // An offset past the tail is refused as a lone ack would be; the others are finished.
+  ASSERT_TRUE(client->Publish(stream, {"s0", "s1"}));
+  auto more = client->GroupPoll(group, {.max_records = 2});
+  ASSERT_TRUE(more);
+  ASSERT_EQ(Offsets(*more), (std::vector<uint64_t>{count, count + 1}));
+  auto refused = client->GroupAckAll(group, {count, 999, count + 1});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ClientErrorCode::kInvalidRequest);
+  info = client->GroupDescribe(group);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->committed, count + 2);
 }
 
 TEST_F(GroupE2E, WaitingPollIsAnsweredByAPublish) {
