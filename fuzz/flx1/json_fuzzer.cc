@@ -1,4 +1,5 @@
-// fuzz_flx1_json: arbitrary bytes as an FLX1 JSON payload. Decoding never crashes; whatever
+// fuzz_flx1_json: arbitrary bytes as an FLX1 JSON payload. Decoding never crashes and answers as
+// the full parser alone (DecodeMessageJsonFully) does; whatever
 // decodes re-encodes, and the re-encoding decodes to the same message and is a fixed point
 // (encode(decode(encode(m))) == encode(m)). The canonical rendering reads back to the same
 // message.
@@ -14,6 +15,10 @@ using namespace felix::wire::flx1;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   auto message = DecodeMessageJson(text);
+  // The flat-object reading answers exactly as the full parser alone.
+  auto fully = DecodeMessageJsonFully(text);
+  if (message.has_value() != fully.has_value()) abort();
+  if (message && !(*message == *fully)) abort();
   if (!message) return 0;
   auto encoded = EncodeMessageJson(*message);
   if (!encoded) abort();  // a decoded message must always be encodable

@@ -9,6 +9,7 @@
 
 #include "wire/byte_reader.h"
 #include "wire/flx1/base64.h"
+#include "wire/flx1/json_flat_object.h"
 
 namespace felix::wire::flx1 {
 
@@ -461,21 +462,23 @@ DecodeResult<void> ReadWord(const JsonValue& j, E& out, const std::string& path,
   return Bad(DecodeErrorCode::kInvalidValue, path, "unknown value \"" + s + "\"");
 }
 
+// The words of unit enum variants (index = enum value).
+constexpr std::array<std::string_view, 3> kAckModeNames = {"none", "per_message", "per_batch"};
+constexpr std::array<std::string_view, 2> kShardKindNames = {"stream", "cache"};
+constexpr std::array<std::string_view, 2> kShardRoutingNames = {"modulo", "jump_hash"};
+constexpr std::array<std::string_view, 2> kCursorErrorNames = {"too_old", "in_future"};
+
 DecodeResult<void> ReadValue(const JsonValue& j, AckMode& out, const std::string& path) {
-  static constexpr std::array<std::string_view, 3> kNames = {"none", "per_message", "per_batch"};
-  return ReadWord(j, out, path, kNames);
+  return ReadWord(j, out, path, kAckModeNames);
 }
 DecodeResult<void> ReadValue(const JsonValue& j, ShardKind& out, const std::string& path) {
-  static constexpr std::array<std::string_view, 2> kNames = {"stream", "cache"};
-  return ReadWord(j, out, path, kNames);
+  return ReadWord(j, out, path, kShardKindNames);
 }
 DecodeResult<void> ReadValue(const JsonValue& j, ShardRouting& out, const std::string& path) {
-  static constexpr std::array<std::string_view, 2> kNames = {"modulo", "jump_hash"};
-  return ReadWord(j, out, path, kNames);
+  return ReadWord(j, out, path, kShardRoutingNames);
 }
 DecodeResult<void> ReadValue(const JsonValue& j, CursorErrorReason& out, const std::string& path) {
-  static constexpr std::array<std::string_view, 2> kNames = {"too_old", "in_future"};
-  return ReadWord(j, out, path, kNames);
+  return ReadWord(j, out, path, kCursorErrorNames);
 }
 
 // An externally tagged enum variant with data: an object with exactly one key.
@@ -680,6 +683,146 @@ std::optional<DecodeResult<Message>> DecodeByType(std::string_view type, const J
   return result;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Reading a flat object (json_flat_object.h) without the full parser
+
+// JsonReader's rules over a FlatJsonObject, for the field types a flat object can carry.
+// Anything else — a field of another type present, a value of the wrong kind, a value out of
+// range, a required field missing — sets `failed`: the caller then decodes with the full
+// parser, whose answer (and error message) is the canonical one. So this reader only ever
+// produces what JsonReader would.
+class FlatReader {
+ public:
+  explicit FlatReader(const FlatJsonObject& object) : object_(object) {}
+
+  template <class T>
+  void operator()(const char* name, T& field, unsigned options = kPlain) {
+    if (failed) return;
+    const FlatJsonValue* value = object_.Find(name);
+    const bool absent = value == nullptr || value->kind == FlatJsonValue::Kind::kNull;
+    if constexpr (IsOptional<T>::value) {
+      if (absent) {
+        field.reset();
+        return;
+      }
+      field.emplace();
+      failed = !Read(*value, *field);
+    } else {
+      if (absent) {
+        if (options & (kDefaultIfAbsent | kOmitFalse)) {
+          field = T{};
+          return;
+        }
+        failed = true;
+        return;
+      }
+      failed = !Read(*value, field);
+    }
+  }
+
+  bool failed = false;
+
+ private:
+  using Kind = FlatJsonValue::Kind;
+
+  static bool Read(const FlatJsonValue& v, std::string& out) {
+    if (v.kind != Kind::kString) return false;
+    out.assign(v.text);
+    return true;
+  }
+  static bool Read(const FlatJsonValue& v, Bytes& out) {
+    if (v.kind != Kind::kString) return false;
+    auto bytes = Base64Decode(v.text);
+    if (!bytes) return false;
+    out = std::move(*bytes);
+    return true;
+  }
+  static bool Read(const FlatJsonValue& v, bool& out) {
+    if (v.kind != Kind::kTrue && v.kind != Kind::kFalse) return false;
+    out = v.kind == Kind::kTrue;
+    return true;
+  }
+  template <UnsignedInt U>
+  static bool Read(const FlatJsonValue& v, U& out) {
+    if (v.kind != Kind::kUnsigned || v.number > std::numeric_limits<U>::max()) return false;
+    out = static_cast<U>(v.number);
+    return true;
+  }
+  static bool Read(const FlatJsonValue& v, int64_t& out) {
+    if (v.kind != Kind::kUnsigned ||
+        v.number > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return false;
+    }
+    out = static_cast<int64_t>(v.number);
+    return true;
+  }
+  template <class E, size_t N>
+  static bool Word(const FlatJsonValue& v, E& out, const std::array<std::string_view, N>& names) {
+    if (v.kind != Kind::kString) return false;
+    for (size_t i = 0; i < N; ++i) {
+      if (names[i] == v.text) {
+        out = static_cast<E>(i);
+        return true;
+      }
+    }
+    return false;
+  }
+  static bool Read(const FlatJsonValue& v, AckMode& out) { return Word(v, out, kAckModeNames); }
+  static bool Read(const FlatJsonValue& v, ShardKind& out) { return Word(v, out, kShardKindNames); }
+  static bool Read(const FlatJsonValue& v, ShardRouting& out) {
+    return Word(v, out, kShardRoutingNames);
+  }
+  static bool Read(const FlatJsonValue& v, CursorErrorReason& out) {
+    return Word(v, out, kCursorErrorNames);
+  }
+  static bool Read(const FlatJsonValue& v, StartPosition& out) {
+    if (v.kind != Kind::kString) return false;  // the object form is nested: full parser
+    out.offset = 0;
+    if (v.text == "latest") {
+      out.kind = StartPosition::Kind::kLatest;
+    } else if (v.text == "earliest") {
+      out.kind = StartPosition::Kind::kEarliest;
+    } else {
+      return false;
+    }
+    return true;
+  }
+  // Vectors, nested records, opaque JSON, conditions, state changes, refusal reasons.
+  template <class T>
+  static bool Read(const FlatJsonValue&, T&) {
+    return false;
+  }
+
+  const FlatJsonObject& object_;
+};
+
+template <class T>
+bool TryDecodeFlatAs(std::string_view type, const FlatJsonObject& object,
+                     std::optional<Message>& result) {
+  if constexpr (std::is_same_v<T, UnknownMessage>) {
+    return false;
+  } else {
+    if (T::kType != type) return false;
+    T message{};
+    FlatReader reader(object);
+    T::Fields(message, reader);
+    if (!reader.failed) result = Message(std::move(message));
+    return true;
+  }
+}
+
+// The message a flat object holds, or nullopt when only the full parser can say (an unknown
+// type included: its raw text is kept there).
+template <size_t... I>
+std::optional<Message> DecodeFlat(const FlatJsonObject& object, std::index_sequence<I...>) {
+  const FlatJsonValue* type = object.Find("type");
+  if (type == nullptr || type->kind != FlatJsonValue::Kind::kString) return std::nullopt;
+  std::optional<Message> result;
+  (TryDecodeFlatAs<std::variant_alternative_t<I, Message>>(type->text, object, result) || ...);
+  if (result && !CheckObjects(*result)) return std::nullopt;
+  return result;
+}
+
 Result<std::string> Render(const Message& message, bool canonical) {
   if (const auto* unknown = std::get_if<UnknownMessage>(&message)) {
     if (!canonical) return unknown->raw_json;
@@ -742,6 +885,8 @@ DecodeResult<Message> DecodeMessageObject(const JsonValue& object, std::string_v
       unknown.type = name;
       if (auto id = object.find("request_id"); id != object.end() && id->is_number_unsigned()) {
         unknown.request_id = id->get<uint64_t>();
+      } else if (id != object.end() && id->is_number_integer() && id->get<int64_t>() == 0) {
+        unknown.request_id = 0;  // "-0", read as the typed messages read it (and as re-dumped)
       }
       unknown.raw_json = std::string(raw_json);
       return Message(std::move(unknown));
@@ -755,7 +900,10 @@ DecodeResult<Message> DecodeMessageObject(const JsonValue& object, std::string_v
   }
 }
 
-DecodeResult<Message> DecodeMessageJson(std::string_view payload) {
+namespace {
+
+// What is refused before any parse, by either path.
+DecodeResult<void> CheckJsonPayload(std::string_view payload) {
   if (!IsValidUtf8(payload)) {
     return DecodeFail(DecodeErrorCode::kInvalidUtf8, "JSON payload is not valid UTF-8");
   }
@@ -766,6 +914,10 @@ DecodeResult<Message> DecodeMessageJson(std::string_view payload) {
     // The parser would skip a byte-order mark; the reference's does not, and neither do we.
     return DecodeFail(DecodeErrorCode::kInvalidJson, "JSON payload starts with a byte-order mark");
   }
+  return {};
+}
+
+DecodeResult<Message> ParseAndDecode(std::string_view payload) {
   JsonValue parsed;
   try {
     parsed = JsonValue::parse(payload.begin(), payload.end(), nullptr, false);
@@ -776,6 +928,24 @@ DecodeResult<Message> DecodeMessageJson(std::string_view payload) {
     return DecodeFail(DecodeErrorCode::kInvalidJson, "payload is not well-formed JSON");
   }
   return DecodeMessageObject(parsed, payload);
+}
+
+}  // namespace
+
+DecodeResult<Message> DecodeMessageJson(std::string_view payload) {
+  if (auto ok = CheckJsonPayload(payload); !ok) return tl::unexpected(ok.error());
+  if (auto flat = FlatJsonObject::Scan(payload)) {
+    if (auto message =
+            DecodeFlat(*flat, std::make_index_sequence<std::variant_size_v<Message>>{})) {
+      return std::move(*message);
+    }
+  }
+  return ParseAndDecode(payload);
+}
+
+DecodeResult<Message> DecodeMessageJsonFully(std::string_view payload) {
+  if (auto ok = CheckJsonPayload(payload); !ok) return tl::unexpected(ok.error());
+  return ParseAndDecode(payload);
 }
 
 }  // namespace felix::wire::flx1

@@ -23,7 +23,12 @@ namespace felix::wire::flx1 {
 // opaque JsonValue of the wrong shape.
 Result<std::string> EncodeMessageJson(const Message& message);
 
+// A flat object of plain scalars (json_flat_object.h: most requests and answers) is read in
+// place; anything else, and anything the flat read cannot take whole, through
+// DecodeMessageJsonFully — the result is the same either way.
 DecodeResult<Message> DecodeMessageJson(std::string_view payload);
+// The full parser alone (tests and the fuzzer compare DecodeMessageJson with it).
+DecodeResult<Message> DecodeMessageJsonFully(std::string_view payload);
 
 // Canonical rendering for tools: like the wire JSON, but every field is present (absent
 // optionals as null, omitted-when-false booleans as false). DecodeMessageObject reads it back.

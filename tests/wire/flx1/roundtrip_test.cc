@@ -184,8 +184,19 @@ void RoundTripType(uint64_t seed) {
     ASSERT_TRUE(from_canonical) << *canonical << ": " << from_canonical.error().ToString();
     ASSERT_EQ(from_canonical->frame, Flx1Frame(message)) << *canonical;
 
+    // The flat-object reading (json_flat_object.h) and the full parser agree.
+    auto fully = DecodeMessageJsonFully(*text);
+    ASSERT_TRUE(fully) << *text;
+    ASSERT_EQ(*fully, message) << *text;
+
     // Tolerance: reversed key order plus unknown keys decode to the same message.
     auto parsed = JsonValue::parse(*text);
+    JsonValue flat_shuffled = JsonValue::object();
+    flat_shuffled["zz_unknown_scalar"] = 1;
+    for (auto& [k, v] : parsed.items()) flat_shuffled[k] = v;
+    auto flat_tolerant = DecodeMessageJson(flat_shuffled.dump(1));  // whitespace too
+    ASSERT_TRUE(flat_tolerant) << flat_shuffled.dump(1);
+    ASSERT_EQ(*flat_tolerant, message) << flat_shuffled.dump(1);
     JsonValue shuffled = JsonValue::object();
     shuffled["zz_unknown_field"] = JsonValue::object({{"x", 1}});
     std::vector<std::pair<std::string, JsonValue>> items;

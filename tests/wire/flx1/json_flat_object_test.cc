@@ -1,0 +1,96 @@
+// FlatJsonObject accepts exactly the flat subset its header names, and DecodeMessageJson —
+// which reads such objects without the full parser — answers every text exactly as the full
+// parser alone does (DecodeMessageJsonFully): the same message, or the same error.
+#include <gtest/gtest.h>
+
+#include "wire/flx1/json_codec.h"
+#include "wire/flx1/json_flat_object.h"
+
+namespace felix::wire::flx1 {
+namespace {
+
+TEST(FlatJsonObject, ScansAFlatObjectInPlace) {
+  auto object = FlatJsonObject::Scan(
+      " {\"type\" : \"group_ack\",\"offset\":0, \"big\":18446744073709551615,\r\n"
+      "\"yes\":true,\"no\":false,\"gone\":null,\"text\":\"caf\xc3\xa9\"} ");
+  ASSERT_TRUE(object);
+  EXPECT_EQ(object->size(), 7u);
+  EXPECT_EQ(object->Find("type")->text, "group_ack");
+  EXPECT_EQ(object->Find("offset")->number, 0u);
+  EXPECT_EQ(object->Find("big")->number, UINT64_MAX);
+  EXPECT_EQ(object->Find("yes")->kind, FlatJsonValue::Kind::kTrue);
+  EXPECT_EQ(object->Find("no")->kind, FlatJsonValue::Kind::kFalse);
+  EXPECT_EQ(object->Find("gone")->kind, FlatJsonValue::Kind::kNull);
+  EXPECT_EQ(object->Find("text")->text, "caf\xc3\xa9");
+  EXPECT_EQ(object->Find("missing"), nullptr);
+  EXPECT_TRUE(FlatJsonObject::Scan("{}"));
+}
+
+TEST(FlatJsonObject, RefusesWhatOnlyTheFullParserReads) {
+  const char* refused[] = {
+      R"({"a":{"b":1}})",               // nested object
+      R"({"a":[1]})",                   // array
+      R"({"a":"x\"y"})",                // escape
+      "{\"a\":\"x\ty\"}",               // control character
+      R"({"a":-1})",                    // negative
+      R"({"a":1.5})",                   // fraction
+      R"({"a":1e3})",                   // exponent
+      R"({"a":01})",                    // leading zero
+      R"({"a":18446744073709551616})",  // beyond u64
+      R"({"a":1,"a":2})",               // a key twice
+      R"({"a":1,})",                    // trailing comma
+      R"({"a":tru})",                   // bad literal
+      R"({"a":1} x)",                   // trailing text
+      R"([1])",                         // not an object
+      R"({"a" 1})",                     // missing colon
+      "",
+  };
+  for (const char* text : refused) EXPECT_FALSE(FlatJsonObject::Scan(text)) << text;
+  std::string many = "{";
+  for (size_t i = 0; i <= FlatJsonObject::kMaxMembers; ++i) {
+    many += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  }
+  EXPECT_FALSE(FlatJsonObject::Scan(many + "}"));
+}
+
+TEST(FlatJsonDecode, AnswersEveryTextAsTheFullParserDoes) {
+  const char* texts[] = {
+      R"({"type":"group_ack","tenant_id":"t","namespace":"n","stream":"s","shard":0,"group":"g","offset":5,"request_id":7})",
+      R"({ "request_id" : 7 , "type" : "group_ack" , "offset" : 5 , "group" : "g" , "shard" : 0 , "stream" : "s" , "namespace" : "n" , "tenant_id" : "t" , "extra" : null })",
+      R"({"type":"group_ack","tenant_id":"t","namespace":"n","stream":"s","shard":0,"group":"g","offset":5})",
+      R"({"type":"group_ack","tenant_id":"t","namespace":"n","stream":"s","shard":4294967296,"group":"g","offset":5,"request_id":7})",
+      R"({"type":"group_ack","tenant_id":"t","namespace":"n","stream":"s","shard":"0","group":"g","offset":5,"request_id":7})",
+      R"({"type":"group_ack","tenant_id":"t","namespace":"n","stream":"s","shard":-0,"group":"g","offset":5,"request_id":7})",
+      R"({"type":"group_ack","tenant_id":"t","namespace":"n","stream":"s","shard":0,"group":"g","offset":5,"request_id":7,"request_id":8})",
+      R"({"type":"auth","tenant_id":"t1","token":"abc.def","client_flags":25,"client_features":3})",
+      R"({"type":"auth","tenant_id":"t1","token":"abc.def","client_flags":65536})",
+      R"({"type":"auth","tenant_id":"t\u0031","token":"abc.def"})",
+      R"({"type":"auth","tenant_id":null,"token":"abc.def"})",
+      R"({"type":"cache_put","tenant_id":"t","namespace":"n","cache":"c","key":"k","value":"Y2FjaGVk","request_id":5,"ttl_ms":1000})",
+      R"({"type":"cache_put","tenant_id":"t","namespace":"n","cache":"c","key":"k","value":"not base64!","request_id":5})",
+      R"({"type":"cache_value","tenant_id":"t","namespace":"n","cache":"c","key":"k","value":null,"request_id":5})",
+      R"({"type":"publish","tenant_id":"t1","namespace":"default","stream":"demo","payload":"aGVsbG8=","request_id":7,"ack":"per_message"})",
+      R"({"type":"publish","tenant_id":"t1","namespace":"default","stream":"demo","payload":"aGVsbG8=","request_id":7,"ack":"sometimes"})",
+      R"({"type":"subscribe","tenant_id":"t1","namespace":"default","stream":"demo","start":"earliest"})",
+      R"({"type":"subscribe","tenant_id":"t1","namespace":"default","stream":"demo","start":{"offset":3}})",
+      R"({"type":"subscribe","tenant_id":"t1","namespace":"default","stream":"demo","start":"middle"})",
+      R"({"type":"no_such_type","request_id":3})",
+      R"({"type":7})",
+      R"({"request_id":3})",
+      R"({"type":"ok"})",
+      R"({"type":"error","message":"m","code":"forbidden","retry":"fatal"})",
+  };
+  for (const char* text : texts) {
+    auto read = DecodeMessageJson(text);
+    auto fully = DecodeMessageJsonFully(text);
+    ASSERT_EQ(read.has_value(), fully.has_value()) << text;
+    if (read) {
+      EXPECT_EQ(*read, *fully) << text;
+    } else {
+      EXPECT_EQ(read.error().ToString(), fully.error().ToString()) << text;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace felix::wire::flx1
