@@ -902,13 +902,11 @@ DecodeResult<Message> DecodeMessageObject(const JsonValue& object, std::string_v
 
 namespace {
 
-// What is refused before any parse, by either path.
+// What is refused before any parse, by either path. The nesting depth is measured only
+// where the full parser runs: a flat object (json_flat_object.h) is one level deep.
 DecodeResult<void> CheckJsonPayload(std::string_view payload) {
   if (!IsValidUtf8(payload)) {
     return DecodeFail(DecodeErrorCode::kInvalidUtf8, "JSON payload is not valid UTF-8");
-  }
-  if (JsonNestingDepth(payload) > kMaxJsonDepth) {
-    return DecodeFail(DecodeErrorCode::kInvalidJson, "JSON nested deeper than 128 levels");
   }
   if (payload.starts_with("\xEF\xBB\xBF")) {
     // The parser would skip a byte-order mark; the reference's does not, and neither do we.
@@ -918,6 +916,9 @@ DecodeResult<void> CheckJsonPayload(std::string_view payload) {
 }
 
 DecodeResult<Message> ParseAndDecode(std::string_view payload) {
+  if (JsonNestingDepth(payload) > kMaxJsonDepth) {
+    return DecodeFail(DecodeErrorCode::kInvalidJson, "JSON nested deeper than 128 levels");
+  }
   JsonValue parsed;
   try {
     parsed = JsonValue::parse(payload.begin(), payload.end(), nullptr, false);
