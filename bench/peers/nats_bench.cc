@@ -2,12 +2,13 @@
 //
 // Acked publishes go through JetStream (stream BENCH on subject bench.x, file or memory
 // storage); batch B = B async publishes then wait for all their acks. Fire-and-forget uses
-// core NATS publish. Fanout subscribers are core NATS subscriptions on the subject, each on
-// its own connection, measuring publish→deliver latency from a stamp in the payload. Queue
-// mode (--queue) is felix-bench's --group drain: a backlog of --messages records in stream
-// BENCHQ, then --clients connections share one durable pull consumer (explicit acks), each
-// fetching up to --batch and acknowledging every message with AckSync (one round trip each;
-// with --ack-together, Ack for each then one flush round trip).
+// core NATS publish, to a subject nothing listens on (stream BENCH deleted first), or with
+// --into-stream into stream BENCH (stored, never acknowledged). Fanout subscribers are core NATS
+// subscriptions on the subject, each on its own connection, measuring publish→deliver latency from
+// a stamp in the payload. Queue mode (--queue) is felix-bench's --group drain: a backlog of
+// --messages records in stream BENCHQ, then --clients connections share one durable pull consumer
+// (explicit acks), each fetching up to --batch and acknowledging every message with AckSync (one
+// round trip each; with --ack-together, Ack for each then one flush round trip).
 #include <nats/nats.h>
 
 #include <algorithm>
@@ -278,7 +279,7 @@ int main(int argc, char** argv) {
   CLI::App app{"peer-bench-nats: bench-compare workload against NATS JetStream"};
   felix::bench::Workload w;
   std::string url = "nats://127.0.0.1:4222";
-  bool queue = false;
+  bool queue = false, into_stream = false;
   int replicas = 1;
   app.add_option("--url", url, "NATS server (a cluster: comma-separated URLs)");
   app.add_option("--replicas", replicas, "JetStream stream replicas (1, 3 on a 3-server cluster)")
@@ -287,6 +288,9 @@ int main(int argc, char** argv) {
   int probe_ms = 0;
   int probe_timeout_ms = 100;
   bool stream_leader = false;
+  app.add_flag("--into-stream", into_stream,
+               "fire-and-forget: publish into JetStream stream BENCH (stored, unacknowledged) "
+               "instead of core NATS with nothing listening");
   app.add_option("--probe-ms", probe_ms, "probe mode: one publish every N ms (failover bench)");
   app.add_option("--probe-timeout-ms", probe_timeout_ms, "probe mode: ack wait (default 100)");
   app.add_flag("--stream-leader", stream_leader, "print the server leading stream PROBE, exit");
@@ -303,7 +307,21 @@ int main(int argc, char** argv) {
   if (s != NATS_OK) return Fail("connect", s);
 
   jsCtx* js = nullptr;
-  if (w.acked) {
+  if (!w.acked) {
+    // Core NATS with nothing listening discards each message; --into-stream publishes the same
+    // way into stream BENCH, which stores every message (what Felix's in-memory stream does
+    // with a fire-and-forget publish). Without it an earlier acked row's stream on the subject
+    // would capture them: it is deleted first.
+    if ((s = natsConnection_JetStream(&js, nc, nullptr)) != NATS_OK) return Fail("jetstream", s);
+    if (into_stream) {
+      if ((s = RecreateStream(js, "BENCH", subject, w.durable, replicas)) != NATS_OK) {
+        return Fail("add stream", s);
+      }
+    } else {
+      jsErrCode jerr = static_cast<jsErrCode>(0);
+      js_DeleteStream(js, "BENCH", nullptr, &jerr);  // absent (or no JetStream): nothing to do
+    }
+  } else {
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.PublishAsync.MaxPending = std::max<uint32_t>(w.batch, 1);
@@ -375,9 +393,11 @@ int main(int argc, char** argv) {
     delivered += sub->received.load();
     deliver.Merge(sub->latency);
   }
-  std::printf("%s\n", felix::bench::ResultJson(w.acked ? "nats-jetstream" : "nats-core", w, seconds,
-                                               sent, ack, deliver, delivered, expected)
-                          .c_str());
+  const char* system =
+      w.acked ? "nats-jetstream" : (into_stream ? "nats-jetstream-unacked" : "nats-core");
+  std::printf("%s\n",
+              felix::bench::ResultJson(system, w, seconds, sent, ack, deliver, delivered, expected)
+                  .c_str());
   if (js != nullptr) jsCtx_Destroy(js);
   natsConnection_Destroy(nc);
   nats_Close();

@@ -101,11 +101,7 @@ void ClientSession::FlushUnackedRun() {
   // One copy of the run's records (they view the read buffer, consumed after this): the
   // batch's owner, which lives as long as the log and subscriber queues hold the records.
   auto owner = std::make_shared<std::vector<uint8_t>>(run.payload_bytes);
-  PublishRequest request;
-  request.tenant = run.tenant;
-  request.ns = run.ns;
-  request.stream = run.stream;
-  request.key = run.key;
+  PublishRequest request{run.tenant, run.ns, run.stream, run.key};
   request.binary = true;
   request.frames = run.frames;
   request.payloads.reserve(run.payloads.size());

@@ -207,20 +207,30 @@ inline std::shared_ptr<TestStream> Authed(Flx1TestClient& client, const std::str
   return stream;
 }
 
-inline std::vector<uint8_t> BinaryPublish(uint64_t request_id, const std::string& stream,
-                                          std::vector<std::string> payloads,
-                                          const std::string& tenant = "default") {
-  static std::deque<std::vector<std::string>> keep;  // views must outlive the encode
-  keep.push_back(std::move(payloads));
+// One binary publish frame: acknowledged with `request_id` (per batch) or fire-and-forget
+// (nullopt), keyed or not.
+inline std::vector<uint8_t> PublishFrame(std::optional<uint64_t> request_id,
+                                         const std::string& stream,
+                                         const std::vector<std::string>& payloads,
+                                         const std::optional<std::string>& key = std::nullopt,
+                                         const std::string& tenant = "default") {
   flx1::BinaryPublishBatch batch;
-  batch.acked = flx1::BinaryPublishBatch::Acked{request_id, flx1::AckMode::kPerBatch};
+  if (request_id)
+    batch.acked = flx1::BinaryPublishBatch::Acked{*request_id, flx1::AckMode::kPerBatch};
   batch.tenant_id = tenant;
   batch.namespace_ = "default";
   batch.stream = stream;
-  for (const auto& p : keep.back()) batch.payloads.push_back(p);
+  if (key) batch.key = *key;
+  for (const auto& p : payloads) batch.payloads.push_back(p);
   std::vector<uint8_t> out;
   EXPECT_TRUE(flx1::AppendFrame(flx1::Flx1Frame{batch}, out));
   return out;
+}
+
+inline std::vector<uint8_t> BinaryPublish(uint64_t request_id, const std::string& stream,
+                                          std::vector<std::string> payloads,
+                                          const std::string& tenant = "default") {
+  return PublishFrame(request_id, stream, payloads, std::nullopt, tenant);
 }
 
 inline flx1::BinaryPublishAck ReadAck(TestStream& stream) {

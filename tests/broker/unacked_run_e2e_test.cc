@@ -11,14 +11,13 @@ using namespace e2e;  // NOLINT: the shared end-to-end fixture
 
 std::vector<uint8_t> UnackedPublish(const std::string& stream, std::vector<std::string> payloads,
                                     std::optional<std::string> key = std::nullopt) {
-  flx1::BinaryPublishBatch batch;
-  batch.tenant_id = "default";
-  batch.namespace_ = "default";
-  batch.stream = stream;
-  if (key) batch.key = *key;
-  for (const auto& p : payloads) batch.payloads.push_back(p);
-  std::vector<uint8_t> out;
-  EXPECT_TRUE(flx1::AppendFrame(flx1::Flx1Frame{batch}, out));
+  return PublishFrame(std::nullopt, stream, payloads, key);
+}
+
+// {0, "<prefix>0"}, {1, "<prefix>1"}, …: what a stream holds after records named so.
+std::vector<std::pair<uint64_t, std::string>> Numbered(const std::string& prefix, uint64_t count) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  for (uint64_t i = 0; i < count; ++i) out.emplace_back(i, prefix + std::to_string(i));
   return out;
 }
 
@@ -30,12 +29,7 @@ void Append(std::vector<uint8_t>& to, const std::vector<uint8_t>& frame) {
 std::vector<std::pair<uint64_t, std::string>> Records(Broker& broker, Flx1TestClient& client,
                                                       const std::string& stream, size_t count) {
   auto sub_stream = Authed(client, broker.AllToken());
-  flx1::Subscribe subscribe;
-  subscribe.tenant_id = "default";
-  subscribe.namespace_ = "default";
-  subscribe.stream = stream;
-  subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
-  sub_stream->SendMessage(subscribe);
+  sub_stream->SendMessage(SubscribeEarliest(stream));
   auto events = client.AcceptEventStream();
   EXPECT_TRUE(events);
   if (!events) return {};
@@ -77,16 +71,8 @@ TEST(UnackedRunE2E, UnackedPublishesSentTogetherKeepTheirOrderAndTheirStreamAmon
   EXPECT_EQ(last.request_id, 10u);
   EXPECT_EQ(last.offset, 2u);
 
-  auto a = Records(*broker, *client, "a", 8);
-  ASSERT_EQ(a.size(), 8u);
-  for (uint64_t i = 0; i < 8; ++i) {
-    EXPECT_EQ(a[i], (std::pair<uint64_t, std::string>{i, "a" + std::to_string(i)}));
-  }
-  auto b = Records(*broker, *client, "b", 3);
-  ASSERT_EQ(b.size(), 3u);
-  for (uint64_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(b[i], (std::pair<uint64_t, std::string>{i, "b" + std::to_string(i)}));
-  }
+  EXPECT_EQ(Records(*broker, *client, "a", 8), Numbered("a", 8));
+  EXPECT_EQ(Records(*broker, *client, "b", 3), Numbered("b", 3));
 }
 
 // A record no consumer group could deliver is refused on its own: the unacked records around
@@ -109,11 +95,7 @@ TEST(UnackedRunE2E, AnOversizedRecordAmongUnackedPublishesIsRefusedAloneAndTheOt
   auto ack = ReadAck(*publisher);
   EXPECT_EQ(ack.request_id, 3u);
   EXPECT_EQ(ack.offset, 2u);
-  auto d = Records(*broker, *client, "d", 3);
-  ASSERT_EQ(d.size(), 3u);
-  for (uint64_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(d[i], (std::pair<uint64_t, std::string>{i, "d" + std::to_string(i)}));
-  }
+  EXPECT_EQ(Records(*broker, *client, "d", 3), Numbered("d", 3));
 }
 
 }  // namespace

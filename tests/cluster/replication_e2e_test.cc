@@ -953,12 +953,7 @@ void ReplicationE2E::PausedLeaderStepsDown(const std::string& sd, const std::str
       Flx1TestClient::Connect(Addr(cluster_.client_addr(old_leader)), cluster_.ca_file());
   ASSERT_TRUE(sub_client);
   auto sub_stream = broker::e2e::Authed(*sub_client, token);
-  flx1::Subscribe subscribe;
-  subscribe.tenant_id = "default";
-  subscribe.namespace_ = "default";
-  subscribe.stream = sd;
-  subscribe.start = flx1::StartPosition{flx1::StartPosition::Kind::kEarliest, 0};
-  sub_stream->SendMessage(subscribe);
+  sub_stream->SendMessage(broker::e2e::SubscribeEarliest(sd));
   auto events = sub_client->AcceptEventStream();
   ASSERT_TRUE(events);
   ASSERT_TRUE(events->Read<flx1::EventStreamHello>());
@@ -1015,7 +1010,7 @@ void ReplicationE2E::PausedLeaderStepsDown(const std::string& sd, const std::str
 
   // A new subscription on the old leader is redirected.
   auto again = broker::e2e::Authed(*sub_client, token);
-  again->SendMessage(subscribe);
+  again->SendMessage(broker::e2e::SubscribeEarliest(sd));
   auto refused = again->Read<flx1::Error>();
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->code, "not_leader") << refused->message;
@@ -1331,16 +1326,7 @@ TEST_F(ReplicationE2E, QuorumStreamWaitsForAMajorityAndALeaderStreamDoesNot) {
   // One publish on `on` and its answer (binary ack with code, retry class and offset).
   auto publish_on = [&](broker::e2e::TestStream& on, const std::string& stream,
                         std::optional<std::string> key, std::vector<std::string> payloads) {
-    flx1::BinaryPublishBatch batch;
-    batch.acked = flx1::BinaryPublishBatch::Acked{++request_id_, flx1::AckMode::kPerBatch};
-    batch.tenant_id = "default";
-    batch.namespace_ = "default";
-    batch.stream = stream;
-    if (key) batch.key = *key;
-    for (const auto& p : payloads) batch.payloads.push_back(p);
-    std::vector<uint8_t> frame;
-    EXPECT_TRUE(flx1::AppendFrame(flx1::Flx1Frame{batch}, frame));
-    on.Send(frame);
+    on.Send(broker::e2e::PublishFrame(++request_id_, stream, payloads, key));
     return broker::e2e::ReadAck(on);
   };
   auto publish = [&](const std::string& stream, std::optional<std::string> key,
