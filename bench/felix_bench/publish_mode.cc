@@ -148,9 +148,17 @@ int RunPublish(const Target& target, const Workload& w, uint32_t publishers, siz
 
   std::atomic<bool> stop{false};
   std::vector<std::unique_ptr<Subscriber>> subscribers;
+  // --io-threads: the subscribers' connections share that many client I/O threads.
+  std::vector<std::shared_ptr<IoThread>> io_threads;
+  for (uint32_t i = 0; i < target.io_threads && w.fanout > 0; ++i) {
+    auto thread = IoThread::Create();
+    if (!thread) Die("client I/O thread: " + thread.error().ToString());
+    io_threads.push_back(std::move(*thread));
+  }
   for (uint32_t i = 0; i < w.fanout; ++i) {
     auto s = std::make_unique<Subscriber>();
     ClientOptions subscriber_options = options;
+    if (!io_threads.empty()) subscriber_options.io_thread = io_threads[i % io_threads.size()];
     if (target.subscriber_spin_us > 0)
       subscriber_options.spin_wait = std::chrono::microseconds(target.subscriber_spin_us);
     s->client = ConnectOrDie(subscriber_options);

@@ -29,11 +29,11 @@ namespace {
 // Records and bytes one run may carry before it is flushed: enough to amortise the per-batch
 // path many times over, small enough to stay a modest share of the per-stream in-flight budget.
 constexpr size_t kRunMaxRecords = 1024;
-constexpr size_t kRunMaxPayloadBytes = 64 * 1024;
+constexpr size_t kRunMaxPayloadBytes = size_t{64} * 1024;
 // A frame joins only while it is small: one that already carries many records or bytes has
 // its per-batch cost amortised, and is handled alone as it always was.
 constexpr size_t kJoinFrameMaxRecords = 16;
-constexpr size_t kJoinFrameMaxBytes = 8 * 1024;
+constexpr size_t kJoinFrameMaxBytes = size_t{8} * 1024;
 
 bool SameKey(const std::optional<std::string_view>& a, const std::optional<std::string_view>& b) {
   return a.has_value() == b.has_value() && (!a || *a == *b);
