@@ -79,3 +79,34 @@ TEST(IsValidUtf8, AcceptsValidAndRefusesMalformed) {
 
 }  // namespace
 }  // namespace felix::wire
+
+namespace felix::wire {
+namespace {
+
+// Reserve sizes a fresh buffer exactly (one allocation for a frame of known size) but grows a
+// buffer that already holds frames geometrically: appending a thousand frames to one batch
+// reallocates a handful of times, not once per frame.
+TEST(ByteWriter, ReserveIsExactForAFreshBufferAndGeometricForABatch) {
+  std::vector<uint8_t> fresh;
+  ByteWriter(fresh).Reserve(300);
+  EXPECT_EQ(fresh.capacity(), 300u);
+
+  std::vector<uint8_t> batch;
+  const std::vector<uint8_t> frame(280, 0x5a);
+  size_t reallocations = 0;
+  const uint8_t* data = nullptr;
+  for (int i = 0; i < 1000; ++i) {
+    ByteWriter w(batch);
+    w.Reserve(frame.size());
+    if (batch.data() != data) {
+      ++reallocations;
+      data = batch.data();
+    }
+    w.WriteBytes(std::span<const uint8_t>(frame));
+  }
+  EXPECT_EQ(batch.size(), 280'000u);
+  EXPECT_LE(reallocations, 12u);
+}
+
+}  // namespace
+}  // namespace felix::wire
