@@ -399,7 +399,7 @@ class Client {
   // kGroupAckWindow of them unanswered at once, so the broker can make many durable with one
   // flush. Returns once every ack is answered; the first error otherwise (some offsets may
   // then be finished already — acking again is harmless, so the whole call may be retried).
-  static constexpr size_t kGroupAckWindow = 32;
+  static constexpr size_t kGroupAckWindow = 128;
   ClientResult<void> GroupAckAll(const GroupRef& group, const std::vector<uint64_t>& offsets);
   // Hands a record back for redelivery.
   ClientResult<void> GroupNack(const GroupRef& group, uint64_t offset,

@@ -304,7 +304,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   bool reset_ = false;          // the stream was aborted
   bool released_ = false;
   size_t pending_ops_ = 0;  // publishes and subscribes waiting for their shard
-  std::optional<auth::AuthContext> auth_;
+  std::shared_ptr<const auth::AuthContext> auth_;  // shared with VerifiedCredentials' table
   // What durable publishes store as their publisher (FELIX_RECORD_PUBLISHERS): made once.
   std::shared_ptr<const std::string> stored_publisher_;
   uint16_t peer_flags_ = wire::flx1::kOriginalV1Flags;

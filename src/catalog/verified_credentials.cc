@@ -4,10 +4,9 @@
 
 namespace felix::catalog {
 
-auth::AuthResult<auth::AuthContext> VerifiedCredentials::Verify(const catalog::Catalog& catalog,
-                                                                std::string_view tenant,
-                                                                std::string_view token,
-                                                                int64_t now_unix_seconds) {
+auth::AuthResult<std::shared_ptr<const auth::AuthContext>> VerifiedCredentials::Verify(
+    const catalog::Catalog& catalog, std::string_view tenant, std::string_view token,
+    int64_t now_unix_seconds) {
   std::string key;
   key.reserve(tenant.size() + 1 + token.size());
   key.append(tenant).push_back('\0');
@@ -20,18 +19,19 @@ auth::AuthResult<auth::AuthContext> VerifiedCredentials::Verify(const catalog::C
       const Entry& e = it->second;
       if (!keys.empty() && e.keys == keys && now_unix_seconds < e.context->expires_at) {
         ++reused_;
-        return *e.context;
+        return e.context;
       }
       entries_.erase(it);  // expired or the keys changed: verify again below
     }
   }
-  auto context = catalog::VerifyClientToken(catalog, tenant, token, now_unix_seconds);
+  auto verified = catalog::VerifyClientToken(catalog, tenant, token, now_unix_seconds);
   MutexLock lock(mu_);
   ++verified_;
-  if (!context || keys.empty()) return context;
+  if (!verified) return tl::unexpected(verified.error());
+  auto context = std::make_shared<const auth::AuthContext>(std::move(*verified));
+  if (keys.empty()) return context;
   if (entries_.size() >= capacity_) entries_.clear();
-  entries_.insert_or_assign(
-      std::move(key), Entry{std::make_shared<const auth::AuthContext>(*context), std::move(keys)});
+  entries_.insert_or_assign(std::move(key), Entry{context, std::move(keys)});
   return context;
 }
 

@@ -35,9 +35,12 @@ class VerifiedCredentials {
   explicit VerifiedCredentials(size_t capacity = 4096) : capacity_(capacity) {}
 
   // As catalog::VerifyClientToken(catalog, tenant, token, now), from the table when it may be.
-  auth::AuthResult<auth::AuthContext> Verify(const catalog::Catalog& catalog,
-                                             std::string_view tenant, std::string_view token,
-                                             int64_t now_unix_seconds);
+  // The context is shared with the table: every stream of a client holds the same one, so
+  // authenticating a stream copies none of its strings and permissions.
+  auth::AuthResult<std::shared_ptr<const auth::AuthContext>> Verify(const catalog::Catalog& catalog,
+                                                                    std::string_view tenant,
+                                                                    std::string_view token,
+                                                                    int64_t now_unix_seconds);
 
   // Verifications done (misses) and answers from the table (hits), for tests and metrics.
   uint64_t verified() const;

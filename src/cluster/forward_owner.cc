@@ -105,7 +105,7 @@ std::variant<auth::AuthContext, ForwardAnswer> VerifyForwardCredential(
     return ForwardAnswer::Error(flxi::ErrorCode::kUnauthorized,
                                 "credential refused: " + context.error().ToString());
   }
-  return std::move(*context);
+  return **context;
 }
 
 void CountReceived(MetricsRegistry& metrics, flxi::Kind kind, const ForwardAnswer& answer) {

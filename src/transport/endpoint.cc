@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
@@ -37,6 +38,7 @@
 #include <unordered_set>
 
 #include "transport/gnutls_init.h"
+#include "transport/send_buffer.h"
 #include "transport/tls_session.h"
 #include "transport/transport_metrics.h"
 
@@ -54,7 +56,6 @@ constexpr size_t kScidLen = 18;  // fixed: short-header packets carry no DCID le
 constexpr size_t kTxBatch = 32;  // packets per GSO send
 constexpr size_t kRxBatch = 16;
 constexpr size_t kRxBufSize = 65536;
-constexpr size_t kChunk = 64 * 1024;
 constexpr uint64_t kStreamRefusedCode = 0x10;  // peer-opened stream with no on_stream handler
 
 uint64_t NowNs();
@@ -140,68 +141,6 @@ std::string DescribeClose(const ngtcp2_connection_close_error& e) {
     s += " (" + std::string(reinterpret_cast<const char*>(e.reason), e.reasonlen) + ")";
   return s;
 }
-
-// Stream send buffer. ngtcp2 keeps pointers into it until the bytes are acknowledged, so bytes
-// never move: fixed 64 KiB chunks, freed front-first once fully acknowledged, and the last one
-// too once everything written is acknowledged: an idle stream (a subscription waiting for
-// events, a connection's control stream) holds no buffer. Keeping that last chunk cost every
-// idle subscription 64 KiB of broker memory (docs/performance.md, change 15).
-class SendBuffer {
- public:
-  void Append(const uint8_t* p, size_t n) {
-    while (n > 0) {
-      if (chunks_.empty() || fill_ == kChunk) {
-        chunks_.push_back(std::make_unique_for_overwrite<uint8_t[]>(kChunk));
-        fill_ = 0;
-      }
-      size_t k = std::min(n, kChunk - fill_);
-      std::memcpy(chunks_.back().get() + fill_, p, k);
-      fill_ += k;
-      p += k;
-      n -= k;
-      end_ += k;
-    }
-  }
-  size_t Peek(ngtcp2_vec* v, size_t maxv) const {
-    size_t cnt = 0;
-    uint64_t off = base_;
-    for (size_t i = 0; i < chunks_.size() && cnt < maxv; ++i) {
-      size_t size = (i + 1 == chunks_.size()) ? fill_ : kChunk;
-      uint64_t cend = off + size;
-      if (cend > sent_) {
-        size_t skip = sent_ > off ? size_t(sent_ - off) : 0;
-        v[cnt].base = chunks_[i].get() + skip;
-        v[cnt].len = size - skip;
-        ++cnt;
-      }
-      off = cend;
-    }
-    return cnt;
-  }
-  void Sent(size_t n) { sent_ += n; }
-  void Acked(uint64_t upto) {
-    acked_ = std::max(acked_, upto);
-    while (chunks_.size() > 1 && base_ + kChunk <= acked_) {
-      chunks_.pop_front();
-      base_ += kChunk;
-    }
-    if (acked_ == end_ && !chunks_.empty()) {  // nothing in flight: the next write starts afresh
-      chunks_.clear();
-      base_ = end_;
-      fill_ = kChunk;
-    }
-  }
-  uint64_t unsent() const { return end_ - sent_; }
-  uint64_t unacked() const { return end_ - acked_; }
-
- private:
-  std::deque<std::unique_ptr<uint8_t[]>> chunks_;
-  size_t fill_ = kChunk;  // bytes used in the last chunk
-  uint64_t base_ = 0;     // stream offset of chunks_.front()[0]
-  uint64_t sent_ = 0;
-  uint64_t acked_ = 0;
-  uint64_t end_ = 0;
-};
 
 class EndpointImpl;
 class ConnImpl;
@@ -1124,9 +1063,13 @@ void ConnImpl::Write() {
     int64_t sid = -1;
     if (s) {
       sid = s->id_;
-      nvec = s->tx_.Peek(vec, 16);
+      std::array<std::span<const uint8_t>, 16> unsent;
+      nvec = s->tx_.Peek(unsent);
       uint64_t bytes = 0;
-      for (size_t i = 0; i < nvec; ++i) bytes += vec[i].len;
+      for (size_t i = 0; i < nvec; ++i) {
+        vec[i] = ngtcp2_vec{const_cast<uint8_t*>(unsent[i].data()), unsent[i].size()};
+        bytes += unsent[i].size();
+      }
       if (s->fin_requested_ && bytes == s->tx_.unsent()) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
     }
     ngtcp2_ssize ndatalen = -1;

@@ -44,9 +44,9 @@ TEST_F(VerifiedCredentialsTest, ATokenVerifiedOnceIsAnsweredAgainWithoutVerifyin
   ASSERT_TRUE(first);
   auto again = verified_.Verify(*catalog_, "t1", token, now);
   ASSERT_TRUE(again);
-  EXPECT_EQ(again->subject, "alice");
-  EXPECT_EQ(again->tenant_id, "t1");
-  EXPECT_EQ(again->expires_at, first->expires_at);
+  EXPECT_EQ((*again)->subject, "alice");
+  EXPECT_EQ((*again)->tenant_id, "t1");
+  EXPECT_EQ((*again)->expires_at, (*first)->expires_at);
   EXPECT_EQ(verified_.verified(), 1u);
   EXPECT_EQ(verified_.reused(), 1u);
   // The same token for another tenant is another question (and refused: tid is t1).
@@ -94,11 +94,11 @@ TEST_F(VerifiedCredentialsTest, AFullTableIsEmptiedAndAnswersStayRight) {
   for (const auto& t : tokens) ASSERT_TRUE(small.Verify(*catalog_, "t1", t, now));
   auto c = small.Verify(*catalog_, "t1", tokens[2], now);  // kept after the table emptied
   ASSERT_TRUE(c);
-  EXPECT_EQ(c->subject, "c");
+  EXPECT_EQ((*c)->subject, "c");
   EXPECT_EQ(small.reused(), 1u);
   auto a = small.Verify(*catalog_, "t1", tokens[0], now);  // dropped, verified again
   ASSERT_TRUE(a);
-  EXPECT_EQ(a->subject, "a");
+  EXPECT_EQ((*a)->subject, "a");
   EXPECT_EQ(small.verified(), 4u);
 }
 

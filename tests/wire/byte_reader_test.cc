@@ -68,6 +68,24 @@ TEST(ByteReader, TrailingBytesAreRefused) {
   EXPECT_EQ(r.ExpectEnd("body").error().code, DecodeErrorCode::kTrailingBytes);
 }
 
+// The ASCII fast path reads eight bytes at a time: a bad or multi-byte sequence must be found
+// at every position relative to those words, and a sequence cut at the end still refused.
+TEST(IsValidUtf8, FindsEverySequenceWhereverItFallsAmongLongAscii) {
+  for (size_t at = 0; at < 41; ++at) {
+    std::string text(41, 'a');
+    text[at] = '\x80';  // lone continuation byte
+    EXPECT_FALSE(IsValidUtf8(text)) << at;
+    text.replace(at, 1, "\xC3\xA9");  // é
+    EXPECT_TRUE(IsValidUtf8(text)) << at;
+    text.replace(at, 2, "\xED\xA0\x80");  // surrogate
+    EXPECT_FALSE(IsValidUtf8(text)) << at;
+  }
+  for (size_t length = 0; length < 20; ++length) {
+    EXPECT_FALSE(IsValidUtf8(std::string(length, 'z') + "\xE2\x82")) << length;  // truncated
+    EXPECT_TRUE(IsValidUtf8(std::string(length, 'z') + "\xE2\x82\xAC")) << length;
+  }
+}
+
 TEST(IsValidUtf8, AcceptsValidAndRefusesMalformed) {
   EXPECT_TRUE(IsValidUtf8("plain"));
   EXPECT_TRUE(IsValidUtf8("h\xC3\xA9llo \xF0\x9F\x98\x80"));

@@ -137,8 +137,14 @@ class JsonWriter {
     }
     static constexpr char kHex[] = "0123456789abcdef";
     out_ += '"';
-    for (char ch : s) {
-      const auto c = static_cast<unsigned char>(ch);
+    // Characters that need no escape (nearly all: base64 payloads, names, tokens) are appended
+    // a run at a time rather than one by one.
+    size_t run = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c >= 0x20 && c != '"' && c != '\\') continue;
+      out_.append(s.data() + run, i - run);
+      run = i + 1;
       switch (c) {
         case '"':
           out_ += "\\\"";
@@ -161,16 +167,13 @@ class JsonWriter {
         case '\t':
           out_ += "\\t";
           break;
-        default:
-          if (c < 0x20) {
-            out_ += "\\u00";
-            out_ += kHex[c >> 4];
-            out_ += kHex[c & 0xF];
-          } else {
-            out_ += ch;
-          }
+        default:  // the other control characters
+          out_ += "\\u00";
+          out_ += kHex[c >> 4];
+          out_ += kHex[c & 0xF];
       }
     }
+    out_.append(s.data() + run, s.size() - run);
     out_ += '"';
   }
 
@@ -787,7 +790,24 @@ class FlatReader {
     }
     return true;
   }
-  // Vectors, nested records, opaque JSON, conditions, state changes, refusal reasons.
+  // An array of records (the records of `group_records`, `stream_records`): each element read
+  // by the same rules; one that fails fails the whole message.
+  template <Record T>
+  static bool Read(const FlatJsonValue& v, std::vector<T>& out) {
+    if (v.kind != Kind::kArray) return false;
+    out.clear();
+    out.reserve(v.number);  // counted by the scan of the text: no more than it holds
+    FlatJsonArrayReader elements(v);
+    FlatJsonObject element;
+    while (elements.Next(element)) {
+      T& value = out.emplace_back();
+      FlatReader reader(element);
+      T::Fields(value, reader);
+      if (reader.failed) return false;
+    }
+    return out.size() == v.number;
+  }
+  // Other vectors, nested records, opaque JSON, conditions, state changes, refusal reasons.
   template <class T>
   static bool Read(const FlatJsonValue&, T&) {
     return false;
@@ -903,7 +923,8 @@ DecodeResult<Message> DecodeMessageObject(const JsonValue& object, std::string_v
 namespace {
 
 // What is refused before any parse, by either path. The nesting depth is measured only
-// where the full parser runs: a flat object (json_flat_object.h) is one level deep.
+// where the full parser runs: a flat object (json_flat_object.h) is at most three levels deep
+// (an object, an array member, its objects).
 DecodeResult<void> CheckJsonPayload(std::string_view payload) {
   if (!IsValidUtf8(payload)) {
     return DecodeFail(DecodeErrorCode::kInvalidUtf8, "JSON payload is not valid UTF-8");

@@ -1,5 +1,7 @@
 #include "wire/flx1/json_flat_object.h"
 
+#include <cstring>
+
 namespace felix::wire::flx1 {
 
 namespace {
@@ -8,7 +10,10 @@ namespace {
 // subset the header names.
 class FlatScanner {
  public:
-  explicit FlatScanner(std::string_view text) : text_(text) {}
+  FlatScanner(std::string_view text, size_t at) : text_(text), at_(at) {}
+
+  size_t at() const { return at_; }
+  void Seek(size_t at) { at_ = at; }
 
   void SkipSpace() {
     while (at_ < text_.size()) {
@@ -33,18 +38,20 @@ class FlatScanner {
   }
   bool String(std::string_view& out) {
     if (!Take('"')) return false;
-    size_t start = at_;
-    while (at_ < text_.size()) {
-      auto c = static_cast<unsigned char>(text_[at_]);
-      if (c == '"') {
-        out = text_.substr(start, at_ - start);
-        ++at_;
-        return true;
-      }
-      if (c == '\\' || c < 0x20) return false;  // escapes and control characters: full parser
-      ++at_;
+    const size_t start = at_;
+    const void* quote = std::memchr(text_.data() + start, '"', text_.size() - start);
+    if (quote == nullptr) return false;
+    const auto end = static_cast<size_t>(static_cast<const char*>(quote) - text_.data());
+    // No early exit, so the check runs over whole vectors (long base64 payloads and tokens).
+    bool plain = true;
+    for (size_t i = start; i < end; ++i) {
+      const auto c = static_cast<unsigned char>(text_[i]);
+      plain &= (c >= 0x20) & (c != '\\');
     }
-    return false;
+    if (!plain) return false;  // escapes and control characters: full parser
+    out = text_.substr(start, end - start);
+    at_ = end + 1;
+    return true;
   }
   bool Value(FlatJsonValue& out) {
     SkipSpace();
@@ -95,27 +102,68 @@ class FlatScanner {
   }
 
   std::string_view text_;
-  size_t at_ = 0;
+  size_t at_;
 };
 
 }  // namespace
 
 std::optional<FlatJsonObject> FlatJsonObject::Scan(std::string_view text) {
-  FlatScanner in(text);
   FlatJsonObject object;
-  if (!in.Take('{')) return std::nullopt;
+  size_t at = 0;
+  if (!object.ScanAt(text, at, /*allow_arrays=*/true)) return std::nullopt;
+  if (!FlatScanner(text, at).AtEnd()) return std::nullopt;
+  return object;
+}
+
+bool FlatJsonObject::ScanAt(std::string_view text, size_t& at, bool allow_arrays) {
+  FlatScanner in(text, at);
+  size_ = 0;
+  // An array of flat objects: each element is scanned here (so Scan accepts only what the
+  // reader can walk) and again by FlatJsonArrayReader when it is read.
+  auto array = [&](FlatJsonValue& out) {
+    const size_t start = in.at();
+    if (!in.Take('[')) return false;
+    uint64_t count = 0;
+    if (!in.Take(']')) {
+      FlatJsonObject element;
+      do {
+        size_t element_at = in.at();
+        if (!element.ScanAt(text, element_at, /*allow_arrays=*/false)) return false;
+        in.Seek(element_at);
+        ++count;
+      } while (in.Take(','));
+      if (!in.Take(']')) return false;
+    }
+    out.kind = FlatJsonValue::Kind::kArray;
+    out.text = text.substr(start, in.at() - start);
+    out.number = count;
+    return true;
+  };
+  if (!in.Take('{')) return false;
   if (!in.Take('}')) {
     do {
-      if (object.size_ == kMaxMembers) return std::nullopt;
-      Member& member = object.members_[object.size_];
-      if (!in.String(member.key) || !in.Take(':') || !in.Value(member.value)) return std::nullopt;
-      if (object.Find(member.key) != nullptr) return std::nullopt;  // a key twice: full parser
-      ++object.size_;
+      if (size_ == kMaxMembers) return false;
+      Member& member = members_[size_];
+      if (!in.String(member.key) || !in.Take(':')) return false;
+      const bool scanned =
+          allow_arrays && in.Peek('[') ? array(member.value) : in.Value(member.value);
+      if (!scanned) return false;
+      if (Find(member.key) != nullptr) return false;  // a key twice: full parser
+      ++size_;
     } while (in.Take(','));
-    if (!in.Take('}')) return std::nullopt;
+    if (!in.Take('}')) return false;
   }
-  if (!in.AtEnd()) return std::nullopt;
-  return object;
+  at = in.at();
+  return true;
+}
+
+bool FlatJsonArrayReader::Next(FlatJsonObject& out) {
+  FlatScanner in(text_, at_);
+  if (!in.Take(at_ == 0 ? '[' : ',')) return false;  // past the last element: ']'
+  size_t at = in.at();
+  if (!out.ScanAt(text_, at, /*allow_arrays=*/false)) return false;
+  at_ = at;
+  return true;
 }
 
 const FlatJsonValue* FlatJsonObject::Find(std::string_view key) const {

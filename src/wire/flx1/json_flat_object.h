@@ -11,8 +11,11 @@
 //   - numbers that are non-negative integers without a leading zero, fraction or exponent,
 //     within u64;
 //   - true, false, null.
-// Nested objects and arrays, escapes, negative or non-integer numbers: refused, and the caller
-// parses the text fully. Views point into the scanned text, which must outlive the object.
+//   - a member's value may also be an array of such objects (one level: their members are
+//     scalars), the shape of every answer that carries records (`group_records`,
+//     `stream_records`); FlatJsonArrayReader walks its elements.
+// Other nesting, escapes, negative or non-integer numbers: refused, and the caller parses the
+// text fully. Views point into the scanned text, which must outlive the object.
 // Stateless apart from the object itself; thread-compatible.
 #pragma once
 
@@ -25,10 +28,10 @@
 namespace felix::wire::flx1 {
 
 struct FlatJsonValue {
-  enum class Kind : uint8_t { kString, kUnsigned, kTrue, kFalse, kNull };
+  enum class Kind : uint8_t { kString, kUnsigned, kTrue, kFalse, kNull, kArray };
   Kind kind = Kind::kNull;
-  std::string_view text;  // kString: the characters between the quotes
-  uint64_t number = 0;    // kUnsigned
+  std::string_view text;  // kString: the characters between the quotes; kArray: "[ … ]"
+  uint64_t number = 0;    // kUnsigned; kArray: how many objects it holds
 };
 
 class FlatJsonObject {
@@ -42,12 +45,29 @@ class FlatJsonObject {
   size_t size() const { return size_; }
 
  private:
+  friend class FlatJsonArrayReader;
+  // Scans one object at `at` in `text` into *this (array members only when allow_arrays) and
+  // moves `at` past it; false when the text there is not in the subset.
+  bool ScanAt(std::string_view text, size_t& at, bool allow_arrays);
+
   struct Member {
     std::string_view key;
     FlatJsonValue value;
   };
   std::array<Member, kMaxMembers> members_{};
   size_t size_ = 0;
+};
+
+// The elements of an array value Scan accepted (FlatJsonValue::Kind::kArray), in order.
+class FlatJsonArrayReader {
+ public:
+  explicit FlatJsonArrayReader(const FlatJsonValue& array) : text_(array.text) {}
+  // Scans the next element into `out`; false after the last one.
+  bool Next(FlatJsonObject& out);
+
+ private:
+  std::string_view text_;
+  size_t at_ = 0;
 };
 
 }  // namespace felix::wire::flx1

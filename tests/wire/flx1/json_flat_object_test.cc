@@ -26,10 +26,45 @@ TEST(FlatJsonObject, ScansAFlatObjectInPlace) {
   EXPECT_TRUE(FlatJsonObject::Scan("{}"));
 }
 
+TEST(FlatJsonObject, ScansAnArrayOfFlatObjectsAndWalksItsElements) {
+  auto object = FlatJsonObject::Scan(
+      R"({"type":"group_records","records":[ {"offset":3,"payload":"YQ==","attempts":1} ,)"
+      R"({"offset":4,"payload":"","attempts":2,"publisher":null}],"empty":[ ],"request_id":9})");
+  ASSERT_TRUE(object);
+  const FlatJsonValue* records = object->Find("records");
+  ASSERT_NE(records, nullptr);
+  EXPECT_EQ(records->kind, FlatJsonValue::Kind::kArray);
+  EXPECT_EQ(records->number, 2u);
+  EXPECT_EQ(object->Find("request_id")->number, 9u);
+
+  FlatJsonArrayReader elements(*records);
+  FlatJsonObject element;
+  ASSERT_TRUE(elements.Next(element));
+  EXPECT_EQ(element.Find("offset")->number, 3u);
+  EXPECT_EQ(element.Find("payload")->text, "YQ==");
+  ASSERT_TRUE(elements.Next(element));
+  EXPECT_EQ(element.Find("offset")->number, 4u);
+  EXPECT_EQ(element.Find("publisher")->kind, FlatJsonValue::Kind::kNull);
+  EXPECT_FALSE(elements.Next(element));
+
+  const FlatJsonValue* empty = object->Find("empty");
+  EXPECT_EQ(empty->number, 0u);
+  FlatJsonArrayReader none(*empty);
+  EXPECT_FALSE(none.Next(element));
+}
+
 TEST(FlatJsonObject, RefusesWhatOnlyTheFullParserReads) {
   const char* refused[] = {
       R"({"a":{"b":1}})",               // nested object
-      R"({"a":[1]})",                   // array
+      R"({"a":[1]})",                   // array of scalars
+      R"({"a":[{"b":1},2]})",           // an element that is not an object
+      R"({"a":[{"b":[1]}]})",           // an array inside an element
+      R"({"a":[{"b":{"c":1}}]})",       // an object inside an element
+      R"({"a":[[]]})",                  // an array of arrays
+      R"({"a":[{"b":1},]})",            // trailing comma in the array
+      R"({"a":[{"b":1,"b":2}]})",       // a key twice in an element
+      R"({"a":[{"b":1})",               // unterminated array
+      R"({"a":[],"a":[]})",             // an array member twice
       R"({"a":"x\"y"})",                // escape
       "{\"a\":\"x\ty\"}",               // control character
       R"({"a":-1})",                    // negative
@@ -79,6 +114,25 @@ TEST(FlatJsonDecode, AnswersEveryTextAsTheFullParserDoes) {
       R"({"request_id":3})",
       R"({"type":"ok"})",
       R"({"type":"error","message":"m","code":"forbidden","retry":"fatal"})",
+      R"({"type":"group_records","records":[{"offset":3,"payload":"YQ==","attempts":1},{"offset":4,"payload":"","attempts":2,"publisher":"p","timestamp_micros":5,"skipped_before":2}],"request_id":9})",
+      R"({"type":"group_records","records":[],"request_id":9})",
+      R"({"type":"group_records","records":[{"offset":3,"payload":"YQ=="}],"request_id":9})",
+      R"({"type":"group_records","records":[{"offset":3,"payload":"YQ==","attempts":1,"extra":[]}],"request_id":9})",
+      R"({"type":"group_records","records":[{"offset":3,"payload":"YQ==","attempts":1,"extra":true}],"request_id":9})",
+      R"({"type":"group_records","records":[{"payload":"YQ==","attempts":1}],"request_id":9})",
+      R"({"type":"group_records","records":[{"offset":3,"payload":"not base64!","attempts":1}],"request_id":9})",
+      R"({"type":"group_records","records":[{"offset":3,"payload":"YQ==","attempts":4294967296}],"request_id":9})",
+      R"({"type":"group_records","records":[{"offset":3,"payload":"YQ==","attempts":1},{"offset":"4","payload":"","attempts":1}],"request_id":9})",
+      R"({"type":"group_records","records":[{"offset":3,"payload":"YQ==","attempts":1},7],"request_id":9})",
+      R"({"type":"group_records","records":null,"request_id":9})",
+      R"({"type":"group_records","records":"none","request_id":9})",
+      R"({"type":"group_records","records":[{}],"request_id":9})",
+      R"({"type":"group_records","request_id":9})",
+      R"({"type":"stream_records","records":[{"offset":1,"payload":"YQ==","timestamp_micros":7}],"next_offset":2,"request_id":3})",
+      R"({"type":"stream_records","records":[{"offset":1,"payload":"YQ=="}],"next_offset":2,"request_id":3})",
+      R"({"type":"group_dead_letter_list","offsets":[1,2],"request_id":3})",
+      R"({"type":"group_dead_letter_list","offsets":[],"request_id":3})",
+      R"({"type":"group_ack","tenant_id":"t","namespace":"n","stream":"s","shard":0,"group":"g","offset":5,"request_id":7,"x":[{"a":1}]})",
   };
   for (const char* text : texts) {
     auto read = DecodeMessageJson(text);

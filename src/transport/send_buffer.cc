@@ -1,0 +1,60 @@
+#include "transport/send_buffer.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace felix::transport {
+
+void SendBuffer::Append(const uint8_t* p, size_t n) {
+  while (n > 0) {
+    if (chunks_.empty() || fill_ == chunks_.back().capacity) {
+      const size_t grown = chunks_.empty() ? kMinChunk : chunks_.back().capacity * 2;
+      const size_t capacity = std::min(kMaxChunk, std::max(grown, std::bit_ceil(n)));
+      chunks_.push_back(Chunk{std::make_unique_for_overwrite<uint8_t[]>(capacity), capacity});
+      fill_ = 0;
+    }
+    const size_t k = std::min(n, chunks_.back().capacity - fill_);
+    std::memcpy(chunks_.back().bytes.get() + fill_, p, k);
+    fill_ += k;
+    p += k;
+    n -= k;
+    end_ += k;
+  }
+}
+
+size_t SendBuffer::Peek(std::span<std::span<const uint8_t>> out) const {
+  size_t count = 0;
+  uint64_t offset = base_;
+  for (size_t i = 0; i < chunks_.size() && count < out.size(); ++i) {
+    const size_t size = i + 1 == chunks_.size() ? fill_ : chunks_[i].capacity;
+    const uint64_t chunk_end = offset + size;
+    if (chunk_end > sent_) {
+      const size_t skip = sent_ > offset ? size_t(sent_ - offset) : 0;
+      out[count++] = {chunks_[i].bytes.get() + skip, size - skip};
+    }
+    offset = chunk_end;
+  }
+  return count;
+}
+
+void SendBuffer::Acked(uint64_t upto) {
+  acked_ = std::max(acked_, upto);
+  while (chunks_.size() > 1 && base_ + chunks_.front().capacity <= acked_) {
+    base_ += chunks_.front().capacity;
+    chunks_.pop_front();
+  }
+  if (acked_ == end_ && !chunks_.empty()) {  // nothing in flight: the next write starts afresh
+    chunks_.clear();
+    base_ = end_;
+    fill_ = 0;
+  }
+}
+
+size_t SendBuffer::capacity() const {
+  size_t total = 0;
+  for (const Chunk& c : chunks_) total += c.capacity;
+  return total;
+}
+
+}  // namespace felix::transport

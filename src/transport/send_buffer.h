@@ -1,0 +1,62 @@
+// SendBuffer: the bytes of one QUIC stream from the first unacknowledged to the last written.
+//
+// ngtcp2 keeps pointers into sent bytes until they are acknowledged, so bytes never move once
+// appended: they live in chunks, freed front-first once fully acknowledged, and all of them
+// once everything written is acknowledged — an idle stream (a subscription waiting for events,
+// a connection's control stream) holds no buffer (docs/performance.md, change 15).
+//
+// Chunks grow with the stream's burst: the first is just large enough for the first write
+// (at least kMinChunk), each next one twice the last, up to kMaxChunk. Most streams write a
+// few hundred bytes and end (an `auth` and one group request, its answer): a fixed 64 KiB
+// chunk for those made every such stream a large allocation, and with many of them in flight
+// glibc grew and trimmed its heap around them — page faults and TLB-flushing `madvise` on
+// every request (docs/performance.md, change 28). A busy stream reaches kMaxChunk within a few
+// chunks and stays there until it drains.
+//
+// Single-threaded: owned by its stream, used on the endpoint's loop thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+
+namespace felix::transport {
+
+class SendBuffer {
+ public:
+  static constexpr size_t kMinChunk = 1024;
+  static constexpr size_t kMaxChunk = size_t{64} * 1024;
+
+  // Appends n bytes after the last written byte.
+  void Append(const uint8_t* p, size_t n);
+  // Fills up to out.size() spans with the written but unsent bytes, in order; returns how many.
+  size_t Peek(std::span<std::span<const uint8_t>> out) const;
+  // The first n unsent bytes were handed to the connection.
+  void Sent(size_t n) { sent_ += n; }
+  // Every byte below stream offset `upto` is acknowledged (a lower upto than before is ignored).
+  void Acked(uint64_t upto);
+
+  uint64_t unsent() const { return end_ - sent_; }
+  uint64_t unacked() const { return end_ - acked_; }
+  size_t chunk_count() const { return chunks_.size(); }
+  // Bytes allocated for the chunks held now.
+  size_t capacity() const;
+
+ private:
+  struct Chunk {
+    std::unique_ptr<uint8_t[]> bytes;
+    size_t capacity = 0;
+  };
+
+  // Every chunk but the last is full (Append fills one before it starts the next).
+  std::deque<Chunk> chunks_;
+  size_t fill_ = 0;    // bytes used in the last chunk
+  uint64_t base_ = 0;  // stream offset of chunks_.front().bytes[0]
+  uint64_t sent_ = 0;
+  uint64_t acked_ = 0;
+  uint64_t end_ = 0;
+};
+
+}  // namespace felix::transport

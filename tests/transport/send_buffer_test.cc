@@ -1,0 +1,96 @@
+#include "transport/send_buffer.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace felix::transport {
+namespace {
+
+std::vector<uint8_t> Pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> bytes(n);
+  std::iota(bytes.begin(), bytes.end(), seed);
+  return bytes;
+}
+
+// Every unsent byte, in order, as Peek hands them out (up to 16 spans, as the endpoint asks).
+std::vector<uint8_t> Unsent(const SendBuffer& buffer) {
+  std::array<std::span<const uint8_t>, 16> spans;
+  const size_t count = buffer.Peek(spans);
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < count; ++i) out.insert(out.end(), spans[i].begin(), spans[i].end());
+  return out;
+}
+
+TEST(SendBuffer, AShortStreamHoldsOneSmallChunkAndNoneOnceAcknowledged) {
+  SendBuffer buffer;
+  const std::vector<uint8_t> request = Pattern(300, 7);  // an auth and one group request
+  buffer.Append(request.data(), request.size());
+  EXPECT_EQ(buffer.chunk_count(), 1u);
+  EXPECT_EQ(buffer.capacity(), SendBuffer::kMinChunk);
+  EXPECT_EQ(Unsent(buffer), request);
+
+  buffer.Sent(request.size());
+  EXPECT_EQ(buffer.unsent(), 0u);
+  EXPECT_EQ(buffer.unacked(), request.size());
+  buffer.Acked(request.size());
+  EXPECT_EQ(buffer.unacked(), 0u);
+  EXPECT_EQ(buffer.capacity(), 0u);
+}
+
+TEST(SendBuffer, ChunksGrowWithTheBurstUpToTheMaximumAndKeepEveryByteInOrder) {
+  SendBuffer buffer;
+  std::vector<uint8_t> written;
+  // Frames of assorted sizes, some larger than a chunk, none acknowledged yet.
+  for (size_t i = 0; i < 40; ++i) {
+    const std::vector<uint8_t> frame = Pattern(i % 7 == 0 ? 70000 : 900 + 37 * i, uint8_t(i));
+    buffer.Append(frame.data(), frame.size());
+    written.insert(written.end(), frame.begin(), frame.end());
+  }
+  EXPECT_EQ(buffer.unsent(), written.size());
+  // Capacity stays within twice what is held plus the smallest chunk: growth is geometric.
+  EXPECT_LE(buffer.capacity(), 2 * written.size() + SendBuffer::kMinChunk);
+
+  // Send it in pieces that end inside chunks; what Peek returns always continues the stream.
+  std::vector<uint8_t> sent;
+  while (buffer.unsent() > 0) {
+    std::vector<uint8_t> next = Unsent(buffer);
+    ASSERT_FALSE(next.empty());
+    const size_t n = std::min<size_t>(next.size(), 5000);
+    sent.insert(sent.end(), next.begin(), next.begin() + long(n));
+    buffer.Sent(n);
+  }
+  EXPECT_EQ(sent, written);
+
+  // Acknowledgements free whole chunks from the front; a lower one than before changes nothing.
+  const size_t before = buffer.chunk_count();
+  buffer.Acked(written.size() / 2);
+  EXPECT_LT(buffer.chunk_count(), before);
+  EXPECT_EQ(buffer.unacked(), written.size() - written.size() / 2);
+  buffer.Acked(10);
+  EXPECT_EQ(buffer.unacked(), written.size() - written.size() / 2);
+  buffer.Acked(written.size());
+  EXPECT_EQ(buffer.chunk_count(), 0u);
+}
+
+TEST(SendBuffer, WritesAfterItDrainedContinueTheStreamFromASmallChunk) {
+  SendBuffer buffer;
+  const std::vector<uint8_t> first = Pattern(100000, 1);
+  buffer.Append(first.data(), first.size());
+  buffer.Sent(first.size());
+  buffer.Acked(first.size());
+
+  const std::vector<uint8_t> second = Pattern(200, 9);
+  buffer.Append(second.data(), second.size());
+  EXPECT_EQ(buffer.capacity(), SendBuffer::kMinChunk);
+  EXPECT_EQ(Unsent(buffer), second);
+  buffer.Sent(second.size());
+  buffer.Acked(first.size() + 100);  // stream offsets continue across the drain
+  EXPECT_EQ(buffer.unacked(), 100u);
+}
+
+}  // namespace
+}  // namespace felix::transport
