@@ -365,7 +365,13 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
         log.NotifyWrittenWhen(log.WrittenOffset(), [weak, i](storage::WaitOutcome outcome) {
           if (outcome != storage::WaitOutcome::kReady) return;
           if (auto self = weak.lock()) {
-            self->PostGated([i](State& s) {
+            // On the appending thread when the executor is idle: the batch leaves for the
+            // followers without waking the executor's thread, and from the peer loop's own
+            // thread (a publish appended inline there) without waking the loop either
+            // (docs/performance.md, change 29). The log fires this watch with its append
+            // lock released, except at a truncation (the pass never takes that lock). The
+            // durable-tail watch above stays posted: a roll fires it under the append lock.
+            self->RunGated([i](State& s) {
               s.written_notify_ids[i] = 0;
               s.RunPass();
             });

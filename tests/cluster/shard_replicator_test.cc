@@ -1174,6 +1174,35 @@ TEST_F(ShardReplicatorTest, ARecordsAnswerRunsOnTheDeliveringThreadWhenTheExecut
   EXPECT_EQ(MarkThreads().back(), busy);
 }
 
+// ship_unflushed: a written batch ships from the appending thread when the executor is idle
+// (the send is made before the append returns); with the executor busy it waits its turn.
+TEST_F(ShardReplicatorTest, AWrittenBatchShipsFromTheAppendingThreadWhenTheExecutorIsIdle) {
+  OpenStore(Offset(0), storage::FsyncMode::kOnCommit);
+  auto o = Options(2);
+  o.ship_unflushed = true;
+  Start(o);
+  WaitIdle();
+  Append(LogKind::kStream, 3);
+  EXPECT_EQ(transport_.Unread("f0"), 1u) << "not shipped before the append returned";
+  EXPECT_EQ(transport_.Unread("f1"), 1u);
+  auto a = transport_.Next("f0"), b = transport_.Next("f1");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->end(), 3u);
+  Deliver(a, OkAnswer(3));
+  Deliver(b, OkAnswer(3));
+  ASSERT_TRUE(WaitMark(LogKind::kStream, Offset(3)));
+
+  std::promise<void> release;
+  ASSERT_TRUE(ex_.Post([&] { release.get_future().wait(); }));
+  Append(LogKind::kStream, 2);
+  EXPECT_EQ(transport_.Unread(), 0u) << "shipped while the executor was busy";
+  release.set_value();
+  auto c = transport_.Next("f0");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->first(), 3u);
+  EXPECT_EQ(c->end(), 5u);
+}
+
 // Stop() waits for an answer being handled on another thread, as it waits for the executor.
 TEST_F(ShardReplicatorTest, StopWaitsForAnAnswerBeingHandledOnTheTransportsThread) {
   OpenStore();
