@@ -408,7 +408,11 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       ArmNotify(i);
       ArmWrittenNotify(i);
     }
+    // Followers level with each other ship the same batch: read once per log in this pass.
+    sharing_reads = true;
     for (Cursor& c : cursors) Pump(c);
+    sharing_reads = false;
+    shared_reads.fill(nullptr);
     UpdateMarks();
     PublishGauges();
   }
@@ -441,6 +445,11 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     const size_t limit = c.stalled ? 1 : o.max_in_flight;
     storage::DurableLog& log = store.log(c.log);
     while (c.in_flight.size() < limit) {
+      std::shared_ptr<const Batch>& shared = shared_reads[size_t(c.log)];
+      if (sharing_reads && shared && shared->first == c.send_from) {
+        if (!ShipBatch(c, shared)) return;
+        continue;
+      }
       const storage::ReadLimits limits{o.max_batch_records, o.max_batch_bytes};
       auto read =
           o.ship_unflushed ? log.ReadWritten(c.send_from, limits) : log.Read(c.send_from, limits);
@@ -477,19 +486,26 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       batch->end = read->records.back().offset + 1;
       for (const storage::Record& r : read->records) batch->bytes += r.payload.size();
       batch->records = std::move(read->records);
-      InFlight entry;
-      entry.batch = std::move(batch);
-      const uint64_t caps = follower_caps[c.follower].value_or(kAssumedCapabilities);
-      if (!c.legacy) {
-        entry.labelled = Labelled(c.log, caps);
-        entry.timed = entry.labelled && (caps & flxi::kCapRecordTimes) != 0;
-        // The commit offset rides the shard's own log only (kinds 26/32/36): the stream (or
-        // cache) log's mark. Auxiliary logs carry none.
-        if (c.log == OwnLog()) entry.commit = CarriedCommit();
-      }
-      if (c.rebuilding && !TakeRebuildBytes(c, entry.batch->bytes)) return;
-      if (!Send(c, std::move(entry))) return;
+      if (sharing_reads) shared = batch;
+      if (!ShipBatch(c, std::move(batch))) return;
     }
+  }
+
+  // Sends `batch` to the cursor's follower; false when the cursor must stop pumping (paced,
+  // or the send failed).
+  bool ShipBatch(Cursor& c, std::shared_ptr<const Batch> batch) {
+    InFlight entry;
+    entry.batch = std::move(batch);
+    const uint64_t caps = follower_caps[c.follower].value_or(kAssumedCapabilities);
+    if (!c.legacy) {
+      entry.labelled = Labelled(c.log, caps);
+      entry.timed = entry.labelled && (caps & flxi::kCapRecordTimes) != 0;
+      // The commit offset rides the shard's own log only (kinds 26/32/36): the stream (or
+      // cache) log's mark. Auxiliary logs carry none.
+      if (c.log == OwnLog()) entry.commit = CarriedCommit();
+    }
+    if (c.rebuilding && !TakeRebuildBytes(c, entry.batch->bytes)) return false;
+    return Send(c, std::move(entry));
   }
 
   // §13 pacing of rebuilds (FELIX_REPLICATION_REBUILD_BYTES_PER_SEC): true when the bucket
@@ -1075,6 +1091,10 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   std::array<Offset, storage::kLogKindCount> marks{};
   std::array<uint64_t, 3> notify_ids{};          // by index into `logs`
   std::array<uint64_t, 3> written_notify_ids{};  // o.ship_unflushed only
+  // During RunPass's pumping only: the batch last read from each log (by LogKind), which a
+  // cursor at the same position ships without reading the log again.
+  bool sharing_reads = false;
+  std::array<std::shared_ptr<const Batch>, storage::kLogKindCount> shared_reads{};
   bool started = false;
   bool stopped = false;
   bool fenced_reported = false;
