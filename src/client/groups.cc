@@ -49,7 +49,7 @@ ClientResult<void> Check(Client::Impl& impl, const GroupRef& group, uint32_t fea
 // when its outcome is unknown.
 template <typename A>
 ClientResult<A> Exchange(Client::Router& router, const GroupRef& group, bool idempotent,
-                         flx1::Message request, std::chrono::milliseconds extra_wait = {}) {
+                         const flx1::Message& request, std::chrono::milliseconds extra_wait = {}) {
   auto timeout = router.options().request_timeout + extra_wait;
   Client::Router::Target target{
       {client_impl::NameKind::kStream, group.stream.namespace_name, group.stream.stream},
@@ -71,8 +71,8 @@ ClientResult<A> Exchange(Client::Router& router, const GroupRef& group, bool ide
 }
 
 ClientResult<void> ExpectOk(Client::Router& router, const GroupRef& group, bool idempotent,
-                            flx1::Message request) {
-  auto ok = Exchange<flx1::CacheOk>(router, group, idempotent, std::move(request));
+                            const flx1::Message& request) {
+  auto ok = Exchange<flx1::CacheOk>(router, group, idempotent, request);
   if (!ok) return tl::unexpected(ok.error());
   return {};
 }
@@ -90,7 +90,7 @@ ClientResult<std::vector<GroupRecord>> Client::GroupPoll(const GroupRef& group,
       (client_impl::ServerFeaturesOf(*router_->Home()) & flx1::kFeatureGroupClaimControl) != 0) {
     m.visibility_ms = static_cast<uint64_t>(options.visibility.count());
   }
-  auto answer = Exchange<flx1::GroupRecords>(*router_, group, false, std::move(m), options.wait);
+  auto answer = Exchange<flx1::GroupRecords>(*router_, group, false, m, options.wait);
   if (!answer) return tl::unexpected(answer.error());
   std::vector<GroupRecord> records;
   records.reserve(answer->records.size());
@@ -116,7 +116,7 @@ ClientResult<std::optional<uint64_t>> Client::OffsetForTime(const StreamRef& str
   m.shard = shard;
   m.at_micros = at_micros;
   m.request_id = client_impl::NextRequestId(*router_->Home());
-  auto answer = Exchange<flx1::OffsetValue>(*router_, target, true, std::move(m));
+  auto answer = Exchange<flx1::OffsetValue>(*router_, target, true, m);
   if (!answer) return tl::unexpected(answer.error());
   return answer->offset;
 }
@@ -126,7 +126,7 @@ ClientResult<void> Client::GroupAck(const GroupRef& group, uint64_t offset) {
     return ok;
   auto m = Scoped<flx1::GroupAck>(*router_->Home(), group);
   m.offset = offset;
-  return ExpectOk(*router_, group, true, std::move(m));  // acking twice is not an error
+  return ExpectOk(*router_, group, true, m);  // acking twice is not an error
 }
 
 ClientResult<void> Client::GroupAckAll(const GroupRef& group,
@@ -213,7 +213,7 @@ ClientResult<void> Client::GroupNack(const GroupRef& group, uint64_t offset,
     if (options.delay.count() > 0) m.delay_ms = static_cast<uint64_t>(options.delay.count());
     if (options.attempts != 0) m.attempts = options.attempts;
   }
-  return ExpectOk(*router_, group, false, std::move(m));
+  return ExpectOk(*router_, group, false, m);
 }
 
 ClientResult<std::chrono::milliseconds> Client::GroupExtend(const GroupRef& group, uint64_t offset,
@@ -228,7 +228,7 @@ ClientResult<std::chrono::milliseconds> Client::GroupExtend(const GroupRef& grou
   m.offset = offset;
   m.attempts = attempts;
   m.extend_ms = static_cast<uint64_t>(extend.count());
-  auto answer = Exchange<flx1::GroupExtended>(*router_, group, false, std::move(m));
+  auto answer = Exchange<flx1::GroupExtended>(*router_, group, false, m);
   if (!answer) return tl::unexpected(answer.error());
   return std::chrono::milliseconds(answer->visible_ms);
 }
@@ -240,7 +240,7 @@ ClientResult<void> Client::GroupDeadLetter(const GroupRef& group, uint64_t offse
     return ok;
   auto m = Scoped<flx1::GroupDeadLetter>(*router_->Home(), group);
   m.offset = offset;
-  return ExpectOk(*router_, group, false, std::move(m));
+  return ExpectOk(*router_, group, false, m);
 }
 
 ClientResult<std::vector<uint64_t>> Client::GroupDeadLetters(const GroupRef& group) {
@@ -257,7 +257,7 @@ ClientResult<void> Client::GroupRedrive(const GroupRef& group, uint64_t offset) 
     return ok;
   auto m = Scoped<flx1::GroupRedrive>(*router_->Home(), group);
   m.offset = offset;
-  return ExpectOk(*router_, group, false, std::move(m));
+  return ExpectOk(*router_, group, false, m);
 }
 
 ClientResult<void> Client::GroupDiscard(const GroupRef& group, uint64_t offset) {
@@ -265,7 +265,7 @@ ClientResult<void> Client::GroupDiscard(const GroupRef& group, uint64_t offset) 
     return ok;
   auto m = Scoped<flx1::GroupDiscard>(*router_->Home(), group);
   m.offset = offset;
-  return ExpectOk(*router_, group, false, std::move(m));
+  return ExpectOk(*router_, group, false, m);
 }
 
 ClientResult<GroupInfo> Client::GroupDescribe(const GroupRef& group) {
@@ -298,7 +298,7 @@ ClientResult<GroupPosition> Client::GroupSeek(const GroupRef& group, const Start
       break;
   }
   m.if_new = if_new;
-  auto answer = Exchange<flx1::GroupPosition>(*router_, group, false, std::move(m));
+  auto answer = Exchange<flx1::GroupPosition>(*router_, group, false, m);
   if (!answer) return tl::unexpected(answer.error());
   return GroupPosition{answer->offset, answer->moved};
 }

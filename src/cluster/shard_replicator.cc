@@ -819,7 +819,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
 
   // FencedEpoch: this broker is no longer the leader as far as that follower knows. Every log
   // of the follower stops; the host hears it once.
-  void Fenced(Cursor& c, std::string detail) {
+  void Fenced(Cursor& c, const std::string& detail) {
     const size_t follower = c.follower;
     for (Cursor& other : cursors) {
       if (other.follower != follower || other.halt == ReplicaHalt::kFenced) continue;
