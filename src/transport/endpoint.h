@@ -148,6 +148,10 @@ struct EndpointOptions {
   size_t send_high_water = 4u << 20;  // per-stream unacked bytes before Write returns false
   std::chrono::microseconds initial_rtt{10000};
   bool gso = true;  // UDP GSO on send (falls back when the kernel refuses)
+  // QUIC packets to a peer on a loopback address (127/8, ::1) may be this big (bytes, at most
+  // 65000; 0: the path-MTU size, 1200–1452, everywhere). Never above the peer's
+  // max_udp_payload_size; handshake packets keep the path-MTU size.
+  size_t loopback_datagram_size = 65000;
   // While requests sent from this endpoint await their answers (Endpoint::AwaitingAnswers),
   // the loop polls its sockets instead of sleeping, for up to this long after its last event
   // (0: it sleeps at once). Where a sleeping thread is slow to wake — on a VM without guest

@@ -3,7 +3,8 @@
 Publish (single, keyed), acks at enqueue (no offset: the client does not offer
 ACK_ON_COMMIT), subscribe from earliest / latest / an
 offset, a cursor past the tail, sharded subscriptions with the frozen shard hash
-(semantics.md §4.2), in-memory streams (no offsets, §2.4), and the refusals a user meets: unknown stream, bad token, tenant mismatch,
+(semantics.md §4.2), in-memory streams (no offsets, §2.4), records far above one
+packet, and the refusals a user meets: unknown stream, bad token, tenant mismatch,
 missing permission.
 """
 
@@ -89,6 +90,20 @@ def in_memory_stream_acks_carry_no_offset(broker):
         assert got == [(b"t0", None), (b"t1", None)], got
 
 
+def large_records_cross_in_both_directions(broker):
+    # Over loopback the broker sends QUIC packets up to 65,000 bytes where the peer allows
+    # them (aioquic states no max_udp_payload_size, so the default 65,527 stands): records far
+    # above one path-MTU packet arrive whole, both ways.
+    broker.create_stream("big")
+    payloads = [bytes([i]) * size for i, size in enumerate((1500, 20000, 64000, 300000))]
+    with broker.client() as client:
+        with client.subscribe(T, NS, "big", start="earliest") as sub:
+            for p in payloads:
+                assert client.publish(T, NS, "big", p) is None
+            got = [e.payload for e in next_events(sub, len(payloads))]
+    assert got == payloads, [len(g) for g in got]
+
+
 def unknown_stream_is_not_found(broker):
     with broker.client() as client:
         expect_error(felix.NotFoundError, lambda: client.publish(T, NS, "nope", b"x"),
@@ -128,6 +143,7 @@ if __name__ == "__main__":
         subscribe_past_the_tail_is_a_cursor_error,
         keyed_publishes_land_on_the_frozen_hash_shards,
         in_memory_stream_acks_carry_no_offset,
+        large_records_cross_in_both_directions,
         unknown_stream_is_not_found,
         bad_token_is_an_auth_error,
         tenant_mismatch_and_missing_permission_are_forbidden,

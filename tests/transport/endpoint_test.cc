@@ -169,6 +169,46 @@ TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck
   OnLoop(*dialer, [&] { stream->Finish(); });
 }
 
+// EndpointOptions::loopback_datagram_size: to a loopback peer a 60,000-byte write and its
+// echo each leave in one or a few datagrams; with the option off they leave in path-MTU
+// packets (1452 bytes at most: over forty). Both ends count what they sent.
+TEST(EndpointTest, AWriteToALoopbackPeerLeavesInDatagramsOfTheLoopbackSize) {
+  for (size_t size : {size_t(65000), size_t(0)}) {
+    SCOPED_TRACE("loopback_datagram_size " + std::to_string(size));
+    MetricsRegistry metrics;
+    EndpointOptions so, co;
+    so.name = "echo";
+    so.loopback_datagram_size = size;
+    co.name = "dialer";
+    co.loopback_datagram_size = size;
+    EchoServer server(MakeTls(ClientPortTls()), metrics, so);
+    auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics, co);
+    auto conn = DialAndWait(*dialer, server.addr());
+    ASSERT_TRUE(conn.has_value()) << conn.error().message;
+    ASSERT_EQ(EchoRoundTrip(*dialer, *conn, "warm"), "warm");
+    Counter& client_sent =
+        metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "", "endpoint=\"dialer\"");
+    Counter& server_sent =
+        metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "", "endpoint=\"echo\"");
+    auto sent_now = [&] {
+      return std::pair{OnLoop(*dialer, [&] { return client_sent.Value(); }),
+                       OnLoop(*server.ep, [&] { return server_sent.Value(); })};
+    };
+    const auto before = sent_now();
+    const std::string big(60000, 'b');
+    ASSERT_EQ(EchoRoundTrip(*dialer, *conn, big), big);
+    const auto after = sent_now();
+    const uint64_t client = after.first - before.first, server_count = after.second - before.second;
+    if (size > 0) {
+      EXPECT_LE(client, 6u);
+      EXPECT_LE(server_count, 6u);
+    } else {
+      EXPECT_GE(client, 60000u / 1452);
+      EXPECT_GE(server_count, 60000u / 1452);
+    }
+  }
+}
+
 // EndpointOptions::poll_while_awaiting: while an answer is awaited the loop polls instead of
 // sleeping. It still does all a loop does: answers arrive (large and small), timers fire while
 // it polls (a timer armed with an answer awaited, and one armed with none), and with nothing
