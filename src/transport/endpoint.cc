@@ -1069,9 +1069,14 @@ void ConnImpl::Write() {
     return;
   const uint64_t ts = NowNs();
   const size_t mtu = PacketBufferSize();
-  const size_t quantum = ngtcp2_conn_get_send_quantum(conn_) / mtu;
+  // Bytes this call writes: ngtcp2's pacing burst, at least one full packet and at most one
+  // GSO batch of path-MTU packets (the other connections' turn comes first). A connection
+  // about to close writes all it has: what is not sent before its CONNECTION_CLOSE never is.
+  const size_t quantum =
+      pending_close_ ? SIZE_MAX
+                     : std::clamp(ngtcp2_conn_get_send_quantum(conn_), mtu,
+                                  std::max(mtu, kTxBatch * NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE));
   const size_t batch = std::clamp<size_t>(kGsoMaxBytes / mtu, 1, kTxBatch);
-  const size_t max_pkts = std::clamp<size_t>(quantum, 1, kTxBatch);
   uint8_t* buf = ep_->tx_buf();
   size_t nout = 0, npkts = 0, seg = 0, total = 0;
   ngtcp2_path_storage ps;
@@ -1161,7 +1166,8 @@ void ConnImpl::Write() {
       ++npkts;
     }
     if (size_t(n) < seg || npkts >= batch) flush();
-    if (++total >= max_pkts) break;
+    total += size_t(n);
+    if (total >= quantum) break;
   }
   flush();
   ngtcp2_conn_update_pkt_tx_time(conn_, ts);
