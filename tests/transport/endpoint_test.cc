@@ -375,6 +375,76 @@ TEST(EndpointTest, FlowControlIsBackpressure) {
   OnLoop(**server, [&] { reader->stream.reset(); });  // break the handler <-> stream cycle
 }
 
+// What a handler writes and then closes the connection on (an FLXI Error frame before a refusal's
+// CONNECTION_CLOSE) reaches the peer before the close, whatever the packet size: on a fresh
+// connection the first packets also carry the handshake's follow-ups.
+TEST(EndpointTest, DataWrittenJustBeforeACloseArrivesBeforeIt) {
+  for (size_t size : {size_t(65000), size_t(0)}) {
+    SCOPED_TRACE("loopback_datagram_size " + std::to_string(size));
+    MetricsRegistry metrics;
+    const std::string reply(3000, 'r');
+    ListenHandlers lh;
+    lh.on_connection = [reply](const std::shared_ptr<Connection>& c) {
+      Connection* raw = c.get();
+      c->SetHandlers(ConnectionHandlers{
+          [raw, reply](const std::shared_ptr<Stream>& s) {
+            s->SetHandlers(
+                StreamHandlers{[raw, reply](Stream& st, std::span<const uint8_t> d) {
+                                 st.Consume(d.size());
+                                 (void)st.Write(std::span<const uint8_t>(
+                                     reinterpret_cast<const uint8_t*>(reply.data()), reply.size()));
+                                 raw->Close(9, "refused");
+                               },
+                               nullptr, nullptr, nullptr});
+          },
+          nullptr});
+    };
+    EndpointOptions eo;
+    eo.tls = MakeTls(ClientPortTls());
+    eo.loopback_datagram_size = size;
+    auto server = Endpoint::Create(Loopback(), eo, metrics, lh);
+    ASSERT_TRUE(server.has_value());
+    EndpointOptions co;
+    co.loopback_datagram_size = size;
+    auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics, co);
+    struct Seen {
+      std::string data;
+      std::optional<CloseInfo> close;
+      std::string data_at_close;
+    };
+    auto seen = std::make_shared<Seen>();  // loop thread until `closed` is set
+    auto closed = std::make_shared<std::promise<void>>();
+    auto keep = std::make_shared<std::shared_ptr<Stream>>();
+    dialer->Dial((*server)->local_address(), {},
+                 [seen, closed, keep](Result<std::shared_ptr<Connection>> r) {
+                   ASSERT_TRUE(r.has_value()) << r.error().message;
+                   (*r)->SetHandlers(
+                       ConnectionHandlers{nullptr, [seen, closed](Connection&, const CloseInfo& i) {
+                                            seen->close = i;
+                                            seen->data_at_close = seen->data;
+                                            closed->set_value();
+                                          }});
+                   auto s = (*r)->OpenBidiStream();
+                   ASSERT_TRUE(s.has_value());
+                   *keep = *s;
+                   (*s)->SetHandlers(StreamHandlers{
+                       [seen](Stream& st, std::span<const uint8_t> d) {
+                         seen->data.append(reinterpret_cast<const char*>(d.data()), d.size());
+                         st.Consume(d.size());
+                       },
+                       nullptr, nullptr, nullptr});
+                   const uint8_t x = 'x';
+                   (void)(*s)->Write(std::span<const uint8_t>(&x, 1));
+                 });
+    ASSERT_EQ(closed->get_future().wait_for(kWait), std::future_status::ready);
+    ASSERT_TRUE(seen->close.has_value());
+    EXPECT_EQ(seen->close->code, 9u) << seen->close->reason;
+    EXPECT_EQ(seen->data_at_close.size(), reply.size());
+    EXPECT_TRUE(seen->data_at_close == reply);
+    OnLoop(*dialer, [&] { keep->reset(); });
+  }
+}
+
 TEST(EndpointTest, ApplicationCloseCodeReachesPeer) {
   MetricsRegistry metrics;
   ListenHandlers lh;
