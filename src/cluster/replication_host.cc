@@ -21,6 +21,8 @@ struct ReplicationHost::FollowerSlot {
   // Executor only.
   std::unique_ptr<storage::ShardStore> store;
   std::unique_ptr<ReplicaFollower> follower;
+  // The shard's catalog consistency is `Quorum`: its batches' answers gate acknowledgements.
+  bool quorum = false;
 };
 
 struct ReplicationHost::LeaderSlot {
@@ -52,6 +54,21 @@ namespace {
 // commit_carry_interval): a follower writes its `replica` file through once per rise instead
 // of once per batch (docs/performance.md, change 11).
 constexpr std::chrono::milliseconds kCommitCarryInterval{25};
+
+// The largest replication frame whose apply the follower's loop polls for (see Serve): a
+// few records; 64 records of 256 B are ~17 KB and were slower polled (change 31).
+constexpr size_t kPollApplyMaxBytes = 8 * 1024;
+
+// Whether the catalog names `shard`'s stream or cache `Quorum` (false when it is unknown here).
+bool IsQuorum(const broker::BrokerCore* core, const ShardRef& shard) {
+  if (core == nullptr) return false;
+  if (shard.kind == ShardKind::kStream) {
+    auto stream = core->FindStream(shard.tenant, shard.ns, shard.name);
+    return stream && stream->consistency == catalog::Consistency::kQuorum;
+  }
+  auto cache = core->FindCache(shard.tenant, shard.ns, shard.name);
+  return cache && cache->consistency == catalog::Consistency::kQuorum;
+}
 
 bool Fenced(const Assignment& a) {
   return a.state == AssignmentState::kMoving && a.move && a.move->step == MoveStep::kFence;
@@ -345,6 +362,7 @@ void ReplicationHost::OpenFollower(const ShardRef& shard) {
   slot->shard = shard;
   slot->executor = &ExecutorFor(shard);
   slot->dir = layout->dir;
+  slot->quorum = IsQuorum(core_, shard);
   {
     MutexLock lock(mu_);
     followers_[shard] = slot;
@@ -728,8 +746,18 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
   auto shared_reply = std::make_shared<PeerReply>(std::move(reply));
   transport::Endpoint* endpoint = request.endpoint;
   uint64_t correlation_id = request.correlation_id;
+  // A small `Quorum` batch's answer is on a client's acknowledgement path and its apply is
+  // short: the loop polls while the shard's executor applies it (EndpointOptions::
+  // poll_while_awaiting, FELIX_FORWARD_POLL_US) instead of sleeping, so the answer leaves
+  // without a wakeup of the loop (~40 µs on a VM without guest halt polling; docs/
+  // performance.md change 31). A large batch takes long enough to apply that polling would
+  // only take CPU from the apply.
+  const bool poll_apply = slot->quorum &&
+                          std::holds_alternative<flxi::Records>(request.frame.body) &&
+                          owned->size() <= kPollApplyMaxBytes;
+  if (poll_apply) endpoint->AwaitingAnswers(+1);
   bool posted =
-      slot->executor->Post([slot, owned, role, endpoint, correlation_id, shared_reply,
+      slot->executor->Post([slot, owned, role, endpoint, correlation_id, shared_reply, poll_apply,
                             sender = std::string(request.peer_node_id), log = target->log] {
         auto frame = flxi::DecodeFrame(*owned);
         auto answer = std::make_shared<std::optional<FollowerAnswer>>();
@@ -756,22 +784,24 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
         } else {
           refusal = "not a replication frame";
         }
-        endpoint->Post(
-            [answer, fence, fetch, refusal = std::move(refusal), correlation_id, shared_reply] {
-              if (answer->has_value()) {
-                (*shared_reply)((*answer)->ToFrame(correlation_id));
-              } else if (fence->has_value()) {
-                (*shared_reply)((*fence)->ToFrame(correlation_id));
-              } else if (fetch->has_value()) {
-                (*shared_reply)((*fetch)->ToFrame(correlation_id));
-              } else {
-                (*shared_reply)(flxi::Frame{
-                    flxi::Kind::kReplicateError,
-                    flxi::ReplicateError{0, flxi::ErrorCode::kUnavailable, 0, refusal}});
-              }
-            });
+        endpoint->Post([answer, fence, fetch, refusal = std::move(refusal), correlation_id,
+                        shared_reply, poll_apply, endpoint] {
+          if (poll_apply) endpoint->AwaitingAnswers(-1);
+          if (answer->has_value()) {
+            (*shared_reply)((*answer)->ToFrame(correlation_id));
+          } else if (fence->has_value()) {
+            (*shared_reply)((*fence)->ToFrame(correlation_id));
+          } else if (fetch->has_value()) {
+            (*shared_reply)((*fetch)->ToFrame(correlation_id));
+          } else {
+            (*shared_reply)(
+                flxi::Frame{flxi::Kind::kReplicateError,
+                            flxi::ReplicateError{0, flxi::ErrorCode::kUnavailable, 0, refusal}});
+          }
+        });
       });
   if (!posted) {
+    if (poll_apply) endpoint->AwaitingAnswers(-1);
     std::string detail = "replication is stopping on this broker";
     (*shared_reply)(flxi::Frame{flxi::Kind::kReplicateError,
                                 flxi::ReplicateError{0, flxi::ErrorCode::kUnavailable, 0, detail}});
@@ -785,16 +815,7 @@ std::vector<LeaderReport> ReplicationHost::Reports() const {
     // Named copies, not structured bindings: lambdas below capture them (clang 14).
     const ShardRef& shard = entry.first;
     const std::shared_ptr<LeaderSlot>& slot = entry.second;
-    bool quorum = false;
-    if (core_ != nullptr) {
-      if (shard.kind == ShardKind::kStream) {
-        auto stream = core_->FindStream(shard.tenant, shard.ns, shard.name);
-        quorum = stream && stream->consistency == catalog::Consistency::kQuorum;
-      } else {
-        auto cache = core_->FindCache(shard.tenant, shard.ns, shard.name);
-        quorum = cache && cache->consistency == catalog::Consistency::kQuorum;
-      }
-    }
+    const bool quorum = IsQuorum(core_, shard);
     std::vector<std::string> followers;
     for (const auto& [node, addr] : slot->followers) followers.push_back(node);
     RunOn(*slot->executor, [&] {
