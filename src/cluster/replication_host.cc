@@ -57,7 +57,7 @@ constexpr std::chrono::milliseconds kCommitCarryInterval{25};
 
 // The largest replication frame whose apply the follower's loop polls for (see Serve): a
 // few records; 64 records of 256 B are ~17 KB and were slower polled (change 31).
-constexpr size_t kPollApplyMaxBytes = 8 * 1024;
+constexpr size_t kPollApplyMaxBytes = size_t{8} * 1024;
 
 // Whether the catalog names `shard`'s stream or cache `Quorum` (false when it is unknown here).
 bool IsQuorum(const broker::BrokerCore* core, const ShardRef& shard) {
@@ -393,7 +393,7 @@ void ReplicationHost::OpenFollower(const ShardRef& shard) {
   if (!posted) custody_->Release(layout->dir, broker::StoreHolder::kFollower);
 }
 
-void ReplicationHost::CloseFollower(std::shared_ptr<FollowerSlot> slot, bool wait) {
+void ReplicationHost::CloseFollower(const std::shared_ptr<FollowerSlot>& slot, bool wait) {
   auto close = [this, slot] {
     slot->follower.reset();
     if (slot->store) {
@@ -707,7 +707,7 @@ void ReplicationHost::OnStoreClosing(const broker::ShardId& id) {
 
 void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
   auto target = ReplicaTargetOf(request.frame);
-  auto refuse = [&reply](flxi::ErrorCode code, std::string detail) {
+  auto refuse = [&reply](flxi::ErrorCode code, const std::string& detail) {
     reply(flxi::Frame{flxi::Kind::kReplicateError, flxi::ReplicateError{0, code, 0, detail}});
   };
   if (!target) {
@@ -732,7 +732,7 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
             ? "the follower store of " + target->shard.Path() + " is not open here yet"
             : "no follower of " + target->shard.Path() + " at generation " +
                   std::to_string(target->generation) + " on this broker";
-    refuse(RefusalCode(role), std::move(detail));
+    refuse(RefusalCode(role), detail);
     return;
   }
   // The frame's views die with this call: carry it as its own bytes to the shard's strand.

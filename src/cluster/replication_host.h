@@ -158,7 +158,7 @@ class ReplicationHost {
   // A replicator of `shard` at `generation` under this host's rebuild policy (followers unset).
   ShardReplicatorOptions ReplicatorOptions(const ShardRef& shard, uint64_t generation) const;
   void OpenFollower(const ShardRef& shard);
-  void CloseFollower(std::shared_ptr<FollowerSlot> slot, bool wait);
+  void CloseFollower(const std::shared_ptr<FollowerSlot>& slot, bool wait);
   broker::Executor& ExecutorFor(const ShardRef& shard);
   void Serve(const PeerRequest& request, PeerReply reply);
 
