@@ -1,6 +1,7 @@
 #include "cluster/replication_host.h"
 
 #include <algorithm>
+#include <atomic>
 #include <future>
 #include <set>
 
@@ -23,6 +24,9 @@ struct ReplicationHost::FollowerSlot {
   std::unique_ptr<ReplicaFollower> follower;
   // The shard's catalog consistency is `Quorum`: its batches' answers gate acknowledgements.
   bool quorum = false;
+  // How long the last records frame took to apply, µs (written by the executor, read by the
+  // loop): whether the loop's polling for the next answer would be short (Serve).
+  std::atomic<uint32_t> last_apply_us{0};
 };
 
 struct ReplicationHost::LeaderSlot {
@@ -58,6 +62,10 @@ constexpr std::chrono::milliseconds kCommitCarryInterval{25};
 // The largest replication frame whose apply the follower's loop polls for (see Serve): a
 // few records; 64 records of 256 B are ~17 KB and were slower polled (change 31).
 constexpr size_t kPollApplyMaxBytes = size_t{8} * 1024;
+// ... and only while the last apply took at most this long: where the follower's fdatasync is
+// slow (a shared virtual disk: 200 µs and more) the loop would spin through it and take the CPU
+// the leader and the client need (change 31).
+constexpr uint32_t kPollApplyMaxMicros = 100;
 
 // Whether the catalog names `shard`'s stream or cache `Quorum` (false when it is unknown here).
 bool IsQuorum(const broker::BrokerCore* core, const ShardRef& shard) {
@@ -752,9 +760,10 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
   // without a wakeup of the loop (~40 µs on a VM without guest halt polling; docs/
   // performance.md change 31). A large batch takes long enough to apply that polling would
   // only take CPU from the apply.
-  const bool poll_apply = slot->quorum &&
-                          std::holds_alternative<flxi::Records>(request.frame.body) &&
-                          owned->size() <= kPollApplyMaxBytes;
+  const bool poll_apply =
+      slot->quorum && std::holds_alternative<flxi::Records>(request.frame.body) &&
+      owned->size() <= kPollApplyMaxBytes &&
+      slot->last_apply_us.load(std::memory_order_relaxed) <= kPollApplyMaxMicros;
   if (poll_apply) endpoint->AwaitingAnswers(+1);
   bool posted =
       slot->executor->Post([slot, owned, role, endpoint, correlation_id, shared_reply, poll_apply,
@@ -770,7 +779,12 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
         } else if (!slot->follower) {
           refusal = "the follower store of " + slot->shard.Path() + " is closed or not open yet";
         } else if (const auto* records = std::get_if<flxi::Records>(&frame->body)) {
+          const auto started = std::chrono::steady_clock::now();
           *answer = slot->follower->ApplyRecords(*records, StorageLog(log), role, sender);
+          const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+              std::chrono::steady_clock::now() - started);
+          slot->last_apply_us.store(uint32_t(std::min<int64_t>(took.count(), UINT32_MAX)),
+                                    std::memory_order_relaxed);
         } else if (const auto* bootstrap = std::get_if<flxi::Bootstrap>(&frame->body)) {
           *answer = slot->follower->ApplyBootstrap(*bootstrap, StorageLog(log), role, sender);
         } else if (const auto* rebuild = std::get_if<flxi::Rebuild>(&frame->body)) {
