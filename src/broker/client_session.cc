@@ -1,5 +1,6 @@
 #include "broker/client_session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -289,12 +290,24 @@ bool ClientSession::HandleFrame(uint16_t flags, std::span<const uint8_t> payload
     return true;
   }
   if (flags == 0) {
+    ClientConnectionState& connection = *connection_;
+    if (connection.last_auth && payload.size() == connection.last_auth_payload.size() &&
+        std::equal(payload.begin(), payload.end(), connection.last_auth_payload.begin())) {
+      return HandleAuth(*connection.last_auth);  // the bytes of the last `auth`: same message
+    }
     auto frame = flx1::DecodePayload(0, payload);
     if (!frame || !std::holds_alternative<flx1::Message>(*frame)) {
       DropStream();  // undecodable JSON: dropped without an answer (§4)
       return false;
     }
-    return HandleMessage(std::get<flx1::Message>(std::move(*frame)));
+    auto& message = std::get<flx1::Message>(*frame);
+    if (auto* auth = std::get_if<flx1::Auth>(&message);
+        auth != nullptr && payload.size() <= ClientConnectionState::kMaxRememberedAuth) {
+      connection.last_auth_payload.assign(payload.begin(), payload.end());
+      connection.last_auth = std::move(*auth);
+      return HandleAuth(*connection.last_auth);
+    }
+    return HandleMessage(std::move(message));
   }
   if (auto valid = flx1::CheckFlags(flags); !valid) {
     SendError(Code(ProtocolErrorCode::kInvalidRequest),
@@ -405,11 +418,20 @@ bool ClientSession::HandleAuth(const flx1::Auth& auth) {
   peer_features_ = auth.client_features.value_or(0);
   std::optional<uint32_t> window = NegotiatePublishing(peer_features_);
   if (auth.client_flags) {
-    flx1::AuthOk ok;
-    ok.server_flags = kServerFlags;
-    ok.server_features = ServerFeatures(service_.options());
-    ok.publish_window = window;
-    Send(ok);
+    std::vector<uint8_t>& frame = connection_->auth_ok_frames[window ? 1 : 0];
+    if (frame.empty()) {
+      flx1::AuthOk ok;
+      ok.server_flags = kServerFlags;
+      ok.server_features = ServerFeatures(service_.options());
+      ok.publish_window = window;
+      auto encoded = flx1::EncodeMessageFrame(ok);
+      if (!encoded) {
+        spdlog::error("answer encode failed: {}", encoded.error().ToString());
+        return true;
+      }
+      frame = std::move(*encoded);
+    }
+    if (!stream_->is_unidirectional()) (void)stream_->Write(frame);
   } else {
     Send(flx1::Ok{});
   }

@@ -46,6 +46,17 @@ struct ClientConnectionState {
   uint64_t id = 0;
   bool any_stream_authenticated = false;
   size_t subscriptions = 0;
+  // The last `auth` frame payload a stream of this connection sent, and what it decodes to.
+  // A client opens a stream per consumer-group call, each starting with the same `auth` bytes
+  // (a token of hundreds of bytes): a byte-identical payload is not parsed again. Decoding is a
+  // pure function of the bytes, so this is a parse cache only — the token is verified on every
+  // stream as before. Payloads above kMaxRememberedAuth bytes are not kept.
+  static constexpr size_t kMaxRememberedAuth = 4096;
+  std::vector<uint8_t> last_auth_payload;
+  std::optional<wire::flx1::Auth> last_auth;
+  // The `auth_ok` frames answered on this connection, encoded once: [0] without a
+  // publish window, [1] with the service's (the only two answers a broker gives).
+  std::vector<uint8_t> auth_ok_frames[2];
   // Every session and writer of the connection, so shutdown can break their handler cycles
   // even if the transport never reports their streams' end.
   std::vector<std::weak_ptr<ClientSession>> sessions;

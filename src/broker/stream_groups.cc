@@ -250,6 +250,11 @@ void StreamGroups::Ack(const std::string& group, Offset offset, Done<void> done)
     writes.push_back(Write{&dead_letters_, EncodeDeadLetterDelete(group, offset.value())});
   }
   if (settled && (outcome.cursor_moved || cursor_behind)) {
+    if (writes.empty() && entry.cursor_writes_in_flight >= kMaxCursorWritesInFlight) {
+      entry.cursor_waiters.push_back(std::move(done));  // answered by the next cursor write
+      AfterChange(group, entry);
+      return;
+    }
     writes.push_back(CursorWrite(group, entry));
   }
   if (outcome.verdict == SettleVerdict::kDuplicate && !writes.empty()) {
@@ -416,8 +421,12 @@ void StreamGroups::Delete(const std::string& group, Done<bool> done) {
   }
   if (entry.timer != 0) executor_.Cancel(entry.timer);
   metrics_.inflight.Add(-entry.reported_in_flight);
+  // Acks waiting for a cursor write: the group's deletion is what becomes durable instead.
+  std::vector<Done<void>> waiters = std::move(entry.cursor_waiters);
   groups_.erase(it);
-  Persist(std::move(writes), [existed, done = std::move(done)](GroupResult<void> written) {
+  Persist(std::move(writes), [existed, done = std::move(done),
+                              waiters = std::move(waiters)](GroupResult<void> written) {
+    for (auto& waiter : waiters) waiter(written);
     if (!written) return done(tl::unexpected(written.error()));
     done(existed);
   });
@@ -576,15 +585,15 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
   auto join = std::make_shared<Join>(Join{writes.size(), std::nullopt, std::move(done)});
   std::weak_ptr<StreamGroups*> alive = alive_;
   Executor* executor = &executor_;
-  // `cursor`: a cursor write of `group` that succeeded (recorded as durable).
+  // `cursor`: the position of a cursor write of `group` (entry `serial`).
   auto complete = [join, alive, executor](std::optional<GroupError> error, std::string group,
-                                          std::optional<Offset> cursor) {
+                                          std::optional<Offset> cursor, uint64_t serial) {
     // On a durable log's flusher thread when the executor is idle (as StreamShard::Publish).
     executor->RunAloneOrPost(
-        [join, alive, error = std::move(error), group = std::move(group), cursor] {
+        [join, alive, error = std::move(error), group = std::move(group), cursor, serial] {
           auto self = alive.lock();
           if (!self) return;
-          if (!error && cursor) (*self)->NoteDurableCursor(group, *cursor);
+          if (cursor) (*self)->CursorWriteDone(group, serial, *cursor, !error);
           if (error && !join->error) join->error = error;
           if (--join->left != 0) return;
           if (join->error) {
@@ -596,30 +605,44 @@ void StreamGroups::Persist(std::vector<Write> writes, Done<void> done) {
   };
   for (Write& w : writes) {
     storage::AppendRecord record{std::span<const uint8_t>(w.record), Generation(), 0};
-    w.log->Append(
-        std::span<storage::AppendRecord>(&record, 1),
-        [complete, group = w.group, cursor = w.cursor](Result<storage::AppendResult> result) {
-          if (result) return complete(std::nullopt, group, cursor);
-          bool fenced = result.error().code == ErrorCode::kUnavailable;
-          complete(Refusal(fenced ? GroupErrc::kUnavailable : GroupErrc::kStorage,
-                           "group state not written: " + result.error().message),
-                   group, std::nullopt);
-        });
+    w.log->Append(std::span<storage::AppendRecord>(&record, 1),
+                  [complete, group = w.group, cursor = w.cursor,
+                   serial = w.entry_serial](Result<storage::AppendResult> result) {
+                    if (result) return complete(std::nullopt, group, cursor, serial);
+                    bool fenced = result.error().code == ErrorCode::kUnavailable;
+                    complete(Refusal(fenced ? GroupErrc::kUnavailable : GroupErrc::kStorage,
+                                     "group state not written: " + result.error().message),
+                             group, cursor, serial);
+                  });
   }
 }
 
 StreamGroups::Write StreamGroups::CursorWrite(const std::string& group, Entry& entry) {
   const Offset position = entry.state.position();
   entry.state.SetCommitted(position);  // written in order: the log's latest value
-  return Write{&cursors_, EncodeCursorPut(group, position.value()), group, position};
+  if (entry.serial == 0) entry.serial = next_entry_serial_++;
+  ++entry.cursor_writes_in_flight;
+  return Write{&cursors_, EncodeCursorPut(group, position.value()), group, position, entry.serial};
 }
 
-void StreamGroups::NoteDurableCursor(const std::string& group, Offset position) {
+void StreamGroups::CursorWriteDone(const std::string& group, uint64_t serial, Offset position,
+                                   bool durable) {
   auto it = groups_.find(group);
-  if (it == groups_.end()) return;
+  if (it == groups_.end() || it->second->serial != serial) return;  // deleted since
+  Entry& entry = *it->second;
   // Writes complete in log order, but a seek may have moved the cursor back since: the latest
   // write that succeeded is what the log holds.
-  it->second->durable_position = position;
+  if (durable) entry.durable_position = position;
+  --entry.cursor_writes_in_flight;
+  if (entry.cursor_waiters.empty() || entry.cursor_writes_in_flight >= kMaxCursorWritesInFlight)
+    return;
+  // The acks that came while writes were in flight: one write of the position reached now
+  // (after a failed write too, so each waiter gets the outcome of a write made after its ack).
+  Persist({CursorWrite(group, entry)},
+          [waiters = std::move(entry.cursor_waiters)](const GroupResult<void>& written) {
+            for (const auto& waiter : waiters) waiter(written);
+          });
+  entry.cursor_waiters.clear();
 }
 
 void StreamGroups::AnswerSettle(const SettleOutcome& outcome, Done<void> done,

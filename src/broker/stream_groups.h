@@ -174,6 +174,10 @@ class StreamGroups {
 
   size_t group_count() const { return groups_.size(); }
 
+  // Cursor writes of one group in flight before further acks wait for the next one (Entry).
+  // Four: up to four consumers acking one record at a time never wait.
+  static constexpr uint32_t kMaxCursorWritesInFlight = 4;
+
  private:
   struct Entry {
     explicit Entry(ConsumerGroup s)
@@ -190,6 +194,17 @@ class StreamGroups {
     // above a run → its length. Kept (memory only, like attempts) until the cursor passes the
     // offset, so a redelivery reports the same hole; merged when a run grows upwards.
     std::map<Offset, uint64_t> skipped_runs;
+    // Cursor writes issued and not yet complete. While kMaxCursorWritesInFlight are, an ack
+    // that moves the cursor appends no record of its own: its answer waits in `cursor_waiters`
+    // for the next cursor write, issued as soon as one of them completes and carrying the
+    // position reached by then (the cursors log keeps only the latest value). A burst of acks
+    // then costs a record per flush instead of one each, while acks that come one at a time
+    // (one being flushed, the next written for the flush after it) never wait for a write.
+    uint32_t cursor_writes_in_flight = 0;
+    std::vector<Done<void>> cursor_waiters;
+    // Names this entry in its cursor writes' completions (a group deleted and made again is
+    // another entry); 0 until its first cursor write.
+    uint64_t serial = 0;
   };
   struct Waiting {
     std::string group;
@@ -203,6 +218,7 @@ class StreamGroups {
     // A cursor write: the group and position, recorded as durable once the write succeeds.
     std::string group;
     std::optional<Offset> cursor;
+    uint64_t entry_serial = 0;  // of a cursor write: Entry::serial
   };
 
   Entry& EntryFor(const std::string& group);
@@ -220,8 +236,9 @@ class StreamGroups {
   void Persist(std::vector<Write> writes, Done<void> done);
   Write CursorWrite(const std::string& group, Entry& entry);
   void AnswerSettle(const SettleOutcome& outcome, Done<void> done, std::vector<Write> writes);
-  // A cursor write of `group` at `position` succeeded.
-  void NoteDurableCursor(const std::string& group, Offset position);
+  // A cursor write of `group` (entry `serial`) at `position` completed, `durable` or not;
+  // issues the write the waiting acks need once fewer than kMaxCursorWritesInFlight are.
+  void CursorWriteDone(const std::string& group, uint64_t serial, Offset position, bool durable);
 
   std::string shard_name_;
   Executor& executor_;
@@ -235,6 +252,7 @@ class StreamGroups {
   std::map<std::string, std::unique_ptr<Entry>> groups_;
   std::map<uint64_t, Waiting> waiting_;
   uint64_t next_waiting_id_ = 1;
+  uint64_t next_entry_serial_ = 1;
   bool stopped_ = false;
   // Completions of durable writes find this object through the token; Stop() clears it.
   std::shared_ptr<StreamGroups*> alive_;

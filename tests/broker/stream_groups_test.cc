@@ -3,7 +3,10 @@
 #include "broker/stream_groups.h"
 
 #include <atomic>
+#include <functional>
 #include <future>
+#include <mutex>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -187,6 +190,120 @@ TEST_F(StreamGroupsTest, ARetriedAckOfAFailedCursorWriteIsAnsweredOnlyOnceTheCur
   Reopen();
   ASSERT_TRUE(OpenGroups());
   EXPECT_EQ(Describe("g").committed, Offset(2));
+}
+
+// Acks made in one executor task: the first ones' cursor writes are still in flight when the
+// others come (completions need the executor), so the rest wait for the next write.
+std::vector<GroupResult<void>> AcksInOneTask(Executor& executor, StreamGroups& groups,
+                                             const std::string& group,
+                                             const std::vector<uint64_t>& offsets,
+                                             std::function<void(size_t)> on_answer = {}) {
+  struct Answers {
+    std::mutex mu;
+    std::vector<std::optional<GroupResult<void>>> results;
+    size_t left;
+    std::promise<void> all;
+  };
+  auto answers = std::make_shared<Answers>();
+  answers->results.resize(offsets.size());
+  answers->left = offsets.size();
+  executor.Post([&groups, group, offsets, answers, on_answer] {
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      groups.Ack(group, Offset(offsets[i]), [answers, i, on_answer](GroupResult<void> r) {
+        if (on_answer) on_answer(i);
+        std::lock_guard<std::mutex> lock(answers->mu);
+        answers->results[i] = std::move(r);
+        if (--answers->left == 0) answers->all.set_value();
+      });
+    }
+  });
+  EXPECT_EQ(answers->all.get_future().wait_for(10s), std::future_status::ready);
+  std::vector<GroupResult<void>> out;
+  for (auto& r : answers->results) out.push_back(r.value_or(GroupResult<void>{}));
+  return out;
+}
+
+constexpr uint64_t kInFlight = StreamGroups::kMaxCursorWritesInFlight;
+
+std::vector<uint64_t> Range(uint64_t n) {
+  std::vector<uint64_t> out;
+  for (uint64_t i = 0; i < n; ++i) out.push_back(i);
+  return out;
+}
+
+std::vector<std::string> Payloads(uint64_t n) {
+  std::vector<std::string> out;
+  for (uint64_t i = 0; i < n; ++i) out.push_back("r" + std::to_string(i));
+  return out;
+}
+
+TEST_F(StreamGroupsTest, AcksWhileCursorWritesAreInFlightShareTheNextCursorRecord) {
+  ASSERT_TRUE(OpenGroups());
+  const uint64_t n = kInFlight + 6;
+  Publish(Payloads(n));
+  ASSERT_EQ(Poll("g", static_cast<uint32_t>(n)).size(), n);
+  std::vector<Offset> tail_at_answer(n);
+  auto results = AcksInOneTask(executor_, *groups_, "g", Range(n),
+                               [&](size_t i) { tail_at_answer[i] = cursors_->TailOffset(); });
+  for (const auto& r : results) EXPECT_TRUE(r);
+  // A record for each ack up to the bound on writes in flight, then one for the six that came
+  // while those were written, each of these answered only once that record was appended and
+  // flushed.
+  EXPECT_EQ(cursors_->TailOffset(), Offset(kInFlight + 1));
+  for (size_t i = kInFlight; i < n; ++i) EXPECT_EQ(tail_at_answer[i], Offset(kInFlight + 1)) << i;
+  EXPECT_EQ(Describe("g").committed, Offset(n));
+
+  Reopen();
+  ASSERT_TRUE(OpenGroups());
+  EXPECT_EQ(Describe("g").committed, Offset(n));
+}
+
+TEST_F(StreamGroupsTest, AcksWaitingForAFailedCursorWriteGetTheOutcomeOfTheirOwnWrite) {
+  ASSERT_TRUE(OpenGroups());
+  const uint64_t n = kInFlight + 2;
+  Publish(Payloads(n));
+  ASSERT_EQ(Poll("g", static_cast<uint32_t>(n)).size(), n);
+  std::atomic<bool> writable{false};
+  fence_.SetLeaseCheck([&writable] { return writable.load(); });
+  auto refused = AcksInOneTask(executor_, *groups_, "g", Range(n));
+  for (const auto& r : refused) EXPECT_FALSE(r);  // the waiters' write came later, failed too
+  EXPECT_EQ(cursors_->TailOffset(), Offset(0));
+  writable = true;
+  // The writes of the first acks (duplicates now, the cursor being behind) fail; the acks that
+  // waited for them get a write of their own, which succeeds.
+  std::atomic<uint64_t> calls{0};
+  fence_.SetLeaseCheck([&calls] { return calls.fetch_add(1) >= kInFlight; });
+  auto results = AcksInOneTask(executor_, *groups_, "g", Range(n));
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(static_cast<bool>(results[i]), i >= kInFlight) << i;
+  EXPECT_EQ(cursors_->TailOffset(), Offset(1));
+
+  Reopen();
+  ASSERT_TRUE(OpenGroups());
+  EXPECT_EQ(Describe("g").committed, Offset(n));
+}
+
+TEST_F(StreamGroupsTest, AcksWaitingForACursorWriteAreAnsweredWhenTheGroupIsDeleted) {
+  ASSERT_TRUE(OpenGroups());
+  const uint64_t n = kInFlight + 2;
+  Publish(Payloads(n));
+  ASSERT_EQ(Poll("g", static_cast<uint32_t>(n)).size(), n);
+  auto answers = std::make_shared<std::vector<GroupResult<void>>>();
+  auto deleted = std::make_shared<std::promise<GroupResult<bool>>>();
+  executor_.Post([&, answers, deleted] {
+    for (uint64_t o : Range(n)) {
+      groups_->Ack("g", Offset(o), [answers](GroupResult<void> r) { answers->push_back(r); });
+    }
+    groups_->Delete("g", [deleted](GroupResult<bool> r) { deleted->set_value(r); });
+  });
+  auto future = deleted->get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  auto existed = future.get();
+  ASSERT_TRUE(existed);
+  EXPECT_TRUE(*existed);
+  OnExecutor(executor_, [] { return 0; });  // the first acks' completions, if not yet run
+  ASSERT_EQ(answers->size(), n);
+  for (const auto& r : *answers) EXPECT_TRUE(r);
+  EXPECT_EQ(Describe("g").committed, std::nullopt);
 }
 
 TEST_F(StreamGroupsTest, RetentionTrimmedRecordsAreSkipped) {
