@@ -17,13 +17,21 @@ struct GroupMetrics {
         polls_capped(r.AddCounter("felix_group_polls_capped_total",
                                   "group polls answered empty at the in-flight cap")),
         polls_waited(r.AddCounter("felix_group_polls_waited_total",
-                                  "group polls that found nothing and waited (wait_ms)")) {}
+                                  "group polls that found nothing and waited (wait_ms)")),
+        cursor_writes(
+            r.AddCounter("felix_group_cursor_writes_total", "group cursor records appended")),
+        acks_sharing_cursor_write(
+            r.AddCounter("felix_group_acks_sharing_cursor_write_total",
+                         "acks answered by a cursor record written after them for several "
+                         "acks (none of their own: their group had writes in flight)")) {}
 
   Gauge& inflight;
   Counter& redeliveries;
   Counter& dead_letters;
   Counter& polls_capped;
   Counter& polls_waited;
+  Counter& cursor_writes;
+  Counter& acks_sharing_cursor_write;
 };
 
 }  // namespace felix::broker

@@ -252,6 +252,7 @@ void StreamGroups::Ack(const std::string& group, Offset offset, Done<void> done)
   if (settled && (outcome.cursor_moved || cursor_behind)) {
     if (writes.empty() && entry.cursor_writes_in_flight >= kMaxCursorWritesInFlight) {
       entry.cursor_waiters.push_back(std::move(done));  // answered by the next cursor write
+      metrics_.acks_sharing_cursor_write.Increment();
       AfterChange(group, entry);
       return;
     }
@@ -622,6 +623,7 @@ StreamGroups::Write StreamGroups::CursorWrite(const std::string& group, Entry& e
   entry.state.SetCommitted(position);  // written in order: the log's latest value
   if (entry.serial == 0) entry.serial = next_entry_serial_++;
   ++entry.cursor_writes_in_flight;
+  metrics_.cursor_writes.Increment();
   return Write{&cursors_, EncodeCursorPut(group, position.value()), group, position, entry.serial};
 }
 

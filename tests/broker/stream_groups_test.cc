@@ -251,6 +251,8 @@ TEST_F(StreamGroupsTest, AcksWhileCursorWritesAreInFlightShareTheNextCursorRecor
   // flushed.
   EXPECT_EQ(cursors_->TailOffset(), Offset(kInFlight + 1));
   for (size_t i = kInFlight; i < n; ++i) EXPECT_EQ(tail_at_answer[i], Offset(kInFlight + 1)) << i;
+  EXPECT_EQ(metrics_.cursor_writes.Value(), kInFlight + 1);
+  EXPECT_EQ(metrics_.acks_sharing_cursor_write.Value(), n - kInFlight);
   EXPECT_EQ(Describe("g").committed, Offset(n));
 
   Reopen();

@@ -206,17 +206,37 @@ TEST_F(GroupE2E, AckAllFinishesEveryOffsetItIsGivenAndReportsARefusal) {
   EXPECT_EQ(info->committed, count);
   EXPECT_EQ(info->in_flight, 0u);
   EXPECT_TRUE(client->GroupAckAll(group, {}));
+  // In order, acks move the cursor: each appends its record or shares a later one, so no more
+  // records than acks are written (how many share depends on the flushes' timing; the unit
+  // tests of StreamGroups pin it down).
+  const double writes_before = Metric("felix_group_cursor_writes_total");
+  const double shared_before = Metric("felix_group_acks_sharing_cursor_write_total");
+  ASSERT_GE(writes_before, 1);
+  ASSERT_GE(shared_before, 0);
+  ASSERT_TRUE(client->Publish(stream, payloads));
+  auto in_order = client->GroupPoll(group, {.max_records = static_cast<uint32_t>(count)});
+  ASSERT_TRUE(in_order) << in_order.error().ToString();
+  ASSERT_EQ(in_order->size(), count);
+  ASSERT_TRUE(client->GroupAckAll(group, Offsets(*in_order)));
+  const double writes = Metric("felix_group_cursor_writes_total") - writes_before;
+  const double shared = Metric("felix_group_acks_sharing_cursor_write_total") - shared_before;
+  EXPECT_GE(writes, 1);
+  EXPECT_LE(writes, static_cast<double>(count));
+  EXPECT_LE(shared, static_cast<double>(count));
+  info = client->GroupDescribe(group);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->committed, 2 * count);
   // An offset past the tail is refused as a lone ack would be; the others are finished.
   ASSERT_TRUE(client->Publish(stream, {"s0", "s1"}));
   auto more = client->GroupPoll(group, {.max_records = 2});
   ASSERT_TRUE(more);
-  ASSERT_EQ(Offsets(*more), (std::vector<uint64_t>{count, count + 1}));
-  auto refused = client->GroupAckAll(group, {count, 999, count + 1});
+  ASSERT_EQ(Offsets(*more), (std::vector<uint64_t>{2 * count, 2 * count + 1}));
+  auto refused = client->GroupAckAll(group, {2 * count, 9999, 2 * count + 1});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ClientErrorCode::kInvalidRequest);
   info = client->GroupDescribe(group);
   ASSERT_TRUE(info);
-  EXPECT_EQ(info->committed, count + 2);
+  EXPECT_EQ(info->committed, 2 * count + 2);
 }
 
 TEST_F(GroupE2E, WaitingPollIsAnsweredByAPublish) {

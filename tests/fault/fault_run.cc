@@ -623,9 +623,18 @@ int Run::GroupStep(std::unique_ptr<felix::Client>& c, std::mt19937_64& rng, bool
     if (refused) std::this_thread::sleep_for(20ms);
     return -1;
   }
+  // Half of the polls' acks are sent together (Client::GroupAckAll), so the broker sees many
+  // acks of the group at once and answers some from a shared cursor write (performance.md
+  // change 32); each offset is recorded as its own ack with the call's span and outcome.
+  std::vector<uint64_t> together;
+  const bool ack_together = rng() % 2 == 0;
   for (const auto& record : *claimed) {
     // A tenth of first deliveries are handed back: each must come again (group checker).
     bool nack = nacks && record.attempts <= 1 && rng() % 10 == 0;
+    if (!nack && ack_together) {
+      together.push_back(record.offset);
+      continue;
+    }
     Op op = op_for(nack ? OpKind::kNack : OpKind::kAck);
     op.offset = record.offset;
     op.invoke_us = NowUs();
@@ -633,6 +642,23 @@ int Run::GroupStep(std::unique_ptr<felix::Client>& c, std::mt19937_64& rng, bool
     op.complete_us = NowUs();
     keep = NoteAnswer(op, answer);
     history_.Add(std::move(op));
+    if (!keep) {
+      c.reset();
+      return -1;
+    }
+  }
+  if (!together.empty()) {
+    const int64_t invoke_us = NowUs();
+    auto answer = c->GroupAckAll(group_, together);
+    const int64_t complete_us = NowUs();
+    for (uint64_t offset : together) {
+      Op op = op_for(OpKind::kAck);
+      op.offset = offset;
+      op.invoke_us = invoke_us;
+      op.complete_us = complete_us;
+      keep = NoteAnswer(op, answer);
+      history_.Add(std::move(op));
+    }
     if (!keep) {
       c.reset();
       return -1;
