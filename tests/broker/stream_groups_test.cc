@@ -121,6 +121,19 @@ class StreamGroupsTest : public ::testing::Test {
     return Call<void>(executor_,
                       [&, group, offset](auto done) { groups_->Ack(group, offset, done); });
   }
+  // Publishes `n` records and claims them all for group "g".
+  void ClaimBacklog(uint64_t n) {
+    std::vector<std::string> payloads;
+    for (uint64_t i = 0; i < n; ++i) payloads.push_back("r" + std::to_string(i));
+    Publish(payloads);
+    ASSERT_EQ(Poll("g", static_cast<uint32_t>(n)).size(), n);
+  }
+  // Group "g"'s committed cursor once the groups were closed and their logs reopened.
+  std::optional<Offset> CommittedAfterReopen() {
+    Reopen();
+    EXPECT_TRUE(OpenGroups());
+    return Describe("g").committed;
+  }
   GroupDescription Describe(const std::string& group) {
     auto r = Call<GroupDescription>(executor_,
                                     [&, group](auto done) { groups_->Describe(group, done); });
@@ -231,17 +244,10 @@ std::vector<uint64_t> Range(uint64_t n) {
   return out;
 }
 
-std::vector<std::string> Payloads(uint64_t n) {
-  std::vector<std::string> out;
-  for (uint64_t i = 0; i < n; ++i) out.push_back("r" + std::to_string(i));
-  return out;
-}
-
 TEST_F(StreamGroupsTest, AcksWhileCursorWritesAreInFlightShareTheNextCursorRecord) {
   ASSERT_TRUE(OpenGroups());
   const uint64_t n = kInFlight + 6;
-  Publish(Payloads(n));
-  ASSERT_EQ(Poll("g", static_cast<uint32_t>(n)).size(), n);
+  ClaimBacklog(n);
   std::vector<Offset> tail_at_answer(n);
   auto results = AcksInOneTask(executor_, *groups_, "g", Range(n),
                                [&](size_t i) { tail_at_answer[i] = cursors_->TailOffset(); });
@@ -254,17 +260,13 @@ TEST_F(StreamGroupsTest, AcksWhileCursorWritesAreInFlightShareTheNextCursorRecor
   EXPECT_EQ(metrics_.cursor_writes.Value(), kInFlight + 1);
   EXPECT_EQ(metrics_.acks_sharing_cursor_write.Value(), n - kInFlight);
   EXPECT_EQ(Describe("g").committed, Offset(n));
-
-  Reopen();
-  ASSERT_TRUE(OpenGroups());
-  EXPECT_EQ(Describe("g").committed, Offset(n));
+  EXPECT_EQ(CommittedAfterReopen(), Offset(n));
 }
 
 TEST_F(StreamGroupsTest, AcksWaitingForAFailedCursorWriteGetTheOutcomeOfTheirOwnWrite) {
   ASSERT_TRUE(OpenGroups());
   const uint64_t n = kInFlight + 2;
-  Publish(Payloads(n));
-  ASSERT_EQ(Poll("g", static_cast<uint32_t>(n)).size(), n);
+  ClaimBacklog(n);
   std::atomic<bool> writable{false};
   fence_.SetLeaseCheck([&writable] { return writable.load(); });
   auto refused = AcksInOneTask(executor_, *groups_, "g", Range(n));
@@ -278,17 +280,13 @@ TEST_F(StreamGroupsTest, AcksWaitingForAFailedCursorWriteGetTheOutcomeOfTheirOwn
   auto results = AcksInOneTask(executor_, *groups_, "g", Range(n));
   for (size_t i = 0; i < n; ++i) EXPECT_EQ(static_cast<bool>(results[i]), i >= kInFlight) << i;
   EXPECT_EQ(cursors_->TailOffset(), Offset(1));
-
-  Reopen();
-  ASSERT_TRUE(OpenGroups());
-  EXPECT_EQ(Describe("g").committed, Offset(n));
+  EXPECT_EQ(CommittedAfterReopen(), Offset(n));
 }
 
 TEST_F(StreamGroupsTest, AcksWaitingForACursorWriteAreAnsweredWhenTheGroupIsDeleted) {
   ASSERT_TRUE(OpenGroups());
   const uint64_t n = kInFlight + 2;
-  Publish(Payloads(n));
-  ASSERT_EQ(Poll("g", static_cast<uint32_t>(n)).size(), n);
+  ClaimBacklog(n);
   auto answers = std::make_shared<std::vector<GroupResult<void>>>();
   auto deleted = std::make_shared<std::promise<GroupResult<bool>>>();
   executor_.Post([&, answers, deleted] {
