@@ -66,6 +66,9 @@ constexpr size_t kPollApplyMaxBytes = size_t{8} * 1024;
 // slow (a shared virtual disk: 200 µs and more) the loop would spin through it and take the CPU
 // the leader and the client need (change 31).
 constexpr uint32_t kPollApplyMaxMicros = 100;
+// The largest `Quorum` records frame the follower's loop applies itself when the shard's
+// executor is idle (see Serve): 64 records of 256 B fit, a bulk batch is handed over.
+constexpr size_t kInlineApplyMaxBytes = size_t{64} * 1024;
 
 // Whether the catalog names `shard`'s stream or cache `Quorum` (false when it is unknown here).
 bool IsQuorum(const broker::BrokerCore* core, const ShardRef& shard) {
@@ -186,6 +189,16 @@ ReplicationHost::ReplicationHost(const ClusterView& view, ReplicationHostOptions
       promotion_truncated_(metrics.AddCounter(
           "felix_broker_promotion_truncated_total",
           "own records a promotion fence dropped (a divergent suffix no majority held)")),
+      applied_on_loop_(metrics.AddCounter(
+          "felix_broker_replication_follower_applies_total",
+          "records frames this broker applied as a follower, by thread: `loop` (a small Quorum "
+          "batch the loop applied itself while the shard's executor was idle) or `executor`",
+          "thread=\"loop\"")),
+      applied_on_executor_(metrics.AddCounter(
+          "felix_broker_replication_follower_applies_total",
+          "records frames this broker applied as a follower, by thread: `loop` (a small Quorum "
+          "batch the loop applied itself while the shard's executor was idle) or `executor`",
+          "thread=\"executor\"")),
       failover_seconds_(metrics.AddHistogram(
           "felix_cluster_failover_seconds",
           "failovers to this broker: from seeing the dead leader's node key go (its lease "
@@ -764,56 +777,69 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
       slot->quorum && std::holds_alternative<flxi::Records>(request.frame.body) &&
       owned->size() <= kPollApplyMaxBytes &&
       slot->last_apply_us.load(std::memory_order_relaxed) <= kPollApplyMaxMicros;
+  // And such a batch, up to 64 KiB, while the shard's executor is idle and its applies are
+  // not slow (ReplicationHostOptions::inline_apply_max_us): the loop applies it itself —
+  // blocking in the log's fdatasync, when it would otherwise sleep until the executor's answer
+  // woke it — so the answer leaves with no thread hop on this broker (docs/performance.md
+  // change 33). RunOrPost keeps the one-owner rule: the loop holds the executor meanwhile.
+  const bool inline_apply =
+      options_.inline_apply_max_us > 0 && slot->quorum &&
+      std::holds_alternative<flxi::Records>(request.frame.body) &&
+      owned->size() <= kInlineApplyMaxBytes &&
+      slot->last_apply_us.load(std::memory_order_relaxed) <= options_.inline_apply_max_us;
   if (poll_apply) endpoint->AwaitingAnswers(+1);
-  bool posted =
-      slot->executor->Post([slot, owned, role, endpoint, correlation_id, shared_reply, poll_apply,
-                            sender = std::string(request.peer_node_id), log = target->log] {
-        auto frame = flxi::DecodeFrame(*owned);
-        auto answer = std::make_shared<std::optional<FollowerAnswer>>();
-        auto fence = std::make_shared<std::optional<FenceAnswer>>();
-        auto fetch = std::make_shared<std::optional<FetchAnswer>>();
-        const bool cache_shard = slot->shard.kind == ShardKind::kCache;
-        std::string refusal;
-        if (!frame) {
-          refusal = "the frame did not survive its copy: " + frame.error().ToString();
-        } else if (!slot->follower) {
-          refusal = "the follower store of " + slot->shard.Path() + " is closed or not open yet";
-        } else if (const auto* records = std::get_if<flxi::Records>(&frame->body)) {
-          const auto started = std::chrono::steady_clock::now();
-          *answer = slot->follower->ApplyRecords(*records, StorageLog(log), role, sender);
-          const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
-              std::chrono::steady_clock::now() - started);
-          slot->last_apply_us.store(uint32_t(std::min<int64_t>(took.count(), UINT32_MAX)),
-                                    std::memory_order_relaxed);
-        } else if (const auto* bootstrap = std::get_if<flxi::Bootstrap>(&frame->body)) {
-          *answer = slot->follower->ApplyBootstrap(*bootstrap, StorageLog(log), role, sender);
-        } else if (const auto* rebuild = std::get_if<flxi::Rebuild>(&frame->body)) {
-          *answer = slot->follower->ApplyRebuild(*rebuild, role, sender);
-        } else if (const auto* f = std::get_if<flxi::Fence>(&frame->body)) {
-          *fence = AnswerFence(slot->store.get(), cache_shard, *f, role, sender);
-          spdlog::info("replication: fence of {} at generation {} from {}: {}", slot->shard.Path(),
-                       f->shard.generation, sender, (*fence)->outcome);
-        } else if (const auto* f = std::get_if<flxi::Fetch>(&frame->body)) {
-          *fetch = AnswerFetch(slot->store.get(), cache_shard, *f, frame->kind, role, sender);
-        } else {
-          refusal = "not a replication frame";
-        }
-        endpoint->Post([answer, fence, fetch, refusal = std::move(refusal), correlation_id,
-                        shared_reply, poll_apply, endpoint] {
-          if (poll_apply) endpoint->AwaitingAnswers(-1);
-          if (answer->has_value()) {
-            (*shared_reply)((*answer)->ToFrame(correlation_id));
-          } else if (fence->has_value()) {
-            (*shared_reply)((*fence)->ToFrame(correlation_id));
-          } else if (fetch->has_value()) {
-            (*shared_reply)((*fetch)->ToFrame(correlation_id));
-          } else {
-            (*shared_reply)(
-                flxi::Frame{flxi::Kind::kReplicateError,
-                            flxi::ReplicateError{0, flxi::ErrorCode::kUnavailable, 0, refusal}});
-          }
-        });
-      });
+  auto apply = [&on_loop = applied_on_loop_, &on_executor = applied_on_executor_, slot, owned, role,
+                endpoint, correlation_id, shared_reply, poll_apply,
+                sender = std::string(request.peer_node_id), log = target->log] {
+    auto frame = flxi::DecodeFrame(*owned);
+    auto answer = std::make_shared<std::optional<FollowerAnswer>>();
+    auto fence = std::make_shared<std::optional<FenceAnswer>>();
+    auto fetch = std::make_shared<std::optional<FetchAnswer>>();
+    const bool cache_shard = slot->shard.kind == ShardKind::kCache;
+    std::string refusal;
+    if (!frame) {
+      refusal = "the frame did not survive its copy: " + frame.error().ToString();
+    } else if (!slot->follower) {
+      refusal = "the follower store of " + slot->shard.Path() + " is closed or not open yet";
+    } else if (const auto* records = std::get_if<flxi::Records>(&frame->body)) {
+      (endpoint->InLoopThread() ? on_loop : on_executor).Increment();
+      const auto started = std::chrono::steady_clock::now();
+      *answer = slot->follower->ApplyRecords(*records, StorageLog(log), role, sender);
+      const auto took = std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::steady_clock::now() - started);
+      slot->last_apply_us.store(uint32_t(std::min<int64_t>(took.count(), UINT32_MAX)),
+                                std::memory_order_relaxed);
+    } else if (const auto* bootstrap = std::get_if<flxi::Bootstrap>(&frame->body)) {
+      *answer = slot->follower->ApplyBootstrap(*bootstrap, StorageLog(log), role, sender);
+    } else if (const auto* rebuild = std::get_if<flxi::Rebuild>(&frame->body)) {
+      *answer = slot->follower->ApplyRebuild(*rebuild, role, sender);
+    } else if (const auto* f = std::get_if<flxi::Fence>(&frame->body)) {
+      *fence = AnswerFence(slot->store.get(), cache_shard, *f, role, sender);
+      spdlog::info("replication: fence of {} at generation {} from {}: {}", slot->shard.Path(),
+                   f->shard.generation, sender, (*fence)->outcome);
+    } else if (const auto* f = std::get_if<flxi::Fetch>(&frame->body)) {
+      *fetch = AnswerFetch(slot->store.get(), cache_shard, *f, frame->kind, role, sender);
+    } else {
+      refusal = "not a replication frame";
+    }
+    endpoint->Post([answer, fence, fetch, refusal = std::move(refusal), correlation_id,
+                    shared_reply, poll_apply, endpoint] {
+      if (poll_apply) endpoint->AwaitingAnswers(-1);
+      if (answer->has_value()) {
+        (*shared_reply)((*answer)->ToFrame(correlation_id));
+      } else if (fence->has_value()) {
+        (*shared_reply)((*fence)->ToFrame(correlation_id));
+      } else if (fetch->has_value()) {
+        (*shared_reply)((*fetch)->ToFrame(correlation_id));
+      } else {
+        (*shared_reply)(
+            flxi::Frame{flxi::Kind::kReplicateError,
+                        flxi::ReplicateError{0, flxi::ErrorCode::kUnavailable, 0, refusal}});
+      }
+    });
+  };
+  bool posted = inline_apply ? slot->executor->RunOrPost(std::move(apply))
+                             : slot->executor->Post(std::move(apply));
   if (!posted) {
     if (poll_apply) endpoint->AwaitingAnswers(-1);
     std::string detail = "replication is stopping on this broker";

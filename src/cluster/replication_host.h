@@ -97,6 +97,11 @@ struct ReplicationHostOptions {
   // How often the host reconciles even without a view change (a catalog entry arriving after
   // its assignment, a store the core released, a follower's address appearing).
   std::chrono::milliseconds reconcile_interval{500};
+  // FELIX_FOLLOWER_INLINE_APPLY_US: a follower's loop applies a small `Quorum` records frame
+  // itself (blocking in the log's fdatasync instead of handing it to the shard's executor and
+  // sleeping) while the executor is idle and the slot's last apply took at most this many µs;
+  // 0: never (docs/performance.md change 33).
+  uint32_t inline_apply_max_us = 1000;
 };
 
 class ReplicationHost {
@@ -196,6 +201,8 @@ class ReplicationHost {
   Counter& fences_opened_;
   Counter& fences_failed_;
   Counter& promotion_truncated_;
+  Counter& applied_on_loop_;      // records frames applied on the loop thread (Serve)
+  Counter& applied_on_executor_;  // ... and on the shard's executor
   // felix_cluster_failover_seconds: the previous leader's lease lapse as this broker saw it
   // (its nodes/ key deleted) → this broker serving the shard (the store open, the fence done).
   Histogram& failover_seconds_;

@@ -106,6 +106,8 @@ const std::vector<Setting>& Settings() {
         Addr("FELIX_INTERNAL_BIND", nullptr, &C::internal_bind),
         U64("FELIX_QUIC_LOOPS", "quic_loops", &C::quic_loops),
         U64("FELIX_FORWARD_POLL_US", "forward_poll_us", &C::forward_poll_us),
+        U64("FELIX_FOLLOWER_INLINE_APPLY_US", "follower_inline_apply_us",
+            &C::follower_inline_apply_us),
         Addr("FELIX_BROKER_METRICS_BIND", "metrics_bind", &C::metrics_bind),
         Str("FELIX_TLS_CERT", nullptr, &C::tls_cert),
         Str("FELIX_TLS_KEY", nullptr, &C::tls_key),
@@ -396,6 +398,12 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
         "FELIX_FORWARD_POLL_US must be at most 10000 (µs the ingress polls for an owner's "
         "answer), not " +
         std::to_string(c.forward_poll_us));
+  }
+  if (c.follower_inline_apply_us > 100000) {
+    return refuse(
+        "FELIX_FOLLOWER_INLINE_APPLY_US must be at most 100000 (µs a follower's apply may take "
+        "for its loop to apply the next small Quorum batch itself), not " +
+        std::to_string(c.follower_inline_apply_us));
   }
   if (c.quic_loops < 1 || c.quic_loops > 2) {
     return refuse(

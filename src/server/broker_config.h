@@ -31,6 +31,9 @@ struct BrokerConfig {
   // µs the loop serving the internal port polls instead of sleeping while forwarded requests
   // await their owners' answers (0: it sleeps at once).
   uint64_t forward_poll_us = 300;
+  // A follower's loop applies a small `Quorum` batch itself while its applies take at most
+  // this many µs (0: the shard's executor always applies; cluster::ReplicationHostOptions).
+  uint64_t follower_inline_apply_us = 1000;
   HostPort internal_bind{"0.0.0.0", 5001};
   HostPort metrics_bind{"0.0.0.0", 8080};
   std::string tls_cert;

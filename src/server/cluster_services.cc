@@ -103,6 +103,7 @@ ClusterServices::ClusterServices(const BrokerConfig& config, MetricsRegistry& me
   ro.internal_addr_of = [this](std::string_view node) { return InternalAddrOf(node); };
   ro.rebuild_max_concurrent = static_cast<uint32_t>(config_.replication_rebuild_max_concurrent);
   ro.rebuild_bytes_per_sec = config_.replication_rebuild_bytes_per_sec;
+  ro.inline_apply_max_us = static_cast<uint32_t>(config_.follower_inline_apply_us);
   replication_ = std::make_unique<cluster::ReplicationHost>(node_->view(), std::move(ro), metrics_);
 }
 

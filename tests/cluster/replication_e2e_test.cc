@@ -112,9 +112,18 @@ std::vector<storage::Record> WithoutLaterStartRecords(std::vector<storage::Recor
 
 class ReplicationE2E : public ::testing::Test {
  protected:
-  explicit ReplicationE2E(felix::testing::ClusterOptions options = {})
+  explicit ReplicationE2E(felix::testing::ClusterOptions options = Options())
       : cluster_(std::move(options)) {}
   void SetUp() override { ASSERT_TRUE(cluster_.StartAll()) << cluster_.error(); }
+
+  // The value of `series` (name and labels, as /metrics prints them) on node n; 0 when the
+  // broker does not answer or has not printed the series.
+  uint64_t MetricValue(int n, const std::string& series) {
+    auto metrics = cluster_.AdminGet(n, "/metrics");
+    const std::string line = series + " ";
+    auto at = metrics ? metrics->find(line) : std::string::npos;
+    return at == std::string::npos ? 0 : std::stoull(metrics->substr(at + line.size()));
+  }
 
   std::pair<int, Json> Admin(int n, const std::string& method, const std::string& path,
                              const Json& body = nullptr) {
@@ -378,10 +387,13 @@ class ReplicationE2E : public ::testing::Test {
   }
 
   // Every test here runs with a short quorum wait (only `Quorum` streams use it), so a refused
-  // publish is answered within seconds.
+  // publish is answered within seconds, and with the followers' loops applying a small `Quorum`
+  // batch themselves whenever the shard's executor is idle, however slow the disk under the
+  // sanitizers (by default only while an apply takes at most 1 ms).
   static felix::testing::ClusterOptions Options() {
     felix::testing::ClusterOptions o;
     o.env["FELIX_PUBLISH_QUORUM_TIMEOUT_MS"] = "3000";
+    o.env["FELIX_FOLLOWER_INLINE_APPLY_US"] = "100000";
     return o;
   }
 
@@ -620,12 +632,7 @@ TEST_F(ReplicationE2E, AKilledLeadersShardFailsOverToACaughtUpFollower) {
           std::chrono::duration_cast<std::chrono::milliseconds>(served_at - killed_at).count()));
   ASSERT_NO_FATAL_FAILURE(Publish(new_leader, token, "fo", before + 1, before + 101));
   // The new leader measured the failover (lease lapse seen → serving); the others did not.
-  auto failovers = [&](int n) -> uint64_t {
-    auto metrics = cluster_.AdminGet(n, "/metrics");
-    const std::string series = "felix_cluster_failover_seconds_count ";
-    auto at = metrics ? metrics->find(series) : std::string::npos;
-    return at == std::string::npos ? 0 : std::stoull(metrics->substr(at + series.size()));
-  };
+  auto failovers = [&](int n) { return MetricValue(n, "felix_cluster_failover_seconds_count"); };
   EXPECT_EQ(failovers(new_leader), 1u);
   for (int node = 1; node <= 3; ++node) {
     if (node == old_leader || node == new_leader) continue;
@@ -668,12 +675,8 @@ TEST_F(ReplicationE2E, AKilledQuorumLeadersShardFailsOverBehindThePromotionFence
   for (const auto& r : placed->replicas) {
     if (r != placed->leader) followers.push_back(r);
   }
-  auto fences_opened = [&](int n) -> uint64_t {
-    auto metrics = cluster_.AdminGet(n, "/metrics");
-    if (!metrics) return 0;
-    const std::string series = "felix_broker_promotion_fences_total{outcome=\"opened\"} ";
-    auto at = metrics->find(series);
-    return at == std::string::npos ? 0 : std::stoull(metrics->substr(at + series.size()));
+  auto fences_opened = [&](int n) {
+    return MetricValue(n, "felix_broker_promotion_fences_total{outcome=\"opened\"}");
   };
   // The leader opened the shard behind a fence, and both followers hold their stores.
   ASSERT_TRUE(Eventually([&] { return fences_opened(old_leader) >= 1; }));
@@ -1362,6 +1365,14 @@ TEST_F(ReplicationE2E, QuorumStreamWaitsForAMajorityAndALeaderStreamDoesNot) {
     *next += payloads.size();
   }
   ASSERT_TRUE(acked(publish("l", l_key, {"leader-0"})));
+  // The followers' loops applied the small `Quorum` batches themselves while the shards'
+  // executors were idle: no thread hop on a follower (docs/performance.md change 33).
+  uint64_t applied_on_loop = 0;
+  for (int f : followers) {
+    applied_on_loop +=
+        MetricValue(f, "felix_broker_replication_follower_applies_total{thread=\"loop\"}");
+  }
+  EXPECT_GE(applied_on_loop, 1u);
 
   // Both followers gone: no majority. The write is answered quorum_timeout (outcome unknown),
   // never acknowledged; the Leader stream is not affected.
@@ -1376,12 +1387,8 @@ TEST_F(ReplicationE2E, QuorumStreamWaitsForAMajorityAndALeaderStreamDoesNot) {
     auto ack = publish("l", l_key, {"leader-" + std::to_string(i)});
     ASSERT_TRUE(acked(ack)) << ack.message;
   }
-  auto metrics = cluster_.AdminGet(leader, "/metrics");
-  ASSERT_TRUE(metrics);
-  const std::string series = "felix_broker_publish_quorum_failed_total{reason=\"timed_out\"} ";
-  auto at = metrics->find(series);
-  ASSERT_NE(at, std::string::npos);
-  EXPECT_GE(std::stoull(metrics->substr(at + series.size())), 1u);
+  EXPECT_GE(MetricValue(leader, "felix_broker_publish_quorum_failed_total{reason=\"timed_out\"}"),
+            1u);
 
   // One follower back: a majority again. Publishes are accepted again (the ones sent while it
   // catches up may still time out), after the batch whose outcome was unknown: it stayed in

@@ -86,6 +86,8 @@ TEST(BrokerConfig, BadValuesNameTheVariable) {
   ExpectRefusedNaming(Load({{"FELIX_QUIC_LOOPS", "0"}}), "FELIX_QUIC_LOOPS");
   ExpectRefusedNaming(Load({{"FELIX_QUIC_LOOPS", "3"}}), "FELIX_QUIC_LOOPS");
   ExpectRefusedNaming(Load({{"FELIX_FORWARD_POLL_US", "10001"}}), "FELIX_FORWARD_POLL_US");
+  ExpectRefusedNaming(Load({{"FELIX_FOLLOWER_INLINE_APPLY_US", "100001"}}),
+                      "FELIX_FOLLOWER_INLINE_APPLY_US");
 }
 
 TEST(BrokerConfig, ImpossibleCombinationsAreRefused) {

@@ -58,9 +58,11 @@ std::map<std::string, SettingCheck> Checks() {
                               }};
   c["FELIX_QUIC_LOOPS"] = {"2", "listeners (one loop thread or two; cluster forward tests)",
                            [](const Mapped& m) { EXPECT_EQ(m.config.quic_loops, 2u); }};
-  c["FELIX_FORWARD_POLL_US"] = {
-      "200", "internal listener (poll while peers' answers are due)",
-      [](const Mapped& m) { EXPECT_EQ(m.config.forward_poll_us, 200u); }};
+  c["FELIX_FORWARD_POLL_US"] = {"200", "internal listener (poll while peers' answers are due)",
+                                [](const Mapped& m) { EXPECT_EQ(m.config.forward_poll_us, 200u); }};
+  c["FELIX_FOLLOWER_INLINE_APPLY_US"] = {
+      "0", "replication host (a follower's loop applies small Quorum batches itself)",
+      [](const Mapped& m) { EXPECT_EQ(m.config.follower_inline_apply_us, 0u); }};
   c["FELIX_BROKER_METRICS_BIND"] = {
       "127.0.0.1:6002", "HTTP listener", [](const Mapped& m) {
         EXPECT_EQ(m.config.metrics_bind, (HostPort{"127.0.0.1", 6002}));
