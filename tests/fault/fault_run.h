@@ -113,6 +113,11 @@ struct FaultRunResult {
   bool cache_linearizable = false;  // ... and found every key linearizable
   std::string cache_report;         // its output
   size_t not_sent = 0;              // publishes never sent (no connection): not in the history
+  // Quorum regime: records frames the followers applied on their loop thread and on a shard's
+  // executor (felix_broker_replication_follower_applies_total, summed over the brokers after
+  // the heal: since each one's last start) — which of the two apply paths the run reached.
+  uint64_t follower_applies_on_loop = 0;
+  uint64_t follower_applies_on_executor = 0;
   int64_t duration_ms = 0;
 };
 
