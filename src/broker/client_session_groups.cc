@@ -88,25 +88,27 @@ std::optional<StreamShardHandle> ClientSession::OpenGroupShard(const GroupScope&
 }
 
 void ClientSession::RunGroupOp(const StreamShardHandle& handle, GroupOp op) {
-  bool posted = RunOnShard(*handle.executor, [cell = handle.cell, op = std::move(op)](auto reply) {
-    auto reply_on_loop = [reply](GroupReply group_reply) {
-      reply([group_reply = std::move(group_reply)](ClientSession* self) {
-        group_reply(self == nullptr || self->reset_ ? nullptr : self);
+  // Each stage runs once: the replies are moved along, not copied (a std::function holding a
+  // std::function allocates at every copy; docs/performance.md change 34).
+  bool posted =
+      RunOnShard(*handle.executor, [cell = handle.cell, op = std::move(op)](auto reply) mutable {
+        auto reply_on_loop = [reply = std::move(reply)](GroupReply group_reply) {
+          reply([group_reply = std::move(group_reply)](ClientSession* self) {
+            group_reply(self == nullptr || self->reset_ ? nullptr : self);
+          });
+        };
+        cell->WhenOpen([op = std::move(op), reply_on_loop = std::move(reply_on_loop)](
+                           Result<OpenedStream*> opened) mutable {
+          if (opened && (*opened)->groups) return op(*(*opened)->groups, std::move(reply_on_loop));
+          Error error = opened ? Error{ErrorCode::kInvalidArgument,
+                                       "this broker has no durable storage for this stream, so it "
+                                       "serves no consumer groups"}
+                               : opened.error();
+          reply_on_loop([error](ClientSession* self) {
+            if (self != nullptr) self->SendError(ProtocolCodeFor(error), error.message);
+          });
+        });
       });
-    };
-    cell->WhenOpen([op, reply, reply_on_loop](Result<OpenedStream*> opened) {
-      if (opened && (*opened)->groups) return op(*(*opened)->groups, reply_on_loop);
-      Error error = opened ? Error{ErrorCode::kInvalidArgument,
-                                   "this broker has no durable storage for this stream, so it "
-                                   "serves no consumer groups"}
-                           : opened.error();
-      reply([error](ClientSession* self) {
-        if (self != nullptr && !self->reset_) {
-          self->SendError(ProtocolCodeFor(error), error.message);
-        }
-      });
-    });
-  });
   if (!posted) SendError(Code(ProtocolErrorCode::kShardUnavailable), "broker is stopping");
 }
 
@@ -150,50 +152,54 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     RunGroupOp(*handle, [group, request, request_id, executor](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
       auto* owner = &groups;
-      groups.Poll(group, request, [group, request_id, reply, executor, owner](auto result) {
-        reply([group, request_id, executor, owner,
-               result = std::move(result)](ClientSession* self) mutable {
-          if (self == nullptr) {
-            // Nobody will see these records: hand them back without counting the attempt.
-            if (!result || result->empty()) return;
-            std::vector<std::pair<Offset, uint32_t>> claims;
-            for (const auto& d : *result) claims.emplace_back(d.offset, d.attempts);
-            executor->Post([owner, group, claims] { owner->Release(group, claims); });
-            return;
-          }
-          if (!result) return self->SendGroupError(result.error());
-          // Optional record fields only for clients that offered their bit (§6.7); a
-          // `publisher` only where one was stored (FELIX_RECORD_PUBLISHERS).
-          const bool skipped = (self->peer_features_ & flx1::kFeatureGroupSkipped) != 0;
-          const bool publishers = (self->peer_features_ & flx1::kFeatureGroupPublisher) != 0;
-          const bool timestamps = (self->peer_features_ & flx1::kFeatureRecordTimestamps) != 0;
-          flx1::GroupRecords answer;
-          answer.request_id = request_id;
-          answer.records.reserve(result->size());
-          for (auto& d : *result) {
-            flx1::GroupRecord record;
-            record.offset = d.offset.value();
-            record.payload = std::move(d.payload);
-            record.attempts = d.attempts;
-            if (skipped && d.skipped_before != 0) record.skipped_before = d.skipped_before;
-            if (timestamps) record.timestamp_micros = d.timestamp_micros;
-            if (publishers && !d.publisher.empty()) record.publisher = std::move(d.publisher);
-            answer.records.push_back(std::move(record));
-          }
-          self->Send(answer);
-        });
-      });
+      groups.Poll(
+          group, request,
+          [group, request_id, reply = std::move(reply), executor, owner](auto result) {
+            reply([group, request_id, executor, owner,
+                   result = std::move(result)](ClientSession* self) mutable {
+              if (self == nullptr) {
+                // Nobody will see these records: hand them back without counting the attempt.
+                if (!result || result->empty()) return;
+                std::vector<std::pair<Offset, uint32_t>> claims;
+                for (const auto& d : *result) claims.emplace_back(d.offset, d.attempts);
+                executor->Post([owner, group, claims] { owner->Release(group, claims); });
+                return;
+              }
+              if (!result) return self->SendGroupError(result.error());
+              // Optional record fields only for clients that offered their bit (§6.7); a
+              // `publisher` only where one was stored (FELIX_RECORD_PUBLISHERS).
+              const bool skipped = (self->peer_features_ & flx1::kFeatureGroupSkipped) != 0;
+              const bool publishers = (self->peer_features_ & flx1::kFeatureGroupPublisher) != 0;
+              const bool timestamps = (self->peer_features_ & flx1::kFeatureRecordTimestamps) != 0;
+              flx1::GroupRecords answer;
+              answer.request_id = request_id;
+              answer.records.reserve(result->size());
+              for (auto& d : *result) {
+                flx1::GroupRecord record;
+                record.offset = d.offset.value();
+                record.payload = std::move(d.payload);
+                record.attempts = d.attempts;
+                if (skipped && d.skipped_before != 0) record.skipped_before = d.skipped_before;
+                if (timestamps) record.timestamp_micros = d.timestamp_micros;
+                if (publishers && !d.publisher.empty()) record.publisher = std::move(d.publisher);
+                answer.records.push_back(std::move(record));
+              }
+              self->Send(answer);
+            });
+          });
     });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupAck>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle, [group = m->group, offset = Offset(m->offset),
-                         make = settle_reply(m->request_id)](
-                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
-      groups.Ack(group, offset, [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
-    });
+    RunGroupOp(*handle,
+               [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
+                   StreamGroups& groups, std::function<void(GroupReply)> reply) {
+                 groups.Ack(group, offset, [make, reply = std::move(reply)](GroupResult<void> r) {
+                   reply(make(std::move(r)));
+                 });
+               });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupNack>(&message)) {
@@ -203,26 +209,28 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     RunGroupOp(*handle, [group = m->group, offset = Offset(m->offset), delay,
                          attempts = m->attempts.value_or(0), make = settle_reply(m->request_id)](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
-      groups.Nack(group, offset, delay, attempts,
-                  [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
+      groups.Nack(
+          group, offset, delay, attempts,
+          [make, reply = std::move(reply)](GroupResult<void> r) { reply(make(std::move(r))); });
     });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupExtend>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle, [group = m->group, offset = Offset(m->offset), attempts = m->attempts,
-                         extend = std::chrono::milliseconds(m->extend_ms),
-                         request_id = m->request_id](StreamGroups& groups,
-                                                     std::function<void(GroupReply)> reply) {
-      groups.Extend(group, offset, attempts, extend, [request_id, reply](GroupResult<uint64_t> r) {
-        reply([request_id, r](ClientSession* self) {
-          if (self == nullptr) return;
-          if (!r) return self->SendGroupError(r.error());
-          self->Send(flx1::GroupExtended{*r, request_id});
-        });
-      });
-    });
+    RunGroupOp(*handle,
+               [group = m->group, offset = Offset(m->offset), attempts = m->attempts,
+                extend = std::chrono::milliseconds(m->extend_ms), request_id = m->request_id](
+                   StreamGroups& groups, std::function<void(GroupReply)> reply) {
+                 groups.Extend(group, offset, attempts, extend,
+                               [request_id, reply = std::move(reply)](GroupResult<uint64_t> r) {
+                                 reply([request_id, r](ClientSession* self) {
+                                   if (self == nullptr) return;
+                                   if (!r) return self->SendGroupError(r.error());
+                                   self->Send(flx1::GroupExtended{*r, request_id});
+                                 });
+                               });
+               });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupDeadLetter>(&message)) {
@@ -231,8 +239,9 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     RunGroupOp(
         *handle, [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
                      StreamGroups& groups, std::function<void(GroupReply)> reply) {
-          groups.DeadLetter(group, offset,
-                            [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
+          groups.DeadLetter(group, offset, [make, reply = std::move(reply)](GroupResult<void> r) {
+            reply(make(std::move(r)));
+          });
         });
     return true;
   }
@@ -241,39 +250,42 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     if (!handle) return true;
     RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
-      groups.ListDeadLetters(group, [request_id, reply](GroupResult<std::vector<Offset>> r) {
-        reply([request_id, r](ClientSession* self) {
-          if (self == nullptr) return;
-          if (!r) return self->SendGroupError(r.error());
-          std::vector<uint64_t> offsets;
-          offsets.reserve(r->size());
-          for (const Offset o : *r) offsets.push_back(o.value());
-          self->Send(flx1::GroupDeadLetterList{std::move(offsets), request_id});
-        });
-      });
+      groups.ListDeadLetters(
+          group, [request_id, reply = std::move(reply)](GroupResult<std::vector<Offset>> r) {
+            reply([request_id, r](ClientSession* self) {
+              if (self == nullptr) return;
+              if (!r) return self->SendGroupError(r.error());
+              std::vector<uint64_t> offsets;
+              offsets.reserve(r->size());
+              for (const Offset o : *r) offsets.push_back(o.value());
+              self->Send(flx1::GroupDeadLetterList{std::move(offsets), request_id});
+            });
+          });
     });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupRedrive>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupManage, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle,
-               [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
-                   StreamGroups& groups, std::function<void(GroupReply)> reply) {
-                 groups.Redrive(group, offset,
-                                [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
-               });
+    RunGroupOp(
+        *handle, [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
+                     StreamGroups& groups, std::function<void(GroupReply)> reply) {
+          groups.Redrive(group, offset, [make, reply = std::move(reply)](GroupResult<void> r) {
+            reply(make(std::move(r)));
+          });
+        });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupDiscard>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupManage, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle,
-               [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
-                   StreamGroups& groups, std::function<void(GroupReply)> reply) {
-                 groups.Discard(group, offset,
-                                [make, reply](GroupResult<void> r) { reply(make(std::move(r))); });
-               });
+    RunGroupOp(
+        *handle, [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
+                     StreamGroups& groups, std::function<void(GroupReply)> reply) {
+          groups.Discard(group, offset, [make, reply = std::move(reply)](GroupResult<void> r) {
+            reply(make(std::move(r)));
+          });
+        });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupDescribe>(&message)) {
@@ -281,20 +293,21 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     if (!handle) return true;
     RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
-      groups.Describe(group, [request_id, reply](GroupResult<GroupDescription> r) {
-        reply([request_id, r](ClientSession* self) {
-          if (self == nullptr) return;
-          if (!r) return self->SendGroupError(r.error());
-          flx1::GroupInfo info;
-          info.committed = ValueOf(r->committed);
-          info.tail = r->tail.value();
-          info.in_flight = r->in_flight;
-          info.owed = r->owed;
-          info.dead_letters = r->dead_letters;
-          info.request_id = request_id;
-          self->Send(info);
-        });
-      });
+      groups.Describe(group,
+                      [request_id, reply = std::move(reply)](GroupResult<GroupDescription> r) {
+                        reply([request_id, r](ClientSession* self) {
+                          if (self == nullptr) return;
+                          if (!r) return self->SendGroupError(r.error());
+                          flx1::GroupInfo info;
+                          info.committed = ValueOf(r->committed);
+                          info.tail = r->tail.value();
+                          info.in_flight = r->in_flight;
+                          info.owed = r->owed;
+                          info.dead_letters = r->dead_letters;
+                          info.request_id = request_id;
+                          self->Send(info);
+                        });
+                      });
     });
     return true;
   }
@@ -317,7 +330,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     RunGroupOp(*handle, [group = m->group, target, if_new = m->if_new, request_id = m->request_id](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
       groups.Seek(group, target, if_new,
-                  [request_id, reply](GroupResult<std::pair<Offset, bool>> r) {
+                  [request_id, reply = std::move(reply)](GroupResult<std::pair<Offset, bool>> r) {
                     reply([request_id, r](ClientSession* self) {
                       if (self == nullptr) return;
                       if (!r) return self->SendGroupError(r.error());
@@ -332,7 +345,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     if (!handle) return true;
     RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
-      groups.Delete(group, [request_id, reply](GroupResult<bool> r) {
+      groups.Delete(group, [request_id, reply = std::move(reply)](GroupResult<bool> r) {
         reply([request_id, r](ClientSession* self) {
           if (self == nullptr) return;
           if (!r) return self->SendGroupError(r.error());

@@ -33,7 +33,11 @@ bool ClientSession::RunOnShard(Executor& executor, ShardWork work) {
   // Inline on the loop thread when the executor is idle (no wakeup there and back); the reply
   // is then a post to this same thread, run before the loop sleeps, so the answer leaves in
   // the packets of this loop iteration.
-  if (executor.RunOrPost([work = std::move(work), back_to_loop] { work(back_to_loop); })) {
+  // Moved, not copied: each copy of the reply is an allocation (change 34).
+  if (executor.RunOrPost(
+          [work = std::move(work), back_to_loop = std::move(back_to_loop)]() mutable {
+            work(std::move(back_to_loop));
+          })) {
     return true;
   }
   --pending_ops_;  // the executor is stopping: nothing was done
