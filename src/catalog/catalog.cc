@@ -48,6 +48,20 @@ std::vector<auth::VerifyingKey> CatalogSnapshot::VerifyingKeys(std::string_view 
   return out;
 }
 
+bool CatalogSnapshot::HasVerifyingKeys(std::string_view tenant,
+                                       std::span<const auth::VerifyingKey> keys) const {
+  size_t next = 0;
+  // The order VerifyingKeys lists them in: current keys first.
+  for (bool current : {true, false}) {
+    for (const auto& k : keys_) {
+      if (k.tenant_id != tenant || k.current != current) continue;
+      if (next == keys.size() || !(k.key == keys[next])) return false;
+      ++next;
+    }
+  }
+  return next == keys.size();
+}
+
 std::vector<Tenant> CatalogSnapshot::Tenants() const {
   std::vector<Tenant> out;
   for (const auto& [key, t] : tenants_) out.push_back(t);

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -39,6 +40,8 @@ class CatalogSnapshot {
                          std::string_view cache) const;
   // Public keys of a tenant, current key first (empty for an unknown tenant).
   std::vector<auth::VerifyingKey> VerifyingKeys(std::string_view tenant) const;
+  // Whether VerifyingKeys(tenant) would equal `keys` (same keys, same order), without copying.
+  bool HasVerifyingKeys(std::string_view tenant, std::span<const auth::VerifyingKey> keys) const;
 
   std::vector<Tenant> Tenants() const;
   std::vector<Namespace> Namespaces(std::string_view tenant) const;

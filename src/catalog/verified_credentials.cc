@@ -11,19 +11,22 @@ auth::AuthResult<std::shared_ptr<const auth::AuthContext>> VerifiedCredentials::
   key.reserve(tenant.size() + 1 + token.size());
   key.append(tenant).push_back('\0');
   key.append(token);
-  // The keys the tenant has now (empty once it is gone): an entry answers only for the same.
-  std::vector<auth::VerifyingKey> keys = catalog.Snapshot()->VerifyingKeys(tenant);
+  // An entry answers only while the tenant has exactly the keys it was verified with (none
+  // once the tenant is gone; entries never hold an empty set): compared in place, since this
+  // runs for every stream a client opens and a copy of the keys is several allocations.
+  auto snapshot = catalog.Snapshot();
   {
     MutexLock lock(mu_);
     if (auto it = entries_.find(key); it != entries_.end()) {
       const Entry& e = it->second;
-      if (!keys.empty() && e.keys == keys && now_unix_seconds < e.context->expires_at) {
+      if (now_unix_seconds < e.context->expires_at && snapshot->HasVerifyingKeys(tenant, e.keys)) {
         ++reused_;
         return e.context;
       }
       entries_.erase(it);  // expired or the keys changed: verify again below
     }
   }
+  std::vector<auth::VerifyingKey> keys = snapshot->VerifyingKeys(tenant);
   auto verified = catalog::VerifyClientToken(catalog, tenant, token, now_unix_seconds);
   MutexLock lock(mu_);
   ++verified_;

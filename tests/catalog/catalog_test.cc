@@ -253,5 +253,41 @@ TEST(AdminCredentials, WriteLoadAndPath) {
   EXPECT_EQ(CredentialsPath("", std::nullopt), "./felix-data/admin-credentials.json");
 }
 
+// VerifiedCredentials compares a cached entry's keys in place (HasVerifyingKeys): it must say
+// exactly what comparing with a copy from VerifyingKeys would.
+TEST(CatalogSnapshot, HasVerifyingKeysAgreesWithVerifyingKeys) {
+  auto key = [](const std::string& kid, uint8_t fill) {
+    auth::VerifyingKey k;
+    k.kid = kid;
+    k.public_key.fill(fill);
+    return k;
+  };
+  CatalogSnapshot snapshot;
+  snapshot.keys_ = {{"acme", key("acme-old-key-0001", 1), false},
+                    {"other", key("other-key-0001", 9), true},
+                    {"acme", key("acme-current-key-0002", 2), true}};
+  const auto acme = snapshot.VerifyingKeys("acme");
+  ASSERT_EQ(acme.size(), 2u);
+  EXPECT_EQ(acme[0].kid, "acme-current-key-0002");  // current first
+  EXPECT_TRUE(snapshot.HasVerifyingKeys("acme", acme));
+  EXPECT_TRUE(snapshot.HasVerifyingKeys("other", snapshot.VerifyingKeys("other")));
+  EXPECT_TRUE(snapshot.HasVerifyingKeys("gone", {}));
+
+  const std::vector<auth::VerifyingKey> reordered = {acme[1], acme[0]};
+  const std::vector<auth::VerifyingKey> missing = {acme[0]};
+  const std::vector<auth::VerifyingKey> extra = {acme[0], acme[1], key("acme-new", 3)};
+  std::vector<auth::VerifyingKey> changed = acme;
+  changed[1].public_key[0] ^= 1;
+  using Keys = std::vector<auth::VerifyingKey>;
+  for (const Keys* keys :
+       std::initializer_list<const Keys*>{&reordered, &missing, &extra, &changed}) {
+    EXPECT_FALSE(snapshot.HasVerifyingKeys("acme", *keys));
+    EXPECT_NE(snapshot.VerifyingKeys("acme"), *keys);
+  }
+  EXPECT_FALSE(snapshot.HasVerifyingKeys("gone", acme));
+  EXPECT_FALSE(snapshot.HasVerifyingKeys("acme", {}));
+  EXPECT_FALSE(snapshot.HasVerifyingKeys("other", acme));
+}
+
 }  // namespace
 }  // namespace felix::catalog
