@@ -224,7 +224,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
                    StreamGroups& groups, std::function<void(GroupReply)> reply) {
                  groups.Extend(group, offset, attempts, extend,
                                [request_id, reply = std::move(reply)](GroupResult<uint64_t> r) {
-                                 reply([request_id, r](ClientSession* self) {
+                                 reply([request_id, r = std::move(r)](ClientSession* self) {
                                    if (self == nullptr) return;
                                    if (!r) return self->SendGroupError(r.error());
                                    self->Send(flx1::GroupExtended{*r, request_id});
@@ -252,7 +252,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
       groups.ListDeadLetters(
           group, [request_id, reply = std::move(reply)](GroupResult<std::vector<Offset>> r) {
-            reply([request_id, r](ClientSession* self) {
+            reply([request_id, r = std::move(r)](ClientSession* self) {
               if (self == nullptr) return;
               if (!r) return self->SendGroupError(r.error());
               std::vector<uint64_t> offsets;
@@ -295,7 +295,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
       groups.Describe(group,
                       [request_id, reply = std::move(reply)](GroupResult<GroupDescription> r) {
-                        reply([request_id, r](ClientSession* self) {
+                        reply([request_id, r = std::move(r)](ClientSession* self) {
                           if (self == nullptr) return;
                           if (!r) return self->SendGroupError(r.error());
                           flx1::GroupInfo info;
@@ -331,7 +331,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
       groups.Seek(group, target, if_new,
                   [request_id, reply = std::move(reply)](GroupResult<std::pair<Offset, bool>> r) {
-                    reply([request_id, r](ClientSession* self) {
+                    reply([request_id, r = std::move(r)](ClientSession* self) {
                       if (self == nullptr) return;
                       if (!r) return self->SendGroupError(r.error());
                       self->Send(flx1::GroupPosition{r->first.value(), r->second, request_id});
@@ -346,7 +346,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
                             StreamGroups& groups, std::function<void(GroupReply)> reply) {
       groups.Delete(group, [request_id, reply = std::move(reply)](GroupResult<bool> r) {
-        reply([request_id, r](ClientSession* self) {
+        reply([request_id, r = std::move(r)](ClientSession* self) {
           if (self == nullptr) return;
           if (!r) return self->SendGroupError(r.error());
           self->Send(flx1::GroupDeleted{*r, request_id});
