@@ -235,11 +235,14 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
                                                  " out of range: stream has " +
                                                  std::to_string(stream.shards) + " shards");
   }
-  std::string key =
-      ShardId{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream, shard_index}
-          .ToString();
+  const ShardId id{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream,
+                   shard_index};
   MutexLock lock(mu_);
   if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
+  // Open already (every request but the first): found by the id, no key built.
+  if (auto open = shards_.find(id); open != shards_.end())
+    return StreamShardHandle{open->second.stream_cell, open->second.executor};
+  const std::string key = id.ToString();
   auto [it, created] = shards_.try_emplace(key);
   OpenShard& entry = it->second;
   if (!created) return StreamShardHandle{entry.stream_cell, entry.executor};
@@ -406,11 +409,13 @@ Result<CacheShardHandle> BrokerCore::OpenCacheShard(const catalog::Cache& cache,
                                                  " out of range: cache has " +
                                                  std::to_string(cache.shards) + " shards");
   }
-  std::string key =
-      ShardId{cache.tenant_id, cache.namespace_name, cache.name, ShardKind::kCache, shard_index}
-          .ToString();
+  const ShardId id{cache.tenant_id, cache.namespace_name, cache.name, ShardKind::kCache,
+                   shard_index};
   MutexLock lock(mu_);
   if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
+  if (auto open = shards_.find(id); open != shards_.end())
+    return CacheShardHandle{open->second.cache_cell, open->second.executor};
+  const std::string key = id.ToString();
   auto [it, created] = shards_.try_emplace(key);
   OpenShard& entry = it->second;
   if (!created) return CacheShardHandle{entry.cache_cell, entry.executor};

@@ -265,7 +265,7 @@ class BrokerCore {
   // Opens and replays shard logs, a few shards at a time (a slow one holds up no other).
   TaskPool opener_{"felix-open", 4};
   Mutex mu_;
-  std::map<std::string, OpenShard> shards_ GUARDED_BY(mu_);  // by ShardId::ToString()
+  std::map<std::string, OpenShard, ShardKeyLess> shards_ GUARDED_BY(mu_);  // by ShardId::ToString()
   // Closed shards of deleted streams/caches: handles resolved before the drop may still reach
   // them (and answer errors), so they stay alive until Stop().
   std::vector<std::shared_ptr<OpenShard>> dropped_ GUARDED_BY(mu_);

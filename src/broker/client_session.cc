@@ -170,8 +170,11 @@ void ClientSession::Start() {
 }
 
 void ClientSession::InstallHandlers() {
-  auto self = shared_from_this();
+  // The handlers keep the session alive through `owner` and capture it by raw pointer: no
+  // allocation per handler (StreamHandlers::owner).
+  ClientSession* self = this;
   transport::StreamHandlers handlers;
+  handlers.owner = shared_from_this();
   handlers.on_data = [self](transport::Stream&, std::span<const uint8_t> data) {
     self->OnData(data);
   };

@@ -330,7 +330,9 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
     uint64_t ticket = 0;
     std::optional<std::vector<uint8_t>> frame;  // the answer, once known
   };
-  std::deque<AnswerSlot> answer_slots_;  // unanswered tickets, oldest first
+  // Unanswered tickets, oldest first; made by the first pipelined publish (an empty std::deque
+  // allocates, and most sessions — a group request, a cache call — never pipeline).
+  std::optional<std::deque<AnswerSlot>> answer_slots_;
   uint64_t next_ticket_ = 0;
   std::optional<uint64_t> current_ticket_;
   bool read_paused_ = false;  // stopped reading at a full window

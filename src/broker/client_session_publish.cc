@@ -113,7 +113,8 @@ void ClientSession::AnswerPublishQueued(bool binary, uint64_t request_id) {
 std::optional<uint64_t> ClientSession::TakeAnswerTicket(bool acked) {
   if (!pipelined_ || !acked) return std::nullopt;
   uint64_t ticket = next_ticket_++;
-  answer_slots_.push_back(AnswerSlot{ticket, std::nullopt});
+  if (!answer_slots_) answer_slots_.emplace();
+  answer_slots_->push_back(AnswerSlot{ticket, std::nullopt});
   return ticket;
 }
 
@@ -125,22 +126,25 @@ void ClientSession::WritePublishAnswer(std::vector<uint8_t> frame) {
   }
   uint64_t ticket = *current_ticket_;
   current_ticket_.reset();  // one answer per publish
-  for (AnswerSlot& slot : answer_slots_) {
+  // A ticket was taken, so the slots exist; made here only to keep the reference valid.
+  if (!answer_slots_) answer_slots_.emplace();
+  std::deque<AnswerSlot>& slots = *answer_slots_;
+  for (AnswerSlot& slot : slots) {
     if (slot.ticket == ticket) {
       slot.frame = std::move(frame);
       break;
     }
   }
   bool was_full = PublishWindowFull();
-  while (!answer_slots_.empty() && answer_slots_.front().frame) {
-    if (!finished_) (void)stream_->Write(*answer_slots_.front().frame);
-    answer_slots_.pop_front();
+  while (!slots.empty() && slots.front().frame) {
+    if (!finished_) (void)stream_->Write(*slots.front().frame);
+    slots.pop_front();
   }
   if (was_full && read_paused_ && !PublishWindowFull()) ResumeReading();
 }
 
 bool ClientSession::PublishWindowFull() const {
-  return pipelined_ && answer_slots_.size() >= window_;
+  return pipelined_ && answer_slots_ && answer_slots_->size() >= window_;
 }
 
 void ClientSession::ResumeReading() {

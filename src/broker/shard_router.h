@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/strong_types.h"
@@ -27,6 +28,17 @@ struct ShardId {
   bool operator==(const ShardId&) const = default;
   // "tenant/namespace/name#shard" (with "cache:" before caches), for logs and metrics-free ids.
   std::string ToString() const;
+  // <0, 0, >0 as key.compare(ToString()) would be, without building the string.
+  int CompareKey(std::string_view key) const;
+};
+
+// Orders ShardId::ToString() keys as std::less<std::string> does, and finds a ShardId among
+// them without building its key (a lookup per request: docs/performance.md, change 35).
+struct ShardKeyLess {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const { return a < b; }
+  bool operator()(std::string_view a, const ShardId& b) const { return b.CompareKey(a) < 0; }
+  bool operator()(const ShardId& a, std::string_view b) const { return a.CompareKey(b) > 0; }
 };
 
 struct Route {

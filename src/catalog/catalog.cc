@@ -1,5 +1,7 @@
 #include "catalog/catalog.h"
 
+#include <algorithm>
+
 namespace felix::catalog {
 
 std::string CatalogSnapshot::Key(std::initializer_list<std::string_view> parts) {
@@ -14,6 +16,27 @@ std::string CatalogSnapshot::Key(std::initializer_list<std::string_view> parts) 
   return key;
 }
 
+int CatalogSnapshot::CompareToJoined(std::string_view key, const JoinedKey& joined) {
+  // Walks `key` against the parts and the separators Key() puts between them (one before each
+  // part after the first, once the key built so far is not empty).
+  size_t pos = 0;
+  bool started = false;
+  for (std::string_view part : joined.parts) {
+    if (started) {
+      if (pos == key.size()) return -1;
+      const auto c = static_cast<unsigned char>(key[pos]);
+      if (c != 0x01) return c < 0x01 ? -1 : 1;
+      ++pos;
+    }
+    const size_t n = std::min(part.size(), key.size() - pos);
+    if (int r = key.substr(pos, n).compare(part.substr(0, n)); r != 0) return r;
+    if (n < part.size()) return -1;
+    pos += n;
+    started = started || !part.empty();
+  }
+  return pos == key.size() ? 0 : 1;
+}
+
 const Tenant* CatalogSnapshot::FindTenant(std::string_view tenant) const {
   auto it = tenants_.find(tenant);
   return it == tenants_.end() ? nullptr : &it->second;
@@ -21,19 +44,19 @@ const Tenant* CatalogSnapshot::FindTenant(std::string_view tenant) const {
 
 const Namespace* CatalogSnapshot::FindNamespace(std::string_view tenant,
                                                 std::string_view ns) const {
-  auto it = namespaces_.find(Key({tenant, ns}));
+  auto it = namespaces_.find(JoinedKey{{tenant, ns}});
   return it == namespaces_.end() ? nullptr : &it->second;
 }
 
 const Stream* CatalogSnapshot::FindStream(std::string_view tenant, std::string_view ns,
                                           std::string_view stream) const {
-  auto it = streams_.find(Key({tenant, ns, stream}));
+  auto it = streams_.find(JoinedKey{{tenant, ns, stream}});
   return it == streams_.end() ? nullptr : &it->second;
 }
 
 const Cache* CatalogSnapshot::FindCache(std::string_view tenant, std::string_view ns,
                                         std::string_view cache) const {
-  auto it = caches_.find(Key({tenant, ns, cache}));
+  auto it = caches_.find(JoinedKey{{tenant, ns, cache}});
   return it == caches_.end() ? nullptr : &it->second;
 }
 

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,9 +30,28 @@
 
 namespace felix::catalog {
 
-// Immutable view of the whole catalog. Lookups do not allocate beyond the key they build.
+// Immutable view of the whole catalog. Find* lookups do not allocate.
 class CatalogSnapshot {
  public:
+  // The key Key(parts) would build, compared with stored keys in place: a stream lookup per
+  // request built (and allocated) its key before (docs/performance.md, change 35).
+  struct JoinedKey {
+    std::initializer_list<std::string_view> parts;
+  };
+  // Orders keys as std::less<std::string> does, and a JoinedKey as the key it stands for.
+  struct KeyLess {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const { return a < b; }
+    bool operator()(std::string_view a, const JoinedKey& b) const {
+      return CompareToJoined(a, b) < 0;
+    }
+    bool operator()(const JoinedKey& a, std::string_view b) const {
+      return CompareToJoined(b, a) > 0;
+    }
+  };
+  // <0, 0, >0 as std::string_view(key).compare(Key(joined.parts)) would be.
+  static int CompareToJoined(std::string_view key, const JoinedKey& joined);
+
   const Tenant* FindTenant(std::string_view tenant) const;
   const Namespace* FindNamespace(std::string_view tenant, std::string_view ns) const;
   const Stream* FindStream(std::string_view tenant, std::string_view ns,
@@ -56,9 +76,9 @@ class CatalogSnapshot {
   static std::string Key(std::initializer_list<std::string_view> parts);
 
   std::map<std::string, Tenant, std::less<>> tenants_;
-  std::map<std::string, Namespace, std::less<>> namespaces_;
-  std::map<std::string, Stream, std::less<>> streams_;
-  std::map<std::string, Cache, std::less<>> caches_;
+  std::map<std::string, Namespace, KeyLess> namespaces_;
+  std::map<std::string, Stream, KeyLess> streams_;
+  std::map<std::string, Cache, KeyLess> caches_;
   std::vector<TenantKey> keys_;
 };
 

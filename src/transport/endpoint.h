@@ -63,6 +63,10 @@ struct StreamHandlers {
   // The unacknowledged send backlog fell below half the high-water mark after a Write that
   // returned false.
   std::function<void(Stream&)> on_writable;
+  // Held as long as these handlers are installed. Handlers that capture a raw pointer to it
+  // instead of a shared_ptr each are stored inside their std::function: one that captures a
+  // shared_ptr (not trivially copyable) is a heap allocation per handler, per stream.
+  std::shared_ptr<void> owner;
 };
 
 class Stream {

@@ -42,7 +42,7 @@ void SendBuffer::Acked(uint64_t upto) {
   acked_ = std::max(acked_, upto);
   while (chunks_.size() > 1 && base_ + chunks_.front().capacity <= acked_) {
     base_ += chunks_.front().capacity;
-    chunks_.pop_front();
+    chunks_.erase(chunks_.begin());
   }
   if (acked_ == end_ && !chunks_.empty()) {  // nothing in flight: the next write starts afresh
     chunks_.clear();

@@ -18,9 +18,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
+#include <vector>
 
 namespace felix::transport {
 
@@ -50,8 +50,10 @@ class SendBuffer {
     size_t capacity = 0;
   };
 
-  // Every chunk but the last is full (Append fills one before it starts the next).
-  std::deque<Chunk> chunks_;
+  // Every chunk but the last is full (Append fills one before it starts the next). A vector,
+  // not a deque: an empty std::deque allocates (its map and a first block) with every stream,
+  // and a stream rarely holds more than a few chunks (at most send_high_water / kMaxChunk).
+  std::vector<Chunk> chunks_;
   size_t fill_ = 0;    // bytes used in the last chunk
   uint64_t base_ = 0;  // stream offset of chunks_.front().bytes[0]
   uint64_t sent_ = 0;

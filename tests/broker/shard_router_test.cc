@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 namespace felix::broker {
 namespace {
 
@@ -21,6 +25,46 @@ TEST(SingleNodeRouter, EveryShardIsLocalAtGenerationZero) {
 TEST(ShardId, PrintsKindAndShard) {
   EXPECT_EQ((ShardId{"t", "ns", "orders", ShardKind::kStream, 3}).ToString(), "t/ns/orders#3");
   EXPECT_EQ((ShardId{"t", "ns", "users", ShardKind::kCache, 0}).ToString(), "cache:t/ns/users#0");
+}
+
+// BrokerCore finds an open shard by its id (ShardKeyLess) without building the key: every
+// comparison must agree with comparing ToString(), or a request would open a shard twice or
+// reach another's.
+TEST(ShardId, ComparesWithKeysAsItsStringWould) {
+  std::vector<ShardId> ids;
+  for (const char* tenant : {"", "a", "ab", "a/b"}) {
+    for (const char* ns : {"", "n", "n#1"}) {
+      for (const char* name : {"", "s", "s#1", "cache:x"}) {
+        for (uint32_t shard : {0u, 1u, 10u, 4294967295u}) {
+          for (ShardKind kind : {ShardKind::kStream, ShardKind::kCache}) {
+            ids.push_back(ShardId{tenant, ns, name, kind, shard});
+          }
+        }
+      }
+    }
+  }
+  std::vector<std::string> keys;
+  for (const auto& id : ids) keys.push_back(id.ToString());
+  keys.push_back("");
+  keys.push_back("cache:");
+  keys.push_back("a/n/s#");
+  keys.push_back("a/n/s#10x");
+  auto sign = [](int v) { return (v > 0) - (v < 0); };
+  for (const auto& key : keys) {
+    for (const auto& id : ids) {
+      ASSERT_EQ(sign(id.CompareKey(key)), sign(key.compare(id.ToString())))
+          << key << " vs " << id.ToString();
+    }
+  }
+
+  std::map<std::string, int, ShardKeyLess> open;
+  for (size_t i = 0; i < ids.size(); ++i) open.emplace(ids[i].ToString(), int(i));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = open.find(ids[i]);
+    ASSERT_NE(it, open.end()) << ids[i].ToString();
+    EXPECT_EQ(it->first, ids[i].ToString());
+  }
+  EXPECT_EQ(open.find(ShardId{"zz", "n", "s", ShardKind::kStream, 2}), open.end());
 }
 
 TEST(StaticRouter, ListedShardsAreRemoteWithOwnerAddressAndGeneration) {

@@ -253,6 +253,50 @@ TEST(AdminCredentials, WriteLoadAndPath) {
   EXPECT_EQ(CredentialsPath("", std::nullopt), "./felix-data/admin-credentials.json");
 }
 
+// Find* compares the names with the stored keys in place (JoinedKey): every comparison must
+// agree with comparing the key Key() builds, or a lookup would miss or find the wrong entry.
+TEST(CatalogSnapshot, JoinedKeysCompareAsTheKeysTheyStandFor) {
+  const std::vector<std::string> names = {"",     "a",     "ab",   "b",     std::string("\0", 1),
+                                          "\x01", "a\x01", "\xff", "a\xff", "ab\x01b"};
+  auto sign = [](int v) { return (v > 0) - (v < 0); };
+  std::vector<std::string> keys;
+  for (const auto& x : names) {
+    for (const auto& y : names) keys.push_back(CatalogSnapshot::Key({x, y}));
+  }
+  for (const auto& key : keys) {
+    for (const auto& x : names) {
+      for (const auto& y : names) {
+        for (const auto& z : names) {
+          const std::string built = CatalogSnapshot::Key({x, y, z});
+          ASSERT_EQ(sign(CatalogSnapshot::CompareToJoined(key, {{x, y, z}})),
+                    sign(std::string_view(key).compare(built)))
+              << ::testing::PrintToString(key) << " vs " << ::testing::PrintToString(built);
+        }
+        ASSERT_EQ(sign(CatalogSnapshot::CompareToJoined(key, {{x, y}})),
+                  sign(std::string_view(key).compare(CatalogSnapshot::Key({x, y}))));
+      }
+    }
+  }
+
+  // Names that are prefixes of one another, found exactly.
+  CatalogSnapshot snapshot;
+  for (const char* name : {"orders", "orders-eu", "order", "orders\x01x"}) {
+    Stream st;
+    st.tenant_id = "acme";
+    st.namespace_name = "shop";
+    st.name = name;
+    snapshot.streams_.emplace(CatalogSnapshot::Key({"acme", "shop", name}), st);
+  }
+  for (const char* name : {"orders", "orders-eu", "order", "orders\x01x"}) {
+    const Stream* found = snapshot.FindStream("acme", "shop", name);
+    ASSERT_NE(found, nullptr) << name;
+    EXPECT_EQ(found->name, name);
+  }
+  EXPECT_EQ(snapshot.FindStream("acme", "shop", "orders-e"), nullptr);
+  EXPECT_EQ(snapshot.FindStream("acme", "sho", "porders"), nullptr);
+  EXPECT_EQ(snapshot.FindStream("acme", "shop\x01orders", "eu"), nullptr);
+}
+
 // VerifiedCredentials compares a cached entry's keys in place (HasVerifyingKeys): it must say
 // exactly what comparing with a copy from VerifyingKeys would.
 TEST(CatalogSnapshot, HasVerifyingKeysAgreesWithVerifyingKeys) {

@@ -1,6 +1,7 @@
 #include "wire/flx1/frame.h"
 
 #include <limits>
+#include <optional>
 
 #include "wire/byte_reader.h"
 #include "wire/byte_writer.h"
@@ -151,6 +152,17 @@ uint16_t FrameFlags(const Flx1Frame& frame) {
 Result<void> AppendFrame(const Flx1Frame& frame, std::vector<uint8_t>& out) {
   const size_t start = out.size();
   ByteWriter w(out);
+  // Room first: the header's bytes pushed one by one into an empty buffer reallocated it five
+  // times (1, 2, 4, 8, 16 bytes) before the body's own reserve. A JSON body is rendered before
+  // the header so that the frame is one allocation.
+  std::optional<Result<std::string>> text;
+  if (const auto* m = std::get_if<Message>(&frame)) {
+    text = EncodeMessageJson(*m);
+    if (!*text) return tl::unexpected(text->error());
+    w.Reserve(kHeaderSize + (*text)->size());
+  } else {
+    w.Reserve(kHeaderSize);
+  }
   w.WriteU32(kMagic);
   w.WriteU16(kVersion);
   w.WriteU16(FrameFlags(frame));
@@ -159,9 +171,7 @@ Result<void> AppendFrame(const Flx1Frame& frame, std::vector<uint8_t>& out) {
       [&](const auto& f) -> Result<void> {
         using T = std::decay_t<decltype(f)>;
         if constexpr (std::is_same_v<T, Message>) {
-          auto text = EncodeMessageJson(f);
-          if (!text) return tl::unexpected(text.error());
-          w.WriteBytes(*text);
+          w.WriteBytes(**text);
           return {};
         } else if constexpr (std::is_same_v<T, BinaryPublishBatch>) {
           return EncodePublishBatch(f, out);

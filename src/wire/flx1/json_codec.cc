@@ -861,6 +861,9 @@ Result<std::string> Render(const Message& message, bool canonical) {
     return Fail(ErrorCode::kInvalidArgument, bad.error().detail);
   }
   std::string out;
+  // Most messages (answers, acks, group requests) are a few hundred bytes: grown from empty
+  // the string reallocated four or five times on the way (31, 61, 121, 241 bytes).
+  out.reserve(256);
   std::optional<std::string> error;
   std::visit(
       [&](const auto& m) {
