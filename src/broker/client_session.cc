@@ -219,6 +219,7 @@ void ClientSession::MaybeRelease() {
   if (!(reset_ || (ended_ && peer_finished_))) return;
   released_ = true;
   // The handlers hold this session; drop them outside the handler now running.
+  if (stream_->ReleaseHandlers()) return;
   auto stream = stream_;
   endpoint_.Post([stream] { stream->SetHandlers({}); });
 }

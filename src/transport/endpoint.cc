@@ -169,6 +169,7 @@ class StreamImpl final : public Stream, public std::enable_shared_from_this<Stre
   bool is_unidirectional() const override { return (id_ & 0x2) != 0; }
   bool is_local() const override { return local_; }
   void SetHandlers(StreamHandlers handlers) override;
+  bool ReleaseHandlers() override;
   Result<bool> Write(std::span<const uint8_t> bytes) override;
   void Finish() override;
   void Reset(uint64_t app_error_code) override;
@@ -250,6 +251,8 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   void Release();
   void MarkDirty();
   void SetDead();
+  // A stream the peer opened reaches the application (on_stream), or is refused without one.
+  void AnnounceStream(const std::shared_ptr<StreamImpl>& s);
   State state() const { return state_; }
   uint64_t id() const { return id_; }
 
@@ -297,6 +300,7 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   size_t close_resends_ = 0;
   uint64_t close_deadline_ = 0;
   size_t rr_ = 0;
+  std::vector<std::shared_ptr<StreamImpl>> ready_spare_;  // Write's, between calls
 };
 
 class EndpointImpl final : public Endpoint {
@@ -375,7 +379,21 @@ class EndpointImpl final : public Endpoint {
   const sockaddr* local_sa() const { return reinterpret_cast<const sockaddr*>(&local_sa_); }
   socklen_t local_len() const { return local_len_; }
   const uint8_t* reset_secret() const { return reset_secret_; }
-  void Defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
+  void Defer(std::function<void()> fn) {
+    deferred_.push_back({DeferredTask::Kind::kTask, std::move(fn), nullptr});
+  }
+  // A stream's delivery, or the announcement of a stream the peer opened, deferred without
+  // wrapping it in a std::function: one with a shared_ptr capture is not stored inline, so
+  // each was an allocation, several per request (docs/performance.md, change 35).
+  void DeferDelivery(std::shared_ptr<StreamImpl> stream) {
+    deferred_.push_back({DeferredTask::Kind::kDeliver, nullptr, std::move(stream)});
+  }
+  void DeferOpened(std::shared_ptr<StreamImpl> stream) {
+    deferred_.push_back({DeferredTask::Kind::kOpened, nullptr, std::move(stream)});
+  }
+  void DeferRelease(std::shared_ptr<StreamImpl> stream) {
+    deferred_.push_back({DeferredTask::Kind::kRelease, nullptr, std::move(stream)});
+  }
   void MarkDirty(ConnImpl* c) {
     if (!c->dirty_) {
       c->dirty_ = true;
@@ -454,8 +472,18 @@ class EndpointImpl final : public Endpoint {
   bool wake_pending_ = false;
   std::mutex post_mu_;
   std::vector<std::function<void()>> posted_;
-  std::deque<std::function<void()>> deferred_;
+  struct DeferredTask {
+    enum class Kind : uint8_t { kTask, kDeliver, kOpened, kRelease };
+    Kind kind = Kind::kTask;
+    std::function<void()> fn;  // kTask
+    // kDeliver: StreamImpl::Deliver; kOpened: on_stream; kRelease: the handlers dropped
+    std::shared_ptr<StreamImpl> stream;
+    void operator()();
+  };
+  std::deque<DeferredTask> deferred_;
   std::vector<std::shared_ptr<ConnImpl>> dirty_;
+  std::vector<std::shared_ptr<ConnImpl>> dirty_spare_;  // loop thread: see Settle
+  std::vector<std::function<void()>> posted_spare_;     // loop thread: see RunPosted
   std::unordered_map<uint64_t, std::shared_ptr<ConnImpl>> conns_;
   std::unordered_map<std::string, ConnImpl*> routes_;
   using HeapEntry = std::pair<uint64_t, uint64_t>;  // (deadline, conn id)
@@ -488,7 +516,31 @@ void StreamImpl::ScheduleDeliver() {
   auto c = conn_.lock();
   if (deliver_scheduled_ || !c || !c->conn_) return;
   deliver_scheduled_ = true;
-  c->ep_->Defer([self = shared_from_this()] { self->Deliver(); });
+  c->ep_->DeferDelivery(shared_from_this());
+}
+
+void EndpointImpl::DeferredTask::operator()() {
+  switch (kind) {
+    case Kind::kTask:
+      fn();
+      return;
+    case Kind::kDeliver:
+      stream->Deliver();
+      return;
+    case Kind::kOpened:
+      if (auto c = stream->conn_.lock()) c->AnnounceStream(stream);
+      return;
+    case Kind::kRelease:
+      stream->SetHandlers({});
+      return;
+  }
+}
+
+bool StreamImpl::ReleaseHandlers() {
+  auto c = conn_.lock();
+  if (!c || c->ep_ == nullptr) return false;
+  c->ep_->DeferRelease(shared_from_this());
+  return true;
 }
 
 void StreamImpl::Deliver() {
@@ -646,15 +698,7 @@ ngtcp2_callbacks ConnImpl::Callbacks(bool server) {
   };
   cb.stream_open = [](ngtcp2_conn*, int64_t id, void* ud) {
     auto* c = static_cast<ConnImpl*>(ud);
-    auto s = c->StreamFor(id, true);
-    c->ep_->Defer([self = c->shared_from_this(), s] {
-      if (self->state_ != State::kOpen || s->aborted_) return;
-      if (self->handlers_.on_stream) {
-        self->handlers_.on_stream(s);
-      } else {
-        s->Reset(kStreamRefusedCode);
-      }
-    });
+    c->ep_->DeferOpened(c->StreamFor(id, true));
     return 0;
   };
   cb.recv_stream_data = [](ngtcp2_conn*, uint32_t flags, int64_t id, uint64_t, const uint8_t* data,
@@ -914,6 +958,15 @@ uint64_t ConnImpl::Expiry() const {
   return ngtcp2_conn_get_expiry(conn_);
 }
 
+void ConnImpl::AnnounceStream(const std::shared_ptr<StreamImpl>& s) {
+  if (state_ != State::kOpen || s->aborted_) return;
+  if (handlers_.on_stream) {
+    handlers_.on_stream(s);
+  } else {
+    s->Reset(kStreamRefusedCode);
+  }
+}
+
 void ConnImpl::OnTimer(uint64_t now) {
   if (!conn_ || state_ == State::kDead) return;
   if (state_ == State::kClosing || state_ == State::kDraining) {
@@ -1083,7 +1136,17 @@ void ConnImpl::Write() {
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi{};
 
-  std::vector<std::shared_ptr<StreamImpl>> ready;
+  // The streams with bytes to send, in a vector kept between calls (its capacity with it).
+  std::vector<std::shared_ptr<StreamImpl>> ready = std::move(ready_spare_);
+  ready.clear();
+  struct KeepSpare {
+    std::vector<std::shared_ptr<StreamImpl>>& ready;
+    std::vector<std::shared_ptr<StreamImpl>>& spare;
+    ~KeepSpare() {
+      ready.clear();
+      spare = std::move(ready);
+    }
+  } keep_spare{ready, ready_spare_};
   if (state_ == State::kOpen) {
     for (auto& [id, s] : streams_)
       if (s->can_send() && s->HasPendingTx()) ready.push_back(s);
@@ -1407,13 +1470,17 @@ void EndpointImpl::ReadPackets() {
 }
 
 void EndpointImpl::RunPosted(bool woken) {
-  std::vector<std::function<void()>> batch;
+  // The two vectors take turns, so neither loses its capacity: a vector swapped for a fresh
+  // one allocated again with the next post (docs/performance.md, change 35).
+  std::vector<std::function<void()>> batch = std::move(posted_spare_);
   {
     std::lock_guard<std::mutex> lock(post_mu_);
     if (woken) wake_pending_ = false;
     batch.swap(posted_);
   }
   for (auto& fn : batch) fn();
+  batch.clear();
+  posted_spare_ = std::move(batch);
 }
 
 bool EndpointImpl::HasPosted() {
@@ -1485,13 +1552,16 @@ void EndpointImpl::Settle() {
       if (HasPosted()) continue;
       break;
     }
-    auto dirty = std::move(dirty_);
-    dirty_.clear();
+    // Taking turns with a spare vector, as RunPosted's: no allocation per round.
+    std::vector<std::shared_ptr<ConnImpl>> dirty = std::move(dirty_spare_);
+    dirty.swap(dirty_);
     for (auto& c : dirty) {
       c->dirty_ = false;
       c->Write();
       Reschedule(c.get());
     }
+    dirty.clear();
+    dirty_spare_ = std::move(dirty);
   }
   if (!reap_needed_ || !deferred_.empty()) return;
   reap_needed_ = false;

@@ -77,6 +77,10 @@ class Stream {
   virtual bool is_local() const = 0;  // opened by this side
   // Installs the handlers; data or a fin that arrived before is delivered next (not inline).
   virtual void SetHandlers(StreamHandlers handlers) = 0;
+  // Drops the handlers once the callback now running has returned (later in this loop turn),
+  // for handlers that end their own stream. false when the stream's connection is gone: the
+  // caller then drops them another way (a Post). Loop thread.
+  virtual bool ReleaseHandlers() = 0;
   // Queues bytes (copied). Returns false when the unacknowledged backlog is at or above the
   // high-water mark (the bytes are still queued); wait for on_writable before writing more.
   // Fails when the write side is closed.
