@@ -28,12 +28,21 @@ class ShardCell {
 
   // Runs `task` now if the open settled (with the shard, or the error that refused it), else
   // once it does.
-  void WhenOpen(Task task) {
+  //
+  // Any callable taking Result<Opened*>: once settled (every request but those racing the
+  // open) it is called as it is, not wrapped in a Task first — a std::function around a
+  // request's lambda was an allocation per request (docs/performance.md, change 35).
+  template <typename F>
+  void WhenOpen(F&& task) {
     if (!settled_) {
-      deferred_.push_back(std::move(task));
+      deferred_.emplace_back(std::forward<F>(task));
       return;
     }
-    Run(task);
+    if (opened_) {
+      task(Result<Opened*>(&*opened_));
+      return;
+    }
+    task(Result<Opened*>(tl::unexpected(*error_)));
   }
   // The open shard, or nullptr (not settled yet, or refused).
   Opened* get() { return opened_ ? &*opened_ : nullptr; }
