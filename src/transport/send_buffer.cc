@@ -1,7 +1,6 @@
 #include "transport/send_buffer.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 
 namespace felix::transport {
@@ -10,7 +9,7 @@ void SendBuffer::Append(const uint8_t* p, size_t n) {
   while (n > 0) {
     if (chunks_.empty() || fill_ == chunks_.back().capacity) {
       const size_t grown = chunks_.empty() ? kMinChunk : chunks_.back().capacity * 2;
-      const size_t capacity = std::min(kMaxChunk, std::max(grown, std::bit_ceil(n)));
+      const size_t capacity = std::min(kMaxChunk, std::max(grown, n));
       chunks_.push_back(Chunk{std::make_unique_for_overwrite<uint8_t[]>(capacity), capacity});
       fill_ = 0;
     }

@@ -6,12 +6,12 @@
 // a connection's control stream) holds no buffer (docs/performance.md, change 15).
 //
 // Chunks grow with the stream's burst: the first is just large enough for the first write
-// (at least kMinChunk), each next one twice the last, up to kMaxChunk. Most streams write a
-// few hundred bytes and end (an `auth` and one group request, its answer): a fixed 64 KiB
-// chunk for those made every such stream a large allocation, and with many of them in flight
-// glibc grew and trimmed its heap around them — page faults and TLB-flushing `madvise` on
-// every request (docs/performance.md, change 28). A busy stream reaches kMaxChunk within a few
-// chunks and stays there until it drains.
+// (at least kMinChunk), each next one twice the last or the write's size, up to kMaxChunk.
+// Most streams write a few hundred bytes and end (an `auth` and one group request, its
+// answer): a fixed 64 KiB chunk for those made every such stream a large allocation, and with
+// many of them in flight glibc grew and trimmed its heap around them — page faults and
+// TLB-flushing `madvise` on every request (docs/performance.md, change 28). A busy stream
+// reaches kMaxChunk within a few chunks and stays there until it drains.
 //
 // Single-threaded: owned by its stream, used on the endpoint's loop thread only.
 #pragma once
@@ -26,7 +26,12 @@ namespace felix::transport {
 
 class SendBuffer {
  public:
-  static constexpr size_t kMinChunk = 1024;
+  // A short stream's chunk stays under 1,000 bytes, which glibc serves from its small bins:
+  // a 1 KiB request is a large-bin one, and each that the per-thread cache (7 chunks a size)
+  // cannot serve first consolidates the fast bins — with hundreds of short streams in flight
+  // (a consumer's acknowledgements, each on its own stream) that was nearly every one
+  // (docs/performance.md, change 36).
+  static constexpr size_t kMinChunk = 512;
   static constexpr size_t kMaxChunk = size_t{64} * 1024;
 
   // Appends n bytes after the last written byte.

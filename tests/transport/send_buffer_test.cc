@@ -41,6 +41,15 @@ TEST(SendBuffer, AShortStreamHoldsOneSmallChunkAndNoneOnceAcknowledged) {
   EXPECT_EQ(buffer.capacity(), 0u);
 }
 
+TEST(SendBuffer, AFirstWriteUnderOneKilobyteGetsAChunkOfItsOwnSize) {
+  SendBuffer buffer;
+  const std::vector<uint8_t> request = Pattern(900, 3);  // a long token's `auth` and a request
+  buffer.Append(request.data(), request.size());
+  EXPECT_EQ(buffer.chunk_count(), 1u);
+  EXPECT_EQ(buffer.capacity(), request.size());  // not rounded up to 1 KiB (a large-bin size)
+  EXPECT_EQ(Unsent(buffer), request);
+}
+
 TEST(SendBuffer, ChunksGrowWithTheBurstUpToTheMaximumAndKeepEveryByteInOrder) {
   SendBuffer buffer;
   std::vector<uint8_t> written;

@@ -88,6 +88,30 @@ TEST(FlatJsonObject, RefusesWhatOnlyTheFullParserReads) {
   EXPECT_FALSE(FlatJsonObject::Scan(many + "}"));
 }
 
+// A string body is checked eight bytes at a time and its tail byte by byte: a control
+// character or a backslash is refused wherever it stands, and every byte beside them — the
+// neighbours of 0x20 and 0x5c, DEL, bytes of UTF-8 sequences — is accepted wherever it stands.
+TEST(FlatJsonObject, RefusesAControlByteOrBackslashAnywhereInALongString) {
+  for (size_t length : {1u, 7u, 8u, 9u, 16u, 23u, 41u}) {
+    for (size_t at = 0; at < length; ++at) {
+      for (char refused : {'\x00', '\x01', '\t', '\x1f', '\\'}) {
+        std::string body(length, 'A');
+        body[at] = refused;
+        EXPECT_FALSE(FlatJsonObject::Scan("{\"k\":\"" + body + "\"}"))
+            << "length " << length << " at " << at << " byte " << int{refused};
+      }
+      for (char accepted : {' ', '!', '[', ']', '\x7f', '\x80', '\xc3', '\xff'}) {
+        std::string body(length, 'A');
+        body[at] = accepted;
+        const std::string text = "{\"k\":\"" + body + "\"}";  // the views point into it
+        auto object = FlatJsonObject::Scan(text);
+        ASSERT_TRUE(object) << "length " << length << " at " << at << " byte " << int{accepted};
+        EXPECT_EQ(object->Find("k")->text, body);
+      }
+    }
+  }
+}
+
 TEST(FlatJsonDecode, AnswersEveryTextAsTheFullParserDoes) {
   const char* texts[] = {
       R"({"type":"group_ack","tenant_id":"t","namespace":"n","stream":"s","shard":0,"group":"g","offset":5,"request_id":7})",
