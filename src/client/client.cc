@@ -185,6 +185,10 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   // A request on a stream of its own (own_stream_request.h); `done` runs once, on the loop.
   using ExchangeDone = std::function<void(ClientResult<flx1::Message>)>;
   bool ExchangeOnOwnStream(std::vector<uint8_t> frame, ExchangeDone done);
+  // Several at once, handed to the loop in one post (taken from `requests`); false when the
+  // client is closed, `requests` then untouched.
+  using OwnStreamFrame = std::pair<std::vector<uint8_t>, ExchangeDone>;
+  bool ExchangesOnOwnStreams(std::vector<OwnStreamFrame>& requests);
   struct OwnStreamExchange;
 
   const ClientOptions options;
@@ -1366,19 +1370,34 @@ void Client::Impl::CloseSubscription(std::shared_ptr<Subscription::State> state)
 
 // ---- Requests on streams of their own (consumer groups) ----
 
-struct Client::Impl::OwnStreamExchange {
+// Shared by the exchange set and its stream's handlers (StreamHandlers::owner), which reach it
+// by raw pointer: a handler capturing the shared_ptr itself is a heap allocation each.
+struct Client::Impl::OwnStreamExchange : std::enable_shared_from_this<OwnStreamExchange> {
+  OwnStreamExchange(std::vector<uint8_t> f, ExchangeDone d)
+      : frame(std::move(f)), done(std::move(d)) {}
   std::vector<uint8_t> frame;
   ExchangeDone done;
   std::shared_ptr<transport::Stream> stream;
-  std::unique_ptr<FrameReader> reader;
+  std::optional<FrameReader> reader;
   bool authenticated = false;
 };
 
 bool Client::Impl::ExchangeOnOwnStream(std::vector<uint8_t> frame, ExchangeDone done) {
-  auto exchange = std::make_shared<OwnStreamExchange>();
-  exchange->frame = std::move(frame);
-  exchange->done = std::move(done);
+  auto exchange = std::make_shared<OwnStreamExchange>(std::move(frame), std::move(done));
   return Post([this, exchange] { OpenExchange(exchange); });
+}
+
+bool Client::Impl::ExchangesOnOwnStreams(std::vector<OwnStreamFrame>& requests) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_ || !endpoint_) return false;  // PostLocked's own refusal, checked before the move
+  std::vector<std::shared_ptr<OwnStreamExchange>> exchanges;
+  exchanges.reserve(requests.size());
+  for (auto& [frame, done] : requests) {
+    exchanges.push_back(std::make_shared<OwnStreamExchange>(std::move(frame), std::move(done)));
+  }
+  return PostLocked([this, exchanges = std::move(exchanges)] {
+    for (const auto& exchange : exchanges) OpenExchange(exchange);
+  });
 }
 
 void Client::Impl::OpenExchange(std::shared_ptr<OwnStreamExchange> exchange) {
@@ -1391,14 +1410,15 @@ void Client::Impl::OpenExchange(std::shared_ptr<OwnStreamExchange> exchange) {
         exchange, Unexpected(client_impl::FromTransport(stream.error(), "open request stream",
                                                         RetryClass::kRetry)));
   exchange->stream = *stream;
-  exchange->reader = std::make_unique<FrameReader>(options.max_frame_bytes);
+  exchange->reader.emplace(options.max_frame_bytes);
   exchanges_.insert(exchange);
-  auto ended = [this, exchange](std::string why) {
-    FinishExchange(exchange, Err<flx1::Message>(ClientErrorCode::kTransport, std::move(why)), true);
-  };
+  // Alive while the handlers are (their owner). Each handler captures [this, x] only: two
+  // pointers fit a std::function without a heap allocation.
+  OwnStreamExchange* x = exchange.get();
   exchange->stream->SetHandlers(transport::StreamHandlers{
       .on_data =
-          [this, exchange](transport::Stream& s, std::span<const uint8_t> data) {
+          [this, x](transport::Stream& s, std::span<const uint8_t> data) {
+            OwnStreamExchange* exchange = x;
             std::optional<ClientResult<flx1::Message>> result;
             auto fed =
                 exchange->reader->Feed(data, [&](uint16_t flags, std::span<const uint8_t> p) {
@@ -1421,14 +1441,25 @@ void Client::Impl::OpenExchange(std::shared_ptr<OwnStreamExchange> exchange) {
                 });
             if (fed.consume) s.Consume(fed.consume);
             if (fed.error) result = Unexpected(*fed.error);
-            if (result) FinishExchange(exchange, std::move(*result), true);
+            if (result) FinishExchange(exchange->shared_from_this(), std::move(*result), true);
           },
-      .on_fin = [ended](transport::Stream&) { ended("the broker ended the request stream"); },
+      .on_fin =
+          [this, x](transport::Stream&) {
+            FinishExchange(x->shared_from_this(),
+                           Err<flx1::Message>(ClientErrorCode::kTransport,
+                                              "the broker ended the request stream"),
+                           true);
+          },
       .on_reset =
-          [ended](transport::Stream&, uint64_t code) {
-            ended("the request stream was reset (code " + std::to_string(code) + ")");
+          [this, x](transport::Stream&, uint64_t code) {
+            FinishExchange(x->shared_from_this(),
+                           Err<flx1::Message>(
+                               ClientErrorCode::kTransport,
+                               "the request stream was reset (code " + std::to_string(code) + ")"),
+                           true);
           },
       .on_writable = nullptr,
+      .owner = exchange,
   });
   // Joined in one allocation of their size (which the send buffer's chunk then matches): a
   // copy grown from the `auth` frame's was a third allocation, and a large-bin one.
@@ -1473,14 +1504,20 @@ void Client::Impl::FinishExchange(std::shared_ptr<OwnStreamExchange> exchange,
 
 namespace client_impl {
 
-bool StartExchangeOnOwnStream(Client::Impl& impl, const flx1::Message& request,
-                              std::function<void(ClientResult<flx1::Message>)> done) {
-  auto frame = flx1::EncodeMessageFrame(request);
-  if (!frame) {
-    done(Err<flx1::Message>(ClientErrorCode::kInvalidArgument, frame.error().message));
-    return true;
+void StartExchangesOnOwnStreams(Client::Impl& impl, std::vector<OwnStreamRequest> requests) {
+  std::vector<Client::Impl::OwnStreamFrame> encoded;
+  encoded.reserve(requests.size());
+  for (auto& [request, done] : requests) {
+    auto frame = flx1::EncodeMessageFrame(request);
+    if (!frame) {
+      done(Err<flx1::Message>(ClientErrorCode::kInvalidArgument, frame.error().message));
+      continue;
+    }
+    encoded.emplace_back(std::move(*frame), std::move(done));
   }
-  return impl.ExchangeOnOwnStream(std::move(*frame), std::move(done));
+  if (encoded.empty() || impl.ExchangesOnOwnStreams(encoded)) return;
+  // A closed client took none: each is answered here as its blocking form would be.
+  for (auto& [frame, done] : encoded) done(Unexpected(Closed()));
 }
 
 ClientResult<flx1::Message> ExchangeOnOwnStream(Client::Impl& impl, const flx1::Message& request,

@@ -159,24 +159,25 @@ ClientResult<void> Client::GroupAckAll(const GroupRef& group,
   size_t& sent = answers->sent;
   std::unique_lock<std::mutex> lock(answers->mu);
   while (answers->count < offsets.size()) {
+    // The window's free slots go to the I/O thread together: one post, not one per ack.
+    std::vector<client_impl::OwnStreamRequest> batch;
     while (sent < offsets.size() && sent - answers->count < kGroupAckWindow) {
       const uint64_t offset = offsets[sent++];
       auto m = Scoped<flx1::GroupAck>(*route.conn, group);
       m.offset = offset;
-      lock.unlock();
-      bool started = client_impl::StartExchangeOnOwnStream(
-          *route.conn, m, [answers, offset](ClientResult<flx1::Message> answer) {
-            bool ok = answer && std::holds_alternative<flx1::CacheOk>(*answer);
-            std::lock_guard<std::mutex> guard(answers->mu);
-            if (!ok) answers->refused.push_back(offset);
-            ++answers->count;
-            if (answers->CallerDue()) answers->cv.notify_one();
-          });
+      batch.push_back(
+          {flx1::Message(std::move(m)), [answers, offset](ClientResult<flx1::Message> answer) {
+             bool ok = answer && std::holds_alternative<flx1::CacheOk>(*answer);
+             std::lock_guard<std::mutex> guard(answers->mu);
+             if (!ok) answers->refused.push_back(offset);
+             ++answers->count;
+             if (answers->CallerDue()) answers->cv.notify_one();
+           }});
+    }
+    if (!batch.empty()) {
+      lock.unlock();  // a `done` may run on this thread (a closed client) and takes the lock
+      client_impl::StartExchangesOnOwnStreams(*route.conn, std::move(batch));
       lock.lock();
-      if (!started) {
-        answers->refused.push_back(offset);
-        ++answers->count;
-      }
     }
     if (!answers->cv.wait_for(lock, timeout, [&] { return answers->CallerDue(); })) {
       ClientError e = MakeClientError(ClientErrorCode::kTimeout,

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "felix/client.h"
 #include "wire/flx1/messages.h"
@@ -20,11 +21,15 @@ namespace felix::client_impl {
 ClientResult<wire::flx1::Message> ExchangeOnOwnStream(Client::Impl& impl,
                                                       const wire::flx1::Message& request,
                                                       std::chrono::milliseconds timeout);
-// The same without waiting: `done` runs on the client's I/O thread with what the blocking form
-// would return (no timeout of its own: the caller bounds its wait), or at once on this thread
-// when `request` cannot be encoded. False, and `done` never runs, when the client is closed.
-bool StartExchangeOnOwnStream(Client::Impl& impl, const wire::flx1::Message& request,
-                              std::function<void(ClientResult<wire::flx1::Message>)> done);
+// The same for several requests without waiting, each on its own stream, all handed to the
+// client's I/O thread in one post. Each `done` runs exactly once: on the I/O thread with what
+// the blocking form would return (no timeout of its own: the caller bounds its wait), or at
+// once on this thread when its request cannot be encoded or the client is closed.
+struct OwnStreamRequest {
+  wire::flx1::Message request;
+  std::function<void(ClientResult<wire::flx1::Message>)> done;
+};
+void StartExchangesOnOwnStreams(Client::Impl& impl, std::vector<OwnStreamRequest> requests);
 const ClientOptions& OptionsOf(const Client::Impl& impl);
 uint32_t ServerFeaturesOf(const Client::Impl& impl);
 uint64_t NextRequestId(Client::Impl& impl);

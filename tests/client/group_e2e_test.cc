@@ -237,6 +237,11 @@ TEST_F(GroupE2E, AckAllFinishesEveryOffsetItIsGivenAndReportsARefusal) {
   info = client->GroupDescribe(group);
   ASSERT_TRUE(info);
   EXPECT_EQ(info->committed, 2 * count + 2);
+  // A closed client answers at once, with the error a lone ack gets.
+  client->Close();
+  auto closed = client->GroupAckAll(group, {2 * count, 2 * count + 1});
+  ASSERT_FALSE(closed);
+  EXPECT_EQ(closed.error().code, client->GroupAck(group, 2 * count).error().code);
 }
 
 TEST_F(GroupE2E, WaitingPollIsAnsweredByAPublish) {
