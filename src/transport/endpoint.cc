@@ -322,25 +322,28 @@ class EndpointImpl final : public Endpoint {
 
   HostPort local_address() const override { return local_hp_; }
   void Post(std::function<void()> fn) override {
-    bool wake = false;
-    {
-      std::unique_lock<std::mutex> lock(post_mu_);
-      if (loop_done_) {
-        // The loop has exited: nothing else touches its state, run inline.
-        lock.unlock();
-        fn();
-        return;
-      }
-      posted_.push_back(std::move(fn));
-      // The loop thread drains what it posts itself before it sleeps (Settle), and one
-      // eventfd write not yet read wakes it for every later post: write only when needed.
-      if (!InLoopThread() && !wake_pending_) wake = wake_pending_ = true;
+    std::unique_lock<std::mutex> lock(post_mu_);
+    if (loop_done_) {
+      // The loop has exited: nothing else touches its state, run inline.
+      lock.unlock();
+      fn();
+      return;
     }
-    if (wake) {
-      uint64_t one = 1;
-      ssize_t w = ::write(event_fd_, &one, sizeof(one));
-      (void)w;
-    }
+    posted_.push_back(std::move(fn));
+    // The loop thread drains every queue on its loop before it sleeps (Settle, HasPosted), and
+    // one eventfd write not yet read wakes it for every later post to any endpoint on it: write
+    // the loop owner's eventfd only when none is outstanding. With many client connections on
+    // one loop (felix::IoThread) a flag and an eventfd per endpoint cost a write and a read per
+    // request (docs/performance.md, change 38).
+    if (InLoopThread()) return;
+    EndpointImpl* owner = loop_owner();
+    if (owner->wake_pending_.exchange(true)) return;
+    // A guest writes under its own lock: its host closes that eventfd only after shutting the
+    // guest down, which takes the lock.
+    if (owner == this) lock.unlock();
+    uint64_t one = 1;
+    ssize_t w = ::write(owner->event_fd_, &one, sizeof(one));
+    (void)w;
   }
   bool InLoopThread() const override { return std::this_thread::get_id() == loop_thread_id_; }
   void AwaitingAnswers(int delta) override {
@@ -468,8 +471,10 @@ class EndpointImpl final : public Endpoint {
   bool stopping_ = false;
   bool reap_needed_ = false;
   bool loop_done_ = false;  // guarded by post_mu_
-  // An eventfd write is outstanding (not yet read by the loop); guarded by post_mu_.
-  bool wake_pending_ = false;
+  // Loop owner: an eventfd write is outstanding (not yet read by the loop). Set by whoever
+  // writes it; cleared by the loop thread after reading the eventfd and before it drains the
+  // queues of the endpoints on the loop, so a post that finds it set is drained.
+  std::atomic<bool> wake_pending_{false};
   std::mutex post_mu_;
   std::vector<std::function<void()>> posted_;
   struct DeferredTask {
@@ -1473,9 +1478,9 @@ void EndpointImpl::RunPosted(bool woken) {
   // The two vectors take turns, so neither loses its capacity: a vector swapped for a fresh
   // one allocated again with the next post (docs/performance.md, change 35).
   std::vector<std::function<void()>> batch = std::move(posted_spare_);
+  if (woken) wake_pending_.store(false);
   {
     std::lock_guard<std::mutex> lock(post_mu_);
-    if (woken) wake_pending_ = false;
     batch.swap(posted_);
   }
   for (auto& fn : batch) fn();
@@ -1686,7 +1691,8 @@ void EndpointImpl::Loop() {
     }
     for (size_t i = 0; i < n; ++i) {
       fds[2 * i] = {on_loop[i]->fd_, POLLIN, 0};
-      fds[2 * i + 1] = {on_loop[i]->event_fd_, POLLIN, 0};
+      // Only the loop owner's eventfd is written (Post); a negative fd is not polled.
+      fds[2 * i + 1] = {i == 0 ? on_loop[i]->event_fd_ : -1, POLLIN, 0};
     }
     int rv = ppoll(fds, nfds_t(2 * n), tsp, nullptr);
     if (rv < 0 && errno != EINTR) {

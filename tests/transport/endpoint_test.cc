@@ -514,6 +514,40 @@ TEST(EndpointLoopSharing, AGuestRunsOnItsHostsThreadAndReachesItsHost) {
   EXPECT_EQ(EchoRoundTrip(*guest, *conn, big), big);
 }
 
+// Posts from other threads to any endpoint on a shared loop wake it through the host's one
+// eventfd, at most one write outstanding for all of them: every post runs, on the loop thread,
+// whichever endpoint it went to and whether the loop was asleep (each round waits for the
+// last) or busy (a burst to every endpoint while a task holds the loop).
+TEST(EndpointLoopSharing, PostsToHostAndGuestsFromOtherThreadsAllRunOnTheLoop) {
+  MetricsRegistry metrics;
+  auto host = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  std::vector<std::unique_ptr<Endpoint>> guests;
+  for (int i = 0; i < 3; ++i) guests.push_back(GuestDialer(*host, metrics));
+  std::vector<Endpoint*> all{host.get()};
+  for (auto& g : guests) all.push_back(g.get());
+  const std::thread::id loop = LoopThreadOf(*host);
+  for (int round = 0; round < 200; ++round) {
+    std::promise<bool> ran;
+    auto done = ran.get_future();
+    all[round % all.size()]->Post([&] { ran.set_value(std::this_thread::get_id() == loop); });
+    ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+        << "a post to endpoint " << round % all.size() << " did not wake the loop";
+    EXPECT_TRUE(done.get());
+  }
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  host->Post([released] { released.wait(); });  // the loop is busy while the burst is posted
+  std::atomic<int> count{0};
+  std::promise<void> all_ran;
+  for (Endpoint* ep : all) {
+    ep->Post([&] {
+      if (++count == static_cast<int>(all.size())) all_ran.set_value();
+    });
+  }
+  release.set_value();
+  ASSERT_EQ(all_ran.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+}
+
 TEST(EndpointLoopSharing, AGuestListenerServesDiallersOnOtherThreads) {
   MetricsRegistry metrics;
   auto host = MakeDialer(MakeTls(ClientDialTls({})), metrics);
