@@ -3,8 +3,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstdio>
 #include <fstream>
 #include <random>
 #include <stdexcept>
@@ -25,6 +28,28 @@ int BindLoopback(int type, int port) {
     return -1;
   }
   return fd;
+}
+
+// Claims `port` for this process until it exits: binds the abstract unix socket
+// "felix-test-port-<port>" and never closes it. Between choosing a port and the child
+// process binding it, another test process (ctest -j) or this one's next choice (an etcd's
+// ports chosen before a cluster's brokers', each released for its process to bind) could
+// choose the same port; a claim no other test process can make closes that window, and the
+// kernel drops it when the process exits. false when someone holds the claim already.
+bool ClaimForThisProcess(int port) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;  // no claim possible: fall back to the bind probe alone
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  // Abstract namespace: a leading NUL, no file, gone with the last descriptor.
+  const int length =
+      std::snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "felix-test-port-%d", port);
+  const auto size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + length);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), size) != 0) {
+    close(fd);
+    return false;
+  }
+  return true;  // fd stays open: the claim lasts as long as the process
 }
 
 // The lowest ephemeral port: ports from here up are handed out by the kernel.
@@ -49,7 +74,7 @@ int FreeLoopbackPort() {
     const int port = CandidatePort();
     if (int fd = BindLoopback(SOCK_STREAM, port); fd >= 0) {
       close(fd);
-      return port;
+      if (ClaimForThisProcess(port)) return port;
     }
   }
   throw std::runtime_error("no free loopback TCP port below the ephemeral range");
@@ -74,6 +99,7 @@ std::vector<int> FreeLoopbackPorts(int count) {
     }
     held.push_back(tcp);
     held.push_back(udp);
+    if (!ClaimForThisProcess(port)) continue;
     ports.push_back(port);
   }
   for (int fd : held) close(fd);

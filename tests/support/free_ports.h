@@ -6,7 +6,9 @@
 // ephemeral range, /proc/sys/net/ipv4/ip_local_port_range, 32768–60999 by default) are taken
 // all the time by every test running in parallel — each QUIC client socket is one — so these
 // are drawn at random from below that range, where only another test's explicit choice could
-// collide. Thread-safe.
+// collide; and each port handed out is claimed for the life of the test process (an abstract
+// unix socket named after it), so no two test processes — nor two calls in one — hand out the
+// same port, whatever the timing. Thread-safe.
 #pragma once
 
 #include <vector>
