@@ -243,9 +243,7 @@ Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& str
   if (auto open = shards_.find(id); open != shards_.end())
     return StreamShardHandle{open->second.stream_cell, open->second.executor};
   const std::string key = id.ToString();
-  auto [it, created] = shards_.try_emplace(key);
-  OpenShard& entry = it->second;
-  if (!created) return StreamShardHandle{entry.stream_cell, entry.executor};
+  OpenShard& entry = shards_.try_emplace(key).first->second;  // not found above: new
   entry.executor = &ExecutorFor(key);
   entry.stream_cell = std::make_shared<ShardCell<OpenedStream>>();
   StreamShardHandle handle{entry.stream_cell, entry.executor};
@@ -416,9 +414,7 @@ Result<CacheShardHandle> BrokerCore::OpenCacheShard(const catalog::Cache& cache,
   if (auto open = shards_.find(id); open != shards_.end())
     return CacheShardHandle{open->second.cache_cell, open->second.executor};
   const std::string key = id.ToString();
-  auto [it, created] = shards_.try_emplace(key);
-  OpenShard& entry = it->second;
-  if (!created) return CacheShardHandle{entry.cache_cell, entry.executor};
+  OpenShard& entry = shards_.try_emplace(key).first->second;  // not found above: new
   entry.executor = &ExecutorFor(key);
   entry.cache_cell = std::make_shared<ShardCell<OpenedCache>>();
   CacheShardHandle handle{entry.cache_cell, entry.executor};
