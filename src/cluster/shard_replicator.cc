@@ -151,11 +151,20 @@ struct Gate {
 struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::State> {
   // One batch as read from the leader's log; kept while in flight so a resend ships the same
   // records.
+  // What every frame of it carries whichever follower it goes to (the payloads as views into
+  // `records`, the marks, the batch checksum) is made once, when it is read: followers level
+  // with each other share one Batch (RunPass).
   struct Batch {
+    Batch() = default;
+    Batch(const Batch&) = delete;  // `payloads` views `records`
+    Batch& operator=(const Batch&) = delete;
     Offset first;
     Offset end;
     uint64_t bytes = 0;
     std::vector<storage::Record> records;
+    std::vector<flxi::Bytes> payloads;
+    std::vector<flxi::RecordMark> marks;  // generation-start records (replication.md §17)
+    uint64_t checksum = 0;
   };
   struct InFlight {
     uint64_t seq = 0;
@@ -486,6 +495,10 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       batch->end = read->records.back().offset + 1;
       for (const storage::Record& r : read->records) batch->bytes += r.payload.size();
       batch->records = std::move(read->records);
+      batch->payloads.reserve(batch->records.size());
+      for (const storage::Record& r : batch->records) batch->payloads.emplace_back(r.payload);
+      batch->marks = MarksOf(batch->records);
+      batch->checksum = flxi::BatchChecksum(batch->payloads, batch->marks);
       if (sharing_reads) shared = batch;
       if (!ShipBatch(c, std::move(batch))) return;
     }
@@ -580,10 +593,9 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     flxi::Records rec;
     rec.shard = Ref();
     rec.first_offset = b.first.value();
-    rec.payloads.reserve(b.records.size());
-    for (const storage::Record& r : b.records) rec.payloads.emplace_back(r.payload);
-    rec.marks = MarksOf(b.records);  // generation-start records (replication.md §17)
-    rec.checksum = flxi::BatchChecksum(rec.payloads, rec.marks);
+    rec.payloads = b.payloads;
+    rec.marks = b.marks;
+    rec.checksum = b.checksum;
     if (entry.commit) rec.commit_offset = entry.commit->value();
     if (entry.labelled) {
       rec.generations = Labels(c, b);

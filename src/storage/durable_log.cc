@@ -62,6 +62,9 @@ struct DurableLog::SyncWaiter {
 
 namespace {
 
+// A read scans forward through up to this many bytes per pread (fewer at a segment's end).
+constexpr uint64_t kReadAheadBytes = 256 * 1024;
+
 uint64_t WallMs() {
   return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
@@ -425,6 +428,9 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
       }
       return StorageFail(IoError("write", seg.log_path, err));
     }
+    // Before end_offset is published: a reader that sees a record below end_offset (under
+    // state_mu_) then finds `bytes` covering it, and reads no further (ReadBelow).
+    seg.bytes.store(pos + total);
     {
       std::lock_guard<std::mutex> s(state_mu_);
       for (const auto& e : new_entries_) {
@@ -434,7 +440,6 @@ StorageResult<AppendResult> DurableLog::AppendImpl(std::optional<uint64_t> expec
       seg.end_offset = offset;
       seg.last_timestamp_ms = last_ts;
     }
-    seg.bytes.store(pos + total);
     seg.allocated = std::max(seg.allocated, pos + total);
     if (Preallocating()) WantPreallocationLocked(seg);
     result.first_offset = Offset(next_offset_);
@@ -653,6 +658,7 @@ StorageResult<uint64_t> DurableLog::LocatePosition(const Segment& seg, uint64_t 
   while (at < offset) {
     if (pos + kRecordHeaderBytes > end_bytes) break;
     int64_t n = ReadAt(seg.fd, hdr, sizeof(hdr), pos);
+    if (n > 0 && metrics_) metrics_->read_bytes->Increment(uint64_t(n));
     if (n != int64_t(sizeof(hdr))) break;
     RecordHeader h;
     if (!DecodeRecordHeader(hdr, &h) || h.offset != at) {
@@ -1079,7 +1085,10 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
   uint64_t budget = limits.max_bytes;
   uint64_t used = 0;
   uint64_t cur = from;
-  std::vector<uint8_t> buf;
+  // Read-ahead buffer, never zero-filled: a tail read (a replicator's, a live reader's) fills
+  // only the few KiB it needs.
+  std::unique_ptr<uint8_t[]> buf;
+  size_t buf_capacity = 0;
   while (cur < tail && batch.records.size() < max_records &&
          (batch.records.empty() || used < budget)) {
     std::shared_ptr<Segment> seg;
@@ -1104,6 +1113,9 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
       seg_end = seg->end_offset;
     }
     if (cur >= seg_end) break;
+    // Stored before seg_end was published: covers every record below it. Past it the file
+    // holds preallocated zeros (or nothing), which a read-ahead must not copy.
+    const uint64_t seg_bytes = seg->bytes.load();
     auto start = LocatePosition(*seg, cur);
     if (!start) return tl::unexpected(start.error());
     uint64_t pos = *start;
@@ -1115,10 +1127,15 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
            (batch.records.empty() || used < budget)) {
       auto ensure = [&](uint64_t p, size_t n) -> bool {
         if (p >= buf_pos && p + n <= buf_pos + buf_len) return true;
-        size_t want = std::max<size_t>(n, 256 * 1024);
-        buf.resize(want);
-        int64_t got = ReadAt(seg->fd, buf.data(), want, p);
+        const uint64_t complete = seg_bytes > p ? seg_bytes - p : 0;
+        const size_t want = std::max<size_t>(n, std::min<uint64_t>(complete, kReadAheadBytes));
+        if (buf_capacity < want) {
+          buf = std::make_unique_for_overwrite<uint8_t[]>(want);
+          buf_capacity = want;
+        }
+        int64_t got = ReadAt(seg->fd, buf.get(), want, p);
         if (got < 0) return false;
+        if (metrics_) metrics_->read_bytes->Increment(uint64_t(got));
         buf_pos = p;
         buf_len = size_t(got);
         return buf_len >= n;
@@ -1131,7 +1148,7 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
       if (!ensure(pos, kRecordHeaderBytes)) {
         damage = CorruptionError("short read of record header at offset " + std::to_string(cur),
                                  seg->log_path, pos);
-      } else if (!DecodeRecordHeader(buf.data() + (pos - buf_pos), &h) || h.offset != cur ||
+      } else if (!DecodeRecordHeader(buf.get() + (pos - buf_pos), &h) || h.offset != cur ||
                  h.payload_len > kMaxPayloadBytes) {
         damage = CorruptionError("record header damaged at offset " + std::to_string(cur),
                                  seg->log_path, pos);
@@ -1139,7 +1156,7 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
         damage = CorruptionError("short read of record payload at offset " + std::to_string(cur),
                                  seg->log_path, pos);
       } else {
-        payload = buf.data() + (pos - buf_pos) + kRecordHeaderBytes;
+        payload = buf.get() + (pos - buf_pos) + kRecordHeaderBytes;
         if (!PayloadCrcMatches(h, payload)) {
           damage = CorruptionError("record checksum mismatch at offset " + std::to_string(cur),
                                    seg->log_path, pos);

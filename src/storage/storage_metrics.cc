@@ -34,6 +34,10 @@ StorageMetrics StorageMetrics::Register(MetricsRegistry& r, std::string_view log
                                        "Sealed segments deleted by retention", labels);
   m.retention_bytes = &r.AddCounter("felix_storage_retention_bytes_reclaimed_total",
                                     "Bytes reclaimed by retention", labels);
+  m.read_bytes = &r.AddCounter("felix_storage_read_bytes_total",
+                               "Bytes read from segment files (records, and record headers "
+                               "scanned to find an offset)",
+                               labels);
   return m;
 }
 

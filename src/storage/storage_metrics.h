@@ -22,6 +22,7 @@ struct StorageMetrics {
   Counter* segment_rolls = nullptr;         // felix_storage_segment_roll_total
   Counter* retention_segments = nullptr;    // felix_storage_retention_segments_deleted_total
   Counter* retention_bytes = nullptr;       // felix_storage_retention_bytes_reclaimed_total
+  Counter* read_bytes = nullptr;            // felix_storage_read_bytes_total
 
   // Registers (or finds) the series labelled log="<log_label>".
   static StorageMetrics Register(MetricsRegistry& registry, std::string_view log_label);

@@ -179,6 +179,32 @@ TEST(DurableLog, PreallocationKeepsZeroesAheadAndEverySealedOrClosedSegmentEndsA
   ExpectRecords(*again, Offset(0), Offset(1015), 100);
 }
 
+// A read at the tail copies the records it returns, not the zeros preallocated after them: a
+// replicator or a live reader following the tail reads each batch's bytes once.
+TEST(DurableLog, AReadAtThePreallocatedTailReadsOnlyTheRecordsWritten) {
+  auto dir = TempDir("prealloc-read");
+  MetricsRegistry registry;
+  LogOptions o = Opts(FsyncMode::kOnCommit);
+  o.metrics = &registry;
+  o.preallocate_bytes = 1 << 20;
+  auto log = MustOpen(dir, o);
+  const Counter& read = *StorageMetrics::Register(registry, "log").read_bytes;
+  AppendN(*log, Offset(0), 1, 100);
+  const uint64_t used = kSegmentHeaderBytes + RecordBytes(100);
+  ASSERT_GT(ActiveFileSizeWhen(dir, [&](uint64_t s) { return s > used; }), used);
+  uint64_t before = read.Value();
+  ExpectRecords(*log, Offset(0), Offset(1), 100);
+  EXPECT_EQ(read.Value() - before, RecordBytes(100));
+  // The next appends, read from where the last read ended, as a follower of the tail does.
+  AppendN(*log, Offset(1), 8, 100);
+  before = read.Value();
+  auto batch = log->ReadWritten(Offset(1), ReadLimits{});
+  ASSERT_TRUE(batch) << batch.error().ToString();
+  EXPECT_EQ(batch->records.size(), 8u);
+  EXPECT_EQ(read.Value() - before, 8 * RecordBytes(100));
+  ExpectRecords(*log, Offset(0), Offset(9), 100);
+}
+
 // A copy of the directory taken while the log is open holds what a crash would leave: zeros
 // after the last record. They open as the end of the log, not as a torn tail.
 TEST(DurableLog, PreallocatedZerosLeftByACrashOpenAsTheEnd) {
