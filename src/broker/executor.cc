@@ -56,6 +56,24 @@ bool Executor::RunInlineOrPost(Task task, bool continuations) {
   }
   inline_thread_.store(std::this_thread::get_id(), std::memory_order_release);
   task();
+  FinishInlineRun(continuations);
+  return true;
+}
+
+Executor::InlineRun Executor::TryRunInline(const std::function<void()>& task) {
+  {
+    MutexLock lock(mu_);
+    if (stopping_) return InlineRun::kStopped;
+    if (busy_ || !tasks_.empty()) return InlineRun::kBusy;
+    busy_ = inline_run_ = true;
+  }
+  inline_thread_.store(std::this_thread::get_id(), std::memory_order_release);
+  task();
+  FinishInlineRun(true);
+  return InlineRun::kRan;
+}
+
+void Executor::FinishInlineRun(bool continuations) {
   // Continuations the task posted (a shard answering itself on its executor) run here too,
   // but only as many as were queued when it ended: a task that keeps re-posting itself (a
   // replay yielding) goes back to the executor's own thread.
@@ -72,7 +90,6 @@ bool Executor::RunInlineOrPost(Task task, bool continuations) {
   thread_waits_ = false;
   lock.Unlock();
   if (wake) wake_.notify_one();
-  return true;
 }
 
 Executor::Task Executor::PopTask() {

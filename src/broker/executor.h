@@ -58,6 +58,12 @@ class Executor {
   // run other shard work (a queued close would join the flusher from itself, and a long task
   // would hold back the next fsync).
   bool RunAloneOrPost(Task task);
+  // RunOrPost's inline half: runs `task` (and its continuations) now on the calling thread if
+  // the executor is idle; otherwise runs nothing and says why. For a caller whose task borrows
+  // what lives only during the call (a received frame's views): it makes an owned copy to
+  // Post only when the executor is busy.
+  enum class InlineRun { kRan, kBusy, kStopped };
+  InlineRun TryRunInline(const std::function<void()>& task);
   // Runs `task` at or after `delay` from now, unless cancelled first. 0 when stopped.
   TimerId PostAfter(Clock::duration delay, Task task);
   // True if the timer had not fired yet and now never will.
@@ -84,6 +90,8 @@ class Executor {
   void Run();
   // RunOrPost (`continuations`) and RunAloneOrPost.
   bool RunInlineOrPost(Task task, bool continuations);
+  // After an inline run: the continuations (if asked), then the executor is handed back.
+  void FinishInlineRun(bool continuations);
   // Queues `task`; true when the thread must be notified.
   bool Enqueue(Task task) REQUIRES(mu_);
   // Pops the next queued task (there is one).

@@ -134,7 +134,7 @@ struct PeerServer::Impl : std::enable_shared_from_this<PeerServer::Impl> {
       Refuse(ws, kind, corr, flxi::ErrorCode::kMalformed, frame.error().ToString());
       return;
     }
-    it->second(PeerRequest{*frame, corr, st.peer_node, st.peer_caps, &conn->endpoint()},
+    it->second(PeerRequest{*frame, corr, st.peer_node, st.peer_caps, &conn->endpoint(), body},
                MakeReply(wc, ws, corr));
   }
 

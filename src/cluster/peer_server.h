@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -49,6 +50,10 @@ struct PeerRequest {
   // The endpoint the request arrived on: a handler that answers later from another thread
   // posts the reply to its loop (Endpoint::Post).
   transport::Endpoint* endpoint = nullptr;
+  // The frame's body as received, valid during the call like `frame`'s views: a handler that
+  // answers later copies these bytes and decodes them again (wire::flxi::DecodeBody with
+  // frame.kind) rather than encoding `frame` anew.
+  std::span<const uint8_t> body;
 };
 
 // Sends the answer on the request's stream; its correlation id is set to the request's.

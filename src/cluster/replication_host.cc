@@ -756,13 +756,7 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
     refuse(RefusalCode(role), detail);
     return;
   }
-  // The frame's views die with this call: carry it as its own bytes to the shard's strand.
-  auto bytes = flxi::EncodeFrame(request.frame);
-  if (!bytes) {
-    refuse(flxi::ErrorCode::kMalformed, bytes.error().message);
-    return;
-  }
-  auto owned = std::make_shared<std::vector<uint8_t>>(std::move(*bytes));
+  const bool records = std::holds_alternative<flxi::Records>(request.frame.body);
   // Shared: a task the executor refuses (stopping) is dropped, and the reply still runs here.
   auto shared_reply = std::make_shared<PeerReply>(std::move(reply));
   transport::Endpoint* endpoint = request.endpoint;
@@ -774,31 +768,30 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
   // performance.md change 31). A large batch takes long enough to apply that polling would
   // only take CPU from the apply.
   const bool poll_apply =
-      slot->quorum && std::holds_alternative<flxi::Records>(request.frame.body) &&
-      owned->size() <= kPollApplyMaxBytes &&
+      slot->quorum && records && request.body.size() <= kPollApplyMaxBytes &&
       slot->last_apply_us.load(std::memory_order_relaxed) <= kPollApplyMaxMicros;
   // And such a batch, up to 64 KiB, while the shard's executor is idle and its applies are
   // not slow (ReplicationHostOptions::inline_apply_max_us): the loop applies it itself —
   // blocking in the log's fdatasync, when it would otherwise sleep until the executor's answer
   // woke it — so the answer leaves with no thread hop on this broker (docs/performance.md
-  // change 33). RunOrPost keeps the one-owner rule: the loop holds the executor meanwhile.
+  // change 33). TryRunInline keeps the one-owner rule: the loop holds the executor meanwhile.
   const bool inline_apply =
-      options_.inline_apply_max_us > 0 && slot->quorum &&
-      std::holds_alternative<flxi::Records>(request.frame.body) &&
-      owned->size() <= kInlineApplyMaxBytes &&
+      options_.inline_apply_max_us > 0 && slot->quorum && records &&
+      request.body.size() <= kInlineApplyMaxBytes &&
       slot->last_apply_us.load(std::memory_order_relaxed) <= options_.inline_apply_max_us;
   if (poll_apply) endpoint->AwaitingAnswers(+1);
-  auto apply = [&on_loop = applied_on_loop_, &on_executor = applied_on_executor_, slot, owned, role,
+  // Applies `frame` on the shard's executor (or answers `refusal` when there is none) and
+  // posts the answer to the loop.
+  auto apply = [&on_loop = applied_on_loop_, &on_executor = applied_on_executor_, slot, role,
                 endpoint, correlation_id, shared_reply, poll_apply,
-                sender = std::string(request.peer_node_id), log = target->log] {
-    auto frame = flxi::DecodeFrame(*owned);
+                sender = std::string(request.peer_node_id),
+                log = target->log](const flxi::Frame* frame, std::string refusal) {
     auto answer = std::make_shared<std::optional<FollowerAnswer>>();
     auto fence = std::make_shared<std::optional<FenceAnswer>>();
     auto fetch = std::make_shared<std::optional<FetchAnswer>>();
     const bool cache_shard = slot->shard.kind == ShardKind::kCache;
-    std::string refusal;
-    if (!frame) {
-      refusal = "the frame did not survive its copy: " + frame.error().ToString();
+    if (frame == nullptr) {
+      // `refusal` says why.
     } else if (!slot->follower) {
       refusal = "the follower store of " + slot->shard.Path() + " is closed or not open yet";
     } else if (const auto* records = std::get_if<flxi::Records>(&frame->body)) {
@@ -838,13 +831,38 @@ void ReplicationHost::Serve(const PeerRequest& request, PeerReply reply) {
       }
     });
   };
-  bool posted = inline_apply ? slot->executor->RunOrPost(std::move(apply))
-                             : slot->executor->Post(std::move(apply));
-  if (!posted) {
+  auto stopping = [&] {
     if (poll_apply) endpoint->AwaitingAnswers(-1);
     std::string detail = "replication is stopping on this broker";
     (*shared_reply)(flxi::Frame{flxi::Kind::kReplicateError,
                                 flxi::ReplicateError{0, flxi::ErrorCode::kUnavailable, 0, detail}});
+  };
+  if (inline_apply) {
+    // Applied with the request's own frame: its views are valid during this call.
+    switch (slot->executor->TryRunInline([&] { apply(&request.frame, {}); })) {
+      case broker::Executor::InlineRun::kRan:
+        return;
+      case broker::Executor::InlineRun::kStopped:
+        stopping();
+        return;
+      case broker::Executor::InlineRun::kBusy:
+        break;
+    }
+  }
+  // The frame's views die with this call: the task carries the body's bytes to the shard's
+  // executor and decodes them there.
+  auto body =
+      std::make_shared<const std::vector<uint8_t>>(request.body.begin(), request.body.end());
+  const flxi::Kind kind = request.frame.kind;
+  if (!slot->executor->Post([apply, body, kind] {
+        auto frame = flxi::DecodeBody(kind, *body);
+        if (!frame) {
+          apply(nullptr, "the frame did not survive its copy: " + frame.error().ToString());
+          return;
+        }
+        apply(&*frame, {});
+      })) {
+    stopping();
   }
 }
 

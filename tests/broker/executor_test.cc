@@ -101,6 +101,43 @@ TEST(Executor, RunOrPostQueuesBehindARunningTaskAndKeepsOrder) {
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
 }
 
+// TryRunInline runs a task that borrows the caller's data only when it can run it now; busy
+// or stopped, it runs and queues nothing, and the caller decides what to post.
+TEST(Executor, TryRunInlineRunsNowWhenIdleAndNeverQueuesWhenBusyOrStopped) {
+  Executor executor("try");
+  std::vector<int> order;
+  auto caller = std::this_thread::get_id();
+  EXPECT_EQ(executor.TryRunInline([&] {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    EXPECT_TRUE(executor.InExecutorThread());
+    order.push_back(1);
+    executor.Post([&] { order.push_back(2); });  // a continuation runs before it returns
+  }),
+            Executor::InlineRun::kRan);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+
+  std::promise<void> started, release, done;
+  ASSERT_TRUE(executor.Post([&] {
+    started.set_value();
+    release.get_future().wait();
+    order.push_back(3);
+  }));
+  started.get_future().wait();
+  EXPECT_EQ(executor.TryRunInline([&] { order.push_back(99); }), Executor::InlineRun::kBusy);
+  ASSERT_TRUE(executor.Post([&] {
+    order.push_back(4);
+    done.set_value();
+  }));
+  release.set_value();
+  ASSERT_EQ(done.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 4}))
+      << "the busy attempt ran nothing, queued nothing";
+
+  executor.Stop();
+  EXPECT_EQ(executor.TryRunInline([&] { order.push_back(99); }), Executor::InlineRun::kStopped);
+  EXPECT_EQ(order.size(), 4u);
+}
+
 TEST(Executor, TasksPostedDuringAnInlineRunWaitForIt) {
   Executor executor("exclusive");
   std::vector<int> order;
