@@ -63,7 +63,7 @@ struct DurableLog::SyncWaiter {
 namespace {
 
 // A read scans forward through up to this many bytes per pread (fewer at a segment's end).
-constexpr uint64_t kReadAheadBytes = 256 * 1024;
+constexpr uint64_t kReadAheadBytes = uint64_t{256} * 1024;
 
 uint64_t WallMs() {
   return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
