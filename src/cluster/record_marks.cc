@@ -10,7 +10,11 @@ bool ShippableFlags(uint32_t flags) {
   return flags == 0 || flags == storage::kRecordFlagGenerationStart;
 }
 
-std::vector<flxi::RecordMark> MarksOf(std::span<const storage::Record> records) {
+namespace {
+
+// Copied records and records read in place carry the same flags.
+template <typename R>
+std::vector<flxi::RecordMark> MarksOfFlags(std::span<const R> records) {
   std::vector<flxi::RecordMark> marks;
   for (size_t i = 0; i < records.size(); ++i) {
     if (!storage::IsGenerationStart(records[i].flags)) continue;
@@ -18,6 +22,16 @@ std::vector<flxi::RecordMark> MarksOf(std::span<const storage::Record> records) 
     marks[i].type = flxi::MarkType::kGenerationStart;
   }
   return marks;
+}
+
+}  // namespace
+
+std::vector<flxi::RecordMark> MarksOf(std::span<const storage::Record> records) {
+  return MarksOfFlags(records);
+}
+
+std::vector<flxi::RecordMark> MarksOf(std::span<const storage::RecordView> records) {
+  return MarksOfFlags(records);
 }
 
 Result<uint32_t, std::string> StoredFlags(std::span<const flxi::RecordMark> marks, size_t index,

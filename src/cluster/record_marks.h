@@ -27,6 +27,7 @@ bool ShippableFlags(uint32_t flags);
 // One mark per record when any record is a generation-start record; otherwise empty (the
 // batch then travels, and is checksummed, without marks).
 std::vector<wire::flxi::RecordMark> MarksOf(std::span<const storage::Record> records);
+std::vector<wire::flxi::RecordMark> MarksOf(std::span<const storage::RecordView> records);
 
 // The storage flags for received record `index` (0 when `marks` is empty or says nothing we
 // keep). Fails with a description when a generation-start mark sits on a payload that is not

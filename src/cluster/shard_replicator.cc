@@ -156,12 +156,13 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   // with each other share one Batch (RunPass).
   struct Batch {
     Batch() = default;
-    Batch(const Batch&) = delete;  // `payloads` views `records`
+    Batch(const Batch&) = delete;  // `records` and `payloads` view `held`
     Batch& operator=(const Batch&) = delete;
     Offset first;
     Offset end;
     uint64_t bytes = 0;
-    std::vector<storage::Record> records;
+    std::shared_ptr<const uint8_t[]> held;  // the read's buffer (DurableLog::ReadViews)
+    std::vector<storage::RecordView> records;
     std::vector<flxi::Bytes> payloads;
     std::vector<flxi::RecordMark> marks;  // generation-start records (replication.md §17)
     uint64_t checksum = 0;
@@ -460,8 +461,8 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
         continue;
       }
       const storage::ReadLimits limits{o.max_batch_records, o.max_batch_bytes};
-      auto read =
-          o.ship_unflushed ? log.ReadWritten(c.send_from, limits) : log.Read(c.send_from, limits);
+      auto read = o.ship_unflushed ? log.ReadWrittenViews(c.send_from, limits)
+                                   : log.ReadViews(c.send_from, limits);
       if (!read) {
         if (read.error().code == storage::StorageErrc::kTrimmed) {
           c.need_bootstrap = true;
@@ -476,7 +477,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
         return;
       }
       if (read->records.empty()) return;
-      for (const storage::Record& r : read->records) {
+      for (const storage::RecordView& r : read->records) {
         if (ShippableFlags(r.flags)) continue;
         // An atomic-commit record or one with a publisher (written on a standalone broker; a
         // cluster refuses both) would need FLXI mark byte 4 or kind 25's publishers, which are
@@ -493,10 +494,11 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       auto batch = std::make_shared<Batch>();
       batch->first = read->records.front().offset;
       batch->end = read->records.back().offset + 1;
-      for (const storage::Record& r : read->records) batch->bytes += r.payload.size();
+      for (const storage::RecordView& r : read->records) batch->bytes += r.payload.size();
+      batch->held = std::move(read->bytes);
       batch->records = std::move(read->records);
       batch->payloads.reserve(batch->records.size());
-      for (const storage::Record& r : batch->records) batch->payloads.emplace_back(r.payload);
+      for (const storage::RecordView& r : batch->records) batch->payloads.emplace_back(r.payload);
       batch->marks = MarksOf(batch->records);
       batch->checksum = flxi::BatchChecksum(batch->payloads, batch->marks);
       if (sharing_reads) shared = batch;
@@ -579,7 +581,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       }
       return out;
     }
-    for (const storage::Record& r : b.records) {
+    for (const storage::RecordView& r : b.records) {
       if (out.empty() || out.back().generation != r.generation.value()) {
         out.push_back({r.generation.value(), r.offset.value()});
       }
@@ -601,7 +603,9 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       rec.generations = Labels(c, b);
       if (entry.timed) {
         rec.times.reserve(b.records.size());
-        for (const storage::Record& r : b.records) rec.times.push_back(r.timestamp_ms * 1000);
+        for (const storage::RecordView& r : b.records) {
+          rec.times.push_back(r.timestamp_ms * 1000);
+        }
       }
     }
     auto frame =

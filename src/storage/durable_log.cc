@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 
 #include <spdlog/spdlog.h>
 
@@ -1057,16 +1058,26 @@ size_t DurableLog::SegmentCount() const {
 }
 
 StorageResult<ReadBatch> DurableLog::Read(Offset from, ReadLimits limits) const {
-  return ReadBelow(from.value(), limits, notifier_.tail().value());
+  return ReadBelow<ReadBatch>(from.value(), limits, notifier_.tail().value());
 }
 
 StorageResult<ReadBatch> DurableLog::ReadWritten(Offset from, ReadLimits limits) const {
-  return ReadBelow(from.value(), limits, written_end_.load());
+  return ReadBelow<ReadBatch>(from.value(), limits, written_end_.load());
 }
 
-StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
-                                               uint64_t tail) const {
-  ReadBatch batch;
+StorageResult<RecordViews> DurableLog::ReadViews(Offset from, ReadLimits limits) const {
+  return ReadBelow<RecordViews>(from.value(), limits, notifier_.tail().value());
+}
+
+StorageResult<RecordViews> DurableLog::ReadWrittenViews(Offset from, ReadLimits limits) const {
+  return ReadBelow<RecordViews>(from.value(), limits, written_end_.load());
+}
+
+template <typename Out>
+StorageResult<Out> DurableLog::ReadBelow(uint64_t from, ReadLimits limits, uint64_t tail) const {
+  // In place, the records view `buf`: it is filled once (anew only while nothing views it).
+  constexpr bool kInPlace = std::is_same_v<Out, RecordViews>;
+  Out batch;
   batch.next_offset = Offset(from);
   const uint64_t base = base_offset_.load();
   if (from < base) {
@@ -1089,6 +1100,11 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
   // only the few KiB it needs.
   std::unique_ptr<uint8_t[]> buf;
   size_t buf_capacity = 0;
+  auto finish = [&]() -> Out {
+    if constexpr (kInPlace) batch.bytes = std::shared_ptr<const uint8_t[]>(std::move(buf));
+    batch.next_offset = Offset(cur);
+    return std::move(batch);
+  };
   while (cur < tail && batch.records.size() < max_records &&
          (batch.records.empty() || used < budget)) {
     std::shared_ptr<Segment> seg;
@@ -1125,8 +1141,10 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
     size_t buf_len = 0;
     while (cur < stop && batch.records.size() < max_records &&
            (batch.records.empty() || used < budget)) {
-      auto ensure = [&](uint64_t p, size_t n) -> bool {
-        if (p >= buf_pos && p + n <= buf_pos + buf_len) return true;
+      enum class Have { kYes, kShort, kViewed };
+      auto ensure = [&](uint64_t p, size_t n) -> Have {
+        if (p >= buf_pos && p + n <= buf_pos + buf_len) return Have::kYes;
+        if (kInPlace && !batch.records.empty()) return Have::kViewed;
         const uint64_t complete = seg_bytes > p ? seg_bytes - p : 0;
         const size_t want = std::max<size_t>(n, std::min<uint64_t>(complete, kReadAheadBytes));
         if (buf_capacity < want) {
@@ -1134,25 +1152,31 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
           buf_capacity = want;
         }
         int64_t got = ReadAt(seg->fd, buf.get(), want, p);
-        if (got < 0) return false;
+        if (got < 0) return Have::kShort;
         if (metrics_) metrics_->read_bytes->Increment(uint64_t(got));
         buf_pos = p;
         buf_len = size_t(got);
-        return buf_len >= n;
+        return buf_len >= n ? Have::kYes : Have::kShort;
       };
       // Damage: the intact records before it are returned first, so the reader's next read
       // starts exactly at the damaged offset and gets the error naming offset, file and byte.
       std::optional<StorageError> damage;
       RecordHeader h;
       const uint8_t* payload = nullptr;
-      if (!ensure(pos, kRecordHeaderBytes)) {
+      Have header = ensure(pos, kRecordHeaderBytes);
+      Have whole = Have::kShort;
+      if (header == Have::kViewed) {
+        return finish();  // the next read starts at this record, in a buffer of its own
+      } else if (header == Have::kShort) {
         damage = CorruptionError("short read of record header at offset " + std::to_string(cur),
                                  seg->log_path, pos);
       } else if (!DecodeRecordHeader(buf.get() + (pos - buf_pos), &h) || h.offset != cur ||
                  h.payload_len > kMaxPayloadBytes) {
         damage = CorruptionError("record header damaged at offset " + std::to_string(cur),
                                  seg->log_path, pos);
-      } else if (!ensure(pos, RecordBytes(h.payload_len))) {
+      } else if (whole = ensure(pos, RecordBytes(h.payload_len)); whole == Have::kViewed) {
+        return finish();
+      } else if (whole == Have::kShort) {
         damage = CorruptionError("short read of record payload at offset " + std::to_string(cur),
                                  seg->log_path, pos);
       } else {
@@ -1164,23 +1188,27 @@ StorageResult<ReadBatch> DurableLog::ReadBelow(uint64_t from, ReadLimits limits,
       }
       if (damage) {
         if (batch.records.empty()) return StorageFail(std::move(*damage));
-        batch.next_offset = Offset(cur);
-        return batch;
+        return finish();
       }
-      Record rec;
-      rec.offset = Offset(h.offset);
-      rec.generation = Generation(h.generation);
-      rec.timestamp_ms = h.timestamp_ms;
-      rec.flags = h.flags;
-      rec.payload.assign(reinterpret_cast<const char*>(payload), h.payload_len);
-      batch.records.push_back(std::move(rec));
+      if constexpr (kInPlace) {
+        batch.records.push_back(RecordView{
+            Offset(h.offset), Generation(h.generation), h.timestamp_ms,
+            std::string_view(reinterpret_cast<const char*>(payload), h.payload_len), h.flags});
+      } else {
+        Record rec;
+        rec.offset = Offset(h.offset);
+        rec.generation = Generation(h.generation);
+        rec.timestamp_ms = h.timestamp_ms;
+        rec.flags = h.flags;
+        rec.payload.assign(reinterpret_cast<const char*>(payload), h.payload_len);
+        batch.records.push_back(std::move(rec));
+      }
       used += h.payload_len;
       pos += RecordBytes(h.payload_len);
       ++cur;
     }
   }
-  batch.next_offset = Offset(cur);
-  return batch;
+  return finish();
 }
 
 WaitOutcome DurableLog::WaitFor(Offset offset, Deadline deadline) const {

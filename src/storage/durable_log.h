@@ -195,6 +195,12 @@ class DurableLog final : public LogReader {
   // still serves only what is durable. NotifyWrittenWhen: as NotifyWhen, on the written tail
   // (the callback runs on the appending thread, outside the log's locks).
   StorageResult<ReadBatch> ReadWritten(Offset from, ReadLimits limits) const;
+  // Read and ReadWritten with the records in place: their payloads view one buffer the read
+  // filled (RecordViews::bytes), with no allocation or copy per record — for a replicator that
+  // ships them on. Such a read ends early (next_offset says where) rather than refill its
+  // buffer: at a segment's end, or where a record lies past the first ~256 KiB read.
+  StorageResult<RecordViews> ReadViews(Offset from, ReadLimits limits) const;
+  StorageResult<RecordViews> ReadWrittenViews(Offset from, ReadLimits limits) const;
   uint64_t NotifyWrittenWhen(Offset offset, TailCallback cb);
   bool CancelWrittenNotify(uint64_t id);
   // Offset up to which the log is known durable (exclusive).
@@ -238,7 +244,9 @@ class DurableLog final : public LogReader {
   void Preallocate();
   // Waits until no zero-fill is under way (append_mu_ held through `l`).
   void WaitForZeroFill(std::unique_lock<std::mutex>& l);
-  StorageResult<ReadBatch> ReadBelow(uint64_t from, ReadLimits limits, uint64_t tail) const;
+  // Out: ReadBatch (records copied) or RecordViews (in place).
+  template <typename Out>
+  StorageResult<Out> ReadBelow(uint64_t from, ReadLimits limits, uint64_t tail) const;
 
   const std::string dir_;
   const LogOptions opts_;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -46,12 +47,24 @@ struct AppendResult {
   Offset last_offset;
 };
 
-struct Record {
+// A record as read: `Payload` is std::string (Record: the payload copied) or std::string_view
+// (RecordView, read in place by DurableLog::ReadViews: it views the buffer of the read that
+// returned it, RecordViews::bytes, and is valid while that buffer is held).
+template <typename Payload>
+struct BasicRecord {
   Offset offset;
   Generation generation;
   uint64_t timestamp_ms = 0;
-  std::string payload;
+  Payload payload;
   uint32_t flags = 0;  // as appended
+};
+using Record = BasicRecord<std::string>;
+using RecordView = BasicRecord<std::string_view>;
+
+struct RecordViews {
+  std::shared_ptr<const uint8_t[]> bytes;  // what the views point into
+  std::vector<RecordView> records;
+  Offset next_offset;  // where the next read should start
 };
 
 struct ReadLimits {

@@ -202,7 +202,72 @@ TEST(DurableLog, AReadAtThePreallocatedTailReadsOnlyTheRecordsWritten) {
   ASSERT_TRUE(batch) << batch.error().ToString();
   EXPECT_EQ(batch->records.size(), 8u);
   EXPECT_EQ(read.Value() - before, 8 * RecordBytes(100));
+  before = read.Value();
+  auto views = log->ReadWrittenViews(Offset(1), ReadLimits{});
+  ASSERT_TRUE(views) << views.error().ToString();
+  EXPECT_EQ(views->records.size(), 8u);
+  EXPECT_EQ(read.Value() - before, 8 * RecordBytes(100));
   ExpectRecords(*log, Offset(0), Offset(9), 100);
+}
+
+// Records read in place are the records Read copies; each in-place read fills one buffer, so it
+// ends at a segment's end, and a reader resuming at next_offset gets every record once.
+TEST(DurableLog, ReadViewsReturnsWhatReadDoesOneBufferAtATime) {
+  auto dir = TempDir("views");
+  LogOptions o = Opts(FsyncMode::kNone);
+  o.segment_bytes = 4096;
+  auto log = MustOpen(dir, o);
+  AppendN(*log, Offset(0), 200, 50, 7);
+  ASSERT_GT(log->SegmentCount(), 3u);
+  auto copied = log->Read(Offset(0), ReadLimits{1000, 1 << 20});
+  ASSERT_TRUE(copied) << copied.error().ToString();
+  ASSERT_EQ(copied->records.size(), 200u);
+  Offset at(0);
+  size_t reads = 0;
+  while (at < Offset(200)) {
+    auto views = log->ReadViews(at, ReadLimits{1000, 1 << 20});
+    ASSERT_TRUE(views) << views.error().ToString();
+    ASSERT_FALSE(views->records.empty()) << "nothing at " << at;
+    ASSERT_TRUE(views->bytes);
+    for (const RecordView& v : views->records) {
+      const Record& r = copied->records[v.offset.value()];
+      ASSERT_EQ(v.offset, at);
+      EXPECT_EQ(v.payload, r.payload);
+      EXPECT_EQ(v.generation, r.generation);
+      EXPECT_EQ(v.timestamp_ms, r.timestamp_ms);
+      EXPECT_EQ(v.flags, r.flags);
+      at = at.next();
+    }
+    EXPECT_EQ(views->next_offset, at);
+    ++reads;
+  }
+  EXPECT_EQ(reads, log->SegmentCount()) << "one read per segment";
+}
+
+// A record that does not fit in what the read already holds ends an in-place read there; the
+// views it returned stay valid, whatever is appended or read after.
+TEST(DurableLog, ReadViewsStopsRatherThanRefillAndItsViewsOutliveLaterReads) {
+  auto dir = TempDir("views-large");
+  auto log = MustOpen(dir, Opts(FsyncMode::kNone));
+  AppendN(*log, Offset(0), 6, 100 << 10);  // 100 KiB each: two and a part in 256 KiB
+  auto first = log->ReadWrittenViews(Offset(0), ReadLimits{1000, 64 << 20});
+  ASSERT_TRUE(first) << first.error().ToString();
+  ASSERT_EQ(first->records.size(), 2u);
+  EXPECT_EQ(first->next_offset, Offset(2));
+  auto second = log->ReadViews(first->next_offset, ReadLimits{1000, 64 << 20});
+  ASSERT_TRUE(second) << second.error().ToString();
+  ASSERT_EQ(second->records.size(), 2u);
+  AppendN(*log, Offset(6), 3, 100 << 10);
+  EXPECT_EQ(first->records[0].payload, Payload(0, 100 << 10));
+  EXPECT_EQ(first->records[1].payload, Payload(1, 100 << 10));
+  EXPECT_EQ(second->records[1].payload, Payload(3, 100 << 10));
+  // A record larger than the read-ahead is read whole, on its own.
+  const std::string big = Payload(9, 300 << 10);
+  ASSERT_TRUE(log->Append(AppendRecord{AsBytes(big)}));
+  auto alone = log->ReadViews(Offset(9), ReadLimits{1000, 64 << 20});
+  ASSERT_TRUE(alone) << alone.error().ToString();
+  ASSERT_EQ(alone->records.size(), 1u);
+  EXPECT_EQ(alone->records[0].payload, big);
 }
 
 // A copy of the directory taken while the log is open holds what a crash would leave: zeros
