@@ -29,6 +29,9 @@ struct Target {
   // Publish mode with --fanout: the subscribers' connections alone spin this long (overrides
   // spin_us for them).
   uint32_t subscriber_spin_us = 0;
+  // Publish mode with --fanout: the subscribers take their events with a handler on their
+  // connection's I/O thread (SubscribeOptions::on_event) instead of a thread calling Next.
+  bool subscriber_handler = false;
 };
 
 // Prints "felix-bench: <message>" and exits 1.

@@ -44,8 +44,9 @@ int main(int argc, char** argv) {
   app.add_option("--cache", target.cache, "cache mode: the cache (namespace/cache or cache)");
   app.add_option("--group", target.group, "queue mode: consumer group draining --stream");
   app.add_option("--io-threads", target.io_threads,
-                 "cache and queue modes: the --clients connections share this many client I/O "
-                 "threads (0, the default: one thread per connection)")
+                 "the --clients connections (cache and queue modes) or the --fanout "
+                 "subscribers' connections share this many client I/O threads (0, the default: "
+                 "one thread per connection)")
       ->check(CLI::Range(0u, 64u));
   app.add_option("--spin-us", target.spin_us,
                  "a blocking call spins this many µs for its answer before it sleeps "
@@ -55,6 +56,9 @@ int main(int argc, char** argv) {
                  "with --fanout: the subscribers alone spin this many µs for each event before "
                  "they sleep (default: --spin-us)")
       ->check(CLI::Range(0u, 100000u));
+  app.add_flag("--subscriber-handler", target.subscriber_handler,
+               "with --fanout: the subscribers take events in a handler on their connection's "
+               "I/O thread (push delivery) instead of a reader thread calling Next");
   app.add_option("--publishers", publishers, "publishing connections (default 1)")
       ->check(CLI::Range(1u, 1024u));
   app.add_option("--window", window, "acked batches in flight per publisher (default 1)")

@@ -15,14 +15,22 @@ namespace felix::bench {
 
 namespace {
 
-// One fanout subscriber: its own connection and reader thread.
+// One fanout subscriber: its own connection, and a reader thread calling Next — or, with
+// --subscriber-handler, a handler the connection's I/O thread calls (push delivery).
 struct Subscriber {
   std::unique_ptr<Client> client;
   std::unique_ptr<Subscription> subscription;
   std::thread thread;
-  LatencyHistogram latency;  // reader thread only until joined
+  // The reader thread's (or the handler's) only until joined (or the subscription closed).
+  LatencyHistogram latency;
   std::atomic<uint64_t> received{0};
   std::atomic<bool> ended{false};
+
+  void Record(const Event& event) {
+    const std::string& p = event.payload;
+    latency.Record(NowNanos() - PayloadStamp(p.data(), p.size()));
+    received.fetch_add(1, std::memory_order_release);
+  }
 };
 
 void ReadEvents(Subscriber& s, const std::atomic<bool>& stop) {
@@ -33,10 +41,7 @@ void ReadEvents(Subscriber& s, const std::atomic<bool>& stop) {
                    event.error().ToString().c_str());
       break;
     }
-    if (!*event) continue;
-    const std::string& p = (*event)->payload;
-    s.latency.Record(NowNanos() - PayloadStamp(p.data(), p.size()));
-    s.received.fetch_add(1, std::memory_order_release);
+    if (*event) s.Record(**event);
   }
   s.ended.store(true, std::memory_order_release);
 }
@@ -162,12 +167,26 @@ int RunPublish(const Target& target, const Workload& w, uint32_t publishers, siz
     if (target.subscriber_spin_us > 0)
       subscriber_options.spin_wait = std::chrono::microseconds(target.subscriber_spin_us);
     s->client = ConnectOrDie(subscriber_options);
-    auto sub = s->client->Subscribe(*stream, {.start = StartPosition::Latest()});
+    SubscribeOptions so{.start = StartPosition::Latest()};
+    if (target.subscriber_handler) {
+      so.on_event = [sp = s.get()](ClientResult<Event> event) {
+        if (event) {
+          sp->Record(*event);
+        } else {
+          std::fprintf(stderr, "felix-bench: subscription ended: %s\n",
+                       event.error().ToString().c_str());
+        }
+      };
+    }
+    auto sub = s->client->Subscribe(*stream, so);
     if (!sub) Die("subscribe: " + sub.error().ToString());
     s->subscription = std::move(*sub);
     subscribers.push_back(std::move(s));
   }
-  for (auto& s : subscribers) s->thread = std::thread([&, sp = s.get()] { ReadEvents(*sp, stop); });
+  if (!target.subscriber_handler) {
+    for (auto& s : subscribers)
+      s->thread = std::thread([&, sp = s.get()] { ReadEvents(*sp, stop); });
+  }
 
   std::vector<PublisherResult> results(publishers);
   std::vector<std::thread> threads;
@@ -199,7 +218,8 @@ int RunPublish(const Target& target, const Workload& w, uint32_t publishers, siz
   LatencyHistogram deliver;
   uint64_t delivered = 0;
   for (auto& s : subscribers) {
-    s->thread.join();
+    if (s->thread.joinable()) s->thread.join();
+    s->subscription->Close();  // a handler is not running once Close returns
     delivered += s->received.load();
     deliver.Merge(s->latency);
   }

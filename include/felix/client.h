@@ -192,14 +192,6 @@ class StartPosition {
   uint64_t offset_;
 };
 
-struct SubscribeOptions {
-  uint32_t shard = 0;
-  StartPosition start = StartPosition::Latest();
-  // Broker-side queue capacity in published batches (1..4096), sent only to a broker that
-  // honours it.
-  std::optional<uint32_t> broker_queue_capacity;
-};
-
 struct Event {
   std::optional<uint64_t> offset;  // durable streams only
   std::string payload;
@@ -210,6 +202,28 @@ struct Event {
   // removed while the subscription read history. 0 = none: the previous event's offset is
   // this one's minus 1.
   uint64_t skipped_before = 0;
+};
+
+// A push subscription's handler (SubscribeOptions::on_event). It receives every event in
+// order, on the client's I/O thread that read it — no hand-off to a reader thread, whose wake
+// is most of a delivery's latency on an idle machine (docs/performance.md, change 42) — and,
+// when the subscription ends for any reason but Subscription::Close, once more with the error
+// Next would return (kLagged / kShardMoved / kStreamEnded … with resume_from; kClosed when the
+// Client closes). It may run before Subscribe returns. It must not block (the I/O thread
+// serves the connection meanwhile; the rules for PublishCallback apply), and may call
+// Subscription::Close. Once Close returns on another thread, the handler is not running and is
+// not called again. Next on a push subscription returns no events: it waits for the end.
+using SubscriptionHandler = std::function<void(ClientResult<Event>)>;
+
+struct SubscribeOptions {
+  uint32_t shard = 0;
+  StartPosition start = StartPosition::Latest();
+  // Broker-side queue capacity in published batches (1..4096), sent only to a broker that
+  // honours it.
+  std::optional<uint32_t> broker_queue_capacity;
+  // Push delivery (optional; SubscriptionHandler above): events go to this handler on the
+  // client's I/O thread as they are read, instead of to the queue Next returns from.
+  SubscriptionHandler on_event;
 };
 
 // One subscription to one shard of a stream. Thread-safe; see the header comment.

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "client/answer_wait.h"
 #include "client/connection_port.h"
@@ -81,12 +82,14 @@ class Subscription::State {
   enum class Phase { kOpening, kActive, kEnded };
 
   State(StreamRef stream, uint32_t shard, size_t capacity, uint32_t max_frame,
-        std::weak_ptr<Client::Impl> client, std::chrono::microseconds spin_wait)
+        std::weak_ptr<Client::Impl> client, std::chrono::microseconds spin_wait,
+        SubscriptionHandler on_event)
       : stream(std::move(stream)),
         shard(shard),
         capacity(std::max<size_t>(1, capacity)),
         spin_wait(spin_wait),
         client(std::move(client)),
+        on_event(std::move(on_event)),
         bidi_reader(max_frame),
         max_frame(max_frame) {}
 
@@ -96,6 +99,12 @@ class Subscription::State {
   const std::chrono::microseconds spin_wait;  // ClientOptions::spin_wait, for Next
   // The connection serving it (the Client's Router owns it).
   const std::weak_ptr<Client::Impl> client;
+  // Push delivery (SubscribeOptions::on_event): called under handler_mu only, by Deliver and
+  // End; `delivering` names the thread inside it, so that a Close from the handler itself
+  // does not wait for the handler to return.
+  const SubscriptionHandler on_event;
+  std::mutex handler_mu;
+  std::atomic<std::thread::id> delivering{};
 
   // Guarded by mu.
   std::mutex mu;
@@ -114,14 +123,59 @@ class Subscription::State {
   std::shared_ptr<FrameReader> event_reader;
   uint32_t max_frame;
 
-  // Ends the subscription (first reason wins). Returns false if it had ended already.
-  bool End(ClientError why) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (phase == Phase::kEnded) return false;
-    phase = Phase::kEnded;
-    error = std::move(why);
-    cv.notify_all();
+  // Ends the subscription (first reason wins). Returns false if it had ended already. A push
+  // subscription that was open hears why, unless the user closed it (`by_user`).
+  bool End(ClientError why, bool by_user = false) {
+    bool tell = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (phase == Phase::kEnded) return false;
+      tell = on_event && !by_user && phase == Phase::kActive;
+      phase = Phase::kEnded;
+      error = why;
+      cv.notify_all();
+      if (tell) why.resume_from = ResumeFromLocked(why);
+    }
+    if (tell) Call([&] { on_event(Unexpected(std::move(why))); });
     return true;
+  }
+
+  // Where an ended subscription resumes (mu held): the error's own position, else after the
+  // last event returned, else where it started.
+  std::optional<uint64_t> ResumeFromLocked(const ClientError& why) const {
+    if (why.resume_from) return why.resume_from;
+    if (last_offset) return *last_offset + 1;
+    return start_offset;
+  }
+
+  // Push delivery of decoded events, in order; stops at the end (I/O thread).
+  void Deliver(std::vector<Event>& events) {
+    Call([&] {
+      for (auto& e : events) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (phase == Phase::kEnded) return;
+          if (e.offset) last_offset = e.offset;
+        }
+        on_event(std::move(e));
+      }
+    });
+  }
+
+  // After End(by_user) on a thread that is not inside the handler: returns once no handler
+  // call is running (later ones see the end and do not call it).
+  void WaitForHandler() {
+    if (!on_event || delivering.load() == std::this_thread::get_id()) return;
+    std::lock_guard<std::mutex> h(handler_mu);
+  }
+
+ private:
+  template <typename Fn>
+  void Call(Fn&& fn) {
+    std::lock_guard<std::mutex> h(handler_mu);
+    delivering.store(std::this_thread::get_id());
+    fn();
+    delivering.store(std::thread::id());
   }
 };
 
@@ -980,7 +1034,7 @@ ClientResult<std::shared_ptr<Subscription::State>> Client::Impl::Subscribe(
   }
   auto state = std::make_shared<Subscription::State>(
       stream, so.shard, options.subscription_queue_capacity, options.max_frame_bytes,
-      weak_from_this(), options.spin_wait);
+      weak_from_this(), options.spin_wait, so.on_event);
   if (!Post([this, state, so] { OpenSubscription(state, so); })) return Unexpected(Closed());
   std::unique_lock<std::mutex> lock(state->mu);
   bool answered = state->cv.wait_for(lock, options.request_timeout, [&] {
@@ -1326,11 +1380,14 @@ Verdict Client::Impl::OnEventFrame(std::shared_ptr<Subscription::State> state, u
                                            "unexpected binary frame on the event stream"));
     return Verdict::kStop;
   }
-  if (!events.empty()) {
-    std::lock_guard<std::mutex> lock(state->mu);
-    for (auto& e : events) state->queue.push_back(std::move(e));
-    state->cv.notify_all();
+  if (events.empty()) return Verdict::kAccept;
+  if (state->on_event) {
+    state->Deliver(events);
+    return Verdict::kAccept;
   }
+  std::lock_guard<std::mutex> lock(state->mu);
+  for (auto& e : events) state->queue.push_back(std::move(e));
+  state->cv.notify_all();
   return Verdict::kAccept;
 }
 
@@ -1354,7 +1411,7 @@ void Client::Impl::ResumeEvents(std::shared_ptr<Subscription::State> state) {
 }
 
 void Client::Impl::CloseSubscription(std::shared_ptr<Subscription::State> state) {
-  state->End(Closed());
+  state->End(Closed(), true);
   Post([this, state] {
     if (state->bidi) state->bidi->Reset(0);
     state->bidi.reset();
@@ -1732,8 +1789,7 @@ ClientResult<std::optional<Event>> Subscription::Next(std::chrono::milliseconds 
     if (state_->queue.empty()) {
       if (state_->phase == State::Phase::kEnded && state_->error) {
         ClientError e = *state_->error;
-        if (!e.resume_from && state_->last_offset) e.resume_from = *state_->last_offset + 1;
-        if (!e.resume_from && state_->start_offset) e.resume_from = state_->start_offset;
+        e.resume_from = state_->ResumeFromLocked(e);
         return Unexpected(e);
       }
       return std::optional<Event>();
@@ -1784,8 +1840,9 @@ void Subscription::Close() {
   if (auto client = state_->client.lock()) {
     client->CloseSubscription(state_);
   } else {
-    state_->End(Closed());
+    state_->End(Closed(), true);
   }
+  state_->WaitForHandler();
 }
 
 }  // namespace felix

@@ -6,9 +6,13 @@
 // <data_dir>/tls/broker-cert.pem fails the test.
 #include <signal.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <future>
+#include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -140,6 +144,54 @@ TEST_F(ClientE2E, PublishSubscribeEarliestAndResume) {
   auto future = (*client)->Subscribe(stream, {.start = StartPosition::Offset(*resume_at + 100)});
   ASSERT_FALSE(future);
   EXPECT_EQ(future.error().code, ClientErrorCode::kCursorInFuture);
+}
+
+// Push delivery through the real broker: a live subscription's handler receives what is
+// published afterwards, in order with its offsets, on the client's I/O thread; Close silences
+// it and next_offset says where to resume.
+TEST_F(ClientE2E, APushSubscriptionReceivesLiveEventsOnTheIoThread) {
+  auto [rc, out] = Felix({"stream", "create", "push", "--durable"});
+  ASSERT_EQ(rc, 0) << out;
+  auto client = Client::Connect(Options("push"));
+  ASSERT_TRUE(client) << client.error().ToString();
+  StreamRef stream{"default", "push"};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Event> events;
+  std::vector<ClientError> ends;
+  std::set<std::thread::id> threads;
+  auto sub = (*client)->Subscribe(stream, {.on_event = [&](ClientResult<Event> r) {
+                                    std::lock_guard<std::mutex> lock(mu);
+                                    if (r) events.push_back(std::move(*r));
+                                    if (!r) ends.push_back(r.error());
+                                    threads.insert(std::this_thread::get_id());
+                                    cv.notify_all();
+                                  }});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  std::vector<std::string> sent;
+  std::optional<uint64_t> first;
+  for (int i = 0; i < 50; ++i) {
+    sent.push_back("push-" + std::to_string(i));
+    auto r = (*client)->Publish(stream, {sent.back()});
+    ASSERT_TRUE(r) << r.error().ToString();
+    ASSERT_TRUE(r->offset);
+    if (!first) first = r->offset;
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return events.size() >= 50; }));
+  }
+  (*sub)->Close();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(events.size(), 50u);
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].payload, sent[i]);
+    EXPECT_EQ(events[i].offset, *first + i);
+  }
+  EXPECT_TRUE(ends.empty()) << ends.front().ToString();
+  EXPECT_EQ(threads.size(), 1u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+  EXPECT_EQ((*sub)->next_offset(), *first + 50);
 }
 
 // Fire-and-forget publishes return once queued to the connection (the caller never waits for

@@ -17,6 +17,8 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "auth/keys.h"
 #include "auth/token.h"
@@ -574,6 +576,120 @@ TEST(ClientFakeBroker, LaggedSubscriptionEndsAfterItsEventsWithTheResumeOffset) 
   EXPECT_EQ(end.error().code, ClientErrorCode::kLagged);
   EXPECT_EQ(end.error().resume_from, 7u);
   EXPECT_EQ((*sub)->next_offset(), 2u);
+}
+
+// What a push subscription's handler was given, in order, and on which threads.
+struct HandlerLog {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<ClientResult<Event>> calls;
+  std::set<std::thread::id> threads;
+
+  SubscriptionHandler Handler() {
+    return [this](ClientResult<Event> r) {
+      std::lock_guard<std::mutex> lock(mu);
+      calls.push_back(std::move(r));
+      threads.insert(std::this_thread::get_id());
+      cv.notify_all();
+    };
+  }
+  bool WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return calls.size() >= n; });
+  }
+};
+
+// Push delivery: the events, in order, on the client's I/O thread (not the caller's), then the
+// end with its resume offset, once; Next returns the end and no events.
+TEST(ClientFakeBroker, APushSubscriptionHandsEventsToItsHandlerThenItsEnd) {
+  FakeBroker broker({.end_with_lagged = true});
+  auto client = ConnectTo(broker);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->Publish(kDemo, {"a", "b"}));
+  HandlerLog log;
+  auto sub =
+      client->Subscribe(kDemo, {.start = StartPosition::Earliest(), .on_event = log.Handler()});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  ASSERT_TRUE(log.WaitFor(3));
+  auto end = (*sub)->Next(std::chrono::seconds(10));
+  ASSERT_FALSE(end);
+  EXPECT_EQ(end.error().code, ClientErrorCode::kLagged);
+  client->Close();
+  std::lock_guard<std::mutex> lock(log.mu);
+  ASSERT_EQ(log.calls.size(), 3u);
+  ASSERT_TRUE(log.calls[0]);
+  EXPECT_EQ(log.calls[0]->payload, "a");
+  EXPECT_EQ(log.calls[0]->offset, 0u);
+  ASSERT_TRUE(log.calls[1]);
+  EXPECT_EQ(log.calls[1]->payload, "b");
+  EXPECT_EQ(log.calls[1]->offset, 1u);
+  ASSERT_FALSE(log.calls[2]);
+  EXPECT_EQ(log.calls[2].error().code, ClientErrorCode::kLagged);
+  EXPECT_EQ(log.calls[2].error().resume_from, 7u);
+  EXPECT_EQ(log.threads.size(), 1u);
+  EXPECT_EQ(log.threads.count(std::this_thread::get_id()), 0u);
+  EXPECT_EQ((*sub)->next_offset(), 2u);
+}
+
+// A handler may close its own subscription: the rest of the batch is not delivered, and a
+// subscription its user closed hears nothing more — not even the Client's close.
+TEST(ClientFakeBroker, AHandlerThatClosesItsSubscriptionGetsNoMoreCalls) {
+  FakeBroker broker({});
+  auto client = ConnectTo(broker);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->Publish(kDemo, {"a", "b", "c"}));
+  HandlerLog log;
+  std::promise<Subscription*> self;
+  auto self_future = self.get_future().share();
+  auto closing = log.Handler();
+  auto sub = client->Subscribe(
+      kDemo, {.start = StartPosition::Earliest(), .on_event = [&](ClientResult<Event> r) {
+                closing(std::move(r));
+                self_future.get()->Close();  // from the handler itself: must not wait for it
+              }});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  self.set_value(sub->get());
+  ASSERT_TRUE(log.WaitFor(1));
+  auto end = (*sub)->Next(std::chrono::seconds(10));
+  ASSERT_FALSE(end);
+  EXPECT_EQ(end.error().code, ClientErrorCode::kClosed);
+  client->Close();
+  std::lock_guard<std::mutex> lock(log.mu);
+  ASSERT_EQ(log.calls.size(), 1u);
+  ASSERT_TRUE(log.calls[0]);
+  EXPECT_EQ(log.calls[0]->payload, "a");
+}
+
+// Close from another thread returns only once no handler call is running; the Client's close
+// afterwards tells the handler nothing.
+TEST(ClientFakeBroker, ClosingAPushSubscriptionWaitsForItsHandlerAndSilencesIt) {
+  FakeBroker broker({});
+  auto client = ConnectTo(broker);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->Publish(kDemo, {"a"}));
+  std::promise<void> entered;
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::atomic<int> calls{0};
+  std::atomic<bool> returned{false};
+  auto sub = client->Subscribe(
+      kDemo, {.start = StartPosition::Earliest(), .on_event = [&](ClientResult<Event>) {
+                if (calls.fetch_add(1) == 0) entered.set_value();
+                released.wait();
+                returned = true;
+              }});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  entered.get_future().wait();
+  auto closer = std::async(std::launch::async, [&] {
+    (*sub)->Close();
+    return returned.load();
+  });
+  // Close cannot return while the handler is held; once released, it must have returned.
+  EXPECT_EQ(closer.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  release.set_value();
+  EXPECT_TRUE(closer.get());
+  client->Close();
+  EXPECT_EQ(calls.load(), 1);
 }
 
 TEST(ClientFakeBroker, UnverifiableBrokerIsRefused) {
