@@ -209,10 +209,11 @@ struct Event {
 // is most of a delivery's latency on an idle machine (docs/performance.md, change 42) — and,
 // when the subscription ends for any reason but Subscription::Close, once more with the error
 // Next would return (kLagged / kShardMoved / kStreamEnded … with resume_from; kClosed when the
-// Client closes). It may run before Subscribe returns. It must not block (the I/O thread
-// serves the connection meanwhile; the rules for PublishCallback apply), and may call
-// Subscription::Close. Once Close returns on another thread, the handler is not running and is
-// not called again. Next on a push subscription returns no events: it waits for the end.
+// Client closes, possibly on the thread closing it). It may run before Subscribe returns. It must
+// not block (the I/O thread serves the connection meanwhile; the rules for PublishCallback apply),
+// and may call Subscription::Close. Once Close returns on another thread, the handler is not
+// running and is not called again. Next on a push subscription returns no events: it waits for the
+// end.
 using SubscriptionHandler = std::function<void(ClientResult<Event>)>;
 
 struct SubscribeOptions {
