@@ -5,14 +5,11 @@
 #pragma once
 
 #include <chrono>
-#include <future>
+
+#include "client/answer_slot.h"
 
 namespace felix::client_impl {
 
-// Waits until `answer` is ready or `timeout` passed (false). Spins first, for up to `spin`
-// (never longer than `timeout`), checking the future without sleeping: a thread that sleeps
-// pays its own wakeup when the answer comes, which on a VM without guest halt polling is the
-// largest part of a loopback round trip.
 // Spins until `done()` is true (true) or `spin` — never longer than `timeout` — has passed
 // (false), without sleeping.
 template <class Done>
@@ -29,15 +26,16 @@ bool SpinUntil(std::chrono::microseconds spin, std::chrono::milliseconds timeout
   }
 }
 
-template <class Future>
-bool AwaitReady(const Future& answer, std::chrono::microseconds spin,
+// Waits until `answer` is set or `timeout` passed (false). Spins first, for up to `spin`
+// (never longer than `timeout`), checking the slot without sleeping: a thread that sleeps
+// pays its own wakeup when the answer comes, which on a VM without guest halt polling is the
+// largest part of a loopback round trip.
+template <class T>
+bool AwaitReady(AnswerSlot<T>& answer, std::chrono::microseconds spin,
                 std::chrono::milliseconds timeout) {
   const auto start = std::chrono::steady_clock::now();
-  if (SpinUntil(spin, timeout, [&] {
-        return answer.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-      }))
-    return true;
-  return answer.wait_until(start + timeout) == std::future_status::ready;
+  if (SpinUntil(spin, timeout, [&] { return answer.Ready(); })) return true;
+  return answer.WaitUntil(start + timeout);
 }
 
 }  // namespace felix::client_impl

@@ -85,21 +85,20 @@ void ShutdownCacheChannel(CacheChannel& channel, const ClientError& why) {
 
 Answer CacheChannel::Call(uint64_t request_id, std::vector<uint8_t> frame,
                           RetryClass timeout_class) {
-  auto promise = std::make_shared<std::promise<Answer>>();
-  auto answer = promise->get_future();
+  auto answer = std::make_shared<AnswerSlot<Answer>>();
   auto self = shared_from_this();
-  bool posted = port_.PostToLoop([self, request_id, frame = std::move(frame), promise] {
-    self->Send(request_id, frame, [promise](Answer a) { promise->set_value(std::move(a)); });
+  bool posted = port_.PostToLoop([self, request_id, frame = std::move(frame), answer] {
+    self->Send(request_id, frame, [answer](Answer a) { answer->Set(std::move(a)); });
   });
   if (!posted) return tl::unexpected(Error(ClientErrorCode::kClosed, "the client was closed"));
   const auto timeout = port_.client_options().request_timeout;
-  if (!AwaitReady(answer, port_.client_options().spin_wait, timeout)) {
+  if (!AwaitReady(*answer, port_.client_options().spin_wait, timeout)) {
     ClientError e = Error(ClientErrorCode::kTimeout,
                           "no answer within " + std::to_string(timeout.count()) + " ms");
     e.retry = timeout_class;
     return tl::unexpected(e);
   }
-  return answer.get();
+  return answer->Take();
 }
 
 void CacheChannel::Send(uint64_t request_id, const std::vector<uint8_t>& frame,

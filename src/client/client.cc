@@ -304,7 +304,7 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
                       ClientResult<flx1::Message> result, bool in_handler = false);
   void DropFinishedExchangeStreams();
 
-  ClientResult<RequestAnswer> WaitAnswer(std::shared_future<Answer> answer,
+  ClientResult<RequestAnswer> WaitAnswer(client_impl::AnswerSlot<Answer>& answer,
                                          std::chrono::milliseconds timeout,
                                          RetryClass timeout_class);
 
@@ -318,6 +318,11 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   std::condition_variable window_cv_;
   bool closed_ = false;
   std::optional<ClientError> broken_;  // the connection is gone
+  // Set (under mu_) once closed_ or broken_ is: the loop thread's SendRequest reads it without
+  // taking mu_, which the caller that posted the request may still hold — the woken loop
+  // blocking on it cost a futex wait, two wakes and a context switch per request
+  // (docs/performance.md, change 43).
+  std::atomic<bool> unusable_{false};
   size_t in_flight_ = 0;
   size_t window_ = 1;
   ServerInfo server_;
@@ -425,6 +430,9 @@ ClientResult<void> Client::Impl::Start() {
   eo.name = "client";
   eo.idle_timeout = std::chrono::milliseconds(30000);  // the broker's (shorter) one applies
   eo.handshake_timeout = options.connect_timeout;
+  // A busy loop (many connections on one IoThread) holds a lone ACK for the caller's next
+  // request to carry (EndpointOptions::ack_hold; docs/performance.md, change 43).
+  eo.ack_hold = std::chrono::microseconds(1000);
   // On a shared I/O thread the connection keeps its own socket and TLS; only the loop is
   // the IoThread's (options.io_thread is held as long as this connection lives).
   if (options.io_thread) eo.share_loop_of = options.io_thread->impl().host.get();
@@ -479,6 +487,7 @@ void Client::Impl::Close() {
     if (!endpoint_) return;
     if (!closed_) {
       closed_ = true;
+      unusable_.store(true, std::memory_order_release);
       endpoint_->Post([this] {
         FailEverything(Closed());
         if (conn_) conn_->Close(0, "client closed");
@@ -563,12 +572,14 @@ bool Client::Impl::EnsureRequestStream() {
 
 void Client::Impl::SendRequest(uint64_t id, const std::vector<uint8_t>& frame,
                                PendingRequests<Answer>::Callback callback) {
-  std::optional<ClientError> unusable;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    unusable = Unusable();
+  if (unusable_.load(std::memory_order_acquire)) {
+    std::optional<ClientError> unusable;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      unusable = Unusable();
+    }
+    if (unusable) return callback(Unexpected(*unusable));
   }
-  if (unusable) return callback(Unexpected(*unusable));
   if (!EnsureRequestStream())
     return callback(Err<RequestAnswer>(ClientErrorCode::kTransport, "connection lost"));
   pending_.Add(id, std::move(callback));
@@ -704,6 +715,7 @@ void Client::Impl::OnConnectionClosed(const transport::CloseInfo& info) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_) broken_ = why;
+    unusable_.store(true, std::memory_order_release);
     window_cv_.notify_all();
   }
   FailEverything(why);
@@ -969,7 +981,7 @@ void Client::Impl::FlushUnacked() {
     unacked_spare_.push_back(std::move(batch.frames));
 }
 
-ClientResult<RequestAnswer> Client::Impl::WaitAnswer(std::shared_future<Answer> answer,
+ClientResult<RequestAnswer> Client::Impl::WaitAnswer(client_impl::AnswerSlot<Answer>& answer,
                                                      std::chrono::milliseconds timeout,
                                                      RetryClass timeout_class) {
   if (!client_impl::AwaitReady(answer, options.spin_wait, timeout)) {
@@ -978,7 +990,7 @@ ClientResult<RequestAnswer> Client::Impl::WaitAnswer(std::shared_future<Answer> 
     e.retry = timeout_class;
     return Unexpected(e);
   }
-  return answer.get();
+  return answer.Take();
 }
 
 ClientResult<ShardInfo> Client::Impl::StreamShards(const StreamRef& stream) {
@@ -1000,13 +1012,12 @@ ClientResult<ShardInfo> Client::Impl::StreamShards(const StreamRef& stream) {
   if (!frame)
     return Err<ShardInfo>(ClientErrorCode::kInvalidArgument,
                           "stream_shards: " + frame.error().message);
-  auto promise = std::make_shared<std::promise<Answer>>();
-  std::shared_future<Answer> answer = promise->get_future().share();
-  if (!Post([this, id = req.request_id, frame = std::move(*frame), promise] {
-        SendRequest(id, frame, [promise](Answer a) { promise->set_value(std::move(a)); });
+  auto answer = std::make_shared<client_impl::AnswerSlot<Answer>>();
+  if (!Post([this, id = req.request_id, frame = std::move(*frame), answer] {
+        SendRequest(id, frame, [answer](Answer a) { answer->Set(std::move(a)); });
       }))
     return Unexpected(Closed());
-  auto a = WaitAnswer(answer, options.request_timeout, RetryClass::kRetry);
+  auto a = WaitAnswer(*answer, options.request_timeout, RetryClass::kRetry);
   if (!a) return Unexpected(a.error());
   if (a->shards.shards > 0) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1581,19 +1592,18 @@ ClientResult<flx1::Message> ExchangeOnOwnStream(Client::Impl& impl, const flx1::
                                                 std::chrono::milliseconds timeout) {
   auto frame = flx1::EncodeMessageFrame(request);
   if (!frame) return Err<flx1::Message>(ClientErrorCode::kInvalidArgument, frame.error().message);
-  auto promise = std::make_shared<std::promise<ClientResult<flx1::Message>>>();
-  auto answer = promise->get_future();
-  if (!impl.ExchangeOnOwnStream(std::move(*frame), [promise](ClientResult<flx1::Message> r) {
-        promise->set_value(std::move(r));
+  auto answer = std::make_shared<client_impl::AnswerSlot<ClientResult<flx1::Message>>>();
+  if (!impl.ExchangeOnOwnStream(std::move(*frame), [answer](ClientResult<flx1::Message> r) {
+        answer->Set(std::move(r));
       }))
     return Unexpected(Closed());
-  if (!client_impl::AwaitReady(answer, impl.options.spin_wait, timeout)) {
+  if (!client_impl::AwaitReady(*answer, impl.options.spin_wait, timeout)) {
     ClientError e = MakeClientError(ClientErrorCode::kTimeout,
                                     "no answer within " + std::to_string(timeout.count()) + " ms");
     e.retry = RetryClass::kOutcomeUnknown;
     return Unexpected(e);
   }
-  return answer.get();
+  return answer->Take();
 }
 
 const ClientOptions& OptionsOf(const Client::Impl& impl) {
@@ -1690,17 +1700,16 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
                                              const std::vector<std::string>& payloads,
                                              const PublishOptions& options) {
   if (options.ack == AckMode::kNone) return router_->PublishUnacked(stream, payloads, options);
-  auto promise = std::make_shared<std::promise<ClientResult<PublishReceipt>>>();
-  auto outcome = promise->get_future();
+  auto outcome = std::make_shared<client_impl::AnswerSlot<ClientResult<PublishReceipt>>>();
   auto sent_to = std::make_shared<Router::SentTo>();
   auto queued = router_->PublishAsync(
       stream, payloads, options,
-      [promise](ClientResult<PublishReceipt> r) { promise->set_value(std::move(r)); }, sent_to);
+      [outcome](ClientResult<PublishReceipt> r) { outcome->Set(std::move(r)); }, sent_to);
   if (!queued) return Unexpected(queued.error());
   // In a cluster each attempt may wait request_timeout (retries included).
   const auto& o = router_->options();
   auto wait = o.request_timeout * (router_->cluster() ? std::max<uint32_t>(1, o.max_attempts) : 1);
-  if (!client_impl::AwaitReady(outcome, o.spin_wait, wait)) {
+  if (!client_impl::AwaitReady(*outcome, o.spin_wait, wait)) {
     std::string addr;
     {
       std::lock_guard<std::mutex> lock(sent_to->mu);
@@ -1713,7 +1722,7 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
     e.retry = RetryClass::kOutcomeUnknown;
     return Unexpected(options.ack == AckMode::kNone ? e : AsWriteOutcome(e));
   }
-  return outcome.get();
+  return outcome->Take();
 }
 
 ClientResult<void> Client::PublishAsync(const StreamRef& stream,

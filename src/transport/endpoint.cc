@@ -247,6 +247,9 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   void Read(const uint8_t* data, size_t len, const sockaddr* from, socklen_t fromlen);
   void OnTimer(uint64_t now);
   uint64_t Expiry() const;
+  // Whether Settle may leave this dirty connection unwritten at `now`: all it owes is the
+  // acknowledgement EndpointOptions::ack_hold lets wait (starts the hold on first call).
+  bool HoldsAck(uint64_t now);
   void Write();
   void Release();
   void MarkDirty();
@@ -301,6 +304,10 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   uint64_t close_deadline_ = 0;
   size_t rr_ = 0;
   std::vector<std::shared_ptr<StreamImpl>> ready_spare_;  // Write's, between calls
+  // EndpointOptions::ack_hold: packets read since the last Write that sent something; until
+  // when the current hold lasts (0: none).
+  uint32_t packets_since_tx_ = 0;
+  uint64_t ack_hold_until_ = 0;
 };
 
 class EndpointImpl final : public Endpoint {
@@ -461,6 +468,7 @@ class EndpointImpl final : public Endpoint {
   std::thread thread_;
   std::thread::id loop_thread_id_;
   std::atomic<int> awaiting_{0};  // requests awaiting answers (AwaitingAnswers)
+  uint32_t loop_datagrams_ = 0;   // loop owner, loop thread: datagrams read this iteration
   uint64_t last_event_ns_ = 0;    // loop owner, loop thread: when ppoll last returned an event
   // Loop sharing: a guest runs on host_'s loop thread (host_ null: this endpoint has its own).
   EndpointImpl* host_ = nullptr;
@@ -954,13 +962,35 @@ void ConnImpl::Read(const uint8_t* data, size_t len, const sockaddr* from, sockl
     HandleError(rv);
     return;
   }
+  ++packets_since_tx_;
   MarkDirty();
 }
 
 uint64_t ConnImpl::Expiry() const {
   if (!conn_ || state_ == State::kDead) return UINT64_MAX;
   if (state_ == State::kClosing || state_ == State::kDraining) return close_deadline_;
-  return ngtcp2_conn_get_expiry(conn_);
+  // A held acknowledgement's delay expired; it goes when the hold ends (or with a write).
+  return std::max(ngtcp2_conn_get_expiry(conn_), ack_hold_until_);
+}
+
+bool ConnImpl::HoldsAck(uint64_t now) {
+  const uint64_t hold = uint64_t(ep_->options().ack_hold.count()) * 1000;
+  bool holds = hold > 0 && state_ == State::kOpen && !pending_close_ && packets_since_tx_ == 1 &&
+               ep_->loop_owner()->loop_datagrams_ >= ep_->options().ack_hold_min_datagrams &&
+               (ack_hold_until_ == 0 || now < ack_hold_until_);
+  if (holds) {
+    ngtcp2_conn_stat stat;
+    ngtcp2_conn_get_conn_stat(conn_, &stat);
+    holds = stat.bytes_in_flight == 0;
+    for (auto it = streams_.begin(); holds && it != streams_.end(); ++it)
+      holds = !(it->second->can_send() && it->second->HasPendingTx());
+  }
+  if (!holds) {
+    ack_hold_until_ = 0;
+    return false;
+  }
+  if (ack_hold_until_ == 0) ack_hold_until_ = now + hold;
+  return true;
 }
 
 void ConnImpl::AnnounceStream(const std::shared_ptr<StreamImpl>& s) {
@@ -979,6 +1009,7 @@ void ConnImpl::OnTimer(uint64_t now) {
     return;
   }
   if (ngtcp2_conn_get_expiry(conn_) > now) return;
+  if (ack_hold_until_ != 0 && now < ack_hold_until_) return;  // the held ACK's delay: not yet
   int rv = ngtcp2_conn_handle_expiry(conn_, now);
   if (rv != 0) {
     HandleError(rv);
@@ -1238,6 +1269,10 @@ void ConnImpl::Write() {
     if (total >= quantum) break;
   }
   flush();
+  if (total > 0) {
+    packets_since_tx_ = 0;
+    ack_hold_until_ = 0;
+  }
   ngtcp2_conn_update_pkt_tx_time(conn_, ts);
   if (pending_close_) {
     auto err = *pending_close_;
@@ -1454,6 +1489,7 @@ void EndpointImpl::ReadPackets() {
     }
     int n = recvmmsg(fd_, mm, kRxBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) return;
+    loop_owner()->loop_datagrams_ += uint32_t(n);
     for (int i = 0; i < n; ++i) {
       size_t len = mm[i].msg_len, seg = len;
       for (cmsghdr* cm = CMSG_FIRSTHDR(&mm[i].msg_hdr); cm != nullptr;
@@ -1560,9 +1596,10 @@ void EndpointImpl::Settle() {
     // Taking turns with a spare vector, as RunPosted's: no allocation per round.
     std::vector<std::shared_ptr<ConnImpl>> dirty = std::move(dirty_spare_);
     dirty.swap(dirty_);
+    const uint64_t now = options_.ack_hold.count() > 0 ? NowNs() : 0;
     for (auto& c : dirty) {
       c->dirty_ = false;
-      c->Write();
+      if (now == 0 || !c->HoldsAck(now)) c->Write();
       Reschedule(c.get());
     }
     dirty.clear();
@@ -1700,6 +1737,7 @@ void EndpointImpl::Loop() {
       break;
     }
     if (rv > 0 || !polling) last_event_ns_ = NowNs();
+    loop_datagrams_ = 0;
     const bool empty_poll = rv == 0 && polling;  // nothing yet: not counted as a wakeup
     for (size_t i = 0; i < n; ++i) {
       EndpointImpl* e = on_loop[i];

@@ -166,6 +166,19 @@ struct EndpointOptions {
   // halt polling, ~40 µs for an idle vCPU (docs/performance.md, change 23) — the answer is
   // then read as it arrives; the price is a busy core while answers are awaited.
   std::chrono::microseconds poll_while_awaiting{0};
+  // After a lone packet that carried stream data, a connection with nothing of its own in
+  // flight and nothing to send holds the acknowledgement it owes for up to this long, so that
+  // the application's next write carries it (0: off; the ACK then leaves when ngtcp2's delay,
+  // min(max_ack_delay, smoothed RTT / 8), expires — a few µs on loopback, before a synchronous
+  // caller's next request: a datagram each way per request). Not held after a second such
+  // packet or while anything is in flight, so bursts, subscriptions and loss recovery are
+  // acknowledged as before; stay well below the peer's probe timeout (over 25 ms: our
+  // max_ack_delay). Held only in a loop iteration that read at least ack_hold_min_datagrams
+  // datagrams (all endpoints on the loop): on an idle loop sending the ACK costs less than the
+  // sleep it saves the thread before the caller's next request — measured in
+  // docs/performance.md, change 43.
+  std::chrono::microseconds ack_hold{0};
+  uint32_t ack_hold_min_datagrams = 2;
   // Run on that endpoint's loop thread instead of starting one (nullptr: a thread of its own).
   // It must have been created by Endpoint::Create and must outlive this endpoint; it may be
   // stopped first: stopping it stops this endpoint's connections too (this one's Stop then only

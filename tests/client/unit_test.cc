@@ -335,40 +335,54 @@ TEST(Options, ConnectRefusesMissingCaAndBadAddressesWithoutDialling) {
   EXPECT_EQ(c.error().code, ClientErrorCode::kInvalidArgument);
 }
 
-// AwaitReady (ClientOptions::spin_wait): an answer that is already there, one that comes
-// while the caller spins, one that comes after the spin (the caller then sleeps for it), and
-// one that never comes — reported false once the timeout passed, however long the spin asked.
+// AwaitReady (ClientOptions::spin_wait) on an AnswerSlot: an answer that is already there, one
+// that comes while the caller spins, one that comes after the spin (the caller then sleeps for
+// it), and one that never comes — reported false once the timeout passed, however long the spin
+// asked.
 TEST(AwaitReady, AnAnswerReadyBeforeTheCallIsTakenWithoutWaiting) {
-  std::promise<int> promise;
-  promise.set_value(7);
-  auto future = promise.get_future();
+  client_impl::AnswerSlot<int> answer;
+  answer.Set(7);
   EXPECT_TRUE(
-      client_impl::AwaitReady(future, std::chrono::microseconds(0), std::chrono::milliseconds(0)));
-  EXPECT_TRUE(client_impl::AwaitReady(future, std::chrono::microseconds(500),
+      client_impl::AwaitReady(answer, std::chrono::microseconds(0), std::chrono::milliseconds(0)));
+  EXPECT_TRUE(client_impl::AwaitReady(answer, std::chrono::microseconds(500),
                                       std::chrono::milliseconds(0)));
-  EXPECT_EQ(future.get(), 7);
+  EXPECT_EQ(answer.Take(), 7);
 }
 
 TEST(AwaitReady, AnAnswerSetByAnotherThreadIsSeenWhetherTheCallerSpinsOrSleeps) {
   for (auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(200),
                     std::chrono::microseconds(10'000'000)}) {
-    std::promise<int> promise;
-    std::shared_future<int> future = promise.get_future().share();
-    std::thread answerer([&] { promise.set_value(3); });
-    EXPECT_TRUE(client_impl::AwaitReady(future, spin, std::chrono::minutes(1))) << spin.count();
-    answerer.join();
-    EXPECT_EQ(future.get(), 3);
+    for (int round = 0; round < 200; ++round) {
+      auto answer = std::make_shared<client_impl::AnswerSlot<std::string>>();
+      std::thread answerer([answer, round] { answer->Set("answer " + std::to_string(round)); });
+      EXPECT_TRUE(client_impl::AwaitReady(*answer, spin, std::chrono::minutes(1))) << spin.count();
+      EXPECT_EQ(answer->Take(), "answer " + std::to_string(round));
+      answerer.join();
+    }
   }
 }
 
 TEST(AwaitReady, AnAnswerThatNeverComesIsATimeoutEvenWhenTheSpinIsLonger) {
-  std::promise<int> promise;
-  auto future = promise.get_future();
+  client_impl::AnswerSlot<int> answer;
   EXPECT_FALSE(
-      client_impl::AwaitReady(future, std::chrono::microseconds(0), std::chrono::milliseconds(5)));
+      client_impl::AwaitReady(answer, std::chrono::microseconds(0), std::chrono::milliseconds(5)));
   // The spin is bounded by the timeout: this returns (false), it does not spin for an hour.
   EXPECT_FALSE(
-      client_impl::AwaitReady(future, std::chrono::hours(1), std::chrono::milliseconds(5)));
+      client_impl::AwaitReady(answer, std::chrono::hours(1), std::chrono::milliseconds(5)));
+  // Set after the waiter gave up: kept, and seen by a later wait.
+  answer.Set(5);
+  EXPECT_TRUE(
+      client_impl::AwaitReady(answer, std::chrono::microseconds(0), std::chrono::milliseconds(0)));
+  EXPECT_EQ(answer.Take(), 5);
+}
+
+TEST(AnswerSlot, OnlyTheFirstValueSetIsKept) {
+  client_impl::AnswerSlot<std::string> answer;
+  EXPECT_FALSE(answer.Ready());
+  answer.Set("first");
+  answer.Set("second");
+  ASSERT_TRUE(answer.Ready());
+  EXPECT_EQ(answer.Take(), "first");
 }
 
 }  // namespace

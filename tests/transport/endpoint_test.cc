@@ -169,6 +169,139 @@ TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck
   OnLoop(*dialer, [&] { stream->Finish(); });
 }
 
+// Four request/answer round trips on one stream, each answer 5 ms after its request and the
+// next request 5 ms after the answer (both outlast ngtcp2's ACK delay, smoothed RTT / 8, so an
+// ACK is due by then). Returns the datagrams the requester sent for them (until 5 ms after the
+// last answer), and, when `held_last_ack`, then for the last answer's held ACK (waited for up
+// to kWait).
+struct RequesterDatagrams {
+  uint64_t for_requests = 0;
+  uint64_t after = 0;
+};
+constexpr int kHeldAckRequests = 4;
+RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_ack) {
+  MetricsRegistry server_metrics, client_metrics;
+  auto server_ep = std::make_shared<Endpoint*>(nullptr);
+  ListenHandlers lh;
+  lh.on_connection = [](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{[](const std::shared_ptr<Stream>& s) {
+                                        s->SetHandlers(StreamHandlers{
+                                            [](Stream& st, std::span<const uint8_t> d) {
+                                              // ngtcp2 puts an ACK into a packet only once it is
+                                              // due: outlast its delay, as a real answer does,
+                                              // so the answer acknowledges its request.
+                                              const auto due = std::chrono::steady_clock::now() +
+                                                               std::chrono::milliseconds(5);
+                                              while (std::chrono::steady_clock::now() < due) {
+                                              }
+                                              (void)st.Write(d);  // the answer: an echo
+                                              st.Consume(d.size());
+                                            },
+                                            nullptr, nullptr, nullptr});
+                                      },
+                                      nullptr});
+  };
+  EndpointOptions eo;
+  eo.tls = MakeTls(ClientPortTls());
+  eo.name = "server";
+  auto server = Endpoint::Create(Loopback(), eo, server_metrics, lh);
+  EXPECT_TRUE(server.has_value()) << server.error().message;
+  if (!server) return {};
+  dial.keep_alive = std::chrono::milliseconds(0);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), client_metrics, dial);
+  auto conn = DialAndWait(*dialer, (*server)->local_address());
+  EXPECT_TRUE(conn.has_value()) << conn.error().message;
+  if (!conn) return {};
+
+  struct Replies {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::string got;
+  };
+  auto replies = std::make_shared<Replies>();
+  auto stream = OnLoop(*dialer, [&]() -> std::shared_ptr<Stream> {
+    auto s = (*conn)->OpenBidiStream();
+    if (!s) return nullptr;
+    (*s)->SetHandlers(StreamHandlers{[replies](Stream& st, std::span<const uint8_t> d) {
+                                       std::lock_guard lock(replies->mu);
+                                       replies->got.append(reinterpret_cast<const char*>(d.data()),
+                                                           d.size());
+                                       st.Consume(d.size());
+                                       replies->cv.notify_all();
+                                     },
+                                     nullptr, nullptr, nullptr});
+    return *s;
+  });
+  EXPECT_NE(stream, nullptr);
+  if (!stream) return {};
+  auto round_trip = [&](const std::string& request) {
+    {
+      std::lock_guard lock(replies->mu);
+      replies->got.clear();
+    }
+    dialer->Post([stream, request] {
+      (void)stream->Write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(request.data()),
+                                                   request.size()));
+    });
+    {
+      std::unique_lock lock(replies->mu);
+      EXPECT_TRUE(replies->cv.wait_for(lock, kWait, [&] { return replies->got == request; }))
+          << "no answer to " << request;
+    }
+    // Outlast ngtcp2's own ACK delay (smoothed RTT / 8: under a millisecond here), so that
+    // without the hold the ACK would leave alone before the next request.
+    const auto due = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+    while (std::chrono::steady_clock::now() < due) {
+    }
+  };
+  for (int i = 0; i < 3; ++i) round_trip("warm " + std::to_string(i));
+  Counter& sent = client_metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "",
+                                            "endpoint=\"dialer\"");
+  Counter& received = server_metrics.AddCounter("felix_transport_udp_datagrams_received_total", "",
+                                                "endpoint=\"server\"");
+  auto sent_now = [&] { return OnLoop(*dialer, [&] { return sent.Value(); }); };
+  auto received_now = [&] { return OnLoop(**server, [&] { return received.Value(); }); };
+  RequesterDatagrams counted;
+  const uint64_t before = sent_now();
+  for (int i = 0; i < kHeldAckRequests; ++i) round_trip("request " + std::to_string(i));
+  counted.for_requests = sent_now() - before;
+  if (!held_last_ack) {
+    OnLoop(*dialer, [&] { stream->Finish(); });
+    return counted;
+  }
+  // The last answer's ACK: no request carries it; held, it leaves alone when the hold ends.
+  const uint64_t seen = received_now();
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (received_now() == seen && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  counted.after = sent_now() - before - counted.for_requests;
+  OnLoop(*dialer, [&] { stream->Finish(); });
+  return counted;
+}
+
+// EndpointOptions::ack_hold: a requester that owes the ACK of an answer sends nothing until its
+// next request, which carries it — one datagram per request; after the last answer the held
+// ACK leaves on its own when the hold ends.
+TEST(EndpointTest, AHeldAckRidesTheNextRequestAndLeavesAloneWhenTheHoldEnds) {
+  EndpointOptions dial;
+  // Below the server's probe timeout (over 25 ms: the dialer's max_ack_delay), above the 5 ms
+  // between an answer and the next request.
+  dial.ack_hold = std::chrono::milliseconds(20);
+  dial.ack_hold_min_datagrams = 0;  // hold on this idle loop too
+  RequesterDatagrams counted = CountRequesterDatagrams(dial, true);
+  EXPECT_EQ(counted.for_requests, uint64_t(kHeldAckRequests));
+  EXPECT_EQ(counted.after, 1u);
+}
+
+// Without a hold, or on a loop that read fewer datagrams than ack_hold_min_datagrams in the
+// iteration (one connection, one answer at a time), each answer's ACK leaves alone when due.
+TEST(EndpointTest, AnAckIsNotHeldWithoutAHoldOrOnAnIdleLoop) {
+  EndpointOptions dial;
+  EXPECT_EQ(CountRequesterDatagrams(dial, false).for_requests, uint64_t(2 * kHeldAckRequests));
+  dial.ack_hold = std::chrono::milliseconds(20);  // ack_hold_min_datagrams: 2 by default
+  EXPECT_EQ(CountRequesterDatagrams(dial, false).for_requests, uint64_t(2 * kHeldAckRequests));
+}
+
 // EndpointOptions::loopback_datagram_size: to a loopback peer a 60,000-byte write and its
 // echo each leave in one or a few datagrams; with the option off they leave in path-MTU
 // packets (1452 bytes at most: over forty). Both ends count what they sent.
