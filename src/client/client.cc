@@ -277,6 +277,9 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   void OnRequestData(transport::Stream& stream, std::span<const uint8_t> data);
   Verdict OnRequestFrame(uint16_t flags, std::span<const uint8_t> payload);
   void OnRequestStreamEnded(const ClientError& why);
+  // Tells the publisher (through unacked_on_stream_) that fire-and-forget publishes written on
+  // the request stream that ended may be lost. Loop thread.
+  void ReportUnackedOnStream(const ClientError& why);
   // Completes the backlogged fire-and-forget publishes (`why`: they failed with it).
   void ReleaseBacklogged(std::optional<ClientError> why);
   void OnAuthAnswer(ClientResult<void> result);
@@ -337,7 +340,11 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   static constexpr size_t kUnackedBatchBytes = 64 * 1024;
   static constexpr size_t kUnackedSpareBuffers = 4;
   struct UnackedBatch {
+    static constexpr size_t kNoFrame = SIZE_MAX;
     std::vector<uint8_t> frames;
+    // Where the last frame starts when later publishes may join it (a plain binary publish
+    // batch frame: flx1::AppendToPublishBatchFrame).
+    size_t joinable_frame = kNoFrame;
     size_t charged = 0;
     uint64_t posts = 0;
     uint16_t server_flags = 0;
@@ -354,6 +361,10 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   std::shared_ptr<transport::Stream> request_stream_;
   std::unique_ptr<FrameReader> request_reader_;
   std::optional<ClientError> request_stream_error_;
+  // The report of the last fire-and-forget batch written on the request stream now open (null:
+  // none since it opened). If the broker ends that stream, what was written after the frame
+  // it refused was never read: the next fire-and-forget Publish reports it.
+  std::shared_ptr<const client_impl::UnackedWritten> unacked_on_stream_;
   // Fire-and-forget publishes written while the request stream's unacknowledged backlog was at
   // its high-water mark: completed once it drains (on_writable), so the caller's queue budget
   // (Router::PublishUnacked) holds until then — the backpressure — or failed with the stream.
@@ -544,6 +555,7 @@ bool Client::Impl::EnsureRequestStream() {
   request_stream_ = *stream;
   request_reader_ = std::make_unique<FrameReader>(options.max_frame_bytes);
   request_stream_error_.reset();
+  unacked_on_stream_.reset();
   auto* raw = request_stream_.get();
   request_stream_->SetHandlers(transport::StreamHandlers{
       .on_data = [this](transport::Stream& s,
@@ -701,6 +713,7 @@ bool Client::Impl::WaitSent(std::chrono::steady_clock::time_point deadline) {
 void Client::Impl::OnRequestStreamEnded(const ClientError& why) {
   request_stream_.reset();
   request_reader_.reset();
+  ReportUnackedOnStream(why);
   ReleaseBacklogged(why);
   OnAuthAnswer(Unexpected(why));
   ClientError failure = why;
@@ -708,16 +721,33 @@ void Client::Impl::OnRequestStreamEnded(const ClientError& why) {
   pending_.FailAll([&] { return Answer(Unexpected(failure)); });
 }
 
+void Client::Impl::ReportUnackedOnStream(const ClientError& why) {
+  auto written = std::move(unacked_on_stream_);
+  unacked_on_stream_.reset();
+  if (!written) return;
+  ClientError lost = why;
+  lost.message = "the request stream ended (" + why.message +
+                 "): fire-and-forget publishes written to it may not have been read";
+  lost.retry = RetryClass::kOutcomeUnknown;
+  (*written)(0, lost);
+}
+
 void Client::Impl::OnConnectionClosed(const transport::CloseInfo& info) {
   ClientError why = MakeClientError(
       ClientErrorCode::kTransport,
       "connection closed: " + (info.reason.empty() ? std::string("no reason") : info.reason));
+  bool closed_here = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    closed_here = closed_;
     if (!broken_) broken_ = why;
     unusable_.store(true, std::memory_order_release);
     window_cv_.notify_all();
   }
+  // Lost, not closed by this client (whose Close first waits for what it wrote), with bytes of
+  // the request stream the broker never acknowledged: they may never have been read.
+  if (!closed_here && request_stream_ && request_stream_->send_buffered() > 0)
+    ReportUnackedOnStream(why);
   FailEverything(why);
 }
 
@@ -932,11 +962,33 @@ ClientResult<void> Client::Impl::QueueUnacked(
   }
   UnackedBatch& batch = unacked_batches_.back();
   const size_t before = batch.frames.size();
+  // A run of publishes to one stream joins the frame the first of them started: one frame
+  // header, one set of names encoded and checked, and one frame for the broker to decode, for
+  // the whole run (docs/performance.md, change 44). Only while the batch stays under its size.
+  size_t added = 0;
+  for (const auto& p : payloads) added += 4 + p.size();
+  if (batch.joinable_frame != UnackedBatch::kNoFrame && !po.key.has_value() &&
+      before + added <= kUnackedBatchBytes) {
+    auto joined =
+        flx1::AppendToPublishBatchFrame(batch.frames, batch.joinable_frame, options.tenant_id,
+                                        stream.namespace_name, stream.stream, payloads);
+    if (!joined)
+      return Err<void>(ClientErrorCode::kInvalidArgument, "publish: " + joined.error().message);
+    if (*joined) {
+      batch.charged += charged;
+      if (batch.frames.size() >= kUnackedBatchBytes) batch.open = false;
+      return {};
+    }
+  }
   if (auto encoded = EncodePublish(stream, payloads, po, 0, batch.server_flags, batch.frames);
       !encoded) {
     batch.frames.resize(before);
     return Err<void>(ClientErrorCode::kInvalidArgument, "publish: " + encoded.error().message);
   }
+  // Binary and unkeyed: a plain publish batch frame that later publishes may join.
+  batch.joinable_frame = (batch.server_flags & flx1::kFlagBinaryPublishBatch) && !po.key.has_value()
+                             ? before
+                             : UnackedBatch::kNoFrame;
   batch.charged += charged;
   // A full batch takes no more: what follows goes into the next one, written by its own task, so
   // no buffer grows past what one write should carry.
@@ -962,6 +1014,7 @@ void Client::Impl::FlushUnacked() {
     error = MakeClientError(ClientErrorCode::kTransport, "connection lost");
   if (!error) {
     auto wrote = request_stream_->Write(batch.frames);
+    if (wrote) unacked_on_stream_ = batch.written;
     if (!wrote) {
       error = client_impl::FromTransport(wrote.error(), "send", RetryClass::kOutcomeUnknown);
     } else if (!*wrote) {

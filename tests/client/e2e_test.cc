@@ -237,6 +237,90 @@ TEST_F(ClientE2E, FireAndForgetPublishesAreAllWrittenInOrderBeforeTheClientClose
   }
 }
 
+// A run of fire-and-forget publishes to one stream travels as one batch frame (change 44 of
+// docs/performance.md): publishes alternating between two streams, runs to each, and keyed
+// ones in between (never joined) each arrive on their own stream, all of them, in order.
+TEST_F(ClientE2E, FireAndForgetPublishesToTwoStreamsArriveEachOnItsOwnInOrder) {
+  for (const char* name : {"ffa", "ffb"}) {
+    auto [rc, out] = Felix({"stream", "create", name, "--durable"});
+    ASSERT_EQ(rc, 0) << out;
+  }
+  const StreamRef a{"default", "ffa"}, b{"default", "ffb"};
+  ClientOptions options = Options("ffa");
+  const std::string scope_b = creds_.tenant_id + "/default/ffb";
+  options.token =
+      Token("ffa", {"stream.publish:stream:" + scope_b, "stream.subscribe:stream:" + scope_b});
+  std::vector<std::string> sent_a, sent_b;
+  {
+    auto client = Client::Connect(options);
+    ASSERT_TRUE(client) << client.error().ToString();
+    PublishOptions po;
+    po.ack = AckMode::kNone;
+    PublishOptions keyed = po;
+    keyed.key = "k";
+    for (int i = 0; i < 600; ++i) {
+      // Alternate, then runs of 1..9 to one stream; every seventh keyed.
+      const bool to_a = i < 100 ? i % 2 == 0 : (i / (1 + i % 9)) % 2 == 0;
+      std::string payload = (to_a ? "a" : "b") + std::to_string(i);
+      std::vector<std::string> payloads = {payload};
+      if (i % 5 == 0) payloads.push_back(payload + "+");  // two records in one publish
+      auto queued = (*client)->Publish(to_a ? a : b, payloads, i % 7 == 0 ? keyed : po);
+      ASSERT_TRUE(queued) << i << ": " << queued.error().ToString();
+      auto& sent = to_a ? sent_a : sent_b;
+      sent.insert(sent.end(), payloads.begin(), payloads.end());
+    }
+  }  // closed here: what is queued is written first
+  auto reader = Client::Connect(options);
+  ASSERT_TRUE(reader) << reader.error().ToString();
+  for (const auto& [stream, sent] : {std::pair{a, &sent_a}, std::pair{b, &sent_b}}) {
+    auto sub = (*reader)->Subscribe(stream, {.start = StartPosition::Earliest()});
+    ASSERT_TRUE(sub) << sub.error().ToString();
+    for (size_t i = 0; i < sent->size(); ++i) {
+      auto e = (*sub)->Next(std::chrono::seconds(10));
+      ASSERT_TRUE(e) << e.error().ToString();
+      ASSERT_TRUE(*e) << stream.stream << ": record " << i << " never arrived";
+      ASSERT_EQ((*e)->payload, (*sent)[i]) << stream.stream << " record " << i;
+      EXPECT_EQ((*e)->offset, i) << stream.stream;
+    }
+  }
+}
+
+// A fire-and-forget publish the broker refuses (a stream the token does not cover) ends the
+// request stream (client-protocol §8.3), and the broker reads nothing written after it there.
+// That is not silent: a later fire-and-forget Publish reports that publishes written to the
+// ended stream may not have been read, and the ones after it go out on a new stream and arrive.
+TEST_F(ClientE2E, FireAndForgetPublishesLostWithARefusedOneAreReported) {
+  for (const char* name : {"ffok", "ffno"}) {
+    auto [rc, out] = Felix({"stream", "create", name, "--durable"});
+    ASSERT_EQ(rc, 0) << out;
+  }
+  const StreamRef ok{"default", "ffok"}, refused{"default", "ffno"};
+  auto client = Client::Connect(Options("ffok"));  // covers ffok only
+  ASSERT_TRUE(client) << client.error().ToString();
+  PublishOptions po;
+  po.ack = AckMode::kNone;
+  ASSERT_TRUE((*client)->Publish(refused, {"refused"}, po));
+  std::optional<ClientError> reported;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (int i = 0; !reported && std::chrono::steady_clock::now() < deadline; ++i) {
+    auto queued = (*client)->Publish(ok, {"before " + std::to_string(i)}, po);
+    if (!queued) reported = queued.error();
+  }
+  ASSERT_TRUE(reported) << "no fire-and-forget Publish reported the ended request stream";
+  EXPECT_NE(reported->message.find("may not have been read"), std::string::npos)
+      << reported->ToString();
+  EXPECT_EQ(reported->retry, RetryClass::kOutcomeUnknown) << reported->ToString();
+  // The client goes on, on a new request stream.
+  ASSERT_TRUE((*client)->Publish(ok, {"after"}, po));
+  auto acked = (*client)->Publish(ok, {"acked"});
+  ASSERT_TRUE(acked) << acked.error().ToString();
+  auto sub = (*client)->Subscribe(ok, {.start = StartPosition::Offset(*acked->offset - 1)});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  auto e = (*sub)->Next(std::chrono::seconds(10));
+  ASSERT_TRUE(e && *e) << (e ? "nothing" : e.error().ToString());
+  EXPECT_EQ((*e)->payload, "after");
+}
+
 // Fire-and-forget publishes are written in batches by the client's I/O thread. An acked
 // publish sent asynchronously between them keeps its place: its offset counts exactly the
 // publishes made before it, though more fire-and-forget ones follow at once (they must not join

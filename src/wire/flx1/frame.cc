@@ -195,6 +195,47 @@ Result<void> AppendFrame(const Flx1Frame& frame, std::vector<uint8_t>& out) {
   return {};
 }
 
+Result<bool> AppendToPublishBatchFrame(std::vector<uint8_t>& out, size_t frame_start,
+                                       std::string_view tenant_id, std::string_view namespace_,
+                                       std::string_view stream,
+                                       std::span<const std::string> payloads) {
+  if (frame_start > out.size() || out.size() - frame_start < kHeaderSize) return false;
+  const std::span<const uint8_t> frame(out.data() + frame_start, out.size() - frame_start);
+  ByteReader header(frame.first(kHeaderSize));
+  auto magic = header.ReadU32("magic");
+  auto version = header.ReadU16("version");
+  auto flags = header.ReadU16("flags");
+  auto length = header.ReadU32("length");
+  if (!magic || *magic != kMagic || !version || *version != kVersion || !flags ||
+      *flags != kFlagBinaryPublishBatch || !length || *length != frame.size() - kHeaderSize)
+    return false;
+  ByteReader body(frame.subspan(kHeaderSize));
+  for (std::string_view name : {tenant_id, namespace_, stream}) {
+    auto field = body.ReadBytes16("publish_batch.name");
+    if (!field ||
+        std::string_view(reinterpret_cast<const char*>(field->data()), field->size()) != name)
+      return false;
+  }
+  const size_t count_at = frame_start + kHeaderSize + body.position();
+  auto count = body.ReadU32("publish_batch.count");
+  if (!count) return false;
+  uint64_t added = 0;
+  for (const auto& p : payloads) {
+    if (p.size() > std::numeric_limits<uint32_t>::max())
+      return Fail(ErrorCode::kInvalidArgument, "publish_batch.payload: longer than u32 max");
+    added += 4 + p.size();
+  }
+  if (uint64_t(*count) + payloads.size() > std::numeric_limits<uint32_t>::max() ||
+      uint64_t(*length) + added > std::numeric_limits<uint32_t>::max())
+    return Fail(ErrorCode::kInvalidArgument, "publish_batch: grown past u32 max");
+  ByteWriter w(out);
+  w.Reserve(size_t(added));
+  for (const auto& p : payloads) w.WriteBytes32(p);
+  w.PatchU32(count_at, static_cast<uint32_t>(*count + payloads.size()));
+  w.PatchU32(frame_start + 8, static_cast<uint32_t>(*length + added));
+  return true;
+}
+
 Result<std::vector<uint8_t>> EncodeFrame(const Flx1Frame& frame) {
   std::vector<uint8_t> out;
   if (auto ok = AppendFrame(frame, out); !ok) return tl::unexpected(ok.error());

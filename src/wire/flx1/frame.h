@@ -63,6 +63,18 @@ uint16_t FrameFlags(const Flx1Frame& frame);
 // carry (see binary.h, json_codec.h) or a payload over u32 max.
 Result<void> AppendFrame(const Flx1Frame& frame, std::vector<uint8_t>& out);
 Result<std::vector<uint8_t>> EncodeFrame(const Flx1Frame& frame);
+
+// Adds `payloads` to the publish batch frame (§5.1; header included) that starts at
+// `frame_start` in `out` and runs to its end, when that frame is a plain one — no acked,
+// idempotent or keyed block — for `tenant_id` / `namespace_` / `stream`: the payloads are
+// appended and the frame's count and length grow, so that the frame reads as one batch of all
+// its payloads, in order. False, `out` untouched, when the bytes there are not such a frame.
+// Fails, `out` untouched, when a payload or the grown frame cannot be carried. How a
+// fire-and-forget publisher sends a run of publishes to one stream as one frame.
+Result<bool> AppendToPublishBatchFrame(std::vector<uint8_t>& out, size_t frame_start,
+                                       std::string_view tenant_id, std::string_view namespace_,
+                                       std::string_view stream,
+                                       std::span<const std::string> payloads);
 // Convenience for the common case of a JSON message.
 Result<std::vector<uint8_t>> EncodeMessageFrame(const Message& message);
 

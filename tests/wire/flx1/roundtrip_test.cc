@@ -267,6 +267,88 @@ TEST(Flx1RoundTrip, BinaryPublishBatches) {
   }
 }
 
+// AppendToPublishBatchFrame: a plain publish batch frame that later payloads join reads, byte
+// for byte, as the one batch of all of them encoded at once; whatever follows it in the buffer
+// stays (a frame before it is untouched).
+TEST(Flx1PublishBatchJoin, AJoinedFrameIsTheBatchOfAllItsPayloads) {
+  Gen gen(29);
+  for (int i = 0; i < kIterations; ++i) {
+    const std::string tenant = gen.Text(), ns = gen.Text(), stream = gen.Text();
+    std::vector<std::vector<std::string>> runs(1 + gen.Below(5));
+    BinaryPublishBatch whole;
+    whole.tenant_id = tenant;
+    whole.namespace_ = ns;
+    whole.stream = stream;
+    for (auto& run : runs) {
+      const auto n = 1 + gen.Below(4);
+      for (uint64_t k = 0; k < n; ++k) run.push_back(gen.RawBytes(40));
+    }
+    for (const auto& run : runs)
+      for (const auto& p : run) whole.payloads.push_back(p);
+    std::vector<uint8_t> out = {0xAA, 0xBB};  // what came before the frame stays
+    BinaryPublishBatch first;
+    first.tenant_id = tenant;
+    first.namespace_ = ns;
+    first.stream = stream;
+    for (const auto& p : runs[0]) first.payloads.push_back(p);
+    ASSERT_TRUE(AppendFrame(Flx1Frame(first), out));
+    for (size_t r = 1; r < runs.size(); ++r) {
+      auto joined = AppendToPublishBatchFrame(out, 2, tenant, ns, stream, runs[r]);
+      ASSERT_TRUE(joined) << joined.error().message;
+      EXPECT_TRUE(*joined);
+    }
+    std::vector<uint8_t> expected = {0xAA, 0xBB};
+    ASSERT_TRUE(AppendFrame(Flx1Frame(whole), expected));
+    EXPECT_EQ(out, expected) << "iteration " << i;
+  }
+}
+
+// Anything but a plain publish batch frame for those names, ending the buffer, is left alone:
+// another tenant, namespace or stream; an acked, idempotent or keyed batch; a JSON frame; a
+// frame with bytes after it; an offset that is not a frame's start.
+TEST(Flx1PublishBatchJoin, OnlyAPlainFrameForTheSameStreamAtTheEndIsJoined) {
+  const std::vector<std::string> more = {"more"};
+  auto plain = [] {
+    BinaryPublishBatch b;
+    b.tenant_id = "t";
+    b.namespace_ = "ns";
+    b.stream = "s";
+    b.payloads = {"p"};
+    return b;
+  };
+  auto refused = [&](const Flx1Frame& frame, size_t start, std::string_view tenant,
+                     std::string_view ns, std::string_view stream, bool trailing = false) {
+    std::vector<uint8_t> out;
+    EXPECT_TRUE(AppendFrame(frame, out));
+    if (trailing) out.push_back(0);
+    const auto before = out;
+    auto joined = AppendToPublishBatchFrame(out, start, tenant, ns, stream, more);
+    EXPECT_TRUE(joined);
+    EXPECT_FALSE(joined && *joined);
+    EXPECT_EQ(out, before);
+  };
+  refused(Flx1Frame(plain()), 0, "other", "ns", "s");
+  refused(Flx1Frame(plain()), 0, "t", "other", "s");
+  refused(Flx1Frame(plain()), 0, "t", "ns", "other");
+  refused(Flx1Frame(plain()), 0, "t", "ns", "s", /*trailing=*/true);
+  refused(Flx1Frame(plain()), 1, "t", "ns", "s");
+  refused(Flx1Frame(plain()), 1000, "t", "ns", "s");
+  auto acked = plain();
+  acked.acked = BinaryPublishBatch::Acked{7, AckMode::kPerBatch};
+  refused(Flx1Frame(acked), 0, "t", "ns", "s");
+  auto keyed = plain();
+  keyed.key = "k";
+  refused(Flx1Frame(keyed), 0, "t", "ns", "s");
+  Ok ok;
+  refused(Flx1Frame(Message(ok)), 0, "t", "ns", "s");
+  // The same frame is joined once nothing follows it.
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(AppendFrame(Flx1Frame(plain()), out));
+  auto joined = AppendToPublishBatchFrame(out, 0, "t", "ns", "s", more);
+  ASSERT_TRUE(joined);
+  EXPECT_TRUE(*joined);
+}
+
 TEST(Flx1RoundTrip, BinaryPublishAcks) {
   Gen gen(72);
   for (int i = 0; i < kIterations * 3; ++i) {
