@@ -81,6 +81,54 @@ TEST(EndpointTest, ManySequentialStreamsBeyondTheConcurrentLimit) {
 // leave in the answer's packet: one datagram per request, not a lone ACK one packet ahead.
 // Requests share one stream, as a client session's do (a stream per request would add the
 // stream credit the server gives back as each one closes).
+// A bidi stream on `conn` whose answers (echoes) are collected. RoundTrip writes a request from
+// the dialer's loop and waits, up to kWait, until the answer equals it.
+class EchoRequests {
+ public:
+  EchoRequests(Endpoint& dialer, const std::shared_ptr<Connection>& conn) : dialer_(dialer) {
+    stream_ = OnLoop(dialer_, [&]() -> std::shared_ptr<Stream> {
+      auto s = conn->OpenBidiStream();
+      if (!s) return nullptr;
+      (*s)->SetHandlers(
+          StreamHandlers{[replies = replies_](Stream& st, std::span<const uint8_t> d) {
+                           std::lock_guard lock(replies->mu);
+                           replies->got.append(reinterpret_cast<const char*>(d.data()), d.size());
+                           st.Consume(d.size());
+                           replies->cv.notify_all();
+                         },
+                         nullptr, nullptr, nullptr});
+      return *s;
+    });
+  }
+  bool ok() const { return stream_ != nullptr; }
+  void RoundTrip(const std::string& request) {
+    {
+      std::lock_guard lock(replies_->mu);
+      replies_->got.clear();
+    }
+    dialer_.Post([stream = stream_, request] {
+      (void)stream->Write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(request.data()),
+                                                   request.size()));
+    });
+    std::unique_lock lock(replies_->mu);
+    EXPECT_TRUE(replies_->cv.wait_for(lock, kWait, [&] { return replies_->got == request; }))
+        << "no answer to " << request;
+  }
+  void Finish() {
+    OnLoop(dialer_, [&] { stream_->Finish(); });
+  }
+
+ private:
+  struct Replies {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::string got;
+  };
+  Endpoint& dialer_;
+  std::shared_ptr<Replies> replies_ = std::make_shared<Replies>();
+  std::shared_ptr<Stream> stream_;
+};
+
 TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck) {
   MetricsRegistry server_metrics, client_metrics;
   auto server_ep = std::make_shared<Endpoint*>(nullptr);
@@ -121,40 +169,10 @@ TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck
   auto conn = DialAndWait(*dialer, (*server)->local_address());
   ASSERT_TRUE(conn.has_value()) << conn.error().message;
 
-  struct Replies {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::string got;
-  };
-  auto replies = std::make_shared<Replies>();
-  auto stream = OnLoop(*dialer, [&]() -> std::shared_ptr<Stream> {
-    auto s = (*conn)->OpenBidiStream();
-    if (!s) return nullptr;
-    (*s)->SetHandlers(StreamHandlers{[replies](Stream& st, std::span<const uint8_t> d) {
-                                       std::lock_guard lock(replies->mu);
-                                       replies->got.append(reinterpret_cast<const char*>(d.data()),
-                                                           d.size());
-                                       st.Consume(d.size());
-                                       replies->cv.notify_all();
-                                     },
-                                     nullptr, nullptr, nullptr});
-    return *s;
-  });
-  ASSERT_NE(stream, nullptr);
+  EchoRequests requests(*dialer, *conn);
+  ASSERT_TRUE(requests.ok());
   // One request at a time; the answer echoes it.
-  auto round_trip = [&](const std::string& request) {
-    {
-      std::lock_guard lock(replies->mu);
-      replies->got.clear();
-    }
-    dialer->Post([stream, request] {
-      (void)stream->Write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(request.data()),
-                                                   request.size()));
-    });
-    std::unique_lock lock(replies->mu);
-    EXPECT_TRUE(replies->cv.wait_for(lock, kWait, [&] { return replies->got == request; }))
-        << "no answer to " << request;
-  };
+  auto round_trip = [&](const std::string& request) { requests.RoundTrip(request); };
   // The handshake's own packets and their follow-ups come first.
   for (int i = 0; i < 3; ++i) round_trip("warm " + std::to_string(i));
   // Read on the server's loop: a datagram is counted after its sendmsg returns, when the
@@ -166,7 +184,7 @@ TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck
   constexpr int kRequests = 4;
   for (int i = 0; i < kRequests; ++i) round_trip("request " + std::to_string(i));
   EXPECT_EQ(sent_now() - before, uint64_t(kRequests));
-  OnLoop(*dialer, [&] { stream->Finish(); });
+  requests.Finish();
 }
 
 // Four request/answer round trips on one stream, each answer 5 ms after its request and the
@@ -213,41 +231,11 @@ RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_
   EXPECT_TRUE(conn.has_value()) << conn.error().message;
   if (!conn) return {};
 
-  struct Replies {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::string got;
-  };
-  auto replies = std::make_shared<Replies>();
-  auto stream = OnLoop(*dialer, [&]() -> std::shared_ptr<Stream> {
-    auto s = (*conn)->OpenBidiStream();
-    if (!s) return nullptr;
-    (*s)->SetHandlers(StreamHandlers{[replies](Stream& st, std::span<const uint8_t> d) {
-                                       std::lock_guard lock(replies->mu);
-                                       replies->got.append(reinterpret_cast<const char*>(d.data()),
-                                                           d.size());
-                                       st.Consume(d.size());
-                                       replies->cv.notify_all();
-                                     },
-                                     nullptr, nullptr, nullptr});
-    return *s;
-  });
-  EXPECT_NE(stream, nullptr);
-  if (!stream) return {};
+  EchoRequests requests(*dialer, *conn);
+  EXPECT_TRUE(requests.ok());
+  if (!requests.ok()) return {};
   auto round_trip = [&](const std::string& request) {
-    {
-      std::lock_guard lock(replies->mu);
-      replies->got.clear();
-    }
-    dialer->Post([stream, request] {
-      (void)stream->Write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(request.data()),
-                                                   request.size()));
-    });
-    {
-      std::unique_lock lock(replies->mu);
-      EXPECT_TRUE(replies->cv.wait_for(lock, kWait, [&] { return replies->got == request; }))
-          << "no answer to " << request;
-    }
+    requests.RoundTrip(request);
     // Outlast ngtcp2's own ACK delay (smoothed RTT / 8: under a millisecond here), so that
     // without the hold the ACK would leave alone before the next request.
     const auto due = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
@@ -266,7 +254,7 @@ RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_
   for (int i = 0; i < kHeldAckRequests; ++i) round_trip("request " + std::to_string(i));
   counted.for_requests = sent_now() - before;
   if (!held_last_ack) {
-    OnLoop(*dialer, [&] { stream->Finish(); });
+    requests.Finish();
     return counted;
   }
   // The last answer's ACK: no request carries it; held, it leaves alone when the hold ends.
@@ -275,7 +263,7 @@ RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_
   while (received_now() == seen && std::chrono::steady_clock::now() < deadline)
     std::this_thread::yield();
   counted.after = sent_now() - before - counted.for_requests;
-  OnLoop(*dialer, [&] { stream->Finish(); });
+  requests.Finish();
   return counted;
 }
 
