@@ -81,6 +81,14 @@ TEST(EndpointTest, ManySequentialStreamsBeyondTheConcurrentLimit) {
 // leave in the answer's packet: one datagram per request, not a lone ACK one packet ahead.
 // Requests share one stream, as a client session's do (a stream per request would add the
 // stream credit the server gives back as each one closes).
+// A client-port listener named "server" on loopback, with `lh`.
+Result<std::unique_ptr<Endpoint>> MakeServer(MetricsRegistry& metrics, ListenHandlers lh) {
+  EndpointOptions eo;
+  eo.tls = MakeTls(ClientPortTls());
+  eo.name = "server";
+  return Endpoint::Create(Loopback(), eo, metrics, std::move(lh));
+}
+
 // A bidi stream on `conn` whose answers (echoes) are collected. RoundTrip writes a request from
 // the dialer's loop and waits, up to kWait, until the answer equals it.
 class EchoRequests {
@@ -159,10 +167,7 @@ TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck
         },
         nullptr});
   };
-  EndpointOptions eo;
-  eo.tls = MakeTls(ClientPortTls());
-  eo.name = "server";
-  auto server = Endpoint::Create(Loopback(), eo, server_metrics, lh);
+  auto server = MakeServer(server_metrics, lh);
   ASSERT_TRUE(server.has_value()) << server.error().message;
   *server_ep = server->get();
   auto dialer = MakeDialer(MakeTls(ClientDialTls({})), client_metrics);
@@ -219,10 +224,7 @@ RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_
                                       },
                                       nullptr});
   };
-  EndpointOptions eo;
-  eo.tls = MakeTls(ClientPortTls());
-  eo.name = "server";
-  auto server = Endpoint::Create(Loopback(), eo, server_metrics, lh);
+  auto server = MakeServer(server_metrics, lh);
   EXPECT_TRUE(server.has_value()) << server.error().message;
   if (!server) return {};
   dial.keep_alive = std::chrono::milliseconds(0);
