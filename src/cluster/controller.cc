@@ -236,11 +236,20 @@ void Controller::Lead(const ControllerTerm& term) {
   etcd::Backoff error_backoff(retry_interval_, pass_interval_);
   std::map<ShardRef, std::chrono::steady_clock::time_point> fenced_since;
   auto next_periodic = std::chrono::steady_clock::now() + pass_interval_;
+  // The newest revision this term wrote, and when a view still short of it asks for a fresh
+  // snapshot. Our own writes come back through the mirror's watch, a few events at a time: a pass
+  // planned from a view holding only some of them places from a half-old picture and moves again
+  // what the last pass just moved. So a pass waits for the view to hold them all; a watch that
+  // lags past retry_interval_ is overtaken by a snapshot (which holds every completed write).
+  int64_t own_writes_revision = 0;
+  auto resync_at = std::chrono::steady_clock::time_point::max();
   bool stopping = false;
   while (true) {
     std::optional<ControllerView> view;
     std::set<std::string> down;
     std::set<std::string> lost;
+    bool view_behind = false;
+    bool resync = false;
     const int64_t restore_ns = ToNs(options_.restore_after);
     const bool usable = LeaseValid();  // the caller's callback, not under mu_
     {
@@ -258,18 +267,30 @@ void Controller::Lead(const ControllerTerm& term) {
       wake_at(down_.NextDownAt(now_ns));
       // ... and again when one has been down for the restore grace period.
       if (restore_ns > 0) wake_at(down_.NextDownAt(now_ns, restore_ns));
+      const bool behind = view_.revision() < own_writes_revision;
+      const auto timer = wake;
+      if (behind) wake = std::min(wake, resync_at);
       cv_.wait_until(lock.native(), wake, [&]() NO_THREAD_SAFETY_ANALYSIS {
-        return stopping_ || deposed_ || (dirty_ && view_.revision() > 0);
+        return stopping_ || deposed_ ||
+               (dirty_ && view_.revision() > 0 && view_.revision() >= own_writes_revision);
       });
       stopping = stopping_;
       if (stopping_ || deposed_) break;
-      if (std::chrono::steady_clock::now() >= wake && view_.revision() > 0) dirty_ = true;
-      if (std::chrono::steady_clock::now() >= next_periodic) {
-        next_periodic = std::chrono::steady_clock::now() + pass_interval_;
+      const auto steady_now = std::chrono::steady_clock::now();
+      if (steady_now >= timer && view_.revision() > 0) dirty_ = true;
+      if (steady_now >= next_periodic) {
+        next_periodic = steady_now + pass_interval_;
         if (view_.revision() > 0) dirty_ = true;  // the safety-net pass
       }
-      if (!dirty_) continue;
-      if (usable) {
+      view_behind = view_.revision() < own_writes_revision;
+      if (view_behind) {  // dirty_ waits for the view to catch up
+        if (steady_now >= resync_at) {
+          resync_at = steady_now + retry_interval_;
+          resync = true;
+        }
+      } else if (!dirty_) {
+        continue;
+      } else if (usable) {
         dirty_ = false;  // changes from here on call for another pass
         view.emplace(view_);
         const int64_t now = options_.clock.NowNs();
@@ -278,6 +299,10 @@ void Controller::Lead(const ControllerTerm& term) {
           for (auto& id : down_.Down(now, restore_ns)) lost.insert(std::move(id));
         }
       }
+    }
+    if (view_behind) {
+      if (resync) mirror->Resync();  // not under mu_: the mirror's thread calls back into it
+      continue;
     }
     if (!view) {  // lease not usable: no writes until it is
       if (!Pause(retry_interval_)) {
@@ -309,6 +334,10 @@ void Controller::Lead(const ControllerTerm& term) {
       fenced_since = std::move(still);
     }
     PassResult result = RunPass(options_.etcd, term, *view, pass_options);
+    if (result.written_revision > own_writes_revision) {
+      own_writes_revision = result.written_revision;
+      resync_at = std::chrono::steady_clock::now() + retry_interval_;
+    }
     if (writes_counter_) writes_counter_->Increment(result.writes + result.deletes);
     if (failovers_counter_) failovers_counter_->Increment(result.promotions);
     if (restores_counter_) restores_counter_->Increment(result.restores);

@@ -9,7 +9,9 @@
 // As controller it mirrors the whole cluster prefix (one PrefixMirror: nodes/, catalog/,
 // assign/ and the controller key at one revision) into a ControllerView and runs a placement pass
 // (controller_pass.h) whenever nodes, catalog streams/caches or assignments change — bursts
-// coalesce into one pass, one pass at a time — and every `pass_interval` anyway. Seeing its
+// coalesce into one pass, one pass at a time — and every `pass_interval` anyway. A pass after one
+// that wrote is planned only from a view that holds those writes (the watch brings them back;
+// one lagging past `retry_interval` is overtaken by a fresh snapshot). Seeing its
 // controller key deleted or replaced, or a write answered kDeposed, ends the term; the thread
 // goes back to campaigning. It never campaigns or writes while `lease_valid()` is false.
 //

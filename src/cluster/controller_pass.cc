@@ -70,6 +70,7 @@ bool Converge(const std::string& key, AssignmentRead read, const PassOptions& op
         result.deposed = true;
         return false;
       case WriteOutcome::Kind::kWritten:
+        result.written_revision = std::max(result.written_revision, out->current.mod_revision);
         done(*next, out->current);
         return true;
       case WriteOutcome::Kind::kLostRace:

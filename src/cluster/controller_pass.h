@@ -85,6 +85,7 @@ struct PassResult {
   uint64_t move_steps = 0;            // planned-move steps written (fence/cut over/retake)
   std::vector<std::string> unplaced;  // shards with no node to go to
   std::vector<std::string> leaderless;  // led by a down node with no caught-up follower
+  int64_t written_revision = 0;         // the newest revision a put or delete wrote; 0: none
   bool deposed = false;                 // the controller key is not this term's any more
   bool paused = false;                  // can_write said no
   // Every shard reached its target (or was deliberately left alone).

@@ -177,7 +177,7 @@ void FakeEtcd::Publish(std::vector<Event> events) {
   {
     std::lock_guard lock(mu_);
     history_.insert(history_.end(), events.begin(), events.end());
-    if (hold_watches_) return;
+    if (HeldLocked(events.front().kv.mod_revision)) return;
     targets.assign(watchers_.begin(), watchers_.end());
   }
   for (Watcher* w : targets) w->Deliver(events);
@@ -366,18 +366,43 @@ void FakeEtcd::HoldKeepAlives(bool hold) {
   }
 }
 
+bool FakeEtcd::HeldLocked(int64_t revision) const {
+  return hold_watches_from_ != 0 && revision >= hold_watches_from_;
+}
+
 void FakeEtcd::HoldWatches(bool hold) {
+  if (hold) {
+    std::lock_guard deliver(deliver_mu_);
+    std::lock_guard lock(mu_);
+    hold_watches_from_ = revision_ + 1;
+    return;
+  }
+  SetWatchHold(0);
+}
+
+void FakeEtcd::HoldWatchesFrom(int64_t revision) {
+  std::lock_guard deliver(deliver_mu_);
+  std::lock_guard lock(mu_);
+  hold_watches_from_ = std::max<int64_t>(revision, 1);
+}
+
+void FakeEtcd::ReleaseWatchesThrough(int64_t revision) {
+  SetWatchHold(revision + 1);
+}
+
+void FakeEtcd::SetWatchHold(int64_t from) {
   std::lock_guard deliver(deliver_mu_);
   std::vector<Watcher*> targets;
-  std::vector<Event> history;
+  std::vector<Event> released;
   {
     std::lock_guard lock(mu_);
-    hold_watches_ = hold;
-    if (hold) return;
+    hold_watches_from_ = from;
     targets.assign(watchers_.begin(), watchers_.end());
-    history = history_;
+    for (const auto& e : history_) {
+      if (!HeldLocked(e.kv.mod_revision)) released.push_back(e);
+    }
   }
-  for (Watcher* w : targets) w->Deliver(history);  // each takes what it has not seen yet
+  for (Watcher* w : targets) w->Deliver(released);  // each takes what it has not seen yet
 }
 
 EtcdResult<std::unique_ptr<WatchHandle>> FakeEtcd::Watch(const WatchOptions& options,
@@ -397,9 +422,9 @@ EtcdResult<std::unique_ptr<WatchHandle>> FakeEtcd::Watch(const WatchOptions& opt
     if (start < compacted_) {
       compacted = true;
       compact_revision = compacted_;
-    } else if (!hold_watches_) {
+    } else {
       for (const auto& e : history_) {
-        if (e.kv.mod_revision >= start) replay.push_back(e);
+        if (e.kv.mod_revision >= start && !HeldLocked(e.kv.mod_revision)) replay.push_back(e);
       }
     }
     watcher->next = start;

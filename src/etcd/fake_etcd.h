@@ -52,6 +52,12 @@ class FakeEtcd final : public EtcdClient {
   // While held, writes still apply (a Range sees them) but no watch hears of them; releasing
   // delivers to every watch what it missed, in revision order.
   void HoldWatches(bool hold);
+  // Holds the events of `revision` and every later one (those before it are delivered as usual):
+  // a watch that lags behind by whatever the next writers write.
+  void HoldWatchesFrom(int64_t revision);
+  // Delivers the held events up to `revision` (in order) and keeps holding the later ones: a
+  // lagging watch catching up part of the way.
+  void ReleaseWatchesThrough(int64_t revision);
   void SetVersion(std::string version);
   int64_t revision() const;
 
@@ -78,6 +84,9 @@ class FakeEtcd final : public EtcdClient {
   // Records the revision's events and hands them to the watchers (called with deliver_mu_ held
   // and mu_ released).
   void Publish(std::vector<Event> events);
+  bool HeldLocked(int64_t revision) const;
+  // Sets the hold and delivers every recorded event below it that a watch has not seen yet.
+  void SetWatchHold(int64_t from);
   EtcdResult<void> ApplyRevision(std::vector<Event>& events);
   void Unregister(Watcher* w);
   void CloseStream(Stream* s);
@@ -86,7 +95,7 @@ class FakeEtcd final : public EtcdClient {
   std::mutex deliver_mu_;  // serialises delivery (taken before mu_ by writers)
   bool available_ = true;
   bool hold_keepalives_ = false;
-  bool hold_watches_ = false;
+  int64_t hold_watches_from_ = 0;  // events of this revision and later are held; 0: none
   std::string version_ = "3.4.23";
   int64_t revision_ = 1;  // etcd starts at 1; the first write makes 2
   int64_t compacted_ = 0;

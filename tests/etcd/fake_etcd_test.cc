@@ -33,6 +33,35 @@ TEST(FakeEtcd, ExpireLeaseDeletesItsKeysInOneRevisionAndNotifiesWatchers) {
   EXPECT_EQ(left->kvs[0].key, "/n/c");
 }
 
+TEST(FakeEtcd, AWatchHeldFromARevisionCatchesUpAsFarAsReleased) {
+  FakeEtcd fake;
+  EventLog log;
+  auto watch = fake.Watch({"/k/", PrefixEnd("/k/"), 0, false, false}, log.Callbacks());
+  ASSERT_TRUE(watch);
+  const int64_t first = fake.revision() + 1;
+  fake.HoldWatchesFrom(first + 1);  // the first write is heard, the rest lag
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(fake.Put("/k/" + std::to_string(i), "v"));
+  auto revisions = [&log] {
+    std::vector<int64_t> out;
+    for (const auto& e : log.events()) out.push_back(e.kv.mod_revision);
+    return out;
+  };
+  // Delivery is synchronous: what was released has arrived when the call returns.
+  EXPECT_EQ(revisions(), (std::vector<int64_t>{first}));
+  auto late = fake.Watch({"/k/", PrefixEnd("/k/"), first, false, false}, log.Callbacks());
+  ASSERT_TRUE(late);  // a new watch replays only what is not held
+  EXPECT_EQ(revisions(), (std::vector<int64_t>{first, first}));
+  late->reset();
+
+  fake.ReleaseWatchesThrough(first + 2);
+  EXPECT_EQ(revisions(), (std::vector<int64_t>{first, first, first + 1, first + 2}));
+  ASSERT_TRUE(fake.Put("/k/late", "v"));  // still held: it comes after the release point
+  EXPECT_EQ(revisions().size(), 4u);
+  fake.HoldWatches(false);
+  EXPECT_EQ(revisions(),
+            (std::vector<int64_t>{first, first, first + 1, first + 2, first + 3, first + 4}));
+}
+
 TEST(FakeEtcd, HeldKeepAlivesAreAnsweredInOrderOnRelease) {
   FakeEtcd fake;
   auto lease = fake.LeaseGrant(3);
