@@ -1,12 +1,25 @@
 // Transport benchmarks over real UDP on loopback, client and server endpoints in one process
 // (two loop threads): 64-byte request/response latency (p50/p99 reported as counters, driven
 // entirely on the client's loop thread) and 1 KiB one-way throughput on one stream.
+// Beside them the floor of any request/response on this machine: the same 64-byte exchange over
+// a bare UDP socket and a bare TCP socket (TCP_NODELAY), a server thread sleeping in `ppoll` as
+// the endpoint's loop does, the benchmark thread sending and blocking in `recv` — no QUIC, no
+// TLS, no application. It is what the QUIC round trip adds to, and what Redis's TCP round trip
+// is built on (docs/performance.md, "The goal rows, one by one").
 //   build/release/bench/transport/bench_transport --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <thread>
 #include <vector>
 
 #include "transport/endpoint.h"
@@ -15,6 +28,13 @@ namespace felix::transport {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU time of the whole process (every thread: both endpoints' loops, or both socket ends).
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) / 1e9;
+}
 
 std::shared_ptr<TlsContext> Tls(std::vector<std::string> alpn = {}) {
   TlsOptions o;
@@ -68,7 +88,9 @@ void BM_RequestResponse64(benchmark::State& state) {
   Pair pair(true);
   const int kRounds = int(state.range(0));
   std::vector<double> samples;
+  double cpu_s = 0;
   for (auto _ : state) {
+    const double cpu0 = ProcessCpuSeconds();
     samples.clear();
     samples.reserve(size_t(kRounds));
     std::promise<void> done;
@@ -100,6 +122,7 @@ void BM_RequestResponse64(benchmark::State& state) {
       (void)(*s)->Write(msg);
     });
     f.wait();
+    cpu_s = ProcessCpuSeconds() - cpu0;
     pair.client->Post([stream] { (*stream)->Finish(); });
   }
   std::sort(samples.begin(), samples.end());
@@ -107,6 +130,7 @@ void BM_RequestResponse64(benchmark::State& state) {
   state.counters["p90_us"] = samples[samples.size() * 9 / 10];
   state.counters["p99_us"] = samples[samples.size() * 99 / 100];
   state.counters["round_trips"] = double(samples.size());
+  state.counters["cpu_us"] = cpu_s * 1e6 / double(samples.size());  // both ends, per round trip
 }
 BENCHMARK(BM_RequestResponse64)->Arg(20000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
@@ -149,6 +173,107 @@ BENCHMARK(BM_OneWay1KiB)
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+
+// The bare-socket floor: `rounds` 64-byte requests, each answered with 64 bytes by a server
+// thread that sleeps in ppoll. Reports p50/p90/p99, the server thread's CPU per round trip and
+// both ends' (cpu_us, as BM_RequestResponse64 reports for its two endpoints).
+void SocketFloor(benchmark::State& state, int type) {
+  const int kRounds = int(state.range(0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int listener = socket(AF_INET, type, 0);
+  socklen_t len = sizeof addr;
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      (type == SOCK_STREAM && listen(listener, 1) != 0)) {
+    state.SkipWithError("cannot bind a loopback socket");
+    return;
+  }
+  const int client = socket(AF_INET, type, 0);
+  const int one = 1;
+  if (connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    state.SkipWithError("cannot connect");
+    return;
+  }
+  int served = type == SOCK_STREAM ? accept(listener, nullptr, nullptr) : listener;
+  if (type == SOCK_STREAM) {
+    setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(served, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  std::atomic<bool> stop{false};
+  double server_cpu_s = 0;
+  std::thread server([&] {
+    uint8_t buf[2048];
+    timespec t0{}, t1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    while (!stop.load(std::memory_order_relaxed)) {
+      pollfd p{served, POLLIN, 0};
+      const timespec wait{0, 50'000'000};
+      if (ppoll(&p, 1, &wait, nullptr) <= 0) continue;
+      sockaddr_in peer{};
+      socklen_t peer_len = sizeof peer;
+      const ssize_t n = recvfrom(served, buf, sizeof buf, MSG_DONTWAIT,
+                                 reinterpret_cast<sockaddr*>(&peer), &peer_len);
+      if (n <= 0) {
+        if (type == SOCK_STREAM && n == 0) break;
+        continue;
+      }
+      // One answer per 64-byte request (a TCP read may hold more than one).
+      for (ssize_t i = 0; i + 64 <= n; i += 64) {
+        (void)sendto(served, buf, 64, 0,
+                     type == SOCK_DGRAM ? reinterpret_cast<sockaddr*>(&peer) : nullptr,
+                     type == SOCK_DGRAM ? peer_len : 0);
+      }
+    }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    server_cpu_s = double(t1.tv_sec - t0.tv_sec) + double(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  });
+  std::vector<double> samples;
+  samples.reserve(size_t(kRounds));
+  uint8_t msg[64];
+  std::fill(std::begin(msg), std::end(msg), uint8_t{0x42});
+  double cpu_s = 0;
+  for (auto _ : state) {
+    const double cpu0 = ProcessCpuSeconds();
+    for (int i = 0; i < kRounds; ++i) {
+      const auto start = Clock::now();
+      if (send(client, msg, sizeof msg, 0) != ssize_t(sizeof msg)) break;
+      size_t got = 0;
+      uint8_t answer[64];
+      while (got < sizeof answer) {
+        const ssize_t n = recv(client, answer + got, sizeof answer - got, 0);
+        if (n <= 0) break;
+        got += size_t(n);
+      }
+      samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+    cpu_s = ProcessCpuSeconds() - cpu0;
+  }
+  stop = true;
+  shutdown(client, SHUT_RDWR);
+  server.join();
+  close(client);
+  if (served != listener) close(served);
+  close(listener);
+  if (samples.empty()) return;
+  std::sort(samples.begin(), samples.end());
+  state.counters["p50_us"] = samples[samples.size() / 2];
+  state.counters["p90_us"] = samples[samples.size() * 9 / 10];
+  state.counters["p99_us"] = samples[samples.size() * 99 / 100];
+  state.counters["round_trips"] = double(samples.size());
+  state.counters["server_cpu_us"] = server_cpu_s * 1e6 / double(samples.size());
+  state.counters["cpu_us"] = cpu_s * 1e6 / double(samples.size());  // both ends, per round trip
+}
+
+void BM_UdpSocketFloor64(benchmark::State& state) {
+  SocketFloor(state, SOCK_DGRAM);
+}
+void BM_TcpSocketFloor64(benchmark::State& state) {
+  SocketFloor(state, SOCK_STREAM);
+}
+BENCHMARK(BM_UdpSocketFloor64)->Arg(20000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TcpSocketFloor64)->Arg(20000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace felix::transport

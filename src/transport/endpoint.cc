@@ -470,6 +470,7 @@ class EndpointImpl final : public Endpoint {
   std::atomic<int> awaiting_{0};  // requests awaiting answers (AwaitingAnswers)
   uint32_t loop_datagrams_ = 0;   // loop owner, loop thread: datagrams read this iteration
   uint64_t last_event_ns_ = 0;    // loop owner, loop thread: when ppoll last returned an event
+  bool poll_skipped_ = false;     // loop owner, loop thread: the last iteration did not poll
   // Loop sharing: a guest runs on host_'s loop thread (host_ null: this endpoint has its own).
   EndpointImpl* host_ = nullptr;
   bool attached_ = false;                  // guest: joined the host's loop (Create/Stop thread)
@@ -1731,14 +1732,26 @@ void EndpointImpl::Loop() {
       // Only the loop owner's eventfd is written (Post); a negative fd is not polled.
       fds[2 * i + 1] = {i == 0 ? on_loop[i]->event_fd_ : -1, POLLIN, 0};
     }
-    int rv = ppoll(fds, nfds_t(2 * n), tsp, nullptr);
+    // A deadline already due (typically ngtcp2's pacing mark, set to the moment of the packet
+    // just written: every answer makes one) runs without a poll that would only say "nothing
+    // yet" — but never twice in a row, so the sockets are read at least every other iteration.
+    const bool due = tsp != nullptr && ts.tv_sec == 0 && ts.tv_nsec == 0 && !posted && !polling;
+    int rv = 0;
+    const bool skip_poll = due && !poll_skipped_;
+    poll_skipped_ = skip_poll;
+    if (skip_poll) {
+      for (size_t i = 0; i < 2 * n; ++i) fds[i].revents = 0;
+    } else {
+      rv = ppoll(fds, nfds_t(2 * n), tsp, nullptr);
+    }
     if (rv < 0 && errno != EINTR) {
       spdlog::error("quic endpoint ppoll: {}", std::strerror(errno));
       break;
     }
     if (rv > 0 || !polling) last_event_ns_ = NowNs();
     loop_datagrams_ = 0;
-    const bool empty_poll = rv == 0 && polling;  // nothing yet: not counted as a wakeup
+    // Nothing yet, or no poll at all: not counted as a wakeup.
+    const bool empty_poll = (rv == 0 && polling) || skip_poll;
     for (size_t i = 0; i < n; ++i) {
       EndpointImpl* e = on_loop[i];
       if (e->detached_) continue;  // left during this iteration

@@ -367,6 +367,32 @@ TEST(EndpointTest, ALoopPollingWhileAnswersAreAwaitedStillDeliversAndRunsTimers)
   EXPECT_EQ(EchoRoundTrip(*dialer, *conn, "after"), "after");
 }
 
+// A deadline already due runs without a poll (docs/performance.md, change 45), but never twice
+// in a row: a loop whose timers are always due still reads its socket and answers.
+TEST(EndpointTest, ALoopWhoseTimersAreAlwaysDueStillReadsItsSocket) {
+  // Declared before the server: its loop (and a timer still armed) stops first.
+  std::atomic<uint64_t> runs{0};
+  std::atomic<bool> stop{false};
+  Endpoint* loop = nullptr;
+  std::function<void()> again = [&] {
+    runs.fetch_add(1);
+    if (!stop.load()) loop->RunAfter(std::chrono::nanoseconds(0), again);
+  };
+  MetricsRegistry metrics;
+  EchoServer server(MakeTls(ClientPortTls()), metrics);
+  loop = server.ep.get();
+  loop->Post([&] { loop->RunAfter(std::chrono::nanoseconds(0), again); });
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  auto conn = DialAndWait(*dialer, server.addr());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  for (int i = 0; i < 20; ++i) {
+    const std::string msg = "m" + std::to_string(i);
+    ASSERT_EQ(EchoRoundTrip(*dialer, *conn, msg), msg) << i;
+  }
+  EXPECT_GT(runs.load(), 0u);
+  stop = true;
+}
+
 TEST(EndpointTest, ServerPushesOnUnidirectionalStream) {
   MetricsRegistry metrics;
   TlsOptions so = ClientPortTls();
