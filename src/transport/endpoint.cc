@@ -792,6 +792,7 @@ void ConnImpl::FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p) {
   s.max_window = o.max_connection_window;
   s.max_stream_window = o.max_stream_window;
   s.handshake_timeout = uint64_t(o.handshake_timeout.count()) * NGTCP2_MILLISECONDS;
+  s.ack_thresh = 1;
   if (std::getenv("FELIX_QUIC_TRACE") != nullptr) s.log_printf = &QuicTrace;
   // Over loopback nothing between the two sockets fragments or drops a big datagram (the
   // interface's MTU is 64 KiB, as TCP's segments there are): a 16 KiB batch leaves as one
