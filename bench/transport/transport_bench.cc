@@ -134,6 +134,72 @@ void BM_RequestResponse64(benchmark::State& state) {
 }
 BENCHMARK(BM_RequestResponse64)->Arg(20000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
+// `state.range(0)` connections (as many clients, each its own connection), one request in
+// flight on each: every answer (a 64-byte echo) is followed at once by that connection's next
+// request, all on the client's loop thread, `state.range(1)` answers in all. Reports operations
+// per second and the process's CPU per operation (both ends) — the transport's share of a
+// many-clients request/response workload, with no application and no caller threads above it.
+void BM_ConcurrentRequestResponse64(benchmark::State& state) {
+  Pair pair(true);
+  const int kConnections = int(state.range(0));
+  const int64_t kAnswers = state.range(1);
+  std::vector<std::shared_ptr<Connection>> conns{pair.conn};
+  for (int i = 1; i < kConnections; ++i) {
+    std::promise<std::shared_ptr<Connection>> p;
+    auto f = p.get_future();
+    pair.client->Dial(
+        pair.server->local_address(), {"localhost"},
+        [&p](Result<std::shared_ptr<Connection>> r) { p.set_value(r ? *r : nullptr); });
+    conns.push_back(f.get());
+    if (!conns.back()) {
+      state.SkipWithError("dial failed");
+      return;
+    }
+  }
+  double ops_per_s = 0;
+  double cpu_s = 0;
+  for (auto _ : state) {
+    std::promise<void> done;
+    auto f = done.get_future();
+    auto answered = std::make_shared<int64_t>(0);
+    auto streams = std::make_shared<std::vector<std::shared_ptr<Stream>>>();
+    const double cpu0 = ProcessCpuSeconds();
+    const auto start = Clock::now();
+    pair.client->Post([&, answered, streams] {
+      static const std::vector<uint8_t> msg(64, 0x42);
+      for (auto& conn : conns) {
+        auto s = conn->OpenBidiStream();
+        if (!s) continue;
+        streams->push_back(*s);
+        (*s)->SetHandlers(StreamHandlers{[&, answered](Stream& st, std::span<const uint8_t> d) {
+                                           size_t have = d.size();
+                                           while (have >= 64) {
+                                             st.Consume(64);
+                                             have -= 64;
+                                             if (++*answered == kAnswers) done.set_value();
+                                             if (*answered < kAnswers) (void)st.Write(msg);
+                                           }
+                                         },
+                                         nullptr, nullptr, nullptr});
+        (void)(*s)->Write(msg);
+      }
+    });
+    f.wait();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    cpu_s = ProcessCpuSeconds() - cpu0;
+    ops_per_s = double(kAnswers) / seconds;
+    pair.client->Post([streams] {
+      for (auto& s : *streams) s->Finish();
+    });
+  }
+  state.counters["ops_per_s"] = ops_per_s;
+  state.counters["cpu_us"] = cpu_s * 1e6 / double(kAnswers);  // both ends, per operation
+}
+BENCHMARK(BM_ConcurrentRequestResponse64)
+    ->Args({32, 200000})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
 void BM_OneWay1KiB(benchmark::State& state) {
   Pair pair(false);
   const uint64_t kMessages = uint64_t(state.range(0));
