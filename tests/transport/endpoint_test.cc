@@ -137,8 +137,55 @@ class EchoRequests {
   std::shared_ptr<Stream> stream_;
 };
 
-TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck) {
+// A listener whose streams answer each read with the same bytes, at once (an echo).
+ListenHandlers EchoAtOnce() {
+  ListenHandlers lh;
+  lh.on_connection = [](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{[](const std::shared_ptr<Stream>& s) {
+                                        s->SetHandlers(StreamHandlers{
+                                            [](Stream& st, std::span<const uint8_t> d) {
+                                              (void)st.Write(d);  // the answer, at once
+                                              st.Consume(d.size());
+                                            },
+                                            nullptr, nullptr, nullptr});
+                                      },
+                                      nullptr});
+  };
+  return lh;
+}
+
+// Serves `requests` round trips on one stream (after three to warm up) with `lh` on a server
+// endpoint, one request at a time, and returns how many datagrams the server sent for them.
+// `started` sees the server before the first request.
+uint64_t ServerDatagramsForEchoes(ListenHandlers lh, int requests,
+                                  const std::function<void(Endpoint&)>& started = nullptr) {
   MetricsRegistry server_metrics, client_metrics;
+  auto server = MakeServer(server_metrics, std::move(lh));
+  EXPECT_TRUE(server.has_value()) << server.error().message;
+  if (!server) return 0;
+  if (started) started(**server);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), client_metrics);
+  auto conn = DialAndWait(*dialer, (*server)->local_address());
+  EXPECT_TRUE(conn.has_value()) << conn.error().message;
+  if (!conn) return 0;
+  EchoRequests echoes(*dialer, *conn);
+  EXPECT_TRUE(echoes.ok());
+  if (!echoes.ok()) return 0;
+  // The handshake's own packets and their follow-ups come first.
+  for (int i = 0; i < 3; ++i) echoes.RoundTrip("warm " + std::to_string(i));
+  // Read on the server's loop: a datagram is counted after its sendmsg returns, when the
+  // client may already hold the answer.
+  Counter& sent = server_metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "",
+                                            "endpoint=\"server\"");
+  auto sent_now = [&] { return OnLoop(**server, [&] { return sent.Value(); }); };
+  const uint64_t before = sent_now();
+  for (int i = 0; i < requests; ++i) echoes.RoundTrip("request " + std::to_string(i));
+  const uint64_t sent_for_requests = sent_now() - before;
+  echoes.Finish();
+  return sent_for_requests;
+}
+
+TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck) {
   auto server_ep = std::make_shared<Endpoint*>(nullptr);
   ListenHandlers lh;
   lh.on_connection = [server_ep](const std::shared_ptr<Connection>& c) {
@@ -161,29 +208,9 @@ TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck
         },
         nullptr});
   };
-  auto server = MakeServer(server_metrics, lh);
-  ASSERT_TRUE(server.has_value()) << server.error().message;
-  *server_ep = server->get();
-  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), client_metrics);
-  auto conn = DialAndWait(*dialer, (*server)->local_address());
-  ASSERT_TRUE(conn.has_value()) << conn.error().message;
-
-  EchoRequests requests(*dialer, *conn);
-  ASSERT_TRUE(requests.ok());
-  // One request at a time; the answer echoes it.
-  auto round_trip = [&](const std::string& request) { requests.RoundTrip(request); };
-  // The handshake's own packets and their follow-ups come first.
-  for (int i = 0; i < 3; ++i) round_trip("warm " + std::to_string(i));
-  // Read on the server's loop: a datagram is counted after its sendmsg returns, when the
-  // client may already hold the answer.
-  Counter& sent = server_metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "",
-                                            "endpoint=\"server\"");
-  auto sent_now = [&] { return OnLoop(**server, [&] { return sent.Value(); }); };
-  const uint64_t before = sent_now();
   constexpr int kRequests = 4;
-  for (int i = 0; i < kRequests; ++i) round_trip("request " + std::to_string(i));
-  EXPECT_EQ(sent_now() - before, uint64_t(kRequests));
-  requests.Finish();
+  EXPECT_EQ(ServerDatagramsForEchoes(lh, kRequests, [&](Endpoint& ep) { *server_ep = &ep; }),
+            uint64_t(kRequests));
 }
 
 // An answer written the moment its request is read carries the request's ACK: one datagram
@@ -191,37 +218,10 @@ TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck
 // ACK delay, smoothed RTT / 8, after the packet it acknowledges, and send it alone right after:
 // two datagrams per answer — docs/performance.md, change 46.)
 TEST(EndpointTest, AnAnswerWrittenAtOnceCarriesItsRequestsAck) {
-  MetricsRegistry server_metrics, client_metrics;
-  ListenHandlers lh;
-  lh.on_connection = [](const std::shared_ptr<Connection>& c) {
-    c->SetHandlers(ConnectionHandlers{[](const std::shared_ptr<Stream>& s) {
-                                        s->SetHandlers(StreamHandlers{
-                                            [](Stream& st, std::span<const uint8_t> d) {
-                                              (void)st.Write(d);  // the answer, at once
-                                              st.Consume(d.size());
-                                            },
-                                            nullptr, nullptr, nullptr});
-                                      },
-                                      nullptr});
-  };
-  auto server = MakeServer(server_metrics, lh);
-  ASSERT_TRUE(server.has_value()) << server.error().message;
-  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), client_metrics);
-  auto conn = DialAndWait(*dialer, (*server)->local_address());
-  ASSERT_TRUE(conn.has_value()) << conn.error().message;
-  EchoRequests requests(*dialer, *conn);
-  ASSERT_TRUE(requests.ok());
-  for (int i = 0; i < 3; ++i) requests.RoundTrip("warm " + std::to_string(i));
-  Counter& sent = server_metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "",
-                                            "endpoint=\"server\"");
-  auto sent_now = [&] { return OnLoop(**server, [&] { return sent.Value(); }); };
-  const uint64_t before = sent_now();
   // Many: without the immediate ACK a split answer is a matter of timing (how soon the echo
   // is written), seen in a quarter to a half of round trips.
   constexpr int kRequests = 40;
-  for (int i = 0; i < kRequests; ++i) requests.RoundTrip("request " + std::to_string(i));
-  EXPECT_EQ(sent_now() - before, uint64_t(kRequests));
-  requests.Finish();
+  EXPECT_EQ(ServerDatagramsForEchoes(EchoAtOnce(), kRequests), uint64_t(kRequests));
 }
 
 // Four request/answer round trips on one stream, each answer written at once and the next
@@ -235,20 +235,7 @@ struct RequesterDatagrams {
 constexpr int kHeldAckRequests = 4;
 RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_ack) {
   MetricsRegistry server_metrics, client_metrics;
-  auto server_ep = std::make_shared<Endpoint*>(nullptr);
-  ListenHandlers lh;
-  lh.on_connection = [](const std::shared_ptr<Connection>& c) {
-    c->SetHandlers(ConnectionHandlers{[](const std::shared_ptr<Stream>& s) {
-                                        s->SetHandlers(StreamHandlers{
-                                            [](Stream& st, std::span<const uint8_t> d) {
-                                              (void)st.Write(d);  // the answer: an echo
-                                              st.Consume(d.size());
-                                            },
-                                            nullptr, nullptr, nullptr});
-                                      },
-                                      nullptr});
-  };
-  auto server = MakeServer(server_metrics, lh);
+  auto server = MakeServer(server_metrics, EchoAtOnce());
   EXPECT_TRUE(server.has_value()) << server.error().message;
   if (!server) return {};
   dial.keep_alive = std::chrono::milliseconds(0);
