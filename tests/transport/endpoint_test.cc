@@ -219,9 +219,13 @@ TEST(EndpointTest, AnAnswerPostedWhileItsRequestIsDeliveredCarriesTheRequestsAck
 // two datagrams per answer — docs/performance.md, change 46.)
 TEST(EndpointTest, AnAnswerWrittenAtOnceCarriesItsRequestsAck) {
   // Many: without the immediate ACK a split answer is a matter of timing (how soon the echo
-  // is written), seen in a quarter to a half of round trips.
+  // is written), seen in a quarter to a half of round trips (43-56 datagrams for 40). One more
+  // is allowed for a probe the server may send if the client's loop is held up past the probe
+  // timeout (~25 ms) on a loaded machine.
   constexpr int kRequests = 40;
-  EXPECT_EQ(ServerDatagramsForEchoes(EchoAtOnce(), kRequests), uint64_t(kRequests));
+  const uint64_t sent = ServerDatagramsForEchoes(EchoAtOnce(), kRequests);
+  EXPECT_GE(sent, uint64_t(kRequests));
+  EXPECT_LE(sent, uint64_t(kRequests + 1));
 }
 
 // Four request/answer round trips on one stream, each answer written at once and the next
