@@ -792,6 +792,10 @@ void ConnImpl::FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p) {
   s.max_window = o.max_connection_window;
   s.max_stream_window = o.max_stream_window;
   s.handshake_timeout = uint64_t(o.handshake_timeout.count()) * NGTCP2_MILLISECONDS;
+  // Every ack-eliciting packet makes its ACK due at once. ngtcp2 otherwise leaves an ACK out
+  // of any packet written sooner than min(max_ack_delay, smoothed RTT / 8) after the packet it
+  // acknowledges and sends it alone a moment later: an answer written at once took two
+  // datagrams (docs/performance.md, change 46). A burst read in one turn still gets one ACK.
   s.ack_thresh = 1;
   if (std::getenv("FELIX_QUIC_TRACE") != nullptr) s.log_printf = &QuicTrace;
   // Over loopback nothing between the two sockets fragments or drops a big datagram (the
