@@ -250,6 +250,9 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   // Whether Settle may leave this dirty connection unwritten at `now`: all it owes is the
   // acknowledgement EndpointOptions::ack_hold lets wait (starts the hold on first call).
   bool HoldsAck(uint64_t now);
+  // Has stream data, a FIN or a reset to write, or is closing or not yet open: written before
+  // the connections that owe only acknowledgements or flow credit (EndpointImpl::Settle).
+  bool Urgent() const { return data_pending_ || pending_close_ || state_ != State::kOpen; }
   void Write();
   void Release();
   void MarkDirty();
@@ -297,6 +300,9 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   std::unordered_map<int64_t, std::shared_ptr<StreamImpl>> streams_;
   std::unordered_set<std::string> cids_;
   std::optional<ngtcp2_connection_close_error> pending_close_;
+  // Stream bytes, a FIN or a reset wait to be written (not just an ACK or flow credit): such a
+  // connection is written before those that owe only acknowledgements (Settle).
+  bool data_pending_ = false;
   // Owns the reason bytes pending_close_ points at: Close may be given a temporary.
   std::string pending_close_reason_;
   std::vector<uint8_t> close_pkt_;
@@ -446,7 +452,10 @@ class EndpointImpl final : public Endpoint {
   void RunPosted(bool woken);
   bool HasPosted();
   void RunTimers();
-  void Settle();
+  // Runs the loop's posted and deferred work and writes the dirty connections, those with data
+  // to send first. `urgent_only`: leaves the connections that owe only acknowledgements dirty
+  // (SettleAll writes them after every endpoint on the loop wrote its data).
+  void Settle(bool urgent_only = false);
   // Settle for every endpoint on this loop, until none has anything left to run: work handed
   // from one to the other (a forward's answer, say) leaves in this iteration's packets.
   static void SettleAll(EndpointImpl* const* endpoints, size_t n);
@@ -577,6 +586,7 @@ Result<bool> StreamImpl::Write(std::span<const uint8_t> bytes) {
   if (tx_dead_ || aborted_ || fin_requested_ || closed_)
     return Fail(ErrorCode::kUnavailable, "stream write side closed");
   tx_.Append(bytes.data(), bytes.size());
+  c->data_pending_ = true;
   c->MarkDirty();
   if (tx_.unacked() >= c->ep_->options().send_high_water) {
     want_writable_ = true;
@@ -589,6 +599,7 @@ void StreamImpl::Finish() {
   auto c = conn_.lock();
   if (!c || !c->conn_ || !can_send() || fin_requested_) return;
   fin_requested_ = true;
+  c->data_pending_ = true;
   c->MarkDirty();
 }
 
@@ -599,6 +610,7 @@ void StreamImpl::Reset(uint64_t app_error_code) {
   tx_dead_ = true;
   if (c && c->conn_ && !closed_) {
     ngtcp2_conn_shutdown_stream(c->conn_, id_, app_error_code);
+    c->data_pending_ = true;
     c->MarkDirty();
   }
 }
@@ -1279,6 +1291,8 @@ void ConnImpl::Write() {
     packets_since_tx_ = 0;
     ack_hold_until_ = 0;
   }
+  data_pending_ = false;
+  for (const auto& r : ready) data_pending_ = data_pending_ || r->HasPendingTx();
   ngtcp2_conn_update_pkt_tx_time(conn_, ts);
   if (pending_close_) {
     auto err = *pending_close_;
@@ -1578,7 +1592,7 @@ void EndpointImpl::RunTimers() {
   }
 }
 
-void EndpointImpl::Settle() {
+void EndpointImpl::Settle(bool urgent_only) {
   for (int guard = 0; guard < 1000; ++guard) {
     // What the loop posted to itself in this iteration (a shard answer computed inline, say)
     // runs now, so its bytes leave in this iteration's packets. A request delivered from the
@@ -1595,7 +1609,9 @@ void EndpointImpl::Settle() {
       }
       if (HasPosted()) RunPosted(false);
     }
-    if (dirty_.empty()) {
+    const bool any_urgent =
+        std::any_of(dirty_.begin(), dirty_.end(), [](const auto& c) { return c->Urgent(); });
+    if (dirty_.empty() || (urgent_only && !any_urgent)) {
       if (HasPosted()) continue;
       break;
     }
@@ -1603,10 +1619,29 @@ void EndpointImpl::Settle() {
     std::vector<std::shared_ptr<ConnImpl>> dirty = std::move(dirty_spare_);
     dirty.swap(dirty_);
     const uint64_t now = options_.ack_hold.count() > 0 ? NowNs() : 0;
-    for (auto& c : dirty) {
+    auto write = [&](const std::shared_ptr<ConnImpl>& c) {
       c->dirty_ = false;
       if (now == 0 || !c->HoldsAck(now)) c->Write();
       Reschedule(c.get());
+    };
+    // Connections with data first: an answer or a forwarded request is on someone's path, a
+    // lone ACK is not (its sendmsg would go ahead of them).
+    size_t later = 0;  // the connections owing only acknowledgements, moved to the front
+    for (auto& c : dirty) {
+      if (c->Urgent()) {
+        write(c);
+      } else {
+        dirty[later++] = c;
+      }
+    }
+    dirty.resize(later);
+    for (auto& c : dirty) {
+      // Its dirty_ flag is still set, so nothing queued it again meanwhile.
+      if (urgent_only) {
+        dirty_.push_back(c);  // SettleAll's second pass writes it
+      } else {
+        write(c);
+      }
     }
     dirty.clear();
     dirty_spare_ = std::move(dirty);
@@ -1683,6 +1718,11 @@ void EndpointImpl::SettleAll(EndpointImpl* const* endpoints, size_t n) {
     return;
   }
   for (int round = 0; round < 1000; ++round) {
+    // Data first on every endpoint, then the acknowledgements: a request read on one endpoint
+    // and forwarded through another leaves before the first one's lone ACK of it.
+    for (size_t i = 0; i < n; ++i) {
+      if (!endpoints[i]->detached_) endpoints[i]->Settle(/*urgent_only=*/true);
+    }
     for (size_t i = 0; i < n; ++i) {
       if (!endpoints[i]->detached_) endpoints[i]->Settle();
     }
