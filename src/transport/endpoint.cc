@@ -1609,9 +1609,10 @@ void EndpointImpl::Settle(bool urgent_only) {
       }
       if (HasPosted()) RunPosted(false);
     }
-    const bool any_urgent =
-        std::any_of(dirty_.begin(), dirty_.end(), [](const auto& c) { return c->Urgent(); });
-    if (dirty_.empty() || (urgent_only && !any_urgent)) {
+    const bool nothing_to_write =
+        dirty_.empty() || (urgent_only && std::none_of(dirty_.begin(), dirty_.end(),
+                                                       [](const auto& c) { return c->Urgent(); }));
+    if (nothing_to_write) {
       if (HasPosted()) continue;
       break;
     }
