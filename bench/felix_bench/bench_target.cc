@@ -45,6 +45,7 @@ ClientOptions ResolveOptions(const Target& target, const std::string& namespace_
   }
   if (o.broker.empty()) o.broker = "127.0.0.1:5000";
   o.spin_wait = std::chrono::microseconds(target.spin_us);
+  o.caller_runs_io = target.caller_io;
   if (!target.via.empty()) {
     o.broker = target.via;
     o.route_to_owners = false;

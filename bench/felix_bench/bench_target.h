@@ -26,6 +26,9 @@ struct Target {
   uint32_t io_threads = 0;
   // ClientOptions::spin_wait of every connection, in µs (0: blocking calls sleep at once).
   uint32_t spin_us = 0;
+  // ClientOptions::caller_runs_io of every connection (acked publishes and cache calls do their
+  // connection's I/O on the calling thread).
+  bool caller_io = false;
   // Publish mode with --fanout: the subscribers' connections alone spin this long (overrides
   // spin_us for them).
   uint32_t subscriber_spin_us = 0;

@@ -4,6 +4,7 @@
 // Threading: any thread but a client I/O thread (it blocks).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 
 #include "client/answer_slot.h"
@@ -24,6 +25,13 @@ bool SpinUntil(std::chrono::microseconds spin, std::chrono::milliseconds timeout
     __builtin_ia32_pause();
 #endif
   }
+}
+
+// What is left of the time until `deadline` (0 once it passed), for AwaitReady.
+inline std::chrono::milliseconds RemainingUntil(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds(0));
 }
 
 // Waits until `answer` is set or `timeout` passed (false). Spins first, for up to `spin`

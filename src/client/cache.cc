@@ -87,12 +87,28 @@ Answer CacheChannel::Call(uint64_t request_id, std::vector<uint8_t> frame,
                           RetryClass timeout_class) {
   auto answer = std::make_shared<AnswerSlot<Answer>>();
   auto self = shared_from_this();
-  bool posted = port_.PostToLoop([self, request_id, frame = std::move(frame), answer] {
-    self->Send(request_id, frame, [answer](Answer a) { answer->Set(std::move(a)); });
-  });
-  if (!posted) return tl::unexpected(Error(ClientErrorCode::kClosed, "the client was closed"));
   const auto timeout = port_.client_options().request_timeout;
-  if (!AwaitReady(*answer, port_.client_options().spin_wait, timeout)) {
+  bool posted = false;
+  auto send = [&] {
+    posted = port_.PostToLoop([self, request_id, frame = std::move(frame), answer] {
+      self->Send(request_id, frame, [answer](Answer a) { answer->Set(std::move(a)); });
+    });
+  };
+  // ClientOptions::caller_runs_io: this thread sends and reads the answer itself; otherwise
+  // (or while another caller drives) the loop thread does, and this one waits.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const bool driven = port_.DriveLoop(
+      send, [&] { return !posted || answer->Ready(); }, deadline);
+  if (!driven) {
+    port_.AwaitingLoop(+1);
+    send();
+  }
+  // A drive that ended before the answer (the client closing) leaves the rest of the time.
+  const bool ready = posted && AwaitReady(*answer, port_.client_options().spin_wait,
+                                          driven ? RemainingUntil(deadline) : timeout);
+  if (!driven) port_.AwaitingLoop(-1);
+  if (!posted) return tl::unexpected(Error(ClientErrorCode::kClosed, "the client was closed"));
+  if (!ready) {
     ClientError e = Error(ClientErrorCode::kTimeout,
                           "no answer within " + std::to_string(timeout.count()) + " ms");
     e.retry = timeout_class;

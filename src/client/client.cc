@@ -191,6 +191,13 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
 
   // ConnectionPort (the cache channel's view of this client).
   bool PostToLoop(std::function<void()> fn) override { return Post(std::move(fn)); }
+  bool DriveLoop(const std::function<void()>& start, const std::function<bool()>& done,
+                 std::chrono::steady_clock::time_point deadline) override {
+    return drivable_ && endpoint_ && endpoint_->Drive(start, done, deadline);
+  }
+  void AwaitingLoop(int delta) override {
+    if (drivable_ && endpoint_) endpoint_->AwaitingAnswers(delta);
+  }
   ClientResult<std::shared_ptr<transport::Stream>> OpenAuthenticatedStream() override;
   const ClientOptions& client_options() const override { return options; }
   uint32_t server_features() const override { return server().server_features; }
@@ -373,6 +380,12 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   std::function<void(ClientResult<void>)> auth_waiter_;
   EventRouter<WaitingEvents, std::shared_ptr<Subscription::State>> router_;
   std::set<std::shared_ptr<Subscription::State>> subscriptions_;
+  // ClientOptions::caller_runs_io applies (set by Start). subscriptions_awaiting_ (loop thread):
+  // the open subscriptions hold one AwaitingAnswers, so the loop thread does not park while
+  // their events may come (SyncSubscriptionsAwaiting).
+  bool drivable_ = false;
+  bool subscriptions_awaiting_ = false;
+  void SyncSubscriptionsAwaiting();
   // Event streams not yet attached to a subscription (their handlers own them: cleared on
   // shutdown so nothing stays alive through that cycle).
   std::set<std::shared_ptr<WaitingEvents>> unattached_;
@@ -444,6 +457,11 @@ ClientResult<void> Client::Impl::Start() {
   // A busy loop (many connections on one IoThread) holds a lone ACK for the caller's next
   // request to carry (EndpointOptions::ack_hold; docs/performance.md, change 43).
   eo.ack_hold = std::chrono::microseconds(1000);
+  // ClientOptions::caller_runs_io: the caller's next request carries the ACK of its answer even
+  // on this idle loop (the I/O thread is parked, not kept awake by sending it).
+  drivable_ = options.caller_runs_io && !options.io_thread;
+  eo.drivable = drivable_;
+  if (drivable_) eo.ack_hold_min_datagrams = 0;
   // On a shared I/O thread the connection keeps its own socket and TLS; only the loop is
   // the IoThread's (options.io_thread is held as long as this connection lives).
   if (options.io_thread) eo.share_loop_of = options.io_thread->impl().host.get();
@@ -763,6 +781,7 @@ void Client::Impl::FailEverything(const ClientError& why) {
   request_reader_.reset();
   auto subs = std::move(subscriptions_);
   subscriptions_.clear();
+  SyncSubscriptionsAwaiting();
   for (const auto& s : subs) {
     {
       std::lock_guard<std::mutex> lock(s->mu);
@@ -1037,7 +1056,10 @@ void Client::Impl::FlushUnacked() {
 ClientResult<RequestAnswer> Client::Impl::WaitAnswer(client_impl::AnswerSlot<Answer>& answer,
                                                      std::chrono::milliseconds timeout,
                                                      RetryClass timeout_class) {
-  if (!client_impl::AwaitReady(answer, options.spin_wait, timeout)) {
+  AwaitingLoop(+1);
+  const bool ready = client_impl::AwaitReady(answer, options.spin_wait, timeout);
+  AwaitingLoop(-1);
+  if (!ready) {
     ClientError e = MakeClientError(ClientErrorCode::kTimeout,
                                     "no answer within " + std::to_string(timeout.count()) + " ms");
     e.retry = timeout_class;
@@ -1119,6 +1141,13 @@ ClientResult<std::shared_ptr<Subscription::State>> Client::Impl::Subscribe(
   return state;
 }
 
+void Client::Impl::SyncSubscriptionsAwaiting() {
+  const bool awaiting = !subscriptions_.empty();
+  if (awaiting == subscriptions_awaiting_) return;
+  subscriptions_awaiting_ = awaiting;
+  AwaitingLoop(awaiting ? +1 : -1);
+}
+
 void Client::Impl::OpenSubscription(std::shared_ptr<Subscription::State> state,
                                     const SubscribeOptions& so) {
   if (!conn_ || !conn_->is_open())
@@ -1129,6 +1158,7 @@ void Client::Impl::OpenSubscription(std::shared_ptr<Subscription::State> state,
                                                          RetryClass::kRetry));
   state->bidi = *stream;
   subscriptions_.insert(state);
+  SyncSubscriptionsAwaiting();
   state->bidi->SetHandlers(transport::StreamHandlers{
       .on_data = [this, state](transport::Stream& s,
                                std::span<const uint8_t> data) { OnSubscribeData(state, s, data); },
@@ -1187,6 +1217,7 @@ void Client::Impl::FailOpening(std::shared_ptr<Subscription::State> state, Clien
   if (state->bidi) state->bidi->Reset(0);
   state->bidi.reset();
   subscriptions_.erase(state);
+  SyncSubscriptionsAwaiting();
 }
 
 void Client::Impl::OnSubscribeData(std::shared_ptr<Subscription::State> state,
@@ -1464,6 +1495,7 @@ void Client::Impl::EndSubscription(std::shared_ptr<Subscription::State> state, C
   state->events.reset();
   state->event_reader.reset();
   subscriptions_.erase(state);
+  SyncSubscriptionsAwaiting();
 }
 
 void Client::Impl::ResumeEvents(std::shared_ptr<Subscription::State> state) {
@@ -1650,7 +1682,10 @@ ClientResult<flx1::Message> ExchangeOnOwnStream(Client::Impl& impl, const flx1::
         answer->Set(std::move(r));
       }))
     return Unexpected(Closed());
-  if (!client_impl::AwaitReady(*answer, impl.options.spin_wait, timeout)) {
+  impl.AwaitingLoop(+1);
+  const bool ready = client_impl::AwaitReady(*answer, impl.options.spin_wait, timeout);
+  impl.AwaitingLoop(-1);
+  if (!ready) {
     ClientError e = MakeClientError(ClientErrorCode::kTimeout,
                                     "no answer within " + std::to_string(timeout.count()) + " ms");
     e.retry = RetryClass::kOutcomeUnknown;
@@ -1755,14 +1790,31 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
   if (options.ack == AckMode::kNone) return router_->PublishUnacked(stream, payloads, options);
   auto outcome = std::make_shared<client_impl::AnswerSlot<ClientResult<PublishReceipt>>>();
   auto sent_to = std::make_shared<Router::SentTo>();
-  auto queued = router_->PublishAsync(
-      stream, payloads, options,
-      [outcome](ClientResult<PublishReceipt> r) { outcome->Set(std::move(r)); }, sent_to);
-  if (!queued) return Unexpected(queued.error());
   // In a cluster each attempt may wait request_timeout (retries included).
   const auto& o = router_->options();
   auto wait = o.request_timeout * (router_->cluster() ? std::max<uint32_t>(1, o.max_attempts) : 1);
-  if (!client_impl::AwaitReady(*outcome, o.spin_wait, wait)) {
+  ClientResult<void> queued = Unexpected(Closed());
+  auto send = [&] {
+    queued = router_->PublishAsync(
+        stream, payloads, options,
+        [outcome](ClientResult<PublishReceipt> r) { outcome->Set(std::move(r)); }, sent_to);
+  };
+  // ClientOptions::caller_runs_io: on one broker this thread sends and reads the answer itself
+  // (in a cluster a publish may be redirected and retried elsewhere: it waits as usual).
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  client_impl::Connection home = router_->cluster() ? nullptr : router_->Home();
+  const bool driven = home && home->DriveLoop(
+                                  send, [&] { return !queued || outcome->Ready(); }, deadline);
+  if (!driven) {
+    if (home) home->AwaitingLoop(+1);
+    send();
+  }
+  const bool ready =
+      queued && client_impl::AwaitReady(*outcome, o.spin_wait,
+                                        driven ? client_impl::RemainingUntil(deadline) : wait);
+  if (home && !driven) home->AwaitingLoop(-1);
+  if (!queued) return Unexpected(queued.error());
+  if (!ready) {
     std::string addr;
     {
       std::lock_guard<std::mutex> lock(sent_to->mu);

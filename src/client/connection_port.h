@@ -6,6 +6,7 @@
 // outlives every channel it hands out.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +21,15 @@ class ConnectionPort {
   virtual ~ConnectionPort() = default;
   // Runs `fn` on the loop thread; false (not run) once the client is closed.
   virtual bool PostToLoop(std::function<void()> fn) = 0;
+  // ClientOptions::caller_runs_io: runs the connection's loop on the calling thread
+  // (transport::Endpoint::Drive): `start`, then until `done()` or `deadline`. false: not driven
+  // (nothing run) — post and wait instead.
+  // ClientOptions::caller_runs_io applies only. A caller blocked waiting for an answer (+1, −1
+  // when it has it) while it does not drive: the loop thread then serves it instead of parking
+  // (transport::Endpoint::AwaitingAnswers). Any thread.
+  virtual bool DriveLoop(const std::function<void()>& start, const std::function<bool()>& done,
+                         std::chrono::steady_clock::time_point deadline) = 0;
+  virtual void AwaitingLoop(int delta) = 0;
   // Opens a bidirectional stream on the connection and writes the client's `auth` on it.
   virtual ClientResult<std::shared_ptr<transport::Stream>> OpenAuthenticatedStream() = 0;
   virtual const ClientOptions& client_options() const = 0;

@@ -24,6 +24,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -350,17 +351,29 @@ class EndpointImpl final : public Endpoint {
     // request (docs/performance.md, change 38).
     if (InLoopThread()) return;
     EndpointImpl* owner = loop_owner();
+    if (owner == this) {
+      lock.unlock();
+      // A loop thread parked after a drive (EndpointOptions::drivable) runs it now; a caller
+      // driving reads the eventfd below. Not under post_mu_: the parked thread checks for posts
+      // under park_mu_.
+      Unpark();
+    }
     if (owner->wake_pending_.exchange(true)) return;
     // A guest writes under its own lock: its host closes that eventfd only after shutting the
     // guest down, which takes the lock.
-    if (owner == this) lock.unlock();
     uint64_t one = 1;
     ssize_t w = ::write(owner->event_fd_, &one, sizeof(one));
     (void)w;
   }
-  bool InLoopThread() const override { return std::this_thread::get_id() == loop_thread_id_; }
+  bool InLoopThread() const override {
+    return std::this_thread::get_id() == loop_thread_id_.load(std::memory_order_relaxed);
+  }
+  bool Drive(const std::function<void()>& start, const std::function<bool()>& done,
+             std::chrono::steady_clock::time_point deadline) override;
   void AwaitingAnswers(int delta) override {
-    awaiting_.fetch_add(delta, std::memory_order_relaxed);
+    // Sequentially consistent: a drive ending reads it after its own last_drive_end_ns_ (Drive).
+    awaiting_.fetch_add(delta);
+    if (delta > 0) Unpark();
   }
   void Dial(const HostPort& remote, DialOptions options, DialCallback done) override;
   TimerId RunAfter(std::chrono::nanoseconds delay, std::function<void()> fn) override {
@@ -383,6 +396,10 @@ class EndpointImpl final : public Endpoint {
     }
     if (thread_.joinable()) {
       Post([this] { stopping_ = true; });
+      {
+        std::lock_guard<std::mutex> pl(park_mu_);
+        park_cv_.notify_all();
+      }
       thread_.join();
     }
     CloseFds();
@@ -475,7 +492,30 @@ class EndpointImpl final : public Endpoint {
   bool gso_ = true;
   uint8_t reset_secret_[32];
   std::thread thread_;
-  std::thread::id loop_thread_id_;
+  // Whoever runs the loop's iterations now: the loop thread, or a caller in Drive.
+  std::atomic<std::thread::id> loop_thread_id_{};
+  std::thread::id own_thread_id_;  // the loop thread's (set before it runs)
+  // EndpointOptions::drivable. drive_mu_ is held by whoever runs iterations; a caller claims
+  // the drive (drive_claimed_, one at a time) before taking it, and the loop thread does not
+  // take it while a drive is claimed or for drive_park after one ended (last_drive_end_ns_, 0
+  // once an Unpark cancelled that) unless something awaits the loop (awaiting_, a post): it
+  // parks on park_cv_ instead.
+  std::mutex drive_mu_;
+  std::atomic<bool> drive_claimed_{false};
+  std::atomic<uint64_t> last_drive_end_ns_{0};
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  bool parked_ = false;                      // guarded by park_mu_
+  std::atomic<bool> park_waiting_{false};    // the loop thread is parking or parked
+  std::atomic<bool> park_cancelled_{false};  // an Unpark during the current drive
+  // Wakes a parked loop thread (no-op unless drivable and parked).
+  void Unpark();
+  // Whether the loop thread should park now rather than run an iteration.
+  bool ShouldPark(uint64_t now);
+  // One loop iteration over this endpoint and its guests: poll (sleeping at most until
+  // `cap_ns`), read, timers, settle. `on_loop` and `fds` are scratch of kMaxLoopGuests + 1
+  // and twice that.
+  void Iterate(uint64_t cap_ns, EndpointImpl** on_loop, pollfd* fds);
   std::atomic<int> awaiting_{0};  // requests awaiting answers (AwaitingAnswers)
   uint32_t loop_datagrams_ = 0;   // loop owner, loop thread: datagrams read this iteration
   uint64_t last_event_ns_ = 0;    // loop owner, loop thread: when ppoll last returned an event
@@ -486,7 +526,7 @@ class EndpointImpl final : public Endpoint {
   bool detached_ = false;                  // guest, loop thread: shut down, skipped by the loop
   std::vector<EndpointImpl*> guests_;      // host, loop thread
   std::vector<std::promise<void>*> left_;  // host, loop thread: guests waiting in StopGuest
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};
   bool reap_needed_ = false;
   bool loop_done_ = false;  // guarded by post_mu_
   // Loop owner: an eventfd write is outstanding (not yet read by the loop). Set by whoever
@@ -1668,7 +1708,7 @@ Result<void> EndpointImpl::Start(EndpointImpl* host) {
   std::promise<bool> joined;
   auto answer = joined.get_future();
   host->Post([this, host, &joined] {
-    if (host->stopping_ || host->guests_.size() >= kMaxLoopGuests) {
+    if (host->stopping_ || host->guests_.size() >= kMaxLoopGuests || host->options_.drivable) {
       joined.set_value(false);
       return;
     }
@@ -1678,7 +1718,7 @@ Result<void> EndpointImpl::Start(EndpointImpl* host) {
   });
   if (!answer.get()) {
     return Fail(ErrorCode::kUnavailable,
-                "share_loop_of: that endpoint is stopped or already serves " +
+                "share_loop_of: that endpoint is stopped, drivable, or already serves " +
                     std::to_string(kMaxLoopGuests) + " others");
   }
   attached_ = true;
@@ -1736,87 +1776,185 @@ void EndpointImpl::SettleAll(EndpointImpl* const* endpoints, size_t n) {
 }
 
 void EndpointImpl::Loop() {
-  loop_thread_id_ = std::this_thread::get_id();
+  {
+    std::lock_guard<std::mutex> lk(drive_mu_);  // a Drive reads own_thread_id_ under it
+    own_thread_id_ = std::this_thread::get_id();
+    loop_thread_id_ = own_thread_id_;
+  }
   EndpointImpl* on_loop[1 + kMaxLoopGuests];
   pollfd fds[2 * (1 + kMaxLoopGuests)];
   while (!stopping_) {
-    for (auto* left : left_) left->set_value();
-    left_.clear();
-    size_t n = 0;
-    on_loop[n++] = this;
-    for (auto* guest : guests_) on_loop[n++] = guest;
-    uint64_t next = UINT64_MAX;
-    bool posted = false;
-    for (size_t i = 0; i < n; ++i) {
-      next = std::min(next, on_loop[i]->NextDeadline());
-      // Posts the loop made to itself do not write the eventfd: never sleep on them.
-      posted = posted || on_loop[i]->HasPosted();
+    if (!options_.drivable) {
+      Iterate(UINT64_MAX, on_loop, fds);
+      continue;
     }
-    uint64_t now = NowNs();
-    timespec ts{};
-    timespec* tsp = nullptr;
-    if (next != UINT64_MAX) {
-      uint64_t wait = next > now ? next - now : 0;
-      ts.tv_sec = time_t(wait / NGTCP2_SECONDS);
-      ts.tv_nsec = long(wait % NGTCP2_SECONDS);
-      tsp = &ts;
-    }
-    // Polling instead of sleeping while answers are awaited (poll_while_awaiting), up to that
-    // long after the last event.
-    bool polling = false;
-    for (size_t i = 0; i < n && !polling; ++i) {
-      const uint64_t budget = uint64_t(on_loop[i]->options_.poll_while_awaiting.count()) * 1000;
-      polling = budget > 0 && on_loop[i]->awaiting_.load(std::memory_order_relaxed) > 0 &&
-                now < last_event_ns_ + budget;
-    }
-    if (posted || polling) {
-      ts = timespec{};
-      tsp = &ts;
-    }
-    for (size_t i = 0; i < n; ++i) {
-      fds[2 * i] = {on_loop[i]->fd_, POLLIN, 0};
-      // Only the loop owner's eventfd is written (Post); a negative fd is not polled.
-      fds[2 * i + 1] = {i == 0 ? on_loop[i]->event_fd_ : -1, POLLIN, 0};
-    }
-    // A deadline already due (typically ngtcp2's pacing mark, set to the moment of the packet
-    // just written: every answer makes one) runs without a poll that would only say "nothing
-    // yet" — but never twice in a row, so the sockets are read at least every other iteration.
-    const bool due = tsp != nullptr && ts.tv_sec == 0 && ts.tv_nsec == 0 && !posted && !polling;
-    int rv = 0;
-    const bool skip_poll = due && !poll_skipped_;
-    poll_skipped_ = skip_poll;
-    if (skip_poll) {
-      for (size_t i = 0; i < 2 * n; ++i) fds[i].revents = 0;
-    } else {
-      rv = ppoll(fds, nfds_t(2 * n), tsp, nullptr);
-    }
-    if (rv < 0 && errno != EINTR) {
-      spdlog::error("quic endpoint ppoll: {}", std::strerror(errno));
-      break;
-    }
-    if (rv > 0 || !polling) last_event_ns_ = NowNs();
-    loop_datagrams_ = 0;
-    // Nothing yet, or no poll at all: not counted as a wakeup.
-    const bool empty_poll = (rv == 0 && polling) || skip_poll;
-    for (size_t i = 0; i < n; ++i) {
-      EndpointImpl* e = on_loop[i];
-      if (e->detached_) continue;  // left during this iteration
-      if (!empty_poll) e->metrics_.loop_wakeups->Increment();
-      bool woken = false;
-      if (fds[2 * i + 1].revents & POLLIN) {
-        uint64_t v;
-        ssize_t r = ::read(e->event_fd_, &v, sizeof(v));
-        (void)r;
-        woken = true;
+    std::unique_lock<std::mutex> lk(drive_mu_, std::try_to_lock);
+    if (!lk.owns_lock() || ShouldPark(NowNs())) {
+      if (lk.owns_lock()) lk.unlock();
+      std::unique_lock<std::mutex> pl(park_mu_);
+      // park_waiting_ is announced before the state is read again, and Unpark changes the state
+      // before it reads park_waiting_ (both sequentially consistent): either this sees what
+      // Unpark announced, or Unpark sees park_waiting_ and notifies under park_mu_.
+      park_waiting_ = true;
+      const uint64_t now = NowNs();
+      if (stopping_ || !ShouldPark(now)) {
+        park_waiting_ = false;
+        continue;
       }
-      e->RunPosted(woken);
-      if (e->detached_) continue;
-      if (fds[2 * i].revents & POLLIN) e->ReadPackets();
-      e->RunTimers();
+      // While a caller drives, a whole drive_park at a time; after, until drive_park is over.
+      uint64_t park_ns = uint64_t(options_.drive_park.count()) * 1000;
+      const uint64_t ended = last_drive_end_ns_;
+      if (!drive_claimed_ && ended + park_ns > now) park_ns = ended + park_ns - now;
+      parked_ = true;
+      park_cv_.wait_for(pl, std::chrono::nanoseconds(park_ns));
+      parked_ = false;
+      park_waiting_ = false;
+      continue;
     }
-    SettleAll(on_loop, n);
+    loop_thread_id_ = own_thread_id_;
+    Iterate(UINT64_MAX, on_loop, fds);
   }
+  std::lock_guard<std::mutex> lk(drive_mu_);
+  loop_thread_id_ = own_thread_id_;
   Shutdown();
+}
+
+bool EndpointImpl::ShouldPark(uint64_t now) {
+  if (drive_claimed_.load()) return true;
+  if (awaiting_.load() > 0 || HasPosted()) return false;
+  const uint64_t ended = last_drive_end_ns_;
+  return ended != 0 && now < ended + uint64_t(options_.drive_park.count()) * 1000;
+}
+
+void EndpointImpl::Unpark() {
+  if (!options_.drivable) return;
+  // Whatever came (a post, a waiter, Stop) is the loop thread's to serve until the next drive:
+  // no park after the drive that ended, nor after the one running now.
+  park_cancelled_ = true;
+  last_drive_end_ns_ = 0;
+  if (!park_waiting_) return;
+  std::lock_guard<std::mutex> pl(park_mu_);
+  if (parked_) park_cv_.notify_one();
+}
+
+bool EndpointImpl::Drive(const std::function<void()>& start, const std::function<bool()>& done,
+                         std::chrono::steady_clock::time_point deadline) {
+  // host_ is set before the endpoint is handed out; a guest has no loop of its own to drive.
+  if (!options_.drivable || host_ != nullptr || InLoopThread() || stopping_) return false;
+  if (drive_claimed_.exchange(true)) return false;  // another caller drives
+  std::unique_lock<std::mutex> lk(drive_mu_, std::try_to_lock);
+  if (!lk.owns_lock()) {
+    // The loop thread runs an iteration, perhaps asleep in ppoll: wake it, wait for the end.
+    if (!wake_pending_.exchange(true)) {
+      uint64_t one = 1;
+      ssize_t w = ::write(event_fd_, &one, sizeof(one));
+      (void)w;
+    }
+    lk.lock();
+  }
+  if (stopping_) {
+    drive_claimed_ = false;
+    return false;
+  }
+  park_cancelled_ = false;
+  loop_thread_id_ = std::this_thread::get_id();
+  start();
+  // What start() wrote or posted leaves now, before the first poll (which may sleep).
+  Settle();
+  const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      deadline - std::chrono::steady_clock::now());
+  const uint64_t cap = NowNs() + uint64_t(std::max<int64_t>(0, left.count()));
+  EndpointImpl* on_loop[1 + kMaxLoopGuests];
+  pollfd fds[2 * (1 + kMaxLoopGuests)];
+  while (!done() && !stopping_ && NowNs() < cap) Iterate(cap, on_loop, fds);
+  last_drive_end_ns_ = park_cancelled_ ? 0 : NowNs();
+  loop_thread_id_ = own_thread_id_;
+  lk.unlock();
+  drive_claimed_ = false;
+  // Another caller's request awaits an answer this drive did not read, or a post came: the
+  // loop thread takes over now rather than after drive_park.
+  if (awaiting_.load() > 0 || HasPosted() || stopping_) Unpark();
+  return true;
+}
+
+void EndpointImpl::Iterate(uint64_t cap_ns, EndpointImpl** on_loop, pollfd* fds) {
+  for (auto* left : left_) left->set_value();
+  left_.clear();
+  size_t n = 0;
+  on_loop[n++] = this;
+  for (auto* guest : guests_) on_loop[n++] = guest;
+  uint64_t next = UINT64_MAX;
+  bool posted = false;
+  for (size_t i = 0; i < n; ++i) {
+    next = std::min(next, on_loop[i]->NextDeadline());
+    // Posts the loop made to itself do not write the eventfd: never sleep on them.
+    posted = posted || on_loop[i]->HasPosted();
+  }
+  uint64_t now = NowNs();
+  timespec ts{};
+  timespec* tsp = nullptr;
+  next = std::min(next, cap_ns);
+  if (next != UINT64_MAX) {
+    uint64_t wait = next > now ? next - now : 0;
+    ts.tv_sec = time_t(wait / NGTCP2_SECONDS);
+    ts.tv_nsec = long(wait % NGTCP2_SECONDS);
+    tsp = &ts;
+  }
+  // Polling instead of sleeping while answers are awaited (poll_while_awaiting), up to that
+  // long after the last event.
+  bool polling = false;
+  for (size_t i = 0; i < n && !polling; ++i) {
+    const uint64_t budget = uint64_t(on_loop[i]->options_.poll_while_awaiting.count()) * 1000;
+    polling = budget > 0 && on_loop[i]->awaiting_.load(std::memory_order_relaxed) > 0 &&
+              now < last_event_ns_ + budget;
+  }
+  if (posted || polling) {
+    ts = timespec{};
+    tsp = &ts;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    fds[2 * i] = {on_loop[i]->fd_, POLLIN, 0};
+    // Only the loop owner's eventfd is written (Post); a negative fd is not polled.
+    fds[2 * i + 1] = {i == 0 ? on_loop[i]->event_fd_ : -1, POLLIN, 0};
+  }
+  // A deadline already due (typically ngtcp2's pacing mark, set to the moment of the packet
+  // just written: every answer makes one) runs without a poll that would only say "nothing
+  // yet" — but never twice in a row, so the sockets are read at least every other iteration.
+  const bool due = tsp != nullptr && ts.tv_sec == 0 && ts.tv_nsec == 0 && !posted && !polling;
+  int rv = 0;
+  const bool skip_poll = due && !poll_skipped_;
+  poll_skipped_ = skip_poll;
+  if (skip_poll) {
+    for (size_t i = 0; i < 2 * n; ++i) fds[i].revents = 0;
+  } else {
+    rv = ppoll(fds, nfds_t(2 * n), tsp, nullptr);
+  }
+  if (rv < 0 && errno != EINTR) {
+    spdlog::error("quic endpoint ppoll: {}", std::strerror(errno));
+    stopping_ = true;
+    return;
+  }
+  if (rv > 0 || !polling) last_event_ns_ = NowNs();
+  loop_datagrams_ = 0;
+  // Nothing yet, or no poll at all: not counted as a wakeup.
+  const bool empty_poll = (rv == 0 && polling) || skip_poll;
+  for (size_t i = 0; i < n; ++i) {
+    EndpointImpl* e = on_loop[i];
+    if (e->detached_) continue;  // left during this iteration
+    if (!empty_poll) e->metrics_.loop_wakeups->Increment();
+    bool woken = false;
+    if (fds[2 * i + 1].revents & POLLIN) {
+      uint64_t v;
+      ssize_t r = ::read(e->event_fd_, &v, sizeof(v));
+      (void)r;
+      woken = true;
+    }
+    e->RunPosted(woken);
+    if (e->detached_) continue;
+    if (fds[2 * i].revents & POLLIN) e->ReadPackets();
+    e->RunTimers();
+  }
+  SettleAll(on_loop, n);
 }
 
 void EndpointImpl::Shutdown() {

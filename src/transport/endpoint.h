@@ -166,6 +166,15 @@ struct EndpointOptions {
   // halt polling, ~40 µs for an idle vCPU (docs/performance.md, change 23) — the answer is
   // then read as it arrives; the price is a busy core while answers are awaited.
   std::chrono::microseconds poll_while_awaiting{0};
+  // Endpoint::Drive may run this endpoint's loop on a caller's thread (an endpoint with a loop
+  // thread of its own, neither sharing another's loop nor shared). The loop thread parks while
+  // a caller drives and for drive_park after the drive, so that a caller making one call after
+  // another finds the loop free: its request and answer cross no thread (docs/performance.md,
+  // change 48). It parks only while nothing else awaits the loop: a post from another thread
+  // or an AwaitingAnswers(+1) wakes it at once; packets that arrive while it is parked and
+  // nobody drives (a subscription's events) are read when it resumes, at most drive_park later.
+  bool drivable = false;
+  std::chrono::microseconds drive_park{2000};
   // After a lone packet that carried stream data, a connection with nothing of its own in
   // flight and nothing to send holds the acknowledgement it owes for up to this long, so that
   // the application's next write carries it (0: off; the ACK then leaves when ngtcp2's delay,
@@ -213,7 +222,8 @@ class Endpoint {
   virtual void Post(std::function<void()> fn) = 0;
   virtual bool InLoopThread() const = 0;
   // A request sent on this endpoint now awaits its answer (+1), or got its outcome (−1): what
-  // EndpointOptions::poll_while_awaiting counts. Any thread.
+  // EndpointOptions::poll_while_awaiting counts, and what keeps a drivable endpoint's loop
+  // thread from parking (+1 wakes it). Any thread.
   virtual void AwaitingAnswers(int delta) = 0;
   // Dials `remote`; `done` runs on the loop thread with the connection once the handshake is
   // confirmed, or with an error (TLS refusal with its reason, timeout, ...).
@@ -223,6 +233,14 @@ class Endpoint {
   virtual void Cancel(TimerId id) = 0;
   virtual void Stop() = 0;
   virtual const TlsContext& tls() const = 0;
+  // EndpointOptions::drivable: runs this endpoint's loop on the calling thread, which is the
+  // loop thread meanwhile (InLoopThread, posts run inline or in its iterations): `start()`
+  // first, then loop iterations until `done()` (checked after each), `deadline` or Stop. true
+  // once it ran; false, with nothing run, when it cannot: not drivable, on the loop thread,
+  // stopped, or another caller drives now (one at a time: wait the usual way, counted by
+  // AwaitingAnswers, and the driver's iterations serve that request too). Any other thread.
+  virtual bool Drive(const std::function<void()>& start, const std::function<bool()>& done,
+                     std::chrono::steady_clock::time_point deadline) = 0;
 };
 
 }  // namespace felix::transport

@@ -6,6 +6,7 @@
 // <data_dir>/tls/broker-cert.pem fails the test.
 #include <signal.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <future>
@@ -408,6 +409,93 @@ TEST_F(ClientE2E, ACallerThatSpinsForItsAnswersGetsTheSameAnswers) {
     ASSERT_TRUE(*got);
     EXPECT_EQ(**got, "v" + std::to_string(i));
   }
+}
+
+// ClientOptions::caller_runs_io: acked publishes and cache calls do the connection's I/O on the
+// calling thread. Through the real broker: one caller's publishes, four callers at once on the
+// same client (one drives, the others wait and are served), cache calls, and a push and a pull
+// subscription on that same client get every answer and every event.
+TEST_F(ClientE2E, CallersRunningTheConnectionsIoGetTheSameAnswers) {
+  ASSERT_EQ(Felix({"stream", "create", "cio", "--durable"}).first, 0);
+  ASSERT_EQ(Felix({"cache", "create", "cio-cache"}).first, 0);
+  ClientOptions options = Options("cio");
+  const std::string cache_scope = "cache:" + creds_.tenant_id + "/default/cio-cache";
+  options.token = Token("cio", {"cache.read:" + cache_scope, "cache.write:" + cache_scope});
+  options.caller_runs_io = true;
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client) << client.error().ToString();
+  StreamRef stream{"default", "cio"};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> pushed;
+  auto push = (*client)->Subscribe(stream, {.on_event = [&](ClientResult<Event> r) {
+                                     std::lock_guard<std::mutex> lock(mu);
+                                     if (r) pushed.push_back(r->payload);
+                                     cv.notify_all();
+                                   }});
+  ASSERT_TRUE(push) << push.error().ToString();
+  std::set<std::string> sent;
+  std::optional<uint64_t> first;
+  for (int i = 0; i < 50; ++i) {
+    const std::string payload = "one-" + std::to_string(i);
+    auto r = (*client)->Publish(stream, {payload});
+    ASSERT_TRUE(r) << r.error().ToString();
+    ASSERT_TRUE(r->offset);
+    if (!first) first = r->offset;
+    EXPECT_EQ(*r->offset, *first + i);
+    sent.insert(payload);
+  }
+  std::vector<std::thread> callers;
+  std::vector<std::vector<uint64_t>> offsets(4);
+  std::atomic<int> failed{0};
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        auto r =
+            (*client)->Publish(stream, {"many-" + std::to_string(t) + "-" + std::to_string(i)});
+        if (!r || !r->offset) {
+          ++failed;
+          continue;
+        }
+        offsets[t].push_back(*r->offset);
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(failed.load(), 0);
+  std::set<uint64_t> distinct;
+  for (int t = 0; t < 4; ++t) {
+    for (int i = 0; i < 25; ++i) sent.insert("many-" + std::to_string(t) + "-" + std::to_string(i));
+    distinct.insert(offsets[t].begin(), offsets[t].end());
+  }
+  EXPECT_EQ(distinct.size(), 100u);
+  CacheRef cache{"default", "cio-cache"};
+  for (int i = 0; i < 20; ++i) {
+    std::string key = "k" + std::to_string(i % 3);
+    ASSERT_TRUE((*client)->CachePut(cache, key, "v" + std::to_string(i)));
+    auto got = (*client)->CacheGet(cache, key);
+    ASSERT_TRUE(got) << got.error().ToString();
+    ASSERT_TRUE(*got);
+    EXPECT_EQ(**got, "v" + std::to_string(i));
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return pushed.size() >= 150; }))
+        << pushed.size() << " of 150 events pushed";
+    EXPECT_EQ(std::set<std::string>(pushed.begin(), pushed.end()), sent);
+  }
+  (*push)->Close();
+  auto pull = (*client)->Subscribe(stream, {.start = StartPosition::Earliest()});
+  ASSERT_TRUE(pull) << pull.error().ToString();
+  std::set<std::string> pulled;
+  for (int i = 0; i < 150; ++i) {
+    auto e = (*pull)->Next(std::chrono::seconds(20));
+    ASSERT_TRUE(e) << e.error().ToString();
+    ASSERT_TRUE(*e) << "event " << i << " never arrived";
+    pulled.insert((*e)->payload);
+  }
+  EXPECT_EQ(pulled, sent);
+  (*pull)->Close();
 }
 
 TEST_F(ClientE2E, CliPubAndSub) {

@@ -1,0 +1,306 @@
+// Endpoint::Drive (EndpointOptions::drivable) over real UDP on loopback: a caller runs its
+// request and answer on its own thread; the loop thread, parked meanwhile and after, wakes for a
+// post, for a waiter counted by AwaitingAnswers and for Stop; one caller drives at a time; an
+// endpoint that is not drivable, or shares a loop, is never driven. Every drivable dialer here
+// parks for an hour after a drive, so a loop thread that is not woken would never serve again:
+// the waits below (kWait) end on the event, not on a park running out.
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "transport_test_util.h"
+
+namespace felix::transport {
+namespace {
+
+using namespace felix::transport::test;
+
+constexpr auto kLongPark = std::chrono::hours(1);
+
+TlsOptions ServerTls() {
+  TlsOptions o;
+  o.role = Role::kClient;  // the broker's client port
+  return o;
+}
+
+TlsOptions DialTls() {
+  TlsOptions o;
+  o.role = Role::kClient;
+  return o;
+}
+
+std::unique_ptr<Endpoint> DrivableDialer(MetricsRegistry& metrics) {
+  EndpointOptions o;
+  o.drivable = true;
+  o.drive_park = kLongPark;
+  return MakeDialer(MakeTls(DialTls()), metrics, o);
+}
+
+std::chrono::steady_clock::time_point Deadline() {
+  return std::chrono::steady_clock::now() + kWait;
+}
+
+// A listener that echoes what arrives on a stream at once, except a request "hold", which it
+// answers "held" only when Release() is called.
+class HoldingEcho {
+ public:
+  explicit HoldingEcho(MetricsRegistry& metrics) {
+    ListenHandlers lh;
+    lh.on_connection = [this](const std::shared_ptr<Connection>& c) {
+      c->SetHandlers(ConnectionHandlers{
+          [this](const std::shared_ptr<Stream>& s) {
+            std::weak_ptr<Stream> weak = s;
+            s->SetHandlers(StreamHandlers{[this, weak](Stream& st, std::span<const uint8_t> d) {
+                                            const std::string got(
+                                                reinterpret_cast<const char*>(d.data()), d.size());
+                                            st.Consume(d.size());
+                                            if (got == "hold") {
+                                              held_ = weak.lock();
+                                            } else {
+                                              (void)st.Write(d);
+                                            }
+                                          },
+                                          nullptr, nullptr, nullptr});
+          },
+          nullptr});
+    };
+    EndpointOptions o;
+    o.tls = MakeTls(ServerTls());
+    o.name = "server";
+    auto r = Endpoint::Create(Loopback(), o, metrics, std::move(lh));
+    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
+    ep = std::move(*r);
+  }
+  // Answers the held request once the server has it (sent with, or before, the drive's own
+  // request; asked again while it is still on its way).
+  bool Release() {
+    for (auto until = std::chrono::steady_clock::now() + kWait;
+         std::chrono::steady_clock::now() < until;) {
+      const bool sent = OnLoop(*ep, [this] {
+        if (!held_) return false;
+        const std::string held = "held";
+        (void)held_->Write(std::span(reinterpret_cast<const uint8_t*>(held.data()), held.size()));
+        return true;
+      });
+      if (sent) return true;
+      std::this_thread::yield();
+    }
+    return false;
+  }
+
+ private:
+  std::shared_ptr<Stream> held_;  // loop thread; declared first: the endpoint stops first
+
+ public:
+  std::unique_ptr<Endpoint> ep;
+};
+
+// What a dialer's stream received, and on which thread its handler ran.
+struct Received {
+  std::mutex mu;
+  std::string bytes;
+  std::thread::id thread;
+};
+
+std::shared_ptr<Stream> OpenCollecting(Endpoint& dialer, const std::shared_ptr<Connection>& conn,
+                                       std::shared_ptr<Received> into) {
+  return OnLoop(dialer, [&]() -> std::shared_ptr<Stream> {
+    auto s = conn->OpenBidiStream();
+    if (!s) return nullptr;
+    (*s)->SetHandlers(StreamHandlers{[into](Stream& st, std::span<const uint8_t> d) {
+                                       std::lock_guard lock(into->mu);
+                                       into->bytes.append(reinterpret_cast<const char*>(d.data()),
+                                                          d.size());
+                                       into->thread = std::this_thread::get_id();
+                                       st.Consume(d.size());
+                                     },
+                                     nullptr, nullptr, nullptr});
+    return *s;
+  });
+}
+
+void Write(const std::shared_ptr<Stream>& s, const std::string& text) {
+  (void)s->Write(std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+bool Got(const std::shared_ptr<Received>& r, const std::string& want) {
+  std::lock_guard lock(r->mu);
+  return r->bytes == want;
+}
+
+TEST(EndpointDrive, ACallerWritesItsRequestAndReadsItsAnswerOnItsOwnThread) {
+  MetricsRegistry metrics;
+  EchoServer server(MakeTls(ServerTls()), metrics);
+  auto dialer = DrivableDialer(metrics);
+  ASSERT_NE(dialer, nullptr);
+  auto conn = DialAndWait(*dialer, server.addr());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  auto got = std::make_shared<Received>();
+  auto stream = OpenCollecting(*dialer, *conn, got);
+  ASSERT_NE(stream, nullptr);
+  std::string want;
+  for (int i = 0; i < 20; ++i) {
+    const std::string request = "request " + std::to_string(i) + ";";
+    want += request;
+    bool start_on_loop = false;
+    ASSERT_TRUE(dialer->Drive(
+        [&] {
+          start_on_loop = dialer->InLoopThread();
+          Write(stream, request);
+        },
+        [&] { return Got(got, want); }, Deadline()));
+    EXPECT_TRUE(start_on_loop) << "the driver is the loop thread while it drives";
+    EXPECT_FALSE(dialer->InLoopThread()) << "and no longer after";
+    ASSERT_TRUE(Got(got, want)) << "round " << i;
+    std::lock_guard lock(got->mu);
+    EXPECT_EQ(got->thread, std::this_thread::get_id()) << "the answer was read by the caller";
+  }
+}
+
+TEST(EndpointDrive, APostFromAnotherThreadWakesTheParkedLoopThread) {
+  MetricsRegistry metrics;
+  EchoServer server(MakeTls(ServerTls()), metrics);
+  auto dialer = DrivableDialer(metrics);
+  ASSERT_NE(dialer, nullptr);
+  const std::thread::id loop = OnLoop(*dialer, [] { return std::this_thread::get_id(); });
+  auto conn = DialAndWait(*dialer, server.addr());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  auto got = std::make_shared<Received>();
+  auto stream = OpenCollecting(*dialer, *conn, got);
+  ASSERT_NE(stream, nullptr);
+  ASSERT_TRUE(
+      dialer->Drive([&] { Write(stream, "one"); }, [&] { return Got(got, "one"); }, Deadline()));
+  // Parked for an hour now; a post must run at once, on the loop thread, and so must the
+  // round trip it starts.
+  EXPECT_EQ(OnLoop(*dialer, [] { return std::this_thread::get_id(); }), loop);
+  dialer->Post([&] { Write(stream, "two"); });
+  std::promise<void> answered;
+  auto done = answered.get_future();
+  std::thread watcher([&] {
+    while (!Got(got, "onetwo")) std::this_thread::yield();
+    answered.set_value();
+  });
+  EXPECT_EQ(done.wait_for(kWait), std::future_status::ready) << "the parked loop did not serve";
+  if (done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) std::abort();
+  watcher.join();
+  std::lock_guard lock(got->mu);
+  EXPECT_EQ(got->thread, loop);
+}
+
+// A waiter counted by AwaitingAnswers keeps the loop thread from parking once a drive ends, and
+// one counted after it parked wakes it: either way the waiter's answer, which the drive did not
+// read, arrives.
+TEST(EndpointDrive, AnAnswerAwaitedByAnotherThreadArrivesAfterTheDrive) {
+  for (bool counted_before_the_drive : {true, false}) {
+    SCOPED_TRACE(counted_before_the_drive ? "counted before the drive" : "counted after it");
+    MetricsRegistry metrics;
+    HoldingEcho server(metrics);
+    auto dialer = DrivableDialer(metrics);
+    ASSERT_NE(dialer, nullptr);
+    auto conn = DialAndWait(*dialer, server.ep->local_address());
+    ASSERT_TRUE(conn.has_value()) << conn.error().message;
+    auto mine = std::make_shared<Received>();
+    auto theirs = std::make_shared<Received>();
+    auto my_stream = OpenCollecting(*dialer, *conn, mine);
+    auto their_stream = OpenCollecting(*dialer, *conn, theirs);
+    ASSERT_TRUE(my_stream && their_stream);
+    if (counted_before_the_drive) dialer->AwaitingAnswers(+1);
+    ASSERT_TRUE(dialer->Drive(
+        [&] {
+          Write(their_stream, "hold");
+          Write(my_stream, "ping");
+        },
+        [&] { return Got(mine, "ping"); }, Deadline()));
+    if (!counted_before_the_drive) dialer->AwaitingAnswers(+1);
+    // The server answers the held request only now, after the drive ended.
+    ASSERT_TRUE(server.Release()) << "the held request never reached the server";
+    std::promise<void> answered;
+    auto done = answered.get_future();
+    std::thread watcher([&] {
+      while (!Got(theirs, "held")) std::this_thread::yield();
+      answered.set_value();
+    });
+    EXPECT_EQ(done.wait_for(kWait), std::future_status::ready) << "the loop thread stayed parked";
+    if (done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) std::abort();
+    watcher.join();
+    dialer->AwaitingAnswers(-1);
+  }
+}
+
+TEST(EndpointDrive, OneCallerDrivesAtATime) {
+  MetricsRegistry metrics;
+  auto dialer = DrivableDialer(metrics);
+  ASSERT_NE(dialer, nullptr);
+  std::promise<void> driving;
+  auto driving_now = driving.get_future();
+  std::atomic<bool> second_tried{false};
+  bool second_driven = true;
+  bool second_started = false;
+  std::thread second([&] {
+    driving_now.wait();
+    second_driven = dialer->Drive([&] { second_started = true; }, [] { return true; }, Deadline());
+    second_tried = true;
+    dialer->Post([] {});  // wakes the driver, asleep in its poll, to see it
+  });
+  EXPECT_TRUE(
+      dialer->Drive([&] { driving.set_value(); }, [&] { return second_tried.load(); }, Deadline()));
+  second.join();
+  EXPECT_FALSE(second_driven);
+  EXPECT_FALSE(second_started);
+  // Nor from the loop thread itself.
+  bool started = false;
+  EXPECT_FALSE(OnLoop(*dialer, [&] {
+    return dialer->Drive([&] { started = true; }, [] { return true; }, Deadline());
+  }));
+  EXPECT_FALSE(started);
+}
+
+TEST(EndpointDrive, AnEndpointThatIsNotDrivableOrSharesALoopIsNotDriven) {
+  MetricsRegistry metrics;
+  auto plain = MakeDialer(MakeTls(DialTls()), metrics);
+  ASSERT_NE(plain, nullptr);
+  bool started = false;
+  EXPECT_FALSE(plain->Drive([&] { started = true; }, [] { return true; }, Deadline()));
+  EXPECT_FALSE(started);
+  // A guest may not join a drivable endpoint's loop (a driver would run the guest's work).
+  auto drivable = DrivableDialer(metrics);
+  ASSERT_NE(drivable, nullptr);
+  EndpointOptions guest;
+  guest.tls = MakeTls(DialTls());
+  guest.share_loop_of = drivable.get();
+  auto refused = Endpoint::Create(Loopback(), guest, metrics, std::nullopt);
+  EXPECT_FALSE(refused.has_value());
+  // And a drivable guest of a plain loop has no loop of its own to drive.
+  guest.share_loop_of = plain.get();
+  guest.drivable = true;
+  auto drivable_guest = Endpoint::Create(Loopback(), guest, metrics, std::nullopt);
+  ASSERT_TRUE(drivable_guest.has_value()) << drivable_guest.error().message;
+  EXPECT_FALSE((*drivable_guest)->Drive([&] { started = true; }, [] { return true; }, Deadline()));
+  EXPECT_FALSE(started);
+}
+
+// Stop wakes a loop thread parked for an hour, and a stopped endpoint is not driven.
+TEST(EndpointDrive, StopEndsAParkedLoopAndLaterDrivesAreRefused) {
+  MetricsRegistry metrics;
+  EchoServer server(MakeTls(ServerTls()), metrics);
+  auto dialer = DrivableDialer(metrics);
+  ASSERT_NE(dialer, nullptr);
+  auto conn = DialAndWait(*dialer, server.addr());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  auto got = std::make_shared<Received>();
+  auto stream = OpenCollecting(*dialer, *conn, got);
+  ASSERT_NE(stream, nullptr);
+  ASSERT_TRUE(
+      dialer->Drive([&] { Write(stream, "x"); }, [&] { return Got(got, "x"); }, Deadline()));
+  auto stopped = std::async(std::launch::async, [&] { dialer->Stop(); });
+  EXPECT_EQ(stopped.wait_for(kWait), std::future_status::ready) << "Stop waited for the park";
+  if (stopped.wait_for(std::chrono::seconds(0)) != std::future_status::ready) std::abort();
+  bool started = false;
+  EXPECT_FALSE(dialer->Drive([&] { started = true; }, [] { return true; }, Deadline()));
+  EXPECT_FALSE(started);
+}
+
+}  // namespace
+}  // namespace felix::transport
