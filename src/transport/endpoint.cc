@@ -311,9 +311,13 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   uint64_t close_deadline_ = 0;
   size_t rr_ = 0;
   std::vector<std::shared_ptr<StreamImpl>> ready_spare_;  // Write's, between calls
-  // EndpointOptions::ack_hold: packets read since the last Write that sent something; until
-  // when the current hold lasts (0: none).
+  // EndpointOptions::ack_hold: packets with stream frames read since the last Write that sent
+  // something — a packet of acknowledgements alone asks for none, and a durable answer comes
+  // after the lone ACK of its request (docs/performance.md, change 49); until when the current
+  // hold lasts (0: none). stream_frames_read_: set by the stream callbacks during one
+  // ngtcp2_conn_read_pkt.
   uint32_t packets_since_tx_ = 0;
+  bool stream_frames_read_ = false;
   uint64_t ack_hold_until_ = 0;
 };
 
@@ -770,6 +774,7 @@ ngtcp2_callbacks ConnImpl::Callbacks(bool server) {
   cb.recv_stream_data = [](ngtcp2_conn*, uint32_t flags, int64_t id, uint64_t, const uint8_t* data,
                            size_t len, void* ud, void*) {
     auto* c = static_cast<ConnImpl*>(ud);
+    c->stream_frames_read_ = true;
     auto s = c->StreamFor(id, true);
     if (s->aborted_) {
       // Nobody will consume: return the credit at once so the connection window is not lost.
@@ -803,11 +808,13 @@ ngtcp2_callbacks ConnImpl::Callbacks(bool server) {
   };
   cb.stream_reset = [](ngtcp2_conn*, int64_t id, uint64_t, uint64_t code, void* ud, void*) {
     auto* c = static_cast<ConnImpl*>(ud);
+    c->stream_frames_read_ = true;
     if (auto s = c->StreamFor(id, false)) s->Abort(code, true);
     return 0;
   };
   cb.stream_stop_sending = [](ngtcp2_conn*, int64_t id, uint64_t code, void* ud, void*) {
     auto* c = static_cast<ConnImpl*>(ud);
+    c->stream_frames_read_ = true;
     if (auto s = c->StreamFor(id, false)) s->Abort(code, true);
     return 0;
   };
@@ -1015,12 +1022,13 @@ void ConnImpl::Read(const uint8_t* data, size_t len, const sockaddr* from, sockl
                    {const_cast<sockaddr*>(from), fromlen},
                    nullptr};
   ngtcp2_pkt_info pi{};
+  stream_frames_read_ = false;
   int rv = ngtcp2_conn_read_pkt(conn_, &path, &pi, data, len, NowNs());
   if (rv != 0) {
     HandleError(rv);
     return;
   }
-  ++packets_since_tx_;
+  if (stream_frames_read_) ++packets_since_tx_;
   MarkDirty();
 }
 

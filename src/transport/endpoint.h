@@ -175,17 +175,18 @@ struct EndpointOptions {
   // nobody drives (a subscription's events) are read when it resumes, at most drive_park later.
   bool drivable = false;
   std::chrono::microseconds drive_park{2000};
-  // After a lone packet that carried stream data, a connection with nothing of its own in
-  // flight and nothing to send holds the acknowledgement it owes for up to this long, so that
-  // the application's next write carries it (0: off; the ACK then leaves when ngtcp2's delay,
-  // min(max_ack_delay, smoothed RTT / 8), expires — a few µs on loopback, before a synchronous
-  // caller's next request: a datagram each way per request). Not held after a second such
-  // packet or while anything is in flight, so bursts, subscriptions and loss recovery are
-  // acknowledged as before; stay well below the peer's probe timeout (over 25 ms: our
-  // max_ack_delay). Held only in a loop iteration that read at least ack_hold_min_datagrams
-  // datagrams (all endpoints on the loop): on an idle loop sending the ACK costs less than the
-  // sleep it saves the thread before the caller's next request — measured in
-  // docs/performance.md, change 43.
+  // After a lone packet that carried stream data (packets of acknowledgements alone do not
+  // count: a durable answer follows the lone ACK of its request), a connection with nothing of
+  // its own in flight and nothing to send holds the acknowledgement it owes for up to this
+  // long, so that the application's next write carries it (0: off; the ACK then leaves when
+  // ngtcp2's delay, min(max_ack_delay, smoothed RTT / 8), expires — a few µs on loopback,
+  // before a synchronous caller's next request: a datagram each way per request). Not held
+  // after a second such packet or while anything is in flight, so bursts, subscriptions and
+  // loss recovery are acknowledged as before; stay well below the peer's probe timeout (over
+  // 25 ms: our max_ack_delay). Held only in a loop iteration that read at least
+  // ack_hold_min_datagrams datagrams (all endpoints on the loop): on an idle loop sending the
+  // ACK costs less than the sleep it saves the thread before the caller's next request —
+  // measured in docs/performance.md, change 43.
   std::chrono::microseconds ack_hold{0};
   uint32_t ack_hold_min_datagrams = 2;
   // Run on that endpoint's loop thread instead of starting one (nullptr: a thread of its own).

@@ -237,9 +237,10 @@ struct RequesterDatagrams {
   uint64_t after = 0;
 };
 constexpr int kHeldAckRequests = 4;
-RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_ack) {
+RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_ack,
+                                           ListenHandlers echo = EchoAtOnce()) {
   MetricsRegistry server_metrics, client_metrics;
-  auto server = MakeServer(server_metrics, EchoAtOnce());
+  auto server = MakeServer(server_metrics, std::move(echo));
   EXPECT_TRUE(server.has_value()) << server.error().message;
   if (!server) return {};
   dial.keep_alive = std::chrono::milliseconds(0);
@@ -296,6 +297,42 @@ TEST(EndpointTest, AHeldAckRidesTheNextRequestAndLeavesAloneWhenTheHoldEnds) {
   RequesterDatagrams counted = CountRequesterDatagrams(dial, true);
   EXPECT_EQ(counted.for_requests, uint64_t(kHeldAckRequests));
   EXPECT_EQ(counted.after, 1u);
+}
+
+// A listener whose streams answer each read 1 ms later (a durable answer waiting for its
+// flush): the request's ACK, due at once, leaves alone before the answer.
+ListenHandlers EchoAfterAMillisecond() {
+  ListenHandlers lh;
+  lh.on_connection = [](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{[](const std::shared_ptr<Stream>& s) {
+                                        std::weak_ptr<Stream> weak = s;
+                                        s->SetHandlers(StreamHandlers{
+                                            [weak](Stream& st, std::span<const uint8_t> d) {
+                                              std::vector<uint8_t> answer(d.begin(), d.end());
+                                              st.Consume(d.size());
+                                              st.connection()->endpoint().RunAfter(
+                                                  std::chrono::milliseconds(1),
+                                                  [weak, answer = std::move(answer)] {
+                                                    if (auto s = weak.lock())
+                                                      (void)s->Write(answer);
+                                                  });
+                                            },
+                                            nullptr, nullptr, nullptr});
+                                      },
+                                      nullptr});
+  };
+  return lh;
+}
+
+// A packet of acknowledgements alone asks for none: after the lone ACK of its request, the
+// answer is still the one packet the requester owes an ACK for, and that ACK is held for the
+// next request to carry — one datagram per request, as with an answer sent at once.
+TEST(EndpointTest, AnAnswerThatFollowsTheLoneAckOfItsRequestHasItsAckHeld) {
+  EndpointOptions dial;
+  dial.ack_hold = std::chrono::milliseconds(20);
+  dial.ack_hold_min_datagrams = 0;
+  EXPECT_EQ(CountRequesterDatagrams(dial, false, EchoAfterAMillisecond()).for_requests,
+            uint64_t(kHeldAckRequests));
 }
 
 // Without a hold, or on a loop that read fewer datagrams than ack_hold_min_datagrams in the
