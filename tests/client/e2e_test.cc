@@ -94,6 +94,17 @@ class ClientE2E : public ::testing::Test {
     return o;
   }
 
+  // Creates a durable stream and a cache; options whose token may publish, subscribe, read
+  // and write both.
+  ClientOptions StreamAndCacheOptions(const std::string& stream, const std::string& cache) {
+    EXPECT_EQ(Felix({"stream", "create", stream, "--durable"}).first, 0);
+    EXPECT_EQ(Felix({"cache", "create", cache}).first, 0);
+    ClientOptions options = Options(stream);
+    const std::string cache_scope = "cache:" + creds_.tenant_id + "/default/" + cache;
+    options.token = Token(stream, {"cache.read:" + cache_scope, "cache.write:" + cache_scope});
+    return options;
+  }
+
   std::string data_dir_, quic_, ca_file_;
   std::map<std::string, std::string> env_;
   std::unique_ptr<ChildProcess> broker_;
@@ -372,12 +383,20 @@ TEST_F(ClientE2E, AnAckedPublishKeepsItsPlaceAmongFireAndForgetPublishes) {
 // ClientOptions::spin_wait changes how a blocking call waits, not what it gets: acked
 // publishes come back with consecutive offsets, a subscription's Next returns them in order,
 // and cache calls return their values.
+// Twenty puts over three keys, each read back at once.
+void PutAndGetEach(Client& client, const CacheRef& cache) {
+  for (int i = 0; i < 20; ++i) {
+    std::string key = "k" + std::to_string(i % 3);
+    ASSERT_TRUE(client.CachePut(cache, key, "v" + std::to_string(i)));
+    auto got = client.CacheGet(cache, key);
+    ASSERT_TRUE(got) << got.error().ToString();
+    ASSERT_TRUE(*got);
+    EXPECT_EQ(**got, "v" + std::to_string(i));
+  }
+}
+
 TEST_F(ClientE2E, ACallerThatSpinsForItsAnswersGetsTheSameAnswers) {
-  ASSERT_EQ(Felix({"stream", "create", "spun", "--durable"}).first, 0);
-  ASSERT_EQ(Felix({"cache", "create", "spun-cache"}).first, 0);
-  ClientOptions options = Options("spun");
-  const std::string cache_scope = "cache:" + creds_.tenant_id + "/default/spun-cache";
-  options.token = Token("spun", {"cache.read:" + cache_scope, "cache.write:" + cache_scope});
+  ClientOptions options = StreamAndCacheOptions("spun", "spun-cache");
   options.spin_wait = std::chrono::microseconds(2000);
   auto client = Client::Connect(options);
   ASSERT_TRUE(client) << client.error().ToString();
@@ -400,15 +419,7 @@ TEST_F(ClientE2E, ACallerThatSpinsForItsAnswersGetsTheSameAnswers) {
     EXPECT_EQ((*e)->offset, *first + i);
   }
   (*sub)->Close();
-  CacheRef cache{"default", "spun-cache"};
-  for (int i = 0; i < 20; ++i) {
-    std::string key = "k" + std::to_string(i % 3);
-    ASSERT_TRUE((*client)->CachePut(cache, key, "v" + std::to_string(i)));
-    auto got = (*client)->CacheGet(cache, key);
-    ASSERT_TRUE(got) << got.error().ToString();
-    ASSERT_TRUE(*got);
-    EXPECT_EQ(**got, "v" + std::to_string(i));
-  }
+  PutAndGetEach(**client, CacheRef{"default", "spun-cache"});
 }
 
 // ClientOptions::caller_runs_io: acked publishes and cache calls do the connection's I/O on the
@@ -416,11 +427,7 @@ TEST_F(ClientE2E, ACallerThatSpinsForItsAnswersGetsTheSameAnswers) {
 // same client (one drives, the others wait and are served), cache calls, and a push and a pull
 // subscription on that same client get every answer and every event.
 TEST_F(ClientE2E, CallersRunningTheConnectionsIoGetTheSameAnswers) {
-  ASSERT_EQ(Felix({"stream", "create", "cio", "--durable"}).first, 0);
-  ASSERT_EQ(Felix({"cache", "create", "cio-cache"}).first, 0);
-  ClientOptions options = Options("cio");
-  const std::string cache_scope = "cache:" + creds_.tenant_id + "/default/cio-cache";
-  options.token = Token("cio", {"cache.read:" + cache_scope, "cache.write:" + cache_scope});
+  ClientOptions options = StreamAndCacheOptions("cio", "cio-cache");
   options.caller_runs_io = true;
   auto client = Client::Connect(options);
   ASSERT_TRUE(client) << client.error().ToString();
@@ -469,15 +476,7 @@ TEST_F(ClientE2E, CallersRunningTheConnectionsIoGetTheSameAnswers) {
     distinct.insert(offsets[t].begin(), offsets[t].end());
   }
   EXPECT_EQ(distinct.size(), 100u);
-  CacheRef cache{"default", "cio-cache"};
-  for (int i = 0; i < 20; ++i) {
-    std::string key = "k" + std::to_string(i % 3);
-    ASSERT_TRUE((*client)->CachePut(cache, key, "v" + std::to_string(i)));
-    auto got = (*client)->CacheGet(cache, key);
-    ASSERT_TRUE(got) << got.error().ToString();
-    ASSERT_TRUE(*got);
-    EXPECT_EQ(**got, "v" + std::to_string(i));
-  }
+  PutAndGetEach(**client, CacheRef{"default", "cio-cache"});
   {
     std::unique_lock<std::mutex> lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return pushed.size() >= 150; }))

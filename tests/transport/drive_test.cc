@@ -3,7 +3,7 @@
 // post, for a waiter counted by AwaitingAnswers and for Stop; one caller drives at a time; an
 // endpoint that is not drivable, or shares a loop, is never driven. Every drivable dialer here
 // parks for an hour after a drive, so a loop thread that is not woken would never serve again:
-// the waits below (kWait) end on the event, not on a park running out.
+// the waits below (kWait) end on the event, not on a park running out (Stop always wakes it).
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -130,16 +130,40 @@ bool Got(const std::shared_ptr<Received>& r, const std::string& want) {
   return r->bytes == want;
 }
 
-TEST(EndpointDrive, ACallerWritesItsRequestAndReadsItsAnswerOnItsOwnThread) {
+// Whether `r` holds `want` within kWait.
+bool Arrives(const std::shared_ptr<Received>& r, const std::string& want) {
+  const auto until = std::chrono::steady_clock::now() + kWait;
+  while (!Got(r, want)) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// An echo server and a drivable dialer, with one collecting stream open between them (Open).
+struct DrivenEcho {
   MetricsRegistry metrics;
-  EchoServer server(MakeTls(ServerTls()), metrics);
-  auto dialer = DrivableDialer(metrics);
-  ASSERT_NE(dialer, nullptr);
-  auto conn = DialAndWait(*dialer, server.addr());
-  ASSERT_TRUE(conn.has_value()) << conn.error().message;
-  auto got = std::make_shared<Received>();
-  auto stream = OpenCollecting(*dialer, *conn, got);
-  ASSERT_NE(stream, nullptr);
+  EchoServer server{MakeTls(ServerTls()), metrics};
+  std::unique_ptr<Endpoint> dialer = DrivableDialer(metrics);
+  std::shared_ptr<Received> got = std::make_shared<Received>();
+  std::shared_ptr<Stream> stream;
+
+  bool Open() {
+    if (!dialer) return false;
+    auto conn = DialAndWait(*dialer, server.addr());
+    EXPECT_TRUE(conn.has_value()) << (conn ? "" : conn.error().message);
+    if (!conn) return false;
+    stream = OpenCollecting(*dialer, *conn, got);
+    return stream != nullptr;
+  }
+};
+
+TEST(EndpointDrive, ACallerWritesItsRequestAndReadsItsAnswerOnItsOwnThread) {
+  DrivenEcho echo;
+  ASSERT_TRUE(echo.Open());
+  auto& dialer = echo.dialer;
+  auto& stream = echo.stream;
+  auto& got = echo.got;
   std::string want;
   for (int i = 0; i < 20; ++i) {
     const std::string request = "request " + std::to_string(i) + ";";
@@ -160,31 +184,20 @@ TEST(EndpointDrive, ACallerWritesItsRequestAndReadsItsAnswerOnItsOwnThread) {
 }
 
 TEST(EndpointDrive, APostFromAnotherThreadWakesTheParkedLoopThread) {
-  MetricsRegistry metrics;
-  EchoServer server(MakeTls(ServerTls()), metrics);
-  auto dialer = DrivableDialer(metrics);
-  ASSERT_NE(dialer, nullptr);
+  DrivenEcho echo;
+  ASSERT_NE(echo.dialer, nullptr);
+  auto& dialer = echo.dialer;
   const std::thread::id loop = OnLoop(*dialer, [] { return std::this_thread::get_id(); });
-  auto conn = DialAndWait(*dialer, server.addr());
-  ASSERT_TRUE(conn.has_value()) << conn.error().message;
-  auto got = std::make_shared<Received>();
-  auto stream = OpenCollecting(*dialer, *conn, got);
-  ASSERT_NE(stream, nullptr);
+  ASSERT_TRUE(echo.Open());
+  auto& stream = echo.stream;
+  auto& got = echo.got;
   ASSERT_TRUE(
       dialer->Drive([&] { Write(stream, "one"); }, [&] { return Got(got, "one"); }, Deadline()));
   // Parked for an hour now; a post must run at once, on the loop thread, and so must the
   // round trip it starts.
   EXPECT_EQ(OnLoop(*dialer, [] { return std::this_thread::get_id(); }), loop);
   dialer->Post([&] { Write(stream, "two"); });
-  std::promise<void> answered;
-  auto done = answered.get_future();
-  std::thread watcher([&] {
-    while (!Got(got, "onetwo")) std::this_thread::yield();
-    answered.set_value();
-  });
-  EXPECT_EQ(done.wait_for(kWait), std::future_status::ready) << "the parked loop did not serve";
-  if (done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) std::abort();
-  watcher.join();
+  ASSERT_TRUE(Arrives(got, "onetwo")) << "the parked loop did not serve";
   std::lock_guard lock(got->mu);
   EXPECT_EQ(got->thread, loop);
 }
@@ -216,15 +229,7 @@ TEST(EndpointDrive, AnAnswerAwaitedByAnotherThreadArrivesAfterTheDrive) {
     if (!counted_before_the_drive) dialer->AwaitingAnswers(+1);
     // The server answers the held request only now, after the drive ended.
     ASSERT_TRUE(server.Release()) << "the held request never reached the server";
-    std::promise<void> answered;
-    auto done = answered.get_future();
-    std::thread watcher([&] {
-      while (!Got(theirs, "held")) std::this_thread::yield();
-      answered.set_value();
-    });
-    EXPECT_EQ(done.wait_for(kWait), std::future_status::ready) << "the loop thread stayed parked";
-    if (done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) std::abort();
-    watcher.join();
+    EXPECT_TRUE(Arrives(theirs, "held")) << "the loop thread stayed parked";
     dialer->AwaitingAnswers(-1);
   }
 }
@@ -283,22 +288,15 @@ TEST(EndpointDrive, AnEndpointThatIsNotDrivableOrSharesALoopIsNotDriven) {
 
 // Stop wakes a loop thread parked for an hour, and a stopped endpoint is not driven.
 TEST(EndpointDrive, StopEndsAParkedLoopAndLaterDrivesAreRefused) {
-  MetricsRegistry metrics;
-  EchoServer server(MakeTls(ServerTls()), metrics);
-  auto dialer = DrivableDialer(metrics);
-  ASSERT_NE(dialer, nullptr);
-  auto conn = DialAndWait(*dialer, server.addr());
-  ASSERT_TRUE(conn.has_value()) << conn.error().message;
-  auto got = std::make_shared<Received>();
-  auto stream = OpenCollecting(*dialer, *conn, got);
-  ASSERT_NE(stream, nullptr);
-  ASSERT_TRUE(
-      dialer->Drive([&] { Write(stream, "x"); }, [&] { return Got(got, "x"); }, Deadline()));
-  auto stopped = std::async(std::launch::async, [&] { dialer->Stop(); });
+  DrivenEcho echo;
+  ASSERT_TRUE(echo.Open());
+  ASSERT_TRUE(echo.dialer->Drive([&] { Write(echo.stream, "x"); },
+                                 [&] { return Got(echo.got, "x"); }, Deadline()));
+  auto stopped = std::async(std::launch::async, [&] { echo.dialer->Stop(); });
   EXPECT_EQ(stopped.wait_for(kWait), std::future_status::ready) << "Stop waited for the park";
   if (stopped.wait_for(std::chrono::seconds(0)) != std::future_status::ready) std::abort();
   bool started = false;
-  EXPECT_FALSE(dialer->Drive([&] { started = true; }, [] { return true; }, Deadline()));
+  EXPECT_FALSE(echo.dialer->Drive([&] { started = true; }, [] { return true; }, Deadline()));
   EXPECT_FALSE(started);
 }
 
