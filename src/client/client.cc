@@ -1802,7 +1802,8 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
   // ClientOptions::caller_runs_io: on one broker this thread sends and reads the answer itself
   // (in a cluster a publish may be redirected and retried elsewhere: it waits as usual).
   const auto deadline = std::chrono::steady_clock::now() + wait;
-  client_impl::Connection home = router_->cluster() ? nullptr : router_->Home();
+  client_impl::Connection home =
+      o.caller_runs_io && !router_->cluster() ? router_->Home() : nullptr;
   const bool driven = home && home->DriveLoop(
                                   send, [&] { return !queued || outcome->Ready(); }, deadline);
   if (!driven) {
