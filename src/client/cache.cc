@@ -96,17 +96,8 @@ Answer CacheChannel::Call(uint64_t request_id, std::vector<uint8_t> frame,
   };
   // ClientOptions::caller_runs_io: this thread sends and reads the answer itself; otherwise
   // (or while another caller drives) the loop thread does, and this one waits.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const bool driven = port_.DriveLoop(
-      send, [&] { return !posted || answer->Ready(); }, deadline);
-  if (!driven) {
-    port_.AwaitingLoop(+1);
-    send();
-  }
-  // A drive that ended before the answer (the client closing) leaves the rest of the time.
-  const bool ready = posted && AwaitReady(*answer, port_.client_options().spin_wait,
-                                          driven ? RemainingUntil(deadline) : timeout);
-  if (!driven) port_.AwaitingLoop(-1);
+  const bool ready = SendAndAwait(
+      &port_, send, [&] { return posted; }, *answer, port_.client_options().spin_wait, timeout);
   if (!posted) return tl::unexpected(Error(ClientErrorCode::kClosed, "the client was closed"));
   if (!ready) {
     ClientError e = Error(ClientErrorCode::kTimeout,

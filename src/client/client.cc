@@ -1801,19 +1801,10 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
   };
   // ClientOptions::caller_runs_io: on one broker this thread sends and reads the answer itself
   // (in a cluster a publish may be redirected and retried elsewhere: it waits as usual).
-  const auto deadline = std::chrono::steady_clock::now() + wait;
   client_impl::Connection home =
       o.caller_runs_io && !router_->cluster() ? router_->Home() : nullptr;
-  const bool driven = home && home->DriveLoop(
-                                  send, [&] { return !queued || outcome->Ready(); }, deadline);
-  if (!driven) {
-    if (home) home->AwaitingLoop(+1);
-    send();
-  }
-  const bool ready =
-      queued && client_impl::AwaitReady(*outcome, o.spin_wait,
-                                        driven ? client_impl::RemainingUntil(deadline) : wait);
-  if (home && !driven) home->AwaitingLoop(-1);
+  const bool ready = client_impl::SendAndAwait(
+      home.get(), send, [&] { return bool(queued); }, *outcome, o.spin_wait, wait);
   if (!queued) return Unexpected(queued.error());
   if (!ready) {
     std::string addr;
