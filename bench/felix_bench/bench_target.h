@@ -28,7 +28,7 @@ struct Target {
   uint32_t spin_us = 0;
   // ClientOptions::caller_runs_io of every connection (acked publishes and cache calls do their
   // connection's I/O on the calling thread).
-  bool caller_io = false;
+  bool caller_io = true;
   // Publish mode with --fanout: the subscribers' connections alone spin this long (overrides
   // spin_us for them).
   uint32_t subscriber_spin_us = 0;

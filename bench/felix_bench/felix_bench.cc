@@ -52,9 +52,10 @@ int main(int argc, char** argv) {
                  "a blocking call spins this many µs for its answer before it sleeps "
                  "(ClientOptions::spin_wait; default 0)")
       ->check(CLI::Range(0u, 100000u));
-  app.add_flag("--caller-io", target.caller_io,
+  app.add_flag("--caller-io,!--no-caller-io", target.caller_io,
                "acked publishes and cache calls do their connection's I/O on the calling "
-               "thread (ClientOptions::caller_runs_io)");
+               "thread (ClientOptions::caller_runs_io; the default); --no-caller-io: through "
+               "the connection's I/O thread");
   app.add_option("--subscriber-spin-us", target.subscriber_spin_us,
                  "with --fanout: the subscribers alone spin this many µs for each event before "
                  "they sleep (default: --spin-us)")

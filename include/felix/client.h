@@ -143,10 +143,11 @@ struct ClientOptions {
   // went from 10.7–13.1 k to 15.1–15.5 k per second, and the client's CPU per call from 62–78
   // to 37–40 µs (docs/performance.md, change 48). One caller drives at a time; a concurrent
   // call waits as usual, served by it. Applies with a thread per connection (no io_thread);
-  // in a cluster, to cache calls and not to publishes. What it changes for callbacks: a
-  // PublishAsync callback or a subscription's on_event may then run on a thread that is blocked
-  // in a call to this Client — never take, in a callback, a lock held around a call.
-  bool caller_runs_io = false;
+  // in a cluster, to cache calls and not to publishes. Callbacks are unchanged: a
+  // PublishAsync callback or a subscription's on_event read by a driving caller is handed to
+  // the I/O thread, in order, when the call ends (change 50). On by default; off, every
+  // request and answer goes through the I/O thread.
+  bool caller_runs_io = true;
 };
 
 // A stream of the client's tenant.

@@ -77,7 +77,7 @@ ClientError Closed() {
 // ---------------------------------------------------------------------------------------------
 // Subscription state, shared by the user's Subscription and the loop thread.
 
-class Subscription::State {
+class Subscription::State : public std::enable_shared_from_this<Subscription::State> {
  public:
   enum class Phase { kOpening, kActive, kEnded };
 
@@ -114,7 +114,8 @@ class Subscription::State {
   uint64_t id = 0;
   std::optional<uint64_t> start_offset, live_offset, last_offset;
   std::deque<Event> queue;
-  bool paused = false;  // the event reader stopped because the queue was full
+  bool paused = false;          // the event reader stopped because the queue was full
+  bool closed_by_user = false;  // Close: no handler call from now on
 
   // Loop thread only.
   std::shared_ptr<transport::Stream> bidi;
@@ -124,19 +125,29 @@ class Subscription::State {
   uint32_t max_frame;
 
   // Ends the subscription (first reason wins). Returns false if it had ended already. A push
-  // subscription that was open hears why, unless the user closed it (`by_user`).
-  bool End(ClientError why, bool by_user = false) {
+  // subscription that was open hears why, unless the user closed it (`by_user`, now or before
+  // the handler runs): through `run` (the connection's RunUserCallback) when given, so that
+  // the handler runs after the events read before the end and never on a caller's thread.
+  bool End(ClientError why, bool by_user = false, Client::Impl* run = nullptr) {
     bool tell = false;
     {
       std::lock_guard<std::mutex> lock(mu);
+      if (by_user) closed_by_user = true;
       if (phase == Phase::kEnded) return false;
       tell = on_event && !by_user && phase == Phase::kActive;
       phase = Phase::kEnded;
       error = why;
       cv.notify_all();
-      if (tell) why.resume_from = ResumeFromLocked(why);
     }
-    if (tell) Call([&] { on_event(Unexpected(std::move(why))); });
+    if (!tell) return true;
+    RunHandler(run, [self = shared_from_this(), why = std::move(why)]() mutable {
+      {
+        std::lock_guard<std::mutex> lock(self->mu);
+        if (self->closed_by_user) return;
+        why.resume_from = self->ResumeFromLocked(why);
+      }
+      self->on_event(Unexpected(std::move(why)));
+    });
     return true;
   }
 
@@ -148,16 +159,18 @@ class Subscription::State {
     return start_offset;
   }
 
-  // Push delivery of decoded events, in order; stops at the end (I/O thread).
-  void Deliver(std::vector<Event>& events) {
-    Call([&] {
+  // Push delivery of decoded events, in order, through `run` as End; stops once the user
+  // closed the subscription (events read before another end are still delivered, then the
+  // end). Loop thread, or a caller driving it.
+  void Deliver(std::vector<Event> events, Client::Impl* run) {
+    RunHandler(run, [self = shared_from_this(), events = std::move(events)]() mutable {
       for (auto& e : events) {
         {
-          std::lock_guard<std::mutex> lock(mu);
-          if (phase == Phase::kEnded) return;
-          if (e.offset) last_offset = e.offset;
+          std::lock_guard<std::mutex> lock(self->mu);
+          if (self->closed_by_user) return;
+          if (e.offset) self->last_offset = e.offset;
         }
-        on_event(std::move(e));
+        self->on_event(std::move(e));
       }
     });
   }
@@ -170,12 +183,19 @@ class Subscription::State {
   }
 
  private:
-  template <typename Fn>
-  void Call(Fn&& fn) {
-    std::lock_guard<std::mutex> h(handler_mu);
-    delivering.store(std::this_thread::get_id());
-    fn();
-    delivering.store(std::thread::id());
+  // Runs `fn` under handler_mu, through the connection's RunUserCallback when `run` is given.
+  void RunHandler(Client::Impl* run, std::function<void()> fn) {
+    auto call = [self = shared_from_this(), fn = std::move(fn)] {
+      std::lock_guard<std::mutex> h(self->handler_mu);
+      self->delivering.store(std::this_thread::get_id());
+      fn();
+      self->delivering.store(std::thread::id());
+    };
+    if (run != nullptr) {
+      client_impl::RunUserCallback(*run, std::move(call));
+    } else {
+      call();
+    }
   }
 };
 
@@ -193,7 +213,16 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   bool PostToLoop(std::function<void()> fn) override { return Post(std::move(fn)); }
   bool DriveLoop(const std::function<void()>& start, const std::function<bool()>& done,
                  std::chrono::steady_clock::time_point deadline) override {
-    return drivable_ && endpoint_ && endpoint_->Drive(start, done, deadline);
+    if (!drivable_ || !endpoint_ || !endpoint_->Drive(start, done, deadline)) return false;
+    // User callbacks the drive read are the I/O thread's to run: hand them over now (a drain
+    // that a later drive runs leaves them to that drive's end).
+    bool kept = false;
+    {
+      std::lock_guard<std::mutex> lock(user_callbacks_mu_);
+      kept = !user_callbacks_.empty();
+    }
+    if (kept) Post([this] { RunKeptUserCallbacks(); });
+    return true;
   }
   void AwaitingLoop(int delta) override {
     if (drivable_ && endpoint_) endpoint_->AwaitingAnswers(delta);
@@ -232,6 +261,8 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
     std::lock_guard<std::mutex> lock(mu_);
     return endpoint_ && endpoint_->InLoopThread();
   }
+  // client_impl::RunUserCallback (connections.h).
+  void RunUserCallback(std::function<void()> fn);
   ClientResult<std::shared_ptr<Subscription::State>> Subscribe(const StreamRef& stream,
                                                                const SubscribeOptions& so);
   // From a Subscription (any thread).
@@ -386,6 +417,11 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   bool drivable_ = false;
   bool subscriptions_awaiting_ = false;
   void SyncSubscriptionsAwaiting();
+  // User callbacks a driving caller read (RunUserCallback), oldest first; run by the loop
+  // thread (RunKeptUserCallbacks: not while a caller drives) or by Close once the loop stopped.
+  std::mutex user_callbacks_mu_;
+  std::deque<std::function<void()>> user_callbacks_;  // guarded by user_callbacks_mu_
+  void RunKeptUserCallbacks();
   // Event streams not yet attached to a subscription (their handlers own them: cleared on
   // shutdown so nothing stays alive through that cycle).
   std::set<std::shared_ptr<WaitingEvents>> unattached_;
@@ -525,7 +561,9 @@ void Client::Impl::Close() {
     window_cv_.notify_all();
   }
   endpoint_->Stop();  // joins the loop thread
-  // The loop is gone: finish anything the posted shutdown did not reach.
+  // The loop is gone: the callbacks a drive kept run now, then whatever the posted shutdown
+  // did not reach is finished.
+  RunKeptUserCallbacks();
   FailEverything(Closed());
   conn_.reset();
   request_stream_.reset();
@@ -769,6 +807,32 @@ void Client::Impl::OnConnectionClosed(const transport::CloseInfo& info) {
   FailEverything(why);
 }
 
+void Client::Impl::RunUserCallback(std::function<void()> fn) {
+  if (drivable_ && endpoint_) {
+    if (endpoint_->InDrive()) {
+      std::lock_guard<std::mutex> lock(user_callbacks_mu_);
+      user_callbacks_.push_back(std::move(fn));
+      return;
+    }
+    if (endpoint_->InLoopThread()) RunKeptUserCallbacks();
+  }
+  fn();
+}
+
+void Client::Impl::RunKeptUserCallbacks() {
+  if (endpoint_ && endpoint_->InDrive()) return;
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> lock(user_callbacks_mu_);
+      if (user_callbacks_.empty()) return;
+      fn = std::move(user_callbacks_.front());
+      user_callbacks_.pop_front();
+    }
+    fn();
+  }
+}
+
 void Client::Impl::FailEverything(const ClientError& why) {
   if (cache_) client_impl::ShutdownCacheChannel(*cache_, why);
   if (loop_shut_down_ && pending_.empty() && subscriptions_.empty() && unattached_.empty() &&
@@ -787,7 +851,7 @@ void Client::Impl::FailEverything(const ClientError& why) {
       std::lock_guard<std::mutex> lock(s->mu);
       if (s->phase == Subscription::State::Phase::kEnded) continue;
     }
-    s->End(why);
+    s->End(why, false, this);
     s->events.reset();
     s->bidi.reset();
   }
@@ -1213,7 +1277,7 @@ void Client::Impl::FailOpening(std::shared_ptr<Subscription::State> state, Clien
     std::lock_guard<std::mutex> lock(state->mu);
     if (state->phase != Subscription::State::Phase::kOpening) return;
   }
-  state->End(std::move(why));
+  state->End(std::move(why), false, this);
   if (state->bidi) state->bidi->Reset(0);
   state->bidi.reset();
   subscriptions_.erase(state);
@@ -1477,7 +1541,7 @@ Verdict Client::Impl::OnEventFrame(std::shared_ptr<Subscription::State> state, u
   }
   if (events.empty()) return Verdict::kAccept;
   if (state->on_event) {
-    state->Deliver(events);
+    state->Deliver(std::move(events), this);
     return Verdict::kAccept;
   }
   std::lock_guard<std::mutex> lock(state->mu);
@@ -1487,7 +1551,7 @@ Verdict Client::Impl::OnEventFrame(std::shared_ptr<Subscription::State> state, u
 }
 
 void Client::Impl::EndSubscription(std::shared_ptr<Subscription::State> state, ClientError why) {
-  state->End(std::move(why));
+  state->End(std::move(why), false, this);
   if (state->events) {
     state->events->SetHandlers({});
     if (!state->events->closed()) state->events->Reset(0);
@@ -1731,6 +1795,10 @@ bool Usable(const Client::Impl& impl) {
   return impl.Usable();
 }
 
+void RunUserCallback(Client::Impl& impl, std::function<void()> fn) {
+  impl.RunUserCallback(std::move(fn));
+}
+
 bool OnIoThread(const Client::Impl& impl) {
   return impl.InLoopThread();
 }
@@ -1797,7 +1865,8 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
   auto send = [&] {
     queued = router_->PublishAsync(
         stream, payloads, options,
-        [outcome](ClientResult<PublishReceipt> r) { outcome->Set(std::move(r)); }, sent_to);
+        [outcome](ClientResult<PublishReceipt> r) { outcome->Set(std::move(r)); },
+        /*user_callback=*/false, sent_to);
   };
   // ClientOptions::caller_runs_io: on one broker this thread sends and reads the answer itself
   // (in a cluster a publish may be redirected and retried elsewhere: it waits as usual).
@@ -1826,7 +1895,7 @@ ClientResult<void> Client::PublishAsync(const StreamRef& stream,
                                         const std::vector<std::string>& payloads,
                                         const PublishOptions& options, PublishCallback done) {
   if (!done) done = [](ClientResult<PublishReceipt>) {};
-  return router_->PublishAsync(stream, payloads, options, std::move(done));
+  return router_->PublishAsync(stream, payloads, options, std::move(done), /*user_callback=*/true);
 }
 
 ClientResult<ShardInfo> Client::StreamShards(const StreamRef& stream) {

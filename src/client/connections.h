@@ -32,6 +32,12 @@ bool Usable(const Client::Impl& impl);
 // True on the connection's own I/O thread.
 bool OnIoThread(const Client::Impl& impl);
 const std::string& AddressOf(const Client::Impl& impl);
+// Runs a user callback (a PublishAsync callback, a push subscription's handler) on the
+// connection's I/O thread, never on a caller driving its loop (ClientOptions::caller_runs_io):
+// called by a driving caller, `fn` is kept, in order, until the I/O thread takes over after the
+// drive (or the connection closes); called on the I/O thread, what was kept runs first.
+// Called elsewhere (the Router's retry thread, Close after the loop stopped), `fn` runs at once.
+void RunUserCallback(Client::Impl& impl, std::function<void()> fn);
 ServerInfo ServerInfoOf(const Client::Impl& impl);
 
 // A publish's outcome and, for a batch the broker forwarded, the owner it names (flag 0x0080).

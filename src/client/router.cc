@@ -381,6 +381,7 @@ struct Client::Router::PublishJob {
   std::vector<std::string> payloads;
   PublishOptions options;
   PublishCallback done;
+  bool user_callback = false;  // PublishAsync's `user_callback`
   uint32_t attempts = 0;
   uint32_t hops = 0;
   std::optional<std::string> redirect_to;
@@ -459,8 +460,10 @@ ClientResult<PublishReceipt> Client::Router::PublishUnacked(
 ClientResult<void> Client::Router::PublishAsync(const StreamRef& stream,
                                                 const std::vector<std::string>& payloads,
                                                 const PublishOptions& options, PublishCallback done,
+                                                bool user_callback,
                                                 std::shared_ptr<SentTo> sent_to) {
   auto job = std::make_shared<PublishJob>();
+  job->user_callback = user_callback;
   job->sent_to = std::move(sent_to);
   job->stream = stream;
   job->payloads = payloads;
@@ -484,27 +487,39 @@ ClientResult<void> Client::Router::StartPublish(const std::shared_ptr<PublishJob
   }
   std::weak_ptr<Router> weak = weak_from_this();
   const bool acked = job->options.ack != AckMode::kNone;
-  // The callback names the connection by address only: it is stored in that connection.
+  // The callback names the connection by address, and by a plain pointer for Finish: it is
+  // stored in that connection, which runs it.
   return client_impl::PublishOn(
       *route.conn, job->stream, job->payloads, job->options,
-      [weak, job, shard = route.shard, addr = client_impl::AddressOf(*route.conn), acked](
-          ClientResult<PublishReceipt> result, std::optional<OwnerEntry> hint) {
+      [weak, job, shard = route.shard, addr = client_impl::AddressOf(*route.conn),
+       via = route.conn.get(),
+       acked](ClientResult<PublishReceipt> result, std::optional<OwnerEntry> hint) {
         auto router = weak.lock();
         if (result) {
           // A forwarded batch names its owner: the next one goes there directly.
           if (router && hint && shard) router->owners_.Update(job->name(), *shard, *hint);
-          return job->done(std::move(result));
+          return Finish(job, via, std::move(result));
         }
-        if (!router || !acked) return job->done(Unexpected(AsWriteOutcome(result.error())));
-        router->OnPublishFailed(job, shard, addr, result.error());
+        if (!router || !acked) return Finish(job, via, Unexpected(AsWriteOutcome(result.error())));
+        router->OnPublishFailed(job, via, shard, addr, result.error());
       });
 }
 
-void Client::Router::OnPublishFailed(const std::shared_ptr<PublishJob>& job,
+void Client::Router::Finish(const std::shared_ptr<PublishJob>& job, Client::Impl* via,
+                            ClientResult<PublishReceipt> result) {
+  if (job->user_callback && via != nullptr) {
+    client_impl::RunUserCallback(
+        *via, [job, result = std::move(result)]() mutable { job->done(std::move(result)); });
+  } else {
+    job->done(std::move(result));
+  }
+}
+
+void Client::Router::OnPublishFailed(const std::shared_ptr<PublishJob>& job, Client::Impl* via,
                                      std::optional<uint32_t> shard, const std::string& addr,
                                      const ClientError& e) {
   Target target{job->name(), shard, job->options.key, true};
-  if (!cluster_) return job->done(Unexpected(AsWriteOutcome(e)));
+  if (!cluster_) return Finish(job, via, Unexpected(AsWriteOutcome(e)));
   if (e.code == ClientErrorCode::kNotLeader && e.leader_addr && shard) {
     owners_.Update(
         target.name, *shard,
@@ -512,10 +527,10 @@ void Client::Router::OnPublishFailed(const std::shared_ptr<PublishJob>& job,
   }
   auto decision = client_impl::DecideRetry(e, false, job->attempts, options_.max_attempts);
   if (decision.step == client_impl::RetryStep::kStop)
-    return job->done(Unexpected(AsWriteOutcome(e)));
+    return Finish(job, via, Unexpected(AsWriteOutcome(e)));
   if (decision.step == client_impl::RetryStep::kRedirect) {
     if (++job->hops > static_cast<uint32_t>(kMaxRedirects) || *e.leader_addr == addr)
-      return job->done(Unexpected(e));
+      return Finish(job, via, Unexpected(e));
     --job->attempts;
     job->redirect_to = *e.leader_addr;
   } else {

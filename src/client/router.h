@@ -89,14 +89,17 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
   }
 
   // Client::PublishAsync, routed; retries run on the retry thread. `sent_to` (optional) is
-  // set to the address of each attempt's broker as it is sent.
+  // set to the address of each attempt's broker as it is sent. `user_callback`: `done` is the
+  // user's, run on a connection's I/O thread, never on a caller driving its loop
+  // (client_impl::RunUserCallback); else (Client::Publish's own) it runs where the outcome is
+  // read.
   struct SentTo {
     std::mutex mu;
     std::string addr;  // guarded by mu
   };
   ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
                                   const PublishOptions& options, PublishCallback done,
-                                  std::shared_ptr<SentTo> sent_to = nullptr);
+                                  bool user_callback, std::shared_ptr<SentTo> sent_to = nullptr);
 
   // Client::Publish with AckMode::kNone: returns once the batch is queued to its connection's
   // loop, not once the loop wrote it, so a burst of single-record publishes leaves in full
@@ -143,8 +146,14 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
   void Forget(const Target& target, const std::string& addr, const ClientError& e);
 
   ClientResult<void> StartPublish(const std::shared_ptr<PublishJob>& job);
-  void OnPublishFailed(const std::shared_ptr<PublishJob>& job, std::optional<uint32_t> shard,
-                       const std::string& addr, const ClientError& e);
+  // `via`: the connection that read the failure (Finish's).
+  void OnPublishFailed(const std::shared_ptr<PublishJob>& job, Client::Impl* via,
+                       std::optional<uint32_t> shard, const std::string& addr,
+                       const ClientError& e);
+  // The job's outcome to its `done`: through `via` (client_impl::RunUserCallback) when the
+  // callback is the user's and a connection read the outcome, else at once.
+  static void Finish(const std::shared_ptr<PublishJob>& job, Client::Impl* via,
+                     ClientResult<PublishReceipt> result);
   // Runs `run` on the retry thread after `delay`; `cancel` instead when the router closes.
   void Schedule(std::chrono::milliseconds delay, std::function<void()> run,
                 std::function<void()> cancel);

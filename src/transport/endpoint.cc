@@ -374,6 +374,11 @@ class EndpointImpl final : public Endpoint {
   }
   bool Drive(const std::function<void()>& start, const std::function<bool()>& done,
              std::chrono::steady_clock::time_point deadline) override;
+  bool InDrive() const override {
+    // A driver holds drive_mu_, under which the loop thread set own_thread_id_; only a
+    // drivable endpoint (never a guest) is driven.
+    return options_.drivable && InLoopThread() && std::this_thread::get_id() != own_thread_id_;
+  }
   void AwaitingAnswers(int delta) override {
     // Sequentially consistent: a drive ending reads it after its own last_drive_end_ns_ (Drive).
     awaiting_.fetch_add(delta);

@@ -242,6 +242,11 @@ class Endpoint {
   // AwaitingAnswers, and the driver's iterations serve that request too). Any other thread.
   virtual bool Drive(const std::function<void()>& start, const std::function<bool()>& done,
                      std::chrono::steady_clock::time_point deadline) = 0;
+  // True on the thread of a caller inside Drive (where InLoopThread is true too); false on the
+  // loop thread itself and on every other thread. A user of the endpoint that must run
+  // something on its own loop thread, never on a caller's (a user callback), defers it while
+  // this is true. Any thread.
+  virtual bool InDrive() const = 0;
 };
 
 }  // namespace felix::transport

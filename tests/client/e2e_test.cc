@@ -6,6 +6,7 @@
 // <data_dir>/tls/broker-cert.pem fails the test.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -428,7 +429,6 @@ TEST_F(ClientE2E, ACallerThatSpinsForItsAnswersGetsTheSameAnswers) {
 // subscription on that same client get every answer and every event.
 TEST_F(ClientE2E, CallersRunningTheConnectionsIoGetTheSameAnswers) {
   ClientOptions options = StreamAndCacheOptions("cio", "cio-cache");
-  options.caller_runs_io = true;
   auto client = Client::Connect(options);
   ASSERT_TRUE(client) << client.error().ToString();
   StreamRef stream{"default", "cio"};
@@ -495,6 +495,71 @@ TEST_F(ClientE2E, CallersRunningTheConnectionsIoGetTheSameAnswers) {
   }
   EXPECT_EQ(pulled, sent);
   (*pull)->Close();
+}
+
+// A caller that drives its connection (caller_runs_io, the default) reads whatever arrives
+// meanwhile — other publishes' acknowledgements, a push subscription's events — but the user's
+// callbacks for them run on the connection's I/O thread, in order, each once: never on the
+// caller's thread, where one would run inside the caller's blocking call.
+TEST_F(ClientE2E, CallbacksRunOnTheIoThreadNotOnTheCallerDrivingIt) {
+  ClientOptions options = StreamAndCacheOptions("cb", "cb-cache");
+  ASSERT_TRUE(options.caller_runs_io) << "the default";
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client) << client.error().ToString();
+  StreamRef stream{"default", "cb"};
+  const std::thread::id caller = std::this_thread::get_id();
+  constexpr size_t kRounds = 200;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint64_t> pushed;  // offsets, in delivery order
+  int pushed_on_caller = 0;
+  auto push = (*client)->Subscribe(stream, {.on_event = [&](ClientResult<Event> r) {
+                                     std::lock_guard<std::mutex> lock(mu);
+                                     if (std::this_thread::get_id() == caller) ++pushed_on_caller;
+                                     if (r && r->offset) pushed.push_back(*r->offset);
+                                     cv.notify_all();
+                                   }});
+  ASSERT_TRUE(push) << push.error().ToString();
+  std::vector<uint64_t> async_acked;  // offsets, in callback order
+  int async_on_caller = 0;
+  int async_failed = 0;
+  for (size_t i = 0; i < kRounds; ++i) {
+    auto queued = (*client)->PublishAsync(stream, {"async-" + std::to_string(i)}, {},
+                                          [&](ClientResult<PublishReceipt> r) {
+                                            std::lock_guard<std::mutex> lock(mu);
+                                            if (std::this_thread::get_id() == caller)
+                                              ++async_on_caller;
+                                            if (r && r->offset) {
+                                              async_acked.push_back(*r->offset);
+                                            } else {
+                                              ++async_failed;
+                                            }
+                                            cv.notify_all();
+                                          });
+    ASSERT_TRUE(queued) << queued.error().ToString();
+    // The blocking publish drives the connection while the async one's answer and both
+    // records' events arrive.
+    auto r = (*client)->Publish(stream, {"sync-" + std::to_string(i)});
+    ASSERT_TRUE(r) << r.error().ToString();
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20),
+                            [&] {
+                              return async_acked.size() + size_t(async_failed) >= kRounds &&
+                                     pushed.size() >= 2 * kRounds;
+                            }))
+        << async_acked.size() << " async acks, " << pushed.size() << " events";
+    EXPECT_EQ(async_on_caller, 0) << "a PublishAsync callback ran on the driving caller";
+    EXPECT_EQ(pushed_on_caller, 0) << "an event handler ran on the driving caller";
+    EXPECT_EQ(async_failed, 0);
+    EXPECT_EQ(async_acked.size(), kRounds);
+    EXPECT_TRUE(std::is_sorted(async_acked.begin(), async_acked.end())) << "acks out of order";
+    ASSERT_EQ(pushed.size(), 2 * kRounds);
+    for (size_t i = 1; i < pushed.size(); ++i)
+      ASSERT_EQ(pushed[i], pushed[0] + i) << "events out of order or repeated at " << i;
+  }
+  (*push)->Close();
 }
 
 TEST_F(ClientE2E, CliPubAndSub) {

@@ -169,14 +169,25 @@ TEST(EndpointDrive, ACallerWritesItsRequestAndReadsItsAnswerOnItsOwnThread) {
     const std::string request = "request " + std::to_string(i) + ";";
     want += request;
     bool start_on_loop = false;
+    bool start_in_drive = false;
+    bool done_in_drive = true;
     ASSERT_TRUE(dialer->Drive(
         [&] {
           start_on_loop = dialer->InLoopThread();
+          start_in_drive = dialer->InDrive();
           Write(stream, request);
         },
-        [&] { return Got(got, want); }, Deadline()));
+        [&] {
+          done_in_drive = done_in_drive && dialer->InDrive();
+          return Got(got, want);
+        },
+        Deadline()));
     EXPECT_TRUE(start_on_loop) << "the driver is the loop thread while it drives";
+    EXPECT_TRUE(start_in_drive && done_in_drive) << "and knows it drives";
     EXPECT_FALSE(dialer->InLoopThread()) << "and no longer after";
+    EXPECT_FALSE(dialer->InDrive());
+    EXPECT_FALSE(OnLoop(*dialer, [&] { return dialer->InDrive(); }))
+        << "the loop thread itself never drives";
     ASSERT_TRUE(Got(got, want)) << "round " << i;
     std::lock_guard lock(got->mu);
     EXPECT_EQ(got->thread, std::this_thread::get_id()) << "the answer was read by the caller";
