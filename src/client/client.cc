@@ -1868,12 +1868,24 @@ ClientResult<PublishReceipt> Client::Publish(const StreamRef& stream,
         [outcome](ClientResult<PublishReceipt> r) { outcome->Set(std::move(r)); },
         /*user_callback=*/false, sent_to);
   };
-  // ClientOptions::caller_runs_io: on one broker this thread sends and reads the answer itself
-  // (in a cluster a publish may be redirected and retried elsewhere: it waits as usual).
-  client_impl::Connection home =
-      o.caller_runs_io && !router_->cluster() ? router_->Home() : nullptr;
+  // ClientOptions::caller_runs_io: this thread sends and reads the answer itself on the
+  // connection the publish is routed to now; once it went to another one, or an attempt's
+  // outcome came back without the answer (a failure retried elsewhere or later, on the retry
+  // thread), the rest is awaited as usual.
+  client_impl::Connection conn;
+  if (o.caller_runs_io && router_->cluster()) {
+    const Router::Target target{
+        {client_impl::NameKind::kStream, stream.namespace_name, stream.stream},
+        std::nullopt,
+        options.key,
+        true};
+    conn = router_->Resolve(target).conn;
+  } else if (o.caller_runs_io) {
+    conn = router_->Home();
+  }
   const bool ready = client_impl::SendAndAwait(
-      home.get(), send, [&] { return bool(queued); }, *outcome, o.spin_wait, wait);
+      conn.get(), send, [&] { return bool(queued); }, *outcome, o.spin_wait, wait,
+      [&] { return sent_to->answered.load() || sent_to->conn.load() != conn.get(); });
   if (!queued) return Unexpected(queued.error());
   if (!ready) {
     std::string addr;

@@ -40,16 +40,20 @@ class ConnectionPort {
 // Sends a request with `send` and waits up to `timeout` for `answer`: the calling thread drives
 // `port`'s loop for it when ClientOptions::caller_runs_io applies, else `send` posts it and the
 // caller waits, counted by AwaitingLoop (`port` null: no port to drive). `sent()`: whether
-// `send` queued the request (a closed client does not; then nothing is awaited). True once the
-// answer is ready; false when the time ran out or nothing was sent.
+// `send` queued the request (a closed client does not; then nothing is awaited). `elsewhere`
+// (optional): true once the answer is no longer to be read on `port` (a publish routed to, or
+// retried on, another connection): the drive ends and the rest is awaited the usual way. True
+// once the answer is ready; false when the time ran out or nothing was sent.
 template <class Slot>
 bool SendAndAwait(ConnectionPort* port, const std::function<void()>& send,
                   const std::function<bool()>& sent, Slot& answer, std::chrono::microseconds spin,
-                  std::chrono::milliseconds timeout) {
+                  std::chrono::milliseconds timeout,
+                  const std::function<bool()>& elsewhere = nullptr) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const bool driven =
-      port != nullptr && port->DriveLoop(
-                             send, [&] { return !sent() || answer.Ready(); }, deadline);
+      port != nullptr &&
+      port->DriveLoop(
+          send, [&] { return !sent() || answer.Ready() || (elsewhere && elsewhere()); }, deadline);
   if (!driven) {
     if (port != nullptr) port->AwaitingLoop(+1);
     send();

@@ -484,6 +484,7 @@ ClientResult<void> Client::Router::StartPublish(const std::shared_ptr<PublishJob
   if (job->sent_to) {
     std::lock_guard<std::mutex> lock(job->sent_to->mu);
     job->sent_to->addr = client_impl::AddressOf(*route.conn);
+    job->sent_to->conn = route.conn.get();
   }
   std::weak_ptr<Router> weak = weak_from_this();
   const bool acked = job->options.ack != AckMode::kNone;
@@ -494,6 +495,7 @@ ClientResult<void> Client::Router::StartPublish(const std::shared_ptr<PublishJob
       [weak, job, shard = route.shard, addr = client_impl::AddressOf(*route.conn),
        via = route.conn.get(),
        acked](ClientResult<PublishReceipt> result, std::optional<OwnerEntry> hint) {
+        if (job->sent_to) job->sent_to->answered = true;
         auto router = weak.lock();
         if (result) {
           // A forwarded batch names its owner: the next one goes there directly.

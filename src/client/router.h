@@ -96,6 +96,11 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
   struct SentTo {
     std::mutex mu;
     std::string addr;  // guarded by mu
+    // The connection of the latest attempt, and whether an attempt's outcome came back (a
+    // failure then retried elsewhere or later, on the retry thread, included): what tells a
+    // caller driving the first attempt's connection to stop (Client::Publish).
+    std::atomic<const Client::Impl*> conn{nullptr};
+    std::atomic<bool> answered{false};
   };
   ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
                                   const PublishOptions& options, PublishCallback done,
