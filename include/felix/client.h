@@ -136,7 +136,8 @@ struct ClientOptions {
   // a busy core while a call waits: for latency-bound callers on cores of their own, not for
   // many threads sharing few cores.
   std::chrono::microseconds spin_wait{0};
-  // An acked Publish or a cache call (get, put, delete, a counter, ...) does its connection's
+  // An acked Publish, a cache call (get, put, delete, a counter, ...) or a consumer-group call
+  // (poll, ack, ...) does its connection's
   // I/O itself: the calling thread writes the request and reads the answer, instead of handing
   // both to the connection's I/O thread and being woken by it (the I/O thread stays asleep
   // while calls run, and for 2 ms after one). On a 2-vCPU VM an acked publish of one record

@@ -1742,13 +1742,15 @@ ClientResult<flx1::Message> ExchangeOnOwnStream(Client::Impl& impl, const flx1::
   auto frame = flx1::EncodeMessageFrame(request);
   if (!frame) return Err<flx1::Message>(ClientErrorCode::kInvalidArgument, frame.error().message);
   auto answer = std::make_shared<client_impl::AnswerSlot<ClientResult<flx1::Message>>>();
-  if (!impl.ExchangeOnOwnStream(std::move(*frame), [answer](ClientResult<flx1::Message> r) {
-        answer->Set(std::move(r));
-      }))
-    return Unexpected(Closed());
-  impl.AwaitingLoop(+1);
-  const bool ready = client_impl::AwaitReady(*answer, impl.options.spin_wait, timeout);
-  impl.AwaitingLoop(-1);
+  bool posted = false;
+  auto send = [&] {
+    posted = impl.ExchangeOnOwnStream(
+        std::move(*frame), [answer](ClientResult<flx1::Message> r) { answer->Set(std::move(r)); });
+  };
+  // ClientOptions::caller_runs_io: this thread opens the stream and reads the answer itself.
+  const bool ready = client_impl::SendAndAwait(
+      &impl, send, [&] { return posted; }, *answer, impl.options.spin_wait, timeout);
+  if (!posted) return Unexpected(Closed());
   if (!ready) {
     ClientError e = MakeClientError(ClientErrorCode::kTimeout,
                                     "no answer within " + std::to_string(timeout.count()) + " ms");
