@@ -493,6 +493,9 @@ ClientResult<void> Client::Impl::Start() {
   // A busy loop (many connections on one IoThread) holds a lone ACK for the caller's next
   // request to carry (EndpointOptions::ack_hold; docs/performance.md, change 43).
   eo.ack_hold = std::chrono::microseconds(1000);
+  // ... across the two packets of a call answered in parts (a group call's auth_ok, then its
+  // answer after the cursor's flush), so that the next call carries that ACK too.
+  eo.ack_hold_packets = 2;
   // ClientOptions::caller_runs_io: the caller's next request carries the ACK of its answer even
   // on this idle loop (the I/O thread is parked, not kept awake by sending it).
   drivable_ = options.caller_runs_io && !options.io_thread;

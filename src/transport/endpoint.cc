@@ -282,6 +282,20 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   void NotifyClosed(CloseInfo info);
   void OnEstablished();
   void RegisterCid(const uint8_t* data, size_t len);
+  // The peer's stream limit of one kind (EndpointOptions::max_streams_bidi / _uni). ngtcp2 0.12
+  // sends a MAX_STREAMS frame each time the limit is raised, so returning each closed stream's
+  // credit at once cost a packet each way per request to a peer that opens a stream per request
+  // (consumer-group calls: docs/performance.md, change 53). Closed streams' credit is returned
+  // in batches of max_streams / 16 (1 to 64) while the peer has more than half its limit left,
+  // and at every open and close once it has not — so a peer that reaches its limit has
+  // max_streams of its own open, as before.
+  struct PeerStreamCredit {
+    uint64_t initial = 0;     // the limit in the transport parameters
+    uint64_t limit = 0;       // initial plus what has been returned
+    uint64_t opened = 0;      // streams the peer has opened (the highest one's index + 1)
+    uint64_t unreturned = 0;  // closed, their credit not yet returned
+  };
+  void OnPeerStream(int64_t id, bool closed);
 
   EndpointImpl* ep_;
   uint64_t id_;
@@ -319,6 +333,7 @@ class ConnImpl final : public Connection, public std::enable_shared_from_this<Co
   uint32_t packets_since_tx_ = 0;
   bool stream_frames_read_ = false;
   uint64_t ack_hold_until_ = 0;
+  PeerStreamCredit peer_bidi_, peer_uni_;
 };
 
 class EndpointImpl final : public Endpoint {
@@ -773,6 +788,7 @@ ngtcp2_callbacks ConnImpl::Callbacks(bool server) {
   };
   cb.stream_open = [](ngtcp2_conn*, int64_t id, void* ud) {
     auto* c = static_cast<ConnImpl*>(ud);
+    c->OnPeerStream(id, false);
     c->ep_->DeferOpened(c->StreamFor(id, true));
     return 0;
   };
@@ -827,12 +843,7 @@ ngtcp2_callbacks ConnImpl::Callbacks(bool server) {
                        void*) {
     auto* c = static_cast<ConnImpl*>(ud);
     // ngtcp2 0.12 does not raise the peer's stream limit by itself.
-    if (!ngtcp2_conn_is_local_stream(conn, id)) {
-      if (ngtcp2_is_bidi_stream(id))
-        ngtcp2_conn_extend_max_streams_bidi(conn, 1);
-      else
-        ngtcp2_conn_extend_max_streams_uni(conn, 1);
-    }
+    if (!ngtcp2_conn_is_local_stream(conn, id)) c->OnPeerStream(id, true);
     auto it = c->streams_.find(id);
     if (it == c->streams_.end()) return 0;
     auto s = it->second;
@@ -979,6 +990,32 @@ void ConnImpl::OnEstablished() {
   }
 }
 
+void ConnImpl::OnPeerStream(int64_t id, bool closed) {
+  const bool bidi = ngtcp2_is_bidi_stream(id);
+  PeerStreamCredit& credit = bidi ? peer_bidi_ : peer_uni_;
+  if (credit.initial == 0) {
+    credit.initial = bidi ? ep_->options().max_streams_bidi : ep_->options().max_streams_uni;
+    credit.limit = credit.initial;
+  }
+  // At most this many closed streams' credit is held back while the peer has plenty left.
+  const uint64_t batch = std::clamp<uint64_t>(credit.initial / 16, 1, 64);
+  if (closed) {
+    ++credit.unreturned;
+  } else {
+    // Opening a stream opens every lower one of its kind (RFC 9000 §3.2).
+    credit.opened = std::max(credit.opened, uint64_t(id) / 4 + 1);
+  }
+  const bool near_limit = credit.limit - credit.opened <= credit.initial / 2;
+  if (credit.unreturned == 0 || (credit.unreturned < batch && !near_limit)) return;
+  if (bidi) {
+    ngtcp2_conn_extend_max_streams_bidi(conn_, credit.unreturned);
+  } else {
+    ngtcp2_conn_extend_max_streams_uni(conn_, credit.unreturned);
+  }
+  credit.limit += credit.unreturned;
+  credit.unreturned = 0;
+}
+
 std::shared_ptr<StreamImpl> ConnImpl::StreamFor(int64_t id, bool create) {
   auto it = streams_.find(id);
   if (it != streams_.end()) return it->second;
@@ -1046,7 +1083,8 @@ uint64_t ConnImpl::Expiry() const {
 
 bool ConnImpl::HoldsAck(uint64_t now) {
   const uint64_t hold = uint64_t(ep_->options().ack_hold.count()) * 1000;
-  bool holds = hold > 0 && state_ == State::kOpen && !pending_close_ && packets_since_tx_ == 1 &&
+  bool holds = hold > 0 && state_ == State::kOpen && !pending_close_ && packets_since_tx_ >= 1 &&
+               packets_since_tx_ <= std::max(ep_->options().ack_hold_packets, 1u) &&
                ep_->loop_owner()->loop_datagrams_ >= ep_->options().ack_hold_min_datagrams &&
                (ack_hold_until_ == 0 || now < ack_hold_until_);
   if (holds) {

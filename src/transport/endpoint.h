@@ -181,14 +181,19 @@ struct EndpointOptions {
   // long, so that the application's next write carries it (0: off; the ACK then leaves when
   // ngtcp2's delay, min(max_ack_delay, smoothed RTT / 8), expires — a few µs on loopback,
   // before a synchronous caller's next request: a datagram each way per request). Not held
-  // after a second such packet or while anything is in flight, so bursts, subscriptions and
-  // loss recovery are acknowledged as before; stay well below the peer's probe timeout (over
-  // 25 ms: our max_ack_delay). Held only in a loop iteration that read at least
+  // after more than ack_hold_packets such packets or while anything is in flight, so bursts,
+  // subscriptions and loss recovery are acknowledged as before; stay well below the peer's probe
+  // timeout (over 25 ms: our max_ack_delay). Held only in a loop iteration that read at least
   // ack_hold_min_datagrams datagrams (all endpoints on the loop): on an idle loop sending the
   // ACK costs less than the sleep it saves the thread before the caller's next request —
   // measured in docs/performance.md, change 43.
   std::chrono::microseconds ack_hold{0};
   uint32_t ack_hold_min_datagrams = 2;
+  // How many packets with stream data since the connection last sent a hold may cover (at
+  // least 1). 2 is QUIC's usual delayed acknowledgement (RFC 9000 §13.2.2: one ACK per two
+  // ack-eliciting packets) and covers an answer that follows an early part of itself (a
+  // consumer-group call's auth_ok before its flushed answer: docs/performance.md, change 53).
+  uint32_t ack_hold_packets = 1;
   // Run on that endpoint's loop thread instead of starting one (nullptr: a thread of its own).
   // It must have been created by Endpoint::Create and must outlive this endpoint; it may be
   // stopped first: stopping it stops this endpoint's connections too (this one's Stop then only

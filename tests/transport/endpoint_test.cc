@@ -76,6 +76,65 @@ TEST(EndpointTest, ManySequentialStreamsBeyondTheConcurrentLimit) {
   }
 }
 
+// A peer that opens a stream per request (a consumer-group call): the server's credit for the
+// closed streams goes back in batches, not as a MAX_STREAMS packet per request — the echo (with
+// its FIN and the request's ACK) is the one datagram the server sends per request.
+TEST(EndpointTest, AStreamPerRequestCostsTheServerOneDatagramEach) {
+  MetricsRegistry metrics;
+  EndpointOptions opts;
+  opts.name = "server";
+  EchoServer server(MakeTls(ClientPortTls()), metrics, opts);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  auto conn = DialAndWait(*dialer, server.addr());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(EchoRoundTrip(*dialer, *conn, "warm"), "warm");
+  Counter& sent =
+      metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "", "endpoint=\"server\"");
+  auto sent_now = [&] { return OnLoop(*server.ep, [&] { return sent.Value(); }); };
+  constexpr int kRequests = 40;
+  const uint64_t before = sent_now();
+  for (int i = 0; i < kRequests; ++i) {
+    std::string msg = "request " + std::to_string(i);
+    ASSERT_EQ(EchoRoundTrip(*dialer, *conn, msg), msg) << i;
+  }
+  // One more is allowed for a probe on a loaded machine. Returning each stream's credit at once
+  // sent about twice as many (the credit after the client's ACK of each echo's FIN).
+  EXPECT_LE(sent_now() - before, uint64_t(kRequests + 1));
+}
+
+// Credit held back for closed streams never keeps a peer below its limit: after streams opened
+// and closed one at a time (some credit held back), the peer can still have max_streams_bidi
+// streams open at once — the credit comes back as it opens them — and not one more.
+TEST(EndpointTest, APeerThatReachesItsStreamLimitHasThatManyOpen) {
+  MetricsRegistry metrics;
+  EndpointOptions opts;
+  opts.max_streams_bidi = 64;
+  EchoServer server(MakeTls(ClientPortTls()), metrics, opts);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  auto conn = DialAndWait(*dialer, server.addr());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+  for (int i = 0; i < 30; ++i) ASSERT_EQ(EchoRoundTrip(*dialer, *conn, "one"), "one") << i;
+  std::vector<std::shared_ptr<Stream>> open;
+  // Opens what the credit known now allows, each stream written to so the server sees it.
+  auto open_more = [&] {
+    return OnLoop(*dialer, [&] {
+      for (auto s = (*conn)->OpenBidiStream(); s; s = (*conn)->OpenBidiStream()) {
+        (void)(*s)->Write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("x"), 1));
+        open.push_back(*s);
+      }
+      return open.size();
+    });
+  };
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (open_more() < 64 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(open.size(), 64u);
+  EXPECT_FALSE(OnLoop(*dialer, [&] { return (*conn)->OpenBidiStream().has_value(); }));
+  OnLoop(*dialer, [&] {
+    for (auto& s : open) s->Reset(0);
+    open.clear();
+  });
+}
+
 // The broker answers a request from a task it posts to its own loop while the request is
 // being delivered (shard work run inline). By then the request's ACK is due, and it must
 // leave in the answer's packet: one datagram per request, not a lone ACK one packet ahead.
@@ -229,16 +288,18 @@ TEST(EndpointTest, AnAnswerWrittenAtOnceCarriesItsRequestsAck) {
 }
 
 // Four request/answer round trips on one stream, each answer written at once and the next
-// request 5 ms after the answer. Returns the datagrams the requester sent for them (until 5 ms
-// after the last answer), and, when `held_last_ack`, then for the last answer's held ACK (waited
-// for up to kWait).
+// request 5 ms after the answer — or, when `acks_leave_alone`, once the server has read the
+// answer's ACK sent alone. Returns the datagrams the requester sent for them (until 5 ms after
+// the last answer), and, when `held_last_ack`, then for the last answer's held ACK (waited for
+// up to kWait).
 struct RequesterDatagrams {
   uint64_t for_requests = 0;
   uint64_t after = 0;
 };
 constexpr int kHeldAckRequests = 4;
 RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_ack,
-                                           ListenHandlers echo = EchoAtOnce()) {
+                                           ListenHandlers echo = EchoAtOnce(),
+                                           bool acks_leave_alone = false) {
   MetricsRegistry server_metrics, client_metrics;
   auto server = MakeServer(server_metrics, std::move(echo));
   EXPECT_TRUE(server.has_value()) << server.error().message;
@@ -252,8 +313,23 @@ RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_
   EchoRequests requests(*dialer, *conn);
   EXPECT_TRUE(requests.ok());
   if (!requests.ok()) return {};
+  Counter& sent = client_metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "",
+                                            "endpoint=\"dialer\"");
+  Counter& received = server_metrics.AddCounter("felix_transport_udp_datagrams_received_total", "",
+                                                "endpoint=\"server\"");
+  auto sent_now = [&] { return OnLoop(*dialer, [&] { return sent.Value(); }); };
+  auto received_now = [&] { return OnLoop(**server, [&] { return received.Value(); }); };
   auto round_trip = [&](const std::string& request) {
+    const uint64_t server_had = received_now();
     requests.RoundTrip(request);
+    if (acks_leave_alone) {
+      // The answer's ACK is expected alone: the next request waits until the server has read
+      // it (after the request), so that it cannot carry it on a loaded machine.
+      const auto deadline = std::chrono::steady_clock::now() + kWait;
+      while (received_now() < server_had + 2 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+      return;
+    }
     // The next request 5 ms later: without the hold the answer's ACK (due at once) has left
     // alone by then, and no request written in the same loop turn can carry it by chance.
     const auto due = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
@@ -261,12 +337,6 @@ RequesterDatagrams CountRequesterDatagrams(EndpointOptions dial, bool held_last_
     }
   };
   for (int i = 0; i < 3; ++i) round_trip("warm " + std::to_string(i));
-  Counter& sent = client_metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "",
-                                            "endpoint=\"dialer\"");
-  Counter& received = server_metrics.AddCounter("felix_transport_udp_datagrams_received_total", "",
-                                                "endpoint=\"server\"");
-  auto sent_now = [&] { return OnLoop(*dialer, [&] { return sent.Value(); }); };
-  auto received_now = [&] { return OnLoop(**server, [&] { return received.Value(); }); };
   RequesterDatagrams counted;
   const uint64_t before = sent_now();
   for (int i = 0; i < kHeldAckRequests; ++i) round_trip("request " + std::to_string(i));
@@ -335,13 +405,56 @@ TEST(EndpointTest, AnAnswerThatFollowsTheLoneAckOfItsRequestHasItsAckHeld) {
             uint64_t(kHeldAckRequests));
 }
 
+// A listener whose streams answer each read in two parts: the first half at once, the rest
+// 1 ms later (a consumer-group call's auth_ok, then its answer after the cursor's flush).
+ListenHandlers EchoInTwoParts() {
+  ListenHandlers lh;
+  lh.on_connection = [](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{
+        [](const std::shared_ptr<Stream>& s) {
+          std::weak_ptr<Stream> weak = s;
+          s->SetHandlers(
+              StreamHandlers{[weak](Stream& st, std::span<const uint8_t> d) {
+                               const size_t half = d.size() / 2;
+                               (void)st.Write(d.first(half));
+                               std::vector<uint8_t> rest(d.begin() + ptrdiff_t(half), d.end());
+                               st.Consume(d.size());
+                               st.connection()->endpoint().RunAfter(std::chrono::milliseconds(1),
+                                                                    [weak, rest = std::move(rest)] {
+                                                                      if (auto s = weak.lock())
+                                                                        (void)s->Write(rest);
+                                                                    });
+                             },
+                             nullptr, nullptr, nullptr});
+        },
+        nullptr});
+  };
+  return lh;
+}
+
+// EndpointOptions::ack_hold_packets: an answer that comes in two packets has its ACK held for
+// the next request to carry when the hold covers two packets (one datagram per request); with
+// the default of one the second packet ends the hold and its ACK leaves alone (two).
+TEST(EndpointTest, AHoldCoversAnAnswerInTwoPacketsWhenAskedTo) {
+  EndpointOptions dial;
+  dial.ack_hold = std::chrono::milliseconds(20);
+  dial.ack_hold_min_datagrams = 0;
+  EXPECT_EQ(CountRequesterDatagrams(dial, false, EchoInTwoParts(), true).for_requests,
+            uint64_t(2 * kHeldAckRequests));
+  dial.ack_hold_packets = 2;
+  EXPECT_EQ(CountRequesterDatagrams(dial, false, EchoInTwoParts()).for_requests,
+            uint64_t(kHeldAckRequests));
+}
+
 // Without a hold, or on a loop that read fewer datagrams than ack_hold_min_datagrams in the
 // iteration (one connection, one answer at a time), each answer's ACK leaves alone when due.
 TEST(EndpointTest, AnAckIsNotHeldWithoutAHoldOrOnAnIdleLoop) {
   EndpointOptions dial;
-  EXPECT_EQ(CountRequesterDatagrams(dial, false).for_requests, uint64_t(2 * kHeldAckRequests));
+  EXPECT_EQ(CountRequesterDatagrams(dial, false, EchoAtOnce(), true).for_requests,
+            uint64_t(2 * kHeldAckRequests));
   dial.ack_hold = std::chrono::milliseconds(20);  // ack_hold_min_datagrams: 2 by default
-  EXPECT_EQ(CountRequesterDatagrams(dial, false).for_requests, uint64_t(2 * kHeldAckRequests));
+  EXPECT_EQ(CountRequesterDatagrams(dial, false, EchoAtOnce(), true).for_requests,
+            uint64_t(2 * kHeldAckRequests));
 }
 
 // EndpointOptions::loopback_datagram_size: to a loopback peer a 60,000-byte write and its
