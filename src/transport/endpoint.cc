@@ -57,6 +57,8 @@ constexpr size_t kScidLen = 18;                 // fixed: short-header packets c
 constexpr size_t kTxBatch = 32;                 // packets per GSO send
 constexpr size_t kGsoMaxBytes = 65000;          // below the kernel's bound on one GSO send
 constexpr size_t kMaxLoopbackDatagram = 65000;  // fits IPv4 (65507) and IPv6 (65527) UDP
+constexpr size_t kQueuedSendBytes = size_t{256} << 10;  // Settle's send queue (EndpointImpl)
+constexpr size_t kQueuedSends = 64;
 constexpr size_t kRxBatch = 16;
 constexpr size_t kRxBufSize = 65536;
 constexpr uint64_t kStreamRefusedCode = 0x10;  // peer-opened stream with no on_stream handler
@@ -464,6 +466,12 @@ class EndpointImpl final : public Endpoint {
   }
   void SendPackets(const sockaddr* to, socklen_t tolen, const uint8_t* data, size_t len,
                    size_t seg);
+  // Settle's writes queue their datagrams (copied) and leave together in one sendmmsg per
+  // round: a publish answered to its publisher and delivered to ten subscribers is one system
+  // call, not eleven (docs/performance.md, change 54).
+  void FlushSendQueue();
+  void SendPacketsNow(const sockaddr* to, socklen_t tolen, const uint8_t* data, size_t len,
+                      size_t seg);
   void OnConnection(const std::shared_ptr<ConnImpl>& c) {
     if (listen_ && listen_->on_connection) listen_->on_connection(c);
   }
@@ -582,6 +590,19 @@ class EndpointImpl final : public Endpoint {
   std::vector<uint8_t> rx_bufs_ = std::vector<uint8_t>(kRxBatch * kRxBufSize);
   std::vector<uint8_t> tx_buf_ = std::vector<uint8_t>(
       std::max((kTxBatch + 2) * NGTCP2_MAX_PMTUD_UDP_PAYLOAD_SIZE, 2 * kMaxLoopbackDatagram));
+  struct QueuedSend {
+    sockaddr_storage to;
+    socklen_t tolen;
+    size_t off, len, seg;
+  };
+  bool queue_sends_ = false;
+  std::vector<uint8_t> send_queue_buf_;
+  size_t send_queue_used_ = 0;
+  std::vector<QueuedSend> send_queue_;
+  std::vector<mmsghdr> send_msgs_;
+  std::vector<iovec> send_iovs_;
+  std::vector<std::array<char, CMSG_SPACE(sizeof(uint16_t))>> send_ctrl_;
+  std::vector<size_t> send_segments_;  // send_msgs_[k] carries send_queue_[send_segments_[k]]
   friend class ConnImpl;
 };
 
@@ -1441,6 +1462,26 @@ Result<void> EndpointImpl::Bind(const HostPort& bind) {
 void EndpointImpl::SendPackets(const sockaddr* to, socklen_t tolen, const uint8_t* data, size_t len,
                                size_t seg) {
   if (len == 0 || fd_ < 0) return;
+  if (queue_sends_ && len <= kQueuedSendBytes && size_t(tolen) <= sizeof(sockaddr_storage)) {
+    if (send_queue_buf_.empty()) send_queue_buf_.resize(kQueuedSendBytes);
+    if (send_queue_used_ + len > send_queue_buf_.size() || send_queue_.size() >= kQueuedSends)
+      FlushSendQueue();
+    QueuedSend q;
+    std::memcpy(&q.to, to, tolen);
+    q.tolen = tolen;
+    q.off = send_queue_used_;
+    q.len = len;
+    q.seg = seg;
+    std::memcpy(send_queue_buf_.data() + send_queue_used_, data, len);
+    send_queue_used_ += len;
+    send_queue_.push_back(q);
+    return;
+  }
+  SendPacketsNow(to, tolen, data, len, seg);
+}
+
+void EndpointImpl::SendPacketsNow(const sockaddr* to, socklen_t tolen, const uint8_t* data,
+                                  size_t len, size_t seg) {
   auto send_one = [&](const uint8_t* p, size_t n, bool gso) -> ssize_t {
     iovec iov{const_cast<uint8_t*>(p), n};
     msghdr m{};
@@ -1461,7 +1502,10 @@ void EndpointImpl::SendPackets(const sockaddr* to, socklen_t tolen, const uint8_
     }
     for (;;) {
       ssize_t r = sendmsg(fd_, &m, 0);
-      if (r >= 0 || errno != EINTR) return r;
+      if (r >= 0 || errno != EINTR) {
+        metrics_.send_calls->Increment();
+        return r;
+      }
     }
   };
   if (gso_ && len > seg) {
@@ -1483,6 +1527,70 @@ void EndpointImpl::SendPackets(const sockaddr* to, socklen_t tolen, const uint8_
     }
     metrics_.datagrams_sent->Increment();
   }
+}
+
+void EndpointImpl::FlushSendQueue() {
+  if (send_queue_.empty()) return;
+  // One message per queued write: a GSO batch with its segment size, or a single datagram; a
+  // batch when GSO is off is sent alone, segment by segment.
+  send_msgs_.clear();
+  send_iovs_.resize(send_queue_.size());
+  send_ctrl_.resize(send_queue_.size());
+  std::vector<size_t>& segments = send_segments_;
+  segments.clear();
+  for (size_t i = 0; i < send_queue_.size(); ++i) {
+    QueuedSend& q = send_queue_[i];
+    uint8_t* data = send_queue_buf_.data() + q.off;
+    send_iovs_[i] = iovec{data, q.len};
+    mmsghdr m{};
+    m.msg_hdr.msg_name = &q.to;
+    m.msg_hdr.msg_namelen = q.tolen;
+    m.msg_hdr.msg_iov = &send_iovs_[i];
+    m.msg_hdr.msg_iovlen = 1;
+    if (q.len > q.seg) {
+      if (!gso_) {
+        SendPacketsNow(reinterpret_cast<sockaddr*>(&q.to), q.tolen, data, q.len, q.seg);
+        continue;
+      }
+      m.msg_hdr.msg_control = send_ctrl_[i].data();
+      m.msg_hdr.msg_controllen = send_ctrl_[i].size();
+      cmsghdr* cm = CMSG_FIRSTHDR(&m.msg_hdr);
+      cm->cmsg_level = SOL_UDP;
+      cm->cmsg_type = UDP_SEGMENT;
+      cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      uint16_t sz = uint16_t(q.seg);
+      std::memcpy(CMSG_DATA(cm), &sz, sizeof(sz));
+    }
+    send_msgs_.push_back(m);
+    segments.push_back(i);
+  }
+  size_t at = 0;
+  while (at < send_msgs_.size()) {
+    int n = sendmmsg(fd_, send_msgs_.data() + at, unsigned(send_msgs_.size() - at), 0);
+    if (n < 0 && errno == EINTR) continue;
+    metrics_.send_calls->Increment();
+    if (n <= 0) {
+      // The first unsent message failed: a refused GSO batch is sent again without GSO from
+      // now on; anything else is left to QUIC's loss recovery.
+      const QueuedSend& q = send_queue_[segments[at]];
+      if (q.len > q.seg && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP)) {
+        gso_ = false;
+        SendPacketsNow(reinterpret_cast<const sockaddr*>(&q.to), q.tolen,
+                       send_queue_buf_.data() + q.off, q.len, q.seg);
+      } else {
+        metrics_.send_errors->Increment();
+      }
+      ++at;
+      continue;
+    }
+    for (int k = 0; k < n; ++k) {
+      const QueuedSend& q = send_queue_[segments[at + size_t(k)]];
+      metrics_.datagrams_sent->Increment((q.len + q.seg - 1) / q.seg);
+    }
+    at += size_t(n);
+  }
+  send_queue_.clear();
+  send_queue_used_ = 0;
 }
 
 void EndpointImpl::Dial(const HostPort& remote, DialOptions options, DialCallback done) {
@@ -1716,6 +1824,9 @@ void EndpointImpl::Settle(bool urgent_only) {
       if (now == 0 || !c->HoldsAck(now)) c->Write();
       Reschedule(c.get());
     };
+    // Several connections to write: their datagrams leave in one sendmmsg at the end of this
+    // round (one connection's go at once, uncopied).
+    queue_sends_ = dirty.size() > 1;
     // Connections with data first: an answer or a forwarded request is on someone's path, a
     // lone ACK is not (its sendmsg would go ahead of them).
     size_t later = 0;  // the connections owing only acknowledgements, moved to the front
@@ -1735,6 +1846,8 @@ void EndpointImpl::Settle(bool urgent_only) {
         write(c);
       }
     }
+    queue_sends_ = false;
+    FlushSendQueue();
     dirty.clear();
     dirty_spare_ = std::move(dirty);
   }

@@ -28,6 +28,8 @@ TransportMetrics TransportMetrics::Register(MetricsRegistry& r, const std::strin
                                 "UDP sends that failed (datagrams left to loss recovery)", ep);
   m.datagrams_sent = &r.AddCounter("felix_transport_udp_datagrams_sent_total",
                                    "UDP datagrams sent (each GSO segment counts)", ep);
+  m.send_calls = &r.AddCounter("felix_transport_udp_send_calls_total",
+                               "System calls that sent UDP datagrams (sendmsg, sendmmsg)", ep);
   m.datagrams_received = &r.AddCounter("felix_transport_udp_datagrams_received_total",
                                        "UDP datagrams received (each GRO segment counts)", ep);
   m.loop_wakeups = &r.AddCounter("felix_transport_loop_wakeups_total",

@@ -24,6 +24,8 @@ struct TransportMetrics {
   // segment) and wakeups of the endpoint's loop thread (ppoll returns).
   Counter* datagrams_sent = nullptr;
   Counter* datagrams_received = nullptr;
+  // System calls that sent them (sendmsg, or one sendmmsg for several connections' datagrams).
+  Counter* send_calls = nullptr;
   Counter* loop_wakeups = nullptr;
 
   static TransportMetrics Register(MetricsRegistry& registry, const std::string& endpoint);

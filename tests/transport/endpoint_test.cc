@@ -135,6 +135,116 @@ TEST(EndpointTest, APeerThatReachesItsStreamLimitHasThatManyOpen) {
   });
 }
 
+// Four connections written in one loop turn (a publish delivered to four subscribers): their
+// datagrams leave in one system call (sendmmsg), and every byte arrives — a small write each,
+// then 300 KB each, more than the send queue holds at once (several calls, each a batch).
+TEST(EndpointTest, SeveralConnectionsWrittenInOneTurnLeaveInOneSystemCall) {
+  MetricsRegistry server_metrics, client_metrics;
+  auto accepted = std::make_shared<std::vector<std::shared_ptr<Stream>>>();
+  ListenHandlers lh;
+  lh.on_connection = [accepted](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{
+        [accepted](const std::shared_ptr<Stream>& s) {
+          accepted->push_back(s);
+          s->SetHandlers(
+              StreamHandlers{[](Stream& st, std::span<const uint8_t> d) { st.Consume(d.size()); },
+                             nullptr, nullptr, nullptr});
+        },
+        nullptr});
+  };
+  EndpointOptions server_opts;
+  server_opts.tls = MakeTls(ClientPortTls());
+  server_opts.name = "server";
+  server_opts.keep_alive = std::chrono::milliseconds(0);
+  auto server = Endpoint::Create(Loopback(), server_opts, server_metrics, std::move(lh));
+  ASSERT_TRUE(server.has_value()) << server.error().message;
+  EndpointOptions dial;
+  dial.keep_alive = std::chrono::milliseconds(0);
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), client_metrics, dial);
+
+  constexpr size_t kConns = 4;
+  struct Received {
+    std::mutex mu;
+    std::string bytes;
+  };
+  std::vector<std::shared_ptr<Received>> received;
+  std::vector<std::shared_ptr<Connection>> conns;
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (size_t i = 0; i < kConns; ++i) {
+    auto conn = DialAndWait(*dialer, (*server)->local_address());
+    ASSERT_TRUE(conn.has_value()) << conn.error().message;
+    conns.push_back(*conn);
+    auto got = std::make_shared<Received>();
+    received.push_back(got);
+    streams.push_back(OnLoop(*dialer, [&]() -> std::shared_ptr<Stream> {
+      auto st = (*conn)->OpenBidiStream();
+      if (!st) return nullptr;
+      (*st)->SetHandlers(StreamHandlers{[got](Stream& s, std::span<const uint8_t> d) {
+                                          std::lock_guard lock(got->mu);
+                                          got->bytes.append(reinterpret_cast<const char*>(d.data()),
+                                                            d.size());
+                                          s.Consume(d.size());
+                                        },
+                                        nullptr, nullptr, nullptr});
+      (void)(*st)->Write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("hi"), 2));
+      return *st;
+    }));
+    ASSERT_NE(streams.back(), nullptr);
+  }
+  auto server_streams = [&] { return OnLoop(**server, [&] { return accepted->size(); }); };
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (server_streams() < kConns && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  ASSERT_EQ(server_streams(), kConns);
+  auto all_received = [&](size_t bytes) {
+    const auto until = std::chrono::steady_clock::now() + kWait;
+    for (;;) {
+      size_t done = 0;
+      for (auto& got : received) {
+        std::lock_guard lock(got->mu);
+        if (got->bytes.size() >= bytes) ++done;
+      }
+      if (done == kConns || std::chrono::steady_clock::now() >= until) return done;
+      std::this_thread::yield();
+    }
+  };
+
+  Counter& calls =
+      server_metrics.AddCounter("felix_transport_udp_send_calls_total", "", "endpoint=\"server\"");
+  Counter& datagrams = server_metrics.AddCounter("felix_transport_udp_datagrams_sent_total", "",
+                                                 "endpoint=\"server\"");
+  auto counts = [&] {
+    return OnLoop(**server, [&] { return std::make_pair(calls.Value(), datagrams.Value()); });
+  };
+  const auto before = counts();
+  OnLoop(**server, [&] {
+    for (auto& s : *accepted)
+      (void)s->Write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("x"), 1));
+  });
+  ASSERT_EQ(all_received(1), kConns);
+  const auto after = counts();
+  EXPECT_EQ(after.second - before.second, kConns);  // one datagram each (with its ACK)
+  EXPECT_EQ(after.first - before.first, 1u);        // in one system call
+
+  std::string big(300000, 'b');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char('a' + i % 23);
+  OnLoop(**server, [&] {
+    for (auto& s : *accepted)
+      (void)s->Write(
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(big.data()), big.size()));
+  });
+  ASSERT_EQ(all_received(1 + big.size()), kConns);
+  for (auto& got : received) {
+    std::lock_guard lock(got->mu);
+    EXPECT_TRUE(got->bytes == "x" + big);
+  }
+  const auto bulk = counts();
+  EXPECT_LT(bulk.first - after.first, bulk.second - after.second);
+  OnLoop(*dialer, [&] {
+    for (auto& s : streams) s->Reset(0);
+  });
+}
+
 // The broker answers a request from a task it posts to its own loop while the request is
 // being delivered (shard work run inline). By then the request's ACK is due, and it must
 // leave in the answer's packet: one datagram per request, not a lone ACK one packet ahead.
