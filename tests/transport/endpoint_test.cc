@@ -480,26 +480,31 @@ TEST(EndpointTest, AHeldAckRidesTheNextRequestAndLeavesAloneWhenTheHoldEnds) {
 }
 
 // A listener whose streams answer each read 1 ms later (a durable answer waiting for its
-// flush): the request's ACK, due at once, leaves alone before the answer.
-ListenHandlers EchoAfterAMillisecond() {
+// flush): the request's ACK, due at once, leaves alone before the answer. With
+// `first_half_at_once` the answer comes in two parts: the first half at once (carrying that
+// ACK), the rest 1 ms later (a consumer-group call's auth_ok, then its answer after the
+// cursor's flush).
+ListenHandlers EchoAfterAMillisecond(bool first_half_at_once = false) {
   ListenHandlers lh;
-  lh.on_connection = [](const std::shared_ptr<Connection>& c) {
-    c->SetHandlers(ConnectionHandlers{[](const std::shared_ptr<Stream>& s) {
-                                        std::weak_ptr<Stream> weak = s;
-                                        s->SetHandlers(StreamHandlers{
-                                            [weak](Stream& st, std::span<const uint8_t> d) {
-                                              std::vector<uint8_t> answer(d.begin(), d.end());
-                                              st.Consume(d.size());
-                                              st.connection()->endpoint().RunAfter(
-                                                  std::chrono::milliseconds(1),
-                                                  [weak, answer = std::move(answer)] {
-                                                    if (auto s = weak.lock())
-                                                      (void)s->Write(answer);
-                                                  });
-                                            },
-                                            nullptr, nullptr, nullptr});
-                                      },
-                                      nullptr});
+  lh.on_connection = [first_half_at_once](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{
+        [first_half_at_once](const std::shared_ptr<Stream>& s) {
+          std::weak_ptr<Stream> weak = s;
+          s->SetHandlers(
+              StreamHandlers{[weak, first_half_at_once](Stream& st, std::span<const uint8_t> d) {
+                               const size_t now = first_half_at_once ? d.size() / 2 : 0;
+                               if (now > 0) (void)st.Write(d.first(now));
+                               std::vector<uint8_t> rest(d.begin() + ptrdiff_t(now), d.end());
+                               st.Consume(d.size());
+                               st.connection()->endpoint().RunAfter(std::chrono::milliseconds(1),
+                                                                    [weak, rest = std::move(rest)] {
+                                                                      if (auto s = weak.lock())
+                                                                        (void)s->Write(rest);
+                                                                    });
+                             },
+                             nullptr, nullptr, nullptr});
+        },
+        nullptr});
   };
   return lh;
 }
@@ -515,33 +520,6 @@ TEST(EndpointTest, AnAnswerThatFollowsTheLoneAckOfItsRequestHasItsAckHeld) {
             uint64_t(kHeldAckRequests));
 }
 
-// A listener whose streams answer each read in two parts: the first half at once, the rest
-// 1 ms later (a consumer-group call's auth_ok, then its answer after the cursor's flush).
-ListenHandlers EchoInTwoParts() {
-  ListenHandlers lh;
-  lh.on_connection = [](const std::shared_ptr<Connection>& c) {
-    c->SetHandlers(ConnectionHandlers{
-        [](const std::shared_ptr<Stream>& s) {
-          std::weak_ptr<Stream> weak = s;
-          s->SetHandlers(
-              StreamHandlers{[weak](Stream& st, std::span<const uint8_t> d) {
-                               const size_t half = d.size() / 2;
-                               (void)st.Write(d.first(half));
-                               std::vector<uint8_t> rest(d.begin() + ptrdiff_t(half), d.end());
-                               st.Consume(d.size());
-                               st.connection()->endpoint().RunAfter(std::chrono::milliseconds(1),
-                                                                    [weak, rest = std::move(rest)] {
-                                                                      if (auto s = weak.lock())
-                                                                        (void)s->Write(rest);
-                                                                    });
-                             },
-                             nullptr, nullptr, nullptr});
-        },
-        nullptr});
-  };
-  return lh;
-}
-
 // EndpointOptions::ack_hold_packets: an answer that comes in two packets has its ACK held for
 // the next request to carry when the hold covers two packets (one datagram per request); with
 // the default of one the second packet ends the hold and its ACK leaves alone (two).
@@ -549,10 +527,10 @@ TEST(EndpointTest, AHoldCoversAnAnswerInTwoPacketsWhenAskedTo) {
   EndpointOptions dial;
   dial.ack_hold = std::chrono::milliseconds(20);
   dial.ack_hold_min_datagrams = 0;
-  EXPECT_EQ(CountRequesterDatagrams(dial, false, EchoInTwoParts(), true).for_requests,
+  EXPECT_EQ(CountRequesterDatagrams(dial, false, EchoAfterAMillisecond(true), true).for_requests,
             uint64_t(2 * kHeldAckRequests));
   dial.ack_hold_packets = 2;
-  EXPECT_EQ(CountRequesterDatagrams(dial, false, EchoInTwoParts()).for_requests,
+  EXPECT_EQ(CountRequesterDatagrams(dial, false, EchoAfterAMillisecond(true)).for_requests,
             uint64_t(kHeldAckRequests));
 }
 
