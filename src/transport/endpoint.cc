@@ -602,7 +602,12 @@ class EndpointImpl final : public Endpoint {
   std::vector<mmsghdr> send_msgs_;
   std::vector<iovec> send_iovs_;
   std::vector<std::array<char, CMSG_SPACE(sizeof(uint16_t))>> send_ctrl_;
-  std::vector<size_t> send_segments_;  // send_msgs_[k] carries send_queue_[send_segments_[k]]
+  struct QueuedMessage {
+    size_t queued;     // its send_queue_ entry
+    size_t datagrams;  // segments of a GSO batch, or 1
+    bool gso;
+  };
+  std::vector<QueuedMessage> send_msg_info_;  // send_msgs_[k]'s
   friend class ConnImpl;
 };
 
@@ -1531,38 +1536,38 @@ void EndpointImpl::SendPacketsNow(const sockaddr* to, socklen_t tolen, const uin
 
 void EndpointImpl::FlushSendQueue() {
   if (send_queue_.empty()) return;
-  // One message per queued write: a GSO batch with its segment size, or a single datagram; a
-  // batch when GSO is off is sent alone, segment by segment.
-  send_msgs_.clear();
-  send_iovs_.resize(send_queue_.size());
-  send_ctrl_.resize(send_queue_.size());
-  std::vector<size_t>& segments = send_segments_;
-  segments.clear();
+  // In the order queued: one message per GSO batch (with its segment size), or per datagram
+  // (a batch, when GSO is off, one message per segment).
+  send_iovs_.clear();
+  send_msg_info_.clear();
   for (size_t i = 0; i < send_queue_.size(); ++i) {
-    QueuedSend& q = send_queue_[i];
+    const QueuedSend& q = send_queue_[i];
     uint8_t* data = send_queue_buf_.data() + q.off;
-    send_iovs_[i] = iovec{data, q.len};
-    mmsghdr m{};
-    m.msg_hdr.msg_name = &q.to;
-    m.msg_hdr.msg_namelen = q.tolen;
-    m.msg_hdr.msg_iov = &send_iovs_[i];
-    m.msg_hdr.msg_iovlen = 1;
-    if (q.len > q.seg) {
-      if (!gso_) {
-        SendPacketsNow(reinterpret_cast<sockaddr*>(&q.to), q.tolen, data, q.len, q.seg);
-        continue;
-      }
-      m.msg_hdr.msg_control = send_ctrl_[i].data();
-      m.msg_hdr.msg_controllen = send_ctrl_[i].size();
-      cmsghdr* cm = CMSG_FIRSTHDR(&m.msg_hdr);
-      cm->cmsg_level = SOL_UDP;
-      cm->cmsg_type = UDP_SEGMENT;
-      cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      uint16_t sz = uint16_t(q.seg);
-      std::memcpy(CMSG_DATA(cm), &sz, sizeof(sz));
+    const bool gso = gso_ && q.len > q.seg;
+    const size_t step = gso ? q.len : q.seg;
+    for (size_t off = 0; off < q.len; off += step) {
+      send_iovs_.push_back(iovec{data + off, std::min(step, q.len - off)});
+      send_msg_info_.push_back(QueuedMessage{i, gso ? (q.len + q.seg - 1) / q.seg : 1, gso});
     }
-    send_msgs_.push_back(m);
-    segments.push_back(i);
+  }
+  send_msgs_.assign(send_msg_info_.size(), mmsghdr{});
+  send_ctrl_.resize(send_msg_info_.size());
+  for (size_t k = 0; k < send_msgs_.size(); ++k) {
+    QueuedSend& q = send_queue_[send_msg_info_[k].queued];
+    msghdr& m = send_msgs_[k].msg_hdr;
+    m.msg_name = &q.to;
+    m.msg_namelen = q.tolen;
+    m.msg_iov = &send_iovs_[k];
+    m.msg_iovlen = 1;
+    if (!send_msg_info_[k].gso) continue;
+    m.msg_control = send_ctrl_[k].data();
+    m.msg_controllen = send_ctrl_[k].size();
+    cmsghdr* cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_UDP;
+    cm->cmsg_type = UDP_SEGMENT;
+    cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    const auto seg = uint16_t(q.seg);
+    std::memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
   }
   size_t at = 0;
   while (at < send_msgs_.size()) {
@@ -1570,11 +1575,12 @@ void EndpointImpl::FlushSendQueue() {
     if (n < 0 && errno == EINTR) continue;
     metrics_.send_calls->Increment();
     if (n <= 0) {
-      // The first unsent message failed: a refused GSO batch is sent again without GSO from
-      // now on; anything else is left to QUIC's loss recovery.
-      const QueuedSend& q = send_queue_[segments[at]];
-      if (q.len > q.seg && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP)) {
+      // The first unsent message failed: a GSO batch the kernel refuses is sent again without
+      // GSO, as from now on; anything else is left to QUIC's loss recovery.
+      const QueuedMessage& info = send_msg_info_[at];
+      if (info.gso && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP)) {
         gso_ = false;
+        const QueuedSend& q = send_queue_[info.queued];
         SendPacketsNow(reinterpret_cast<const sockaddr*>(&q.to), q.tolen,
                        send_queue_buf_.data() + q.off, q.len, q.seg);
       } else {
@@ -1583,10 +1589,8 @@ void EndpointImpl::FlushSendQueue() {
       ++at;
       continue;
     }
-    for (int k = 0; k < n; ++k) {
-      const QueuedSend& q = send_queue_[segments[at + size_t(k)]];
-      metrics_.datagrams_sent->Increment((q.len + q.seg - 1) / q.seg);
-    }
+    for (size_t k = at; k < at + size_t(n); ++k)
+      metrics_.datagrams_sent->Increment(send_msg_info_[k].datagrams);
     at += size_t(n);
   }
   send_queue_.clear();
