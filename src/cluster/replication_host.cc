@@ -403,6 +403,16 @@ void ReplicationHost::OpenFollower(const ShardRef& shard) {
     slot->store = std::move(*store);
     slot->follower = std::make_unique<ReplicaFollower>(
         *slot->store, slot->shard.kind == ShardKind::kCache, &metrics_);
+    // A follower of a bounded stream trims as its leader does, never at or above its commit
+    // offset (the carried mark): what it deletes a majority holds, and the leader ships to it
+    // from its tail, so nothing it dropped is asked for again. (A cache's logs are only
+    // compacted, which rewrites records: a follower keeps them whole; docs/cluster.md.)
+    const storage::LogOptions& lo = layout.log_options;
+    if (slot->shard.kind == ShardKind::kStream &&
+        (lo.retention_bytes > 0 || lo.retention_age.count() > 0)) {
+      slot->store->log(storage::LogKind::kStream).SetRetentionHold(true);
+      ScheduleFollowerRetention(slot);
+    }
     spdlog::info("replication: following {} dir={} stream_tail={} generation={}",
                  slot->shard.Path(), layout.dir,
                  slot->store
@@ -412,6 +422,23 @@ void ReplicationHost::OpenFollower(const ShardRef& shard) {
                  slot->store->replica_state().generation);
   });
   if (!posted) custody_->Release(layout->dir, broker::StoreHolder::kFollower);
+}
+
+void ReplicationHost::ScheduleFollowerRetention(const std::shared_ptr<FollowerSlot>& slot) {
+  std::weak_ptr<FollowerSlot> weak = slot;
+  slot->executor->PostAfter(options_.retention_interval, [this, weak] {
+    auto live = weak.lock();
+    if (!live || !live->store) return;  // closed: the store went with the slot
+    auto pass = live->store->log(storage::LogKind::kStream).EnforceRetention();
+    if (!pass) {
+      spdlog::error("replication: retention of the follower store of {} failed: {}",
+                    live->shard.Path(), pass.error().ToString());
+    } else if (pass->segments_deleted > 0) {
+      spdlog::info("replication: follower retention {} segments_deleted={} base={}",
+                   live->shard.Path(), pass->segments_deleted, pass->base_offset);
+    }
+    ScheduleFollowerRetention(live);
+  });
 }
 
 void ReplicationHost::CloseFollower(const std::shared_ptr<FollowerSlot>& slot, bool wait) {
@@ -518,6 +545,7 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
       // followers' flushes may run beside the leader's own.
       on_mark = gate->second;
       ro.ship_unflushed = true;
+      ro.acks_wait_for_mark = true;
     }
     slot->replicator = std::make_unique<ShardReplicator>(
         *slot->store, std::move(ro), *transport_, *slot->executor, &metrics_, std::move(on_mark),

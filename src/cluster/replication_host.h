@@ -102,6 +102,10 @@ struct ReplicationHostOptions {
   // sleeping) while the executor is idle and the slot's last apply took at most this many µs;
   // 0: never (docs/performance.md change 33).
   uint32_t inline_apply_max_us = 1000;
+  // FELIX_DURABLE_RETENTION_INTERVAL_SECONDS: how often a follower of a stream with a size or
+  // age bound runs its retention pass (as the leader's core does), held at the follower's commit
+  // offset (replication.md §20).
+  std::chrono::milliseconds retention_interval{60000};
 };
 
 class ReplicationHost {
@@ -164,6 +168,9 @@ class ReplicationHost {
   ShardReplicatorOptions ReplicatorOptions(const ShardRef& shard, uint64_t generation) const;
   void OpenFollower(const ShardRef& shard);
   void CloseFollower(const std::shared_ptr<FollowerSlot>& slot, bool wait);
+  // Runs a bounded stream follower's retention every retention_interval on its executor, for
+  // as long as the slot holds its store.
+  void ScheduleFollowerRetention(const std::shared_ptr<FollowerSlot>& slot);
   broker::Executor& ExecutorFor(const ShardRef& shard);
   void Serve(const PeerRequest& request, PeerReply reply);
 

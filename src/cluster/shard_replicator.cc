@@ -300,6 +300,11 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   void StartOnExecutor() {
     if (started || stopped) return;
     started = true;
+    // §20: a `Quorum` shard's retention and compaction never delete at or above the commit
+    // offset — on the leader its mark, kept in each log's commit offset as it rises
+    // (UpdateMarks). A trimmed follower is offered a base at or below the mark only, so deleting
+    // above it would stall followers and writers alike. `Leader` shards are never held.
+    for (LogKind log : logs) store.log(log).SetRetentionHold(o.acks_wait_for_mark);
     std::optional<Offset> own_start = OwnStart();
     if (o.cache_shard) counter_own_start = CounterOwnStart();
     for (size_t f = 0; f < o.followers.size(); ++f) {
@@ -869,8 +874,9 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       return;
     }
     // Never offer a base above both the mark and the leader's commit offset: the follower
-    // waits (publishes time out) rather than acknowledging over a hole.
-    if (base > marks[size_t(c.log)] && base > CommitFloor(c.log)) {
+    // waits (publishes time out) rather than acknowledging over a hole. Under `Leader` nothing
+    // waits for the mark (acks_wait_for_mark).
+    if (o.acks_wait_for_mark && base > marks[size_t(c.log)] && base > CommitFloor(c.log)) {
       c.stalled = true;
       ArmRetry(c);
       return;
@@ -1052,6 +1058,9 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       const Offset mark = QuorumMark(in, positions);
       if (mark > marks[size_t(log)]) {
         marks[size_t(log)] = mark;
+        if (o.acks_wait_for_mark && mark > store.log(log).CommitOffset()) {
+          store.log(log).SetCommitOffset(mark);
+        }
         if (on_mark) on_mark(log, mark);
         if (stopped) return;  // the listener stopped us
       }

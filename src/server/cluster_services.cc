@@ -104,6 +104,7 @@ ClusterServices::ClusterServices(const BrokerConfig& config, MetricsRegistry& me
   ro.rebuild_max_concurrent = static_cast<uint32_t>(config_.replication_rebuild_max_concurrent);
   ro.rebuild_bytes_per_sec = config_.replication_rebuild_bytes_per_sec;
   ro.inline_apply_max_us = static_cast<uint32_t>(config_.follower_inline_apply_us);
+  ro.retention_interval = std::chrono::seconds(config_.durable_retention_interval_seconds);
   replication_ = std::make_unique<cluster::ReplicationHost>(node_->view(), std::move(ro), metrics_);
 }
 

@@ -1206,6 +1206,65 @@ TEST_F(FiveReplicaE2E, AQuorumStreamOfFiveFailsOverAndShowsWhatItInheritedOnceCo
   EXPECT_EQ(seen[before].second, "after");
 }
 
+// replication.md §20 on a follower: a follower of a stream with a size bound runs its own
+// retention pass, as the leader's core does, and never deletes at or above its commit offset
+// (the mark the leader carries). 64 KiB segments, a 256 KiB bound, a pass every second.
+class FollowerRetentionE2E : public ReplicationE2E {
+ protected:
+  static felix::testing::ClusterOptions Options() {
+    felix::testing::ClusterOptions o = ReplicationE2E::Options();
+    o.env["FELIX_DURABLE_SEGMENT_BYTES"] = "65536";
+    o.env["FELIX_DURABLE_RETENTION_INTERVAL_SECONDS"] = "1";
+    return o;
+  }
+  FollowerRetentionE2E() : ReplicationE2E(Options()) {}
+};
+
+TEST_F(FollowerRetentionE2E, AFollowerOfABoundedStreamTrimsBelowItsCommitOffset) {
+  auto [status, body] = Admin(1, "POST", "/v1/tenants/default/namespaces/default/streams",
+                              Json{{"stream", "bounded"},
+                                   {"durable", true},
+                                   {"shards", 1},
+                                   {"replication_factor", 3},
+                                   {"consistency", "Leader"},
+                                   {"retention", Json{{"max_size_bytes", 256 * 1024}}}});
+  ASSERT_EQ(status, 201) << body.dump();
+  std::optional<Placed> placed;
+  ASSERT_TRUE(Eventually([&] {
+    placed = Placement(1, "bounded");
+    return placed && placed->replicas.size() == 3;
+  }));
+  const int leader = NodeNumber(placed->leader);
+  std::vector<std::string> followers;
+  for (const auto& r : placed->replicas) {
+    if (r != placed->leader) followers.push_back(r);
+  }
+  const std::string token = Token();
+  ASSERT_FALSE(token.empty());
+  ASSERT_TRUE(Eventually([&] { return !Led(leader, "bounded").is_null(); }));
+  // About 1 MiB: sixteen segments, four times the bound.
+  constexpr size_t kRecords = 10000;
+  ASSERT_NO_FATAL_FAILURE(Publish(leader, token, "bounded", 0, kRecords));
+  ASSERT_TRUE(Eventually([&] { return InSync(leader, "bounded", followers, kRecords); }))
+      << Led(leader, "bounded").dump();
+  // Each follower's stream log now begins past 0, and never past what it holds durably.
+  for (const auto& f : followers) {
+    const int n = NodeNumber(f);
+    Json log;
+    ASSERT_TRUE(Eventually([&] {
+      Json followed = Followed(n, "bounded");
+      if (followed.is_null() || !followed.value("open", false)) return false;
+      for (const auto& l : followed["logs"]) {
+        if (l["log"] == "stream") log = l;
+      }
+      return !log.is_null() && log["base"].get<uint64_t>() > 0;
+    })) << f
+        << ": " << Followed(n, "bounded").dump();
+    EXPECT_LE(log["base"].get<uint64_t>(), log["durable"].get<uint64_t>()) << f;
+    EXPECT_EQ(log["tail"].get<uint64_t>(), kRecords) << f;
+  }
+}
+
 class RestoreE2E : public ReplicationE2E {
  protected:
   static felix::testing::ClusterOptions Options() {

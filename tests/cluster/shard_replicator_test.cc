@@ -230,10 +230,13 @@ class ShardReplicatorTest : public ::testing::Test {
   }
 
   void OpenStore(Offset initial_base = Offset(0),
-                 storage::FsyncMode fsync_mode = storage::FsyncMode::kNone) {
+                 storage::FsyncMode fsync_mode = storage::FsyncMode::kNone,
+                 uint64_t segment_bytes = 0, uint64_t retention_bytes = 0) {
     storage::LogOptions lo;
     lo.fsync_mode = fsync_mode;
     lo.initial_base_offset = initial_base;
+    if (segment_bytes != 0) lo.segment_bytes = segment_bytes;
+    lo.retention_bytes = retention_bytes;
 #if FELIX_FAULT_INJECTION
     lo.faults = faults_;
 #endif
@@ -795,6 +798,7 @@ TEST_F(ShardReplicatorTest, TrimmedOffersBootstrapNeverAboveMarkAndCommit) {
   Append(LogKind::kStream, 5);  // offsets 100..104
   auto o = Options(1);
   o.max_in_flight = 1;
+  o.acks_wait_for_mark = true;  // `Quorum`
   Start(o);
   // The cursor starts at the base (never below it): the first batch probes the follower.
   auto probe = transport_.Next("f0");
@@ -821,6 +825,43 @@ TEST_F(ShardReplicatorTest, TrimmedOffersBootstrapNeverAboveMarkAndCommit) {
   EXPECT_EQ(ship->first(), 100u);
   Deliver(ship, OkAnswer(105));
   EXPECT_EQ(MarkOf(LogKind::kStream), Offset(105));
+}
+
+// A `Leader` shard's acknowledgements never wait for the mark, so nothing is gained by holding a
+// bootstrap back when compaction or retention passed every follower: the base is offered at once,
+// and a follower whose records end below it is halted and rebuilt. (Found by the 100k-record
+// replication e2e: a cache's counter log compacted a few records past both lagging followers
+// never replicated again.)
+TEST_F(ShardReplicatorTest, ALeaderShardOffersItsBaseAboveTheMarkAtOnce) {
+  OpenStore(/*initial_base=*/Offset(100));
+  Append(LogKind::kStream, 5);  // offsets 100..104
+  auto o = Options(1);
+  o.max_in_flight = 1;
+  Start(o);
+  auto probe = transport_.Next("f0");
+  ASSERT_TRUE(probe);
+  EXPECT_EQ(probe->first(), 100u);
+  // The follower holds 0..94: below the base, above the mark (0) and the commit offset (0).
+  Deliver(probe, ErrAnswer(flxi::ErrorCode::kLogGap, 95));
+  auto offer = transport_.Next("f0");
+  ASSERT_TRUE(offer);
+  ASSERT_EQ(offer->kind(), flxi::Kind::kReplicateBootstrap);
+  EXPECT_EQ(std::get<flxi::Bootstrap>(offer->frame().body).base_offset, 100u);
+  // Its records end before the base: it cannot take it, so it is halted and rebuilt.
+  Deliver(offer, ErrAnswer(flxi::ErrorCode::kLogConflict, 95));
+  EXPECT_EQ(Shipped("needs_bootstrap"), 1u);
+  SentPtr rebuild;
+  while ((rebuild = transport_.Next("f0")) && rebuild->kind() != flxi::Kind::kReplicateRebuild) {
+  }
+  ASSERT_TRUE(rebuild);
+  EXPECT_EQ(std::get<flxi::Rebuild>(rebuild->frame().body).base_offset, 100u);
+  Deliver(rebuild, OkAnswer(100));
+  auto ship = transport_.Next("f0");
+  ASSERT_TRUE(ship);
+  EXPECT_EQ(ship->first(), 100u);
+  Deliver(ship, OkAnswer(105));
+  EXPECT_EQ(MarkOf(LogKind::kStream), Offset(105));
+  EXPECT_EQ(StatusOf("f0", LogKind::kStream).halt, ReplicaHalt::kNone);
 }
 
 // A restarted leader of a compacted log: followers that hold it all are shipped to from the base
@@ -913,6 +954,64 @@ TEST_F(ShardReplicatorTest, TimeoutRetriesFromTheFailedBatch) {
 }
 
 // --- the mark -----------------------------------------------------------------------------------
+
+// replication.md §20: a `Quorum` leader's retention never deletes a segment holding an offset at
+// or above its mark (kept as each log's commit offset as it rises); a `Leader` shard's is never
+// held. Segments of two records, retention down to one byte: everything sealed may go.
+TEST_F(ShardReplicatorTest, AQuorumLeadersRetentionStopsAtTheMarkALeaderShardsDoesNot) {
+  for (bool quorum : {true, false}) {
+    SCOPED_TRACE(quorum ? "Quorum" : "Leader");
+    rep_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+    OpenStore(Offset(0), storage::FsyncMode::kNone, /*segment_bytes=*/4096, /*retention_bytes=*/1);
+    const std::string payload(1500, 'p');  // two records a segment
+    for (int i = 0; i < 12; ++i) {
+      const storage::AppendRecord record{storage::AsBytes(payload), Generation(1),
+                                         1700000000000ull + i};
+      ASSERT_TRUE(store_->log(LogKind::kStream).Append({&record, 1}).has_value());
+    }
+    auto retain = [&] {
+      return OnExec([&] {
+        EXPECT_TRUE(store_->log(LogKind::kStream).EnforceRetention().has_value());
+        return store_->log(LogKind::kStream).BaseOffset();
+      });
+    };
+    auto o = Options(1);  // RF 2: the mark needs f0
+    o.max_batch_records = 4;
+    o.max_in_flight = 1;
+    o.acks_wait_for_mark = quorum;
+    Start(o);
+    auto first = transport_.Next("f0");
+    ASSERT_TRUE(first);
+    ASSERT_EQ(first->first(), 0u);
+    if (quorum) {
+      // Mark 0: nothing may go.
+      EXPECT_EQ(retain(), Offset(0));
+      // A batch reads within one segment: the first confirms 0..1, the mark becomes 2.
+      const uint64_t confirmed = first->end();
+      ASSERT_GT(confirmed, 0u);
+      ASSERT_LT(confirmed, 12u);
+      Deliver(first, OkAnswer(confirmed));
+      ASSERT_TRUE(WaitMark(LogKind::kStream, Offset(confirmed)));
+      // Only segments wholly below the mark go.
+      const Offset base = retain();
+      EXPECT_GT(base, Offset(0));
+      EXPECT_LE(base, Offset(confirmed));
+      for (uint64_t next = confirmed; next < 12;) {
+        auto batch = transport_.Next("f0");
+        ASSERT_TRUE(batch);
+        next = batch->end();
+        Deliver(batch, OkAnswer(next));
+      }
+      ASSERT_TRUE(WaitMark(LogKind::kStream, Offset(12)));
+      EXPECT_GT(retain(), Offset(confirmed));
+    } else {
+      // No follower answered; the mark is 0, and retention goes on regardless.
+      EXPECT_GT(retain(), Offset(4));
+    }
+  }
+}
 
 TEST_F(ShardReplicatorTest, MarkRisesWithAMajorityOnly) {
   OpenStore();
