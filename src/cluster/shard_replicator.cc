@@ -303,8 +303,10 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     // §20: a `Quorum` shard's retention and compaction never delete at or above the commit
     // offset — on the leader its mark, kept in each log's commit offset as it rises
     // (UpdateMarks). A trimmed follower is offered a base at or below the mark only, so deleting
-    // above it would stall followers and writers alike. `Leader` shards are never held.
-    for (LogKind log : logs) store.log(log).SetRetentionHold(o.acks_wait_for_mark);
+    // above it would stall followers and writers alike. A `Leader` cache's compaction is held
+    // there too: its counter log compacts every few thousand adds, and cutting past followers a
+    // batch behind would halt and rebuild both each time; a `Leader` stream is never held.
+    for (LogKind log : logs) store.log(log).SetRetentionHold(HoldsAtMark());
     std::optional<Offset> own_start = OwnStart();
     if (o.cache_shard) counter_own_start = CounterOwnStart();
     for (size_t f = 0; f < o.followers.size(); ++f) {
@@ -858,6 +860,8 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   // --- bootstrap (§12) --------------------------------------------------------------------------
 
   // Below this offset the leader knows its records committed: its own commit offset.
+  bool HoldsAtMark() const { return o.acks_wait_for_mark || o.cache_shard; }
+
   Offset CommitFloor(LogKind log) const {
     Offset floor = store.log(log).CommitOffset();
     if (log == OwnLog()) floor = std::max(floor, store.replica_state().commit_offset);
@@ -1058,7 +1062,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
       const Offset mark = QuorumMark(in, positions);
       if (mark > marks[size_t(log)]) {
         marks[size_t(log)] = mark;
-        if (o.acks_wait_for_mark && mark > store.log(log).CommitOffset()) {
+        if (HoldsAtMark() && mark > store.log(log).CommitOffset()) {
           store.log(log).SetCommitOffset(mark);
         }
         if (on_mark) on_mark(log, mark);

@@ -117,10 +117,11 @@ struct ShardReplicatorOptions {
   bool ship_unflushed = false;
   // The shard's acknowledgements wait for the mark (`Quorum`; the host sets it beside
   // ship_unflushed). Only then does a base above the mark hold a bootstrap back (§12): a `Leader`
-  // shard's commit offset is its own durable tail, and its logs are never held for followers, so
-  // a compaction or retention that passed every follower is offered to them at once (bootstrap,
-  // or a halt and a rebuild) — waiting for a mark only their answers could raise stalled them for
-  // good.
+  // shard's commit offset is its own durable tail, so a retention (or, before the replicator
+  // started, a compaction) that passed every follower is offered to them at once (bootstrap, or
+  // a halt and a rebuild) — waiting for a mark only their answers could raise stalled them for
+  // good. Retention and compaction are held at the mark (each log's commit offset) on `Quorum`
+  // shards and on caches of either consistency.
   bool acks_wait_for_mark = false;
   // The commit offset the shard's own log carries (kinds 26/32/36) is the mark, refreshed at
   // most this often (0: every batch carries the current mark). Every rise makes each follower

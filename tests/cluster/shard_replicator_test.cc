@@ -1013,6 +1013,42 @@ TEST_F(ShardReplicatorTest, AQuorumLeadersRetentionStopsAtTheMarkALeaderShardsDo
   }
 }
 
+// A `Leader` cache's compaction is held at the mark as well: dropping the segments below a cut
+// its followers have not reached would halt and rebuild them after every compaction.
+TEST_F(ShardReplicatorTest, ALeaderCachesCompactionStopsAtTheMark) {
+  OpenStore(Offset(0), storage::FsyncMode::kNone, /*segment_bytes=*/4096);
+  const std::string payload(1500, 'p');  // two records a segment
+  for (int i = 0; i < 12; ++i) {
+    const storage::AppendRecord record{storage::AsBytes(payload), Generation(1),
+                                       1700000000000ull + i};
+    ASSERT_TRUE(store_->log(LogKind::kCache).Append({&record, 1}).has_value());
+  }
+  auto drop_all = [&] {
+    return OnExec([&] {
+      EXPECT_TRUE(store_->log(LogKind::kCache).DropSegmentsBelow(Offset(12)).has_value());
+      return store_->log(LogKind::kCache).BaseOffset();
+    });
+  };
+  auto o = Options(1);
+  o.cache_shard = true;
+  o.max_in_flight = 1;
+  Start(o);  // `Leader`: acks_wait_for_mark unset
+  SentPtr first;
+  // Kind 36 until the follower says what it offers; the cache log's first batch.
+  while ((first = transport_.Next("f0")) &&
+         flxi::TargetLog(first->frame()) != flxi::ReplicaLog::kCache) {
+  }
+  ASSERT_TRUE(first);
+  EXPECT_EQ(drop_all(), Offset(0));  // mark 0
+  const uint64_t confirmed = first->end();
+  ASSERT_GT(confirmed, 0u);
+  Deliver(first, OkAnswer(confirmed));
+  ASSERT_TRUE(WaitMark(LogKind::kCache, Offset(confirmed)));
+  const Offset base = drop_all();
+  EXPECT_GT(base, Offset(0));
+  EXPECT_LE(base, Offset(confirmed));
+}
+
 TEST_F(ShardReplicatorTest, MarkRisesWithAMajorityOnly) {
   OpenStore();
   Append(LogKind::kStream, 10);
