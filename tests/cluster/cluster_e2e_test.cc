@@ -278,9 +278,12 @@ TEST_F(ClusterE2E, TheClientLibraryFollowsASubscribeRedirectToTheLeader) {
   }
   ASSERT_NE(owner, 0) << "every shard led by n1";
   // n1 saw the stream and its assignments first; the owner's catalog watch may lag behind
-  // (read-your-writes holds only on the broker that wrote), so wait until it agrees.
-  ASSERT_TRUE(Eventually([&] { return Leaders(owner, "follow") == leaders; }))
-      << Status(owner).dump();
+  // (read-your-writes holds only on the broker that wrote), so wait until it agrees — on the
+  // assignments and on the stream itself, which arrive by separate watches (CI once met the
+  // first without the second: the publish below was answered not_found).
+  ASSERT_TRUE(Eventually([&] {
+    return Leaders(owner, "follow") == leaders && StreamVisible(owner, "follow");
+  })) << Status(owner).dump();
   std::string token = Token();
   auto raw = Connect(owner);
   ASSERT_TRUE(raw);
