@@ -245,6 +245,36 @@ class ShardReplicatorTest : public ::testing::Test {
     store_ = std::move(*s);
   }
 
+  // A fresh store whose `log` holds offsets 0..11 in six sealed-or-active segments of two
+  // records (4 KiB segments, 1,500-byte payloads): what retention and compaction cut whole.
+  void OpenTwelveInSixSegments(LogKind log, uint64_t retention_bytes) {
+    OpenStore(Offset(0), storage::FsyncMode::kNone, /*segment_bytes=*/4096, retention_bytes);
+    const std::string payload(1500, 'p');
+    for (int i = 0; i < 12; ++i) {
+      const storage::AppendRecord record{storage::AsBytes(payload), Generation(1),
+                                         1700000000000ull + i};
+      ASSERT_TRUE(store_->log(log).Append({&record, 1}).has_value());
+    }
+  }
+
+  // With such a log: `cut` (a retention pass, or a compaction's drop, run on the executor)
+  // removes nothing at mark 0; once the follower confirmed `first` — a batch reads within one
+  // segment, so it confirms 0..1 — only the segments wholly below the new mark go. Returns
+  // what the follower confirmed.
+  uint64_t ExpectCutsStopAtTheMark(LogKind log, const SentPtr& first,
+                                   const std::function<Offset()>& cut) {
+    EXPECT_EQ(cut(), Offset(0));
+    const uint64_t confirmed = first->end();
+    EXPECT_GT(confirmed, 0u);
+    EXPECT_LT(confirmed, 12u);
+    Deliver(first, OkAnswer(confirmed));
+    EXPECT_TRUE(WaitMark(log, Offset(confirmed)));
+    const Offset base = cut();
+    EXPECT_GT(base, Offset(0));
+    EXPECT_LE(base, Offset(confirmed));
+    return confirmed;
+  }
+
   // One write, so a tail watcher sees the whole batch at once.
   void Append(LogKind log, int n, uint64_t generation = 1) {
     std::vector<std::string> payloads;
@@ -964,13 +994,7 @@ TEST_F(ShardReplicatorTest, AQuorumLeadersRetentionStopsAtTheMarkALeaderShardsDo
     rep_.reset();
     store_.reset();
     std::filesystem::remove_all(dir_);
-    OpenStore(Offset(0), storage::FsyncMode::kNone, /*segment_bytes=*/4096, /*retention_bytes=*/1);
-    const std::string payload(1500, 'p');  // two records a segment
-    for (int i = 0; i < 12; ++i) {
-      const storage::AppendRecord record{storage::AsBytes(payload), Generation(1),
-                                         1700000000000ull + i};
-      ASSERT_TRUE(store_->log(LogKind::kStream).Append({&record, 1}).has_value());
-    }
+    ASSERT_NO_FATAL_FAILURE(OpenTwelveInSixSegments(LogKind::kStream, /*retention_bytes=*/1));
     auto retain = [&] {
       return OnExec([&] {
         EXPECT_TRUE(store_->log(LogKind::kStream).EnforceRetention().has_value());
@@ -986,18 +1010,7 @@ TEST_F(ShardReplicatorTest, AQuorumLeadersRetentionStopsAtTheMarkALeaderShardsDo
     ASSERT_TRUE(first);
     ASSERT_EQ(first->first(), 0u);
     if (quorum) {
-      // Mark 0: nothing may go.
-      EXPECT_EQ(retain(), Offset(0));
-      // A batch reads within one segment: the first confirms 0..1, the mark becomes 2.
-      const uint64_t confirmed = first->end();
-      ASSERT_GT(confirmed, 0u);
-      ASSERT_LT(confirmed, 12u);
-      Deliver(first, OkAnswer(confirmed));
-      ASSERT_TRUE(WaitMark(LogKind::kStream, Offset(confirmed)));
-      // Only segments wholly below the mark go.
-      const Offset base = retain();
-      EXPECT_GT(base, Offset(0));
-      EXPECT_LE(base, Offset(confirmed));
+      const uint64_t confirmed = ExpectCutsStopAtTheMark(LogKind::kStream, first, retain);
       for (uint64_t next = confirmed; next < 12;) {
         auto batch = transport_.Next("f0");
         ASSERT_TRUE(batch);
@@ -1016,13 +1029,7 @@ TEST_F(ShardReplicatorTest, AQuorumLeadersRetentionStopsAtTheMarkALeaderShardsDo
 // A `Leader` cache's compaction is held at the mark as well: dropping the segments below a cut
 // its followers have not reached would halt and rebuild them after every compaction.
 TEST_F(ShardReplicatorTest, ALeaderCachesCompactionStopsAtTheMark) {
-  OpenStore(Offset(0), storage::FsyncMode::kNone, /*segment_bytes=*/4096);
-  const std::string payload(1500, 'p');  // two records a segment
-  for (int i = 0; i < 12; ++i) {
-    const storage::AppendRecord record{storage::AsBytes(payload), Generation(1),
-                                       1700000000000ull + i};
-    ASSERT_TRUE(store_->log(LogKind::kCache).Append({&record, 1}).has_value());
-  }
+  ASSERT_NO_FATAL_FAILURE(OpenTwelveInSixSegments(LogKind::kCache, /*retention_bytes=*/0));
   auto drop_all = [&] {
     return OnExec([&] {
       EXPECT_TRUE(store_->log(LogKind::kCache).DropSegmentsBelow(Offset(12)).has_value());
@@ -1039,14 +1046,7 @@ TEST_F(ShardReplicatorTest, ALeaderCachesCompactionStopsAtTheMark) {
          flxi::TargetLog(first->frame()) != flxi::ReplicaLog::kCache) {
   }
   ASSERT_TRUE(first);
-  EXPECT_EQ(drop_all(), Offset(0));  // mark 0
-  const uint64_t confirmed = first->end();
-  ASSERT_GT(confirmed, 0u);
-  Deliver(first, OkAnswer(confirmed));
-  ASSERT_TRUE(WaitMark(LogKind::kCache, Offset(confirmed)));
-  const Offset base = drop_all();
-  EXPECT_GT(base, Offset(0));
-  EXPECT_LE(base, Offset(confirmed));
+  ExpectCutsStopAtTheMark(LogKind::kCache, first, drop_all);
 }
 
 TEST_F(ShardReplicatorTest, MarkRisesWithAMajorityOnly) {
