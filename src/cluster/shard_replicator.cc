@@ -859,9 +859,10 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
 
   // --- bootstrap (§12) --------------------------------------------------------------------------
 
-  // Below this offset the leader knows its records committed: its own commit offset.
+  // Whether retention and compaction stop at the mark (StartOnExecutor, UpdateMarks).
   bool HoldsAtMark() const { return o.acks_wait_for_mark || o.cache_shard; }
 
+  // Below this offset the leader knows its records committed: its own commit offset.
   Offset CommitFloor(LogKind log) const {
     Offset floor = store.log(log).CommitOffset();
     if (log == OwnLog()) floor = std::max(floor, store.replica_state().commit_offset);
