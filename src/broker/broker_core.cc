@@ -264,8 +264,7 @@ Result<OpenedStream> BrokerCore::OpenStreamLogs(const catalog::Stream& stream, u
   bool bounded_retention = false;
   if (stream.durable) {
     ShardStoreLayout layout = StreamLayout(stream, shard_index);
-    bounded_retention =
-        layout.log_options.retention_bytes > 0 || layout.log_options.retention_age.count() > 0;
+    bounded_retention = layout.bounded_retention();
     auto store = OpenStore(key, layout, open);
     if (!store) return tl::unexpected(store.error());
     open.store = std::move(*store);

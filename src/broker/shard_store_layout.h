@@ -26,6 +26,10 @@ struct ShardStoreLayout {
   storage::ShardStoreOptions store_options() const {
     return storage::ShardStoreOptions::Uniform(log_options);
   }
+  // A size or age bound: retention runs on the shard (the leader's core, and each follower).
+  bool bounded_retention() const {
+    return log_options.retention_bytes > 0 || log_options.retention_age.count() > 0;
+  }
 };
 
 ShardStoreLayout StreamStoreLayout(const std::string& storage_dir,

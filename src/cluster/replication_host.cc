@@ -407,9 +407,7 @@ void ReplicationHost::OpenFollower(const ShardRef& shard) {
     // offset (the carried mark): what it deletes a majority holds, and the leader ships to it
     // from its tail, so nothing it dropped is asked for again. (A cache's logs are only
     // compacted, which rewrites records: a follower keeps them whole; docs/cluster.md.)
-    const storage::LogOptions& lo = layout.log_options;
-    if (slot->shard.kind == ShardKind::kStream &&
-        (lo.retention_bytes > 0 || lo.retention_age.count() > 0)) {
+    if (slot->shard.kind == ShardKind::kStream && layout.bounded_retention()) {
       slot->store->log(storage::LogKind::kStream).SetRetentionHold(true);
       ScheduleFollowerRetention(slot);
     }
