@@ -31,6 +31,14 @@ Result<std::unique_ptr<storage::ShardStore>> ShardStorage::Open(
     Released(layout.dir);
     return tl::unexpected(Refused(key, layout.dir, store.error()));
   }
+  if (options_.custody == nullptr && (*store)->replica_state().retention_held) {
+    // A single node has no replication to raise the commit offset a saved hold waits at
+    // (replication.md §20: a broker without membership lifts saved holds at open).
+    if (auto lifted = (*store)->SetRetentionHold(false); !lifted) {
+      Released(layout.dir);
+      return tl::unexpected(Refused(key, layout.dir, lifted.error()));
+    }
+  }
   if (options_.health != nullptr) options_.health->Clear(HealthKind::kShardOpen, layout.dir);
   return std::move(*store);
 }

@@ -320,7 +320,10 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
   if (count > 0) {
     st.verified_through = std::max(st.verified_through.value_or(Offset(0)), first + count);
   }
-  if (own && batch.commit_offset) {
+  // A cache's counter log carries its mark too: never truncated (it halts instead), it keeps
+  // the value in memory only, as the floor of this follower's compaction (follower_compaction.h).
+  const bool counters = log == storage::LogKind::kCounters && f.cache_shard_;
+  if ((own || counters) && batch.commit_offset) {
     // Only what this batch left level with the leader may be called committed here.
     std::optional<Offset> level;
     if (count > 0) {
@@ -328,7 +331,10 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
     } else if (st.verified_through && first <= *st.verified_through) {
       level = first;
     }
-    if (level) {
+    if (level && counters) {
+      const Offset c = std::min({Offset(*batch.commit_offset), *level, applied->offset});
+      if (c > l.CommitOffset()) l.SetCommitOffset(c);
+    } else if (level) {
       const Offset c = std::min({Offset(*batch.commit_offset), *level, applied->offset});
       if (c > CommitOffset(f)) {
         // Under kOnCommit written through before the answer; otherwise at most once a second

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cluster/fence_answer.h"
+#include "cluster/follower_compaction.h"
 #include "cluster/promotion_fence.h"
 #include "cluster/replica_role.h"
 
@@ -22,6 +23,10 @@ struct ReplicationHost::FollowerSlot {
   // Executor only.
   std::unique_ptr<storage::ShardStore> store;
   std::unique_ptr<ReplicaFollower> follower;
+  // A durable cache's follower: its compaction of the cache and the counter log.
+  std::unique_ptr<FollowerCompaction> cache_compaction;
+  std::unique_ptr<FollowerCompaction> counter_compaction;
+  bool bounded_retention = false;  // a stream follower runs retention passes
   // The shard's catalog consistency is `Quorum`: its batches' answers gate acknowledgements.
   bool quorum = false;
   // How long the last records frame took to apply, µs (written by the executor, read by the
@@ -176,6 +181,9 @@ ReplicationHost::ReplicationHost(const ClusterView& view, ReplicationHostOptions
       follower_open_failures_(metrics.AddCounter(
           "felix_broker_replication_follower_open_failures_total",
           "follower stores that could not be opened (retried at the next reconcile)")),
+      follower_compacted_segments_(metrics.AddCounter(
+          "felix_replication_follower_compacted_segments_total",
+          "sealed segments a cache follower deleted because every record in them was superseded")),
       stepdowns_(metrics.AddCounter(
           "felix_cluster_stepdowns_total",
           "shards this broker stopped serving because the view named another leader or a newer "
@@ -403,13 +411,24 @@ void ReplicationHost::OpenFollower(const ShardRef& shard) {
     slot->store = std::move(*store);
     slot->follower = std::make_unique<ReplicaFollower>(
         *slot->store, slot->shard.kind == ShardKind::kCache, &metrics_);
-    // A follower of a bounded stream trims as its leader does, never at or above its commit
-    // offset (the carried mark): what it deletes a majority holds, and the leader ships to it
-    // from its tail, so nothing it dropped is asked for again. (A cache's logs are only
-    // compacted, which rewrites records: a follower keeps them whole; docs/cluster.md.)
+    // A follower never deletes at or above its commit offset (the carried mark; §20), and the
+    // hold is saved so a restart keeps it before anything else runs.
+    if (auto held = slot->store->SetRetentionHold(true); !held) {
+      spdlog::error(
+          "replication: the retention hold of the follower store of {} could not be "
+          "saved: {}",
+          slot->shard.Path(), held.error().ToString());
+    }
+    // A follower of a bounded stream trims as its leader does: what it deletes a majority holds,
+    // and the leader ships to it from its tail, so nothing it dropped is asked for again. A
+    // cache's follower drops what its leader's compaction superseded (follower_compaction.h).
     if (slot->shard.kind == ShardKind::kStream && layout.bounded_retention()) {
-      slot->store->log(storage::LogKind::kStream).SetRetentionHold(true);
-      ScheduleFollowerRetention(slot);
+      slot->bounded_retention = true;
+      ScheduleFollowerTrim(slot, options_.retention_interval);
+    } else if (slot->shard.kind == ShardKind::kCache) {
+      slot->cache_compaction = std::make_unique<FollowerCompaction>(CompactedLog::kCache);
+      slot->counter_compaction = std::make_unique<FollowerCompaction>(CompactedLog::kCounters);
+      ScheduleFollowerTrim(slot, options_.retention_interval);
     }
     spdlog::info("replication: following {} dir={} stream_tail={} generation={}",
                  slot->shard.Path(), layout.dir,
@@ -422,21 +441,61 @@ void ReplicationHost::OpenFollower(const ShardRef& shard) {
   if (!posted) custody_->Release(layout->dir, broker::StoreHolder::kFollower);
 }
 
-void ReplicationHost::ScheduleFollowerRetention(const std::shared_ptr<FollowerSlot>& slot) {
+void ReplicationHost::ScheduleFollowerTrim(const std::shared_ptr<FollowerSlot>& slot,
+                                           std::chrono::milliseconds delay) {
   std::weak_ptr<FollowerSlot> weak = slot;
-  slot->executor->PostAfter(options_.retention_interval, [this, weak] {
+  slot->executor->PostAfter(delay, [this, weak] {
     auto live = weak.lock();
     if (!live || !live->store) return;  // closed: the store went with the slot
-    auto pass = live->store->log(storage::LogKind::kStream).EnforceRetention();
-    if (!pass) {
-      spdlog::error("replication: retention of the follower store of {} failed: {}",
-                    live->shard.Path(), pass.error().ToString());
-    } else if (pass->segments_deleted > 0) {
-      spdlog::info("replication: follower retention {} segments_deleted={} base={}",
-                   live->shard.Path(), pass->segments_deleted, pass->base_offset);
+    bool more = false;
+    if (live->bounded_retention) {
+      auto pass = live->store->log(storage::LogKind::kStream).EnforceRetention();
+      if (!pass) {
+        spdlog::error("replication: retention of the follower store of {} failed: {}",
+                      live->shard.Path(), pass.error().ToString());
+      } else if (pass->segments_deleted > 0) {
+        spdlog::info("replication: follower retention {} segments_deleted={} base={}",
+                     live->shard.Path(), pass->segments_deleted, pass->base_offset);
+      }
+    } else {
+      more = CompactFollower(*live);
     }
-    ScheduleFollowerRetention(live);
+    ScheduleFollowerTrim(live, more ? std::chrono::milliseconds(0) : options_.retention_interval);
   });
+}
+
+bool ReplicationHost::CompactFollower(FollowerSlot& slot) {
+  const uint64_t now_ms =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
+  bool more = false;
+  auto run = [&](FollowerCompaction& compaction, storage::LogKind kind, Offset floor) {
+    storage::DurableLog& log = slot.store->log(kind);
+    auto pass = compaction.Run(log, floor, now_ms);
+    if (!pass) {
+      spdlog::error("replication: compaction of the follower store of {} log={} failed: {}",
+                    slot.shard.Path(), storage::LogKindName(kind), pass.error().ToString());
+      return;
+    }
+    more |= pass->more;
+    if (pass->segments_deleted > 0) {
+      follower_compacted_segments_.Increment(pass->segments_deleted);
+      spdlog::info(
+          "replication: follower compaction {} log={} segments_deleted={} bytes={} base={} "
+          "superseded_through={}",
+          slot.shard.Path(), storage::LogKindName(kind), pass->segments_deleted,
+          pass->bytes_reclaimed, pass->base, pass->superseded_through);
+    }
+  };
+  // Floors: the cache log's commit offset (persisted, or newer in the log), the counter log's
+  // carried one (in memory; 0 after a restart until the leader carries it again).
+  const storage::DurableLog& cache = slot.store->log(storage::LogKind::kCache);
+  run(*slot.cache_compaction, storage::LogKind::kCache,
+      std::max(slot.store->replica_state().commit_offset, cache.CommitOffset()));
+  run(*slot.counter_compaction, storage::LogKind::kCounters,
+      slot.store->log(storage::LogKind::kCounters).CommitOffset());
+  return more;
 }
 
 void ReplicationHost::CloseFollower(const std::shared_ptr<FollowerSlot>& slot, bool wait) {
@@ -478,13 +537,15 @@ void ReplicationHost::ReconcileLeaders(const std::map<ShardRef, Assignment>& ass
   // Replicators whose shard is no longer led here at their generation stop.
   for (auto it = leaders_.begin(); it != leaders_.end();) {
     auto a = assignments.find(it->first);
-    bool keep = a != assignments.end() && a->second.leader == options_.own_node_id &&
-                a->second.generation == it->second->generation && a->second.replicas.size() > 1 &&
-                core_stores_.count(it->first) > 0;
+    const bool led = a != assignments.end() && a->second.leader == options_.own_node_id &&
+                     a->second.generation == it->second->generation &&
+                     core_stores_.count(it->first) > 0;
+    const bool keep = led && a->second.replicas.size() > 1;
     if (!keep) {
       spdlog::info("replication: stopping the replicator of {} generation={}", it->first.Path(),
                    it->second->generation);
-      it->second->replicator->Stop();
+      // Still led here, alone now: nothing will raise the mark its logs are held at.
+      it->second->replicator->Stop(/*lift_hold=*/led);
       it = leaders_.erase(it);
     } else {
       ++it;
@@ -650,6 +711,16 @@ void ReplicationHost::OnStoreOpened(const broker::ShardId& id, storage::ShardSto
   const ShardRef shard = RefOf(id);
   auto a = view_.FindAssignment(shard);
   auto lost = view_.PreviousLeaderLostAt(shard);
+  // Led alone (a replica set of one, or not in the view): no replicator will run, so a hold
+  // saved while the shard had followers is lifted (replication.md §20). The store is not
+  // shared yet (the core announces it before adopting it). With followers the replicator
+  // decides when it starts, and until then the saved hold stands.
+  if ((!a || a->replicas.size() < 2) && store.replica_state().retention_held) {
+    if (auto lifted = store.SetRetentionHold(false); !lifted) {
+      spdlog::error("replication: lifting the retention hold of {} failed: {}", shard.Path(),
+                    lifted.error().ToString());
+    }
+  }
   {
     std::lock_guard lock(leader_mu_);
     core_stores_[shard] = &store;

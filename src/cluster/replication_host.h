@@ -103,8 +103,9 @@ struct ReplicationHostOptions {
   // 0: never (docs/performance.md change 33).
   uint32_t inline_apply_max_us = 1000;
   // FELIX_DURABLE_RETENTION_INTERVAL_SECONDS: how often a follower of a stream with a size or
-  // age bound runs its retention pass (as the leader's core does), held at the follower's commit
-  // offset (replication.md §20).
+  // age bound runs its retention pass (as the leader's core does), and a follower of a durable
+  // cache its compaction pass (follower_compaction.h), held at the follower's commit offset
+  // (replication.md §20).
   std::chrono::milliseconds retention_interval{60000};
 };
 
@@ -168,9 +169,14 @@ class ReplicationHost {
   ShardReplicatorOptions ReplicatorOptions(const ShardRef& shard, uint64_t generation) const;
   void OpenFollower(const ShardRef& shard);
   void CloseFollower(const std::shared_ptr<FollowerSlot>& slot, bool wait);
-  // Runs a bounded stream follower's retention every retention_interval on its executor, for
-  // as long as the slot holds its store.
-  void ScheduleFollowerRetention(const std::shared_ptr<FollowerSlot>& slot);
+  // Runs a bounded stream follower's retention, or a cache follower's compaction
+  // (follower_compaction.h), `delay` from now on its executor and then every
+  // retention_interval, for as long as the slot holds its store.
+  void ScheduleFollowerTrim(const std::shared_ptr<FollowerSlot>& slot,
+                            std::chrono::milliseconds delay);
+  // One pass of a cache follower's compaction over its cache and counter logs; true when a log
+  // has more to read than one pass's budget (the next pass follows at once).
+  bool CompactFollower(FollowerSlot& slot);
   broker::Executor& ExecutorFor(const ShardRef& shard);
   void Serve(const PeerRequest& request, PeerReply reply);
 
@@ -204,6 +210,7 @@ class ReplicationHost {
   Gauge& followed_gauge_;
   Gauge& led_gauge_;
   Counter& follower_open_failures_;
+  Counter& follower_compacted_segments_;  // sealed segments a cache follower's compaction deleted
   Counter& stepdowns_;
   Counter& fences_opened_;
   Counter& fences_failed_;

@@ -306,7 +306,11 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     // above it would stall followers and writers alike. A `Leader` cache's compaction is held
     // there too: its counter log compacts every few thousand adds, and cutting past followers a
     // batch behind would halt and rebuild both each time; a `Leader` stream is never held.
-    for (LogKind log : logs) store.log(log).SetRetentionHold(HoldsAtMark());
+    // Persisted (storage.md §7.2 bit 0): a restart holds the logs again before any pass runs.
+    if (auto held = store.SetRetentionHold(HoldsAtMark()); !held) {
+      spdlog::error("replication {}/{}/{}/{}: the retention hold could not be saved: {}", o.tenant,
+                    o.ns, o.name, o.shard, held.error().ToString());
+    }
     std::optional<Offset> own_start = OwnStart();
     if (o.cache_shard) counter_own_start = CounterOwnStart();
     for (size_t f = 0; f < o.followers.size(); ++f) {
@@ -331,9 +335,15 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     RunPass();
   }
 
-  void StopOnExecutor() {
+  void StopOnExecutor(bool lift_hold) {
     if (stopped) return;
     stopped = true;
+    if (lift_hold && started) {
+      if (auto lifted = store.SetRetentionHold(false); !lifted) {
+        spdlog::error("replication {}/{}/{}/{}: lifting the retention hold failed: {}", o.tenant,
+                      o.ns, o.name, o.shard, lifted.error().ToString());
+      }
+    }
     for (size_t i = 0; i < logs.size(); ++i) {
       if (notify_ids[i] != 0) store.log(logs[i]).CancelNotify(notify_ids[i]);
       notify_ids[i] = 0;
@@ -397,20 +407,29 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     written_notify_ids[i] = id;
   }
 
-  // The commit offset the own log's batches carry: the mark, refreshed at most once per
-  // o.commit_carry_interval. Any value at or below the mark is true, and every rise costs each
-  // follower a write-through of its `replica` file before it answers (replication.md §6).
-  Offset CarriedCommit() {
-    const Offset mark = marks[size_t(OwnLog())];
-    if (carried_commit < mark) {
+  // The commit offset `log`'s batches carry: its mark, refreshed at most once per
+  // o.commit_carry_interval. Any value at or below the mark is true; on the own log every rise
+  // costs each follower a write-through of its `replica` file before it answers (§6).
+  Offset CarriedCommit(LogKind log) {
+    Carried& carried = carried_commit[size_t(log)];
+    const Offset mark = marks[size_t(log)];
+    if (carried.commit < mark) {
       const auto now = Clock::now();
-      if (!carried_once || now - carried_at >= o.commit_carry_interval) {
-        carried_commit = mark;
-        carried_at = now;
-        carried_once = true;
+      if (!carried.once || now - carried.at >= o.commit_carry_interval) {
+        carried.commit = mark;
+        carried.at = now;
+        carried.once = true;
       }
     }
-    return carried_commit;
+    return carried.commit;
+  }
+
+  // Which logs' batches carry a commit offset (kinds 26/32/36): the own log, whose commit
+  // offset guards the follower's truncation and retention, and a cache's counter log, whose
+  // commit offset is the floor of the follower's compaction (follower_compaction.h; it is never
+  // truncated, so the follower keeps it in memory only).
+  bool CarriesCommit(LogKind log) const {
+    return log == OwnLog() || (o.cache_shard && log == LogKind::kCounters);
   }
 
   // Where shipping stops: the durable tail, or with o.ship_unflushed the written one.
@@ -522,9 +541,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     if (!c.legacy) {
       entry.labelled = Labelled(c.log, caps);
       entry.timed = entry.labelled && (caps & flxi::kCapRecordTimes) != 0;
-      // The commit offset rides the shard's own log only (kinds 26/32/36): the stream (or
-      // cache) log's mark. Auxiliary logs carry none.
-      if (c.log == OwnLog()) entry.commit = CarriedCommit();
+      if (CarriesCommit(c.log)) entry.commit = CarriedCommit(c.log);
     }
     if (c.rebuilding && !TakeRebuildBytes(c, entry.batch->bytes)) return false;
     return Send(c, std::move(entry));
@@ -1115,9 +1132,12 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
   bool rebuild_bucket_started = false;
   double rebuild_tokens = 0;
   Clock::time_point rebuild_refilled;
-  Offset carried_commit;  // CarriedCommit()
-  Clock::time_point carried_at;
-  bool carried_once = false;
+  struct Carried {
+    Offset commit;
+    Clock::time_point at;
+    bool once = false;
+  };
+  std::array<Carried, storage::kLogKindCount> carried_commit{};  // CarriedCommit(), per log
   std::array<Offset, storage::kLogKindCount> marks{};
   std::array<uint64_t, 3> notify_ids{};          // by index into `logs`
   std::array<uint64_t, 3> written_notify_ids{};  // o.ship_unflushed only
@@ -1148,7 +1168,7 @@ void ShardReplicator::Start() {
   state_->PostGated([](State& s) { s.StartOnExecutor(); });
 }
 
-void ShardReplicator::Stop() {
+void ShardReplicator::Stop(bool lift_hold) {
   {
     std::unique_lock<std::mutex> lock(state_->gate->mu);
     if (!state_->gate->open) return;
@@ -1159,13 +1179,13 @@ void ShardReplicator::Stop() {
   // its own thread and nothing of it runs again. Answers arriving later find the gate closed.
   std::promise<void> done;
   auto state = state_;
-  if (state->ex.Post([state, &done] {
-        state->StopOnExecutor();
+  if (state->ex.Post([state, &done, lift_hold] {
+        state->StopOnExecutor(lift_hold);
         done.set_value();
       })) {
     done.get_future().wait();
   } else {
-    state->StopOnExecutor();  // the executor already stopped: nothing else can run
+    state->StopOnExecutor(lift_hold);  // the executor already stopped: nothing else can run
   }
 }
 

@@ -123,10 +123,11 @@ struct ShardReplicatorOptions {
   // good. Retention and compaction are held at the mark (each log's commit offset) on `Quorum`
   // shards and on caches of either consistency.
   bool acks_wait_for_mark = false;
-  // The commit offset the shard's own log carries (kinds 26/32/36) is the mark, refreshed at
-  // most this often (0: every batch carries the current mark). Every rise makes each follower
-  // flush its `replica` file before answering, on the disk its log flushes to; the value only
-  // guards the follower's truncation and retention (a lower one guards less, never wrongly).
+  // The commit offset the shard's own log (and a cache's counter log) carries (kinds 26/32/36)
+  // is the mark, refreshed at most this often (0: every batch carries the current mark). Every rise
+  // makes each follower flush its `replica` file before answering, on the disk its log flushes to;
+  // the value only guards the follower's truncation and retention (a lower one guards less, never
+  // wrongly).
   std::chrono::milliseconds commit_carry_interval{0};
   // Rebuild policy (FELIX_REPLICATION_REBUILD_MAX_CONCURRENT; 0 = never rebuild). In this
   // slice the slots are counted per replicator (per leader shard), not across the broker.
@@ -171,7 +172,9 @@ class ShardReplicator {
   ShardReplicator& operator=(const ShardReplicator&) = delete;
 
   void Start();  // registers tail notifications on the logs and runs the first pass
-  void Stop();
+  // `lift_hold`: the shard stays open here without replication (its replica set shrank to
+  // this broker), so its logs' retention hold is lifted (and saved) before the stop returns.
+  void Stop(bool lift_hold = false);
 
   // Something was appended (also noticed by itself through DurableLog::NotifyWhen); any thread.
   void Wake();

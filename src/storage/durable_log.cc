@@ -698,6 +698,7 @@ StorageResult<void> DurableLog::Truncate(Offset new_tail_offset) {
                            std::to_string(base_offset_.load()) + " (use Reset)");
   }
   if (new_tail == next_offset_) return {};
+  rewrites_.fetch_add(1);
   WaitForZeroFill(l);
   AcquireFlushExclusive();
   StorageResult<void> result;
@@ -785,6 +786,7 @@ StorageResult<void> DurableLog::Reset(Offset base_offset) {
                            " refused: it would discard records below commit offset " +
                            std::to_string(commit_offset_.load()));
   }
+  rewrites_.fetch_add(1);
   WaitForZeroFill(l);
   AcquireFlushExclusive();
   StorageResult<void> result;

@@ -158,6 +158,7 @@ class DurableLog final : public LogReader {
   Offset CommitOffset() const { return Offset(commit_offset_.load()); }
   // When held, retention never deletes a segment holding offsets >= the commit offset.
   void SetRetentionHold(bool hold) { retention_hold_.store(hold); }
+  bool RetentionHeld() const { return retention_hold_.load(); }
 
   // Deletes whole sealed segments, oldest first, while over the size bound or older than the
   // age bound (by their newest record's timestamp); advances the base offset.
@@ -172,6 +173,9 @@ class DurableLog final : public LogReader {
   // first kept segment. Any thread; serialised with appends.
   StorageResult<void> Roll();
   StorageResult<RetentionResult> DropSegmentsBelow(Offset offset);
+  // How many times Truncate or Reset set out to discard records (a reader that remembers what
+  // it read, such as a follower's compaction index, starts over when this changed).
+  uint64_t Rewrites() const { return rewrites_.load(); }
   // Bytes of every segment file (headers and record frames included).
   uint64_t DiskBytes() const;
 
@@ -288,6 +292,7 @@ class DurableLog final : public LogReader {
 
   std::atomic<uint64_t> commit_offset_{0};
   std::atomic<bool> retention_hold_{false};
+  std::atomic<uint64_t> rewrites_{0};  // Rewrites()
 
   // Flusher thread: periodic flushes and AppendAsync completions.
   std::thread flusher_;  // flusher_mu_

@@ -47,6 +47,8 @@ StorageResult<std::unique_ptr<ShardStore>> ShardStore::Open(const std::string& d
     auto log = DurableLog::Open(dir + "/" + LogKindName(LogKind(i)), std::move(o));
     if (!log) return tl::unexpected(log.error());
     store->logs_[i] = std::move(*log);
+    // §20: held from the first moment, until replication (or a broker without it) decides.
+    store->logs_[i]->SetRetentionHold(store->replica_.retention_held);
   }
   return store;
 }
@@ -144,6 +146,16 @@ StorageResult<void> ShardStore::SetCommitOffset(Offset commit_offset) {
   // and a journal commit (docs/storage-format.md, "replica").
   auto bytes = EncodeReplicaState(next);
   if (auto w = OverwriteFileInPlace(dir_, kReplicaFile, bytes); !w) return w;
+  replica_ = next;
+  return {};
+}
+
+StorageResult<void> ShardStore::SetRetentionHold(bool held) {
+  for (auto& l : logs_) l->SetRetentionHold(held);
+  if (replica_.retention_held == held) return {};
+  ReplicaState next = replica_;
+  next.retention_held = held;
+  if (auto w = WriteReplica(next); !w) return w;
   replica_ = next;
   return {};
 }

@@ -73,6 +73,12 @@ class ShardStore {
   StorageResult<void> RelabelGenerations(Offset from, std::span<const EpochEntry> entries);
   // Raises the commit offset (never lowers it) and persists it.
   StorageResult<void> SetCommitOffset(Offset commit_offset);
+  // Holds (or releases) retention and compaction of every log at its commit offset
+  // (storage.md §14 "Quorum hold") and persists the flag in `replica` when it changed. Open
+  // restores a saved hold on every log before anyone can run a pass, so a shard that was held
+  // stays held until its owner decides again (replication.md §20). The logs are held even when
+  // the write fails (the error says the flag was not saved).
+  StorageResult<void> SetRetentionHold(bool held);
   // Closes every log; returns the first error.
   StorageResult<void> Close();
 

@@ -90,6 +90,40 @@ TEST_F(ShardStorageTest, ARefusedStoreReleasesItsClaimIsListedAndClearsOnceItOpe
   EXPECT_TRUE(health_.Problems().empty()) << "the listing clears once the store opens";
 }
 
+TEST_F(ShardStorageTest, ASavedRetentionHoldIsLiftedByASingleNodeAndKeptInACluster) {
+  // A store that was a replica once (replication.md §20: the hold is saved in `replica`).
+  {
+    auto store = storage::ShardStore::Open(layout_.dir, layout_.store_options());
+    ASSERT_TRUE(store) << store.error().ToString();
+    ASSERT_TRUE((*store)->SetRetentionHold(true));
+  }
+  // In a cluster (a custody) replication decides: the open keeps it.
+  {
+    auto held = storage_->Open("t/n/s#0", layout_);
+    ASSERT_TRUE(held) << held.error().message;
+    EXPECT_TRUE((*held)->replica_state().retention_held);
+    EXPECT_TRUE((*held)->log(storage::LogKind::kStream).RetentionHeld());
+    ASSERT_TRUE((*held)->Close());
+    storage_->Released(layout_.dir);
+  }
+  // A single node (no custody) has nothing to raise the commit offset: lifted, and saved so.
+  ShardStorageOptions o;
+  o.storage_dir = felix::testing::MakeTempDir("shard-storage-single");
+  o.log_defaults.metrics = &metrics_;
+  ShardStorage single(std::move(o));
+  auto lifted = single.Open("t/n/s#0", layout_);
+  ASSERT_TRUE(lifted) << lifted.error().message;
+  EXPECT_FALSE((*lifted)->replica_state().retention_held);
+  for (size_t k = 0; k < storage::kLogKindCount; ++k) {
+    EXPECT_FALSE((*lifted)->log(storage::LogKind(k)).RetentionHeld()) << k;
+  }
+  ASSERT_TRUE((*lifted)->Close());
+  lifted->reset();
+  auto again = storage::ShardStore::Open(layout_.dir, layout_.store_options());
+  ASSERT_TRUE(again) << again.error().ToString();
+  EXPECT_FALSE((*again)->replica_state().retention_held) << "the lift is saved";
+}
+
 TEST_F(ShardStorageTest, WriteFaultsOfEachLogKindAreCountedApart) {
   WriteFaultReporting stream = storage_->Reporting("stream");
   WriteFaultReporting cache = storage_->Reporting("cache");

@@ -413,6 +413,31 @@ TEST_F(FollowerTest, CommitOffsetIsWhatTheBatchLeftLevelNeverLowered) {
       << "the storage guard is armed";
 }
 
+TEST_F(FollowerTest, ACachesCounterLogKeepsItsCarriedCommitOffsetInMemoryOnly) {
+  // The floor of the follower's compaction (follower_compaction.h): what the batch left level,
+  // never lowered; the shard's `replica` file keeps the cache log's alone.
+  Open(/*cache_shard=*/true);
+  auto b = Batch(1, 0, {"a", "b", "c", "d"});
+  b.commit_offset = 9;
+  ASSERT_EQ(OkAt(Send(b, LogKind::kCounters)), 4u);
+  EXPECT_EQ(store_->log(LogKind::kCounters).CommitOffset(), Offset(4));
+  auto below = Batch(1, 0, {"a"});
+  below.commit_offset = 1;
+  ASSERT_EQ(OkAt(Send(below, LogKind::kCounters)), 1u);
+  EXPECT_EQ(store_->log(LogKind::kCounters).CommitOffset(), Offset(4)) << "never lowered";
+  EXPECT_EQ(store_->replica_state().commit_offset, Offset(0)) << "not the cache log's";
+  EXPECT_EQ(store_->log(LogKind::kCache).CommitOffset(), Offset(0));
+  // A stream shard's auxiliary logs carry none: a commit offset there is ignored.
+  follower_.reset();
+  store_.reset();
+  std::filesystem::remove_all(dir_);
+  Open();
+  auto cursors = Batch(1, 0, {"a", "b"});
+  cursors.commit_offset = 2;
+  ASSERT_EQ(OkAt(Send(cursors, LogKind::kCursors)), 2u);
+  EXPECT_EQ(store_->log(LogKind::kCursors).CommitOffset(), Offset(0));
+}
+
 TEST_F(FollowerTest, ACommitOffsetBelowTheDurableTailIsWrittenWhileTheBatchFlushes) {
   // The common case: the leader's mark covers earlier batches only. It is written through
   // beside the flush of this batch's records (docs/performance.md change 9) and is durable

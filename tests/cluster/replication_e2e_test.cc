@@ -38,6 +38,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "broker/cache_record.h"
 #include "broker/e2e_broker.h"
 #include "broker/flx1_test_client.h"
 #include "cluster/etcd_keys.h"
@@ -55,6 +56,7 @@ namespace {
 
 namespace flx1 = felix::wire::flx1;
 using broker::testing::Flx1TestClient;
+using Flx1TestStream = broker::testing::TestStream;
 using felix::testing::ClusterHarness;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -110,6 +112,37 @@ std::vector<storage::Record> WithoutLaterStartRecords(std::vector<storage::Recor
   return records;
 }
 
+// What a replica promoted with `records` (one cache shard log, no TTLs) would serve: each
+// live key's value, or each counter's sum.
+std::map<std::string, std::string> Fold(const std::vector<storage::Record>& records,
+                                        storage::LogKind kind) {
+  std::map<std::string, std::string> state;
+  std::map<std::string, int64_t> sums;
+  for (const auto& r : records) {
+    if (r.flags != 0) continue;  // generation-start records carry no state
+    std::span<const uint8_t> p{reinterpret_cast<const uint8_t*>(r.payload.data()),
+                               r.payload.size()};
+    if (kind == storage::LogKind::kCache) {
+      auto c = broker::DecodeCacheRecord(p);
+      EXPECT_TRUE(c) << "offset " << r.offset;
+      if (!c) continue;
+      if (c->op == broker::CacheRecord::Op::kDelete) {
+        state.erase(std::string(c->key));
+      } else {
+        state[std::string(c->key)] = std::string(c->value.begin(), c->value.end());
+      }
+    } else {
+      auto n = broker::DecodeCounterRecord(p);
+      EXPECT_TRUE(n) << "offset " << r.offset;
+      if (!n) continue;
+      int64_t& sum = sums[std::string(n->key)];
+      sum = n->op == broker::CounterRecord::Op::kCheckpoint ? n->value : sum + n->value;
+    }
+  }
+  for (const auto& [key, sum] : sums) state[key] = std::to_string(sum);
+  return state;
+}
+
 class ReplicationE2E : public ::testing::Test {
  protected:
   explicit ReplicationE2E(felix::testing::ClusterOptions options = Options())
@@ -120,7 +153,7 @@ class ReplicationE2E : public ::testing::Test {
   // broker does not answer or has not printed the series.
   uint64_t MetricValue(int n, const std::string& series) {
     auto metrics = cluster_.AdminGet(n, "/metrics");
-    const std::string line = series + " ";
+    const std::string line = "\n" + series + " ";  // a sample, not its # HELP line
     auto at = metrics ? metrics->find(line) : std::string::npos;
     return at == std::string::npos ? 0 : std::stoull(metrics->substr(at + line.size()));
   }
@@ -295,6 +328,63 @@ class ReplicationE2E : public ::testing::Test {
       placed = Placement(1, cache);
       return placed && placed->replicas.size() == 3;
     })) << "the controller places three replicas of the cache shard";
+  }
+  // A stopped cache shard's two logs on each follower against the leader's: both compact
+  // (the leader copies live records forward and deletes the segments below its cut; a follower
+  // deletes segments its leader's copies superseded, follower_compaction.h), so each may begin
+  // above the other; where both hold an offset they hold the same record, they end at the same
+  // offset, and they fold to the same keys and sums.
+  template <typename DirOf>
+  void ExpectCacheLogsMatch(const std::string& leader_dir,
+                            const std::vector<std::string>& followers, const DirOf& dir,
+                            uint64_t generation) {
+    for (auto kind : {storage::LogKind::kCache, storage::LogKind::kCounters}) {
+      const char* name = storage::LogKindName(kind);
+      const auto expected = ReadLog(leader_dir, kind);
+      ASSERT_FALSE(expected.empty()) << name;
+      const auto state = Fold(expected, kind);
+      for (const auto& f : followers) {
+        const int n = NodeNumber(f);
+        auto got = ReadLog(dir(n), kind);
+        ASSERT_FALSE(got.empty()) << name << " on n" << n;
+        EXPECT_EQ(got.back().offset, expected.back().offset) << name << " on n" << n;
+        EXPECT_EQ(Fold(got, kind), state) << name << " on n" << n;
+        const Offset from = std::max(got.front().offset, expected.front().offset);
+        std::vector<storage::Record> want(expected.begin(), expected.end());
+        std::erase_if(got, [&](const storage::Record& r) { return r.offset < from; });
+        std::erase_if(want, [&](const storage::Record& r) { return r.offset < from; });
+        ASSERT_EQ(got.size(), want.size()) << name << " on n" << n;
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(got[i].offset, want[i].offset) << "n" << n << " record " << i;
+          ASSERT_EQ(got[i].payload, want[i].payload) << "n" << n << " offset " << got[i].offset;
+          ASSERT_EQ(got[i].generation, want[i].generation)
+              << "n" << n << " offset " << got[i].offset;
+          ASSERT_EQ(got[i].generation.value(), generation)
+              << "n" << n << " offset " << got[i].offset;
+        }
+      }
+    }
+  }
+  // Sends `n` cache requests, the i-th made by request(i), in pipelined windows of 64; each
+  // must be answered (a put cache_ok, a delete the removed value, an add the new sum).
+  template <typename Make>
+  void CacheRequests(Flx1TestStream& s, size_t n, const Make& request) {
+    for (size_t i = 0; i < n;) {
+      size_t sent = 0;
+      for (size_t end = std::min(n, i + 64); i < end; ++i, ++sent) s.SendMessage(request(i));
+      for (size_t k = 0; k < sent; ++k) {
+        auto frame = s.ReadFrame();
+        ASSERT_TRUE(frame) << "answer " << k << " of a window ending at " << i;
+        auto* message = std::get_if<flx1::Message>(&*frame);
+        const bool ok =
+            message != nullptr && (std::holds_alternative<flx1::CacheOk>(*message) ||
+                                   std::holds_alternative<flx1::CacheValue>(*message) ||
+                                   std::holds_alternative<flx1::CounterValue>(*message));
+        const auto* error = message != nullptr ? std::get_if<flx1::Error>(message) : nullptr;
+        ASSERT_TRUE(ok) << "answer " << k << " of a window ending at " << i << ": "
+                        << (error != nullptr ? error->message : "not an answer");
+      }
+    }
   }
   std::string CacheToken() {
     auto [status, body] = Admin(
@@ -518,38 +608,20 @@ TEST_F(ReplicationE2E, CacheAndCounterLogsOnEveryFollowerAreTheLeaders) {
   ASSERT_TRUE(client);
   auto s = broker::e2e::Authed(*client, cache_token);
 
-  // Windows of 64 pipelined requests: puts over 50 keys, every tenth a delete, and counter
-  // adds over 7 counters; each answered ok.
-  for (size_t i = 0; i < puts;) {
-    size_t sent = 0;
-    for (size_t end = std::min(puts, i + 64); i < end; ++i, ++sent) {
-      const std::string key = "key-" + std::to_string(i % 50);
-      if (i % 10 == 9) {
-        s->SendMessage(flx1::CacheDelete{"default", "default", "rcache", key, ++request_id_});
-      } else if (i % 3 == 0) {
-        s->SendMessage(flx1::CounterAdd{"default", "default", "rcache",
-                                        "counter-" + std::to_string(i % 7), int64_t(i),
-                                        ++request_id_});
-      } else {
-        std::string v = "value-" + std::to_string(i) + std::string(i % 31, 'v');
-        s->SendMessage(flx1::CachePut{"default", "default", "rcache", key,
-                                      flx1::Bytes(v.begin(), v.end()), ++request_id_,
-                                      std::nullopt});
-      }
+  // Puts over 50 keys, every tenth a delete, and counter adds over 7 counters.
+  ASSERT_NO_FATAL_FAILURE(CacheRequests(*s, puts, [&](size_t i) -> flx1::Message {
+    const std::string key = "key-" + std::to_string(i % 50);
+    if (i % 10 == 9) return flx1::CacheDelete{"default", "default", "rcache", key, ++request_id_};
+    if (i % 3 == 0) {
+      return flx1::CounterAdd{"default",  "default",
+                              "rcache",   "counter-" + std::to_string(i % 7),
+                              int64_t(i), ++request_id_};
     }
-    for (size_t k = 0; k < sent; ++k) {
-      auto frame = s->ReadFrame();
-      ASSERT_TRUE(frame) << "answer " << k << " of a window ending at " << i;
-      auto* message = std::get_if<flx1::Message>(&*frame);
-      // A put answers cache_ok, a delete the removed value, an add the new sum.
-      const bool ok = message != nullptr && (std::holds_alternative<flx1::CacheOk>(*message) ||
-                                             std::holds_alternative<flx1::CacheValue>(*message) ||
-                                             std::holds_alternative<flx1::CounterValue>(*message));
-      const auto* error = message != nullptr ? std::get_if<flx1::Error>(message) : nullptr;
-      ASSERT_TRUE(ok) << "answer " << k << " of a window ending at " << i << ": "
-                      << (error != nullptr ? error->message : "not an answer");
-    }
-  }
+    std::string v = "value-" + std::to_string(i) + std::string(i % 31, 'v');
+    return flx1::CachePut{
+        "default",     "default",   "rcache", key, flx1::Bytes(v.begin(), v.end()),
+        ++request_id_, std::nullopt};
+  }));
 
   // Every follower level with the leader on both logs, none halted.
   auto level = [&] {
@@ -571,31 +643,7 @@ TEST_F(ReplicationE2E, CacheAndCounterLogsOnEveryFollowerAreTheLeaders) {
   auto dir = [&](int n) {
     return cluster_.data_dir(n) + "/shards/_caches/default/default/rcache/0";
   };
-  for (auto kind : {storage::LogKind::kCache, storage::LogKind::kCounters}) {
-    auto expected = ReadLog(dir(leader), kind);
-    EXPECT_FALSE(expected.empty()) << storage::LogKindName(kind);
-    ASSERT_FALSE(expected.empty());
-    for (const auto& f : followers) {
-      const int n = NodeNumber(f);
-      auto got = ReadLog(dir(n), kind);
-      // The leader compacts (live records copied forward, whole segments below the cut
-      // deleted; offsets never renumbered); a follower keeps what it was sent, so it may
-      // still hold records below the leader's base. From the base on, the logs are equal.
-      ASSERT_FALSE(got.empty());
-      EXPECT_LE(got.front().offset, expected.front().offset) << storage::LogKindName(kind);
-      std::erase_if(got,
-                    [&](const storage::Record& r) { return r.offset < expected.front().offset; });
-      ASSERT_EQ(got.size(), expected.size()) << storage::LogKindName(kind) << " on n" << n;
-      for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_EQ(got[i].offset, expected[i].offset) << "n" << n << " record " << i;
-        ASSERT_EQ(got[i].payload, expected[i].payload) << "n" << n << " offset " << got[i].offset;
-        ASSERT_EQ(got[i].generation, expected[i].generation)
-            << "n" << n << " offset " << got[i].offset;
-        ASSERT_EQ(got[i].generation.value(), placed->generation)
-            << "n" << n << " offset " << got[i].offset;
-      }
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectCacheLogsMatch(dir(leader), followers, dir, placed->generation));
 }
 
 // Issue 16, first slice (the `Leader` regime): the leader of an RF 3 stream is SIGKILLed once
@@ -1263,6 +1311,79 @@ TEST_F(FollowerRetentionE2E, AFollowerOfABoundedStreamTrimsBelowItsCommitOffset)
     EXPECT_LE(log["base"].get<uint64_t>(), log["durable"].get<uint64_t>()) << f;
     EXPECT_EQ(log["tail"].get<uint64_t>(), kRecords) << f;
   }
+}
+
+// A durable cache's followers compact too (follower_compaction.h): 64 KiB segments, a pass
+// every second, puts over 16 keys of ~1 KiB and adds to 4 counters — several times the
+// leader's compaction floors, so the leader copies its live records forward and deletes what
+// lies below its cut. Each follower's cache and counter logs then begin past 0, never past
+// their durable offsets, and after a stop they fold to the leader's keys and sums.
+class FollowerCompactionE2E : public ReplicationE2E {
+ protected:
+  static felix::testing::ClusterOptions Options() {
+    felix::testing::ClusterOptions o = ReplicationE2E::Options();
+    o.env["FELIX_DURABLE_SEGMENT_BYTES"] = "65536";
+    o.env["FELIX_DURABLE_RETENTION_INTERVAL_SECONDS"] = "1";
+    return o;
+  }
+  FollowerCompactionE2E() : ReplicationE2E(Options()) {}
+};
+
+TEST_F(FollowerCompactionE2E, ACachesFollowersDropWhatTheirLeadersCopiesSuperseded) {
+  std::optional<Placed> placed;
+  ASSERT_NO_FATAL_FAILURE(CreatePlacedCache("fcache", "Leader", placed));
+  const int leader = NodeNumber(placed->leader);
+  std::vector<std::string> followers;
+  for (const auto& r : placed->replicas) {
+    if (r != placed->leader) followers.push_back(r);
+  }
+  ASSERT_TRUE(Eventually([&] { return !Led(leader, "fcache").is_null(); }));
+  const std::string token = CacheToken();
+  ASSERT_FALSE(token.empty());
+  auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(leader)), cluster_.ca_file());
+  ASSERT_TRUE(client);
+  auto s = broker::e2e::Authed(*client, token);
+  // ~3 MiB of puts (three times the cache log's 1 MiB floor) and 12,000 adds (~0.9 MiB, past
+  // the counter log's 64 KiB floor many times).
+  constexpr size_t kRequests = 15000;
+  ASSERT_NO_FATAL_FAILURE(CacheRequests(*s, kRequests, [&](size_t i) -> flx1::Message {
+    if (i % 5 != 0) {
+      return flx1::CounterAdd{"default",  "default",
+                              "fcache",   "counter-" + std::to_string(i % 4),
+                              int64_t(i), ++request_id_};
+    }
+    std::string v = "value-" + std::to_string(i) + std::string(1000, 'v');
+    return flx1::CachePut{"default",
+                          "default",
+                          "fcache",
+                          "key-" + std::to_string(i % 16),
+                          flx1::Bytes(v.begin(), v.end()),
+                          ++request_id_,
+                          std::nullopt};
+  }));
+  for (const auto& f : followers) {
+    const int n = NodeNumber(f);
+    ASSERT_TRUE(Eventually(
+        [&] {
+          Json followed = Followed(n, "fcache");
+          if (followed.is_null() || !followed.value("open", false)) return false;
+          size_t compacted = 0;
+          for (const auto& l : followed["logs"]) {
+            if (l["log"] != "cache" && l["log"] != "counters") continue;
+            EXPECT_LE(l["base"].get<uint64_t>(), l["durable"].get<uint64_t>()) << f;
+            if (l["base"].get<uint64_t>() > 0) ++compacted;
+          }
+          return compacted == 2;
+        },
+        60s))
+        << f << ": " << Followed(n, "fcache").dump();
+    EXPECT_GT(MetricValue(n, "felix_replication_follower_compacted_segments_total"), 0u) << f;
+  }
+  for (int node = 1; node <= 3; ++node) ASSERT_EQ(cluster_.Stop(node), 0) << node;
+  auto dir = [&](int n) {
+    return cluster_.data_dir(n) + "/shards/_caches/default/default/fcache/0";
+  };
+  ASSERT_NO_FATAL_FAILURE(ExpectCacheLogsMatch(dir(leader), followers, dir, placed->generation));
 }
 
 class RestoreE2E : public ReplicationE2E {

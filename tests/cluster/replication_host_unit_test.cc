@@ -7,7 +7,14 @@
 
 #include "broker/shard_store_layout.h"
 #include "broker/store_custody.h"
+#include "cluster/cluster_view.h"
+#include "cluster/etcd_keys.h"
+#include "cluster/etcd_records.h"
 #include "cluster/replica_role.h"
+#include "cluster/replication_host.h"
+#include "common/metrics.h"
+#include "storage/shard_store.h"
+#include "support/child_process.h"
 
 namespace felix::cluster {
 namespace {
@@ -102,6 +109,46 @@ TEST(ShardStoreLayout, StreamAndCacheShardsWhereTheCoreKeepsThem) {
   EXPECT_EQ(cache.dir, "/data/_caches/t/ns/sessions/0");
   EXPECT_EQ(cache.log_options.retention_bytes, 0u);  // only compaction reclaims a cache log
   EXPECT_EQ(cache.log_options.fsync_mode, storage::FsyncMode::kPeriodic);
+}
+
+broker::ShardId Alone() {
+  return {"t", "ns", "alone", broker::ShardKind::kStream, 0};
+}
+broker::ShardId Replicated() {
+  return {"t", "ns", "replicated", broker::ShardKind::kStream, 0};
+}
+
+TEST(ReplicationHostHold, AShardLedAloneLiftsItsSavedHoldOneWithFollowersKeepsIt) {
+  // replication.md §20: with no replicator to raise its commit offset, a saved hold would stop
+  // retention and compaction for good; with followers the replicator decides when it starts.
+  auto keys = ClusterKeys::Create("felix");
+  ASSERT_TRUE(keys);
+  ClusterView view(*keys);
+  ShardRef alone{ShardKind::kStream, "t", "ns", "alone", 0};
+  ShardRef replicated{ShardKind::kStream, "t", "ns", "replicated", 0};
+  view.ReplaceAssignments(
+      {{keys->Assign(alone), EncodeAssignment(At(3, "n1", {"n1"})), 1, 1, 1, 0},
+       {keys->Assign(replicated), EncodeAssignment(At(3, "n1", {"n1", "n2", "n3"})), 1, 1, 1, 0}});
+  MetricsRegistry metrics;
+  ReplicationHostOptions o;
+  o.own_node_id = "n1";
+  ReplicationHost host(view, o, metrics);
+  auto opened_held = [](const std::string& dir) {
+    auto store = storage::ShardStore::Open(dir, storage::ShardStoreOptions::Uniform({}));
+    EXPECT_TRUE(store) << store.error().ToString();
+    EXPECT_TRUE((*store)->SetRetentionHold(true));
+    return std::move(*store);
+  };
+  auto alone_store = opened_held(felix::testing::MakeTempDir("hold-alone"));
+  host.OnStoreOpened(Alone(), *alone_store);
+  EXPECT_FALSE(alone_store->replica_state().retention_held);
+  EXPECT_FALSE(alone_store->log(storage::LogKind::kStream).RetentionHeld());
+  auto replicated_store = opened_held(felix::testing::MakeTempDir("hold-replicated"));
+  host.OnStoreOpened(Replicated(), *replicated_store);
+  EXPECT_TRUE(replicated_store->replica_state().retention_held);
+  EXPECT_TRUE(replicated_store->log(storage::LogKind::kStream).RetentionHeld());
+  host.OnStoreClosing(Alone());
+  host.OnStoreClosing(Replicated());
 }
 
 }  // namespace

@@ -86,6 +86,54 @@ TEST(ShardStore, ACommitOffsetIsRewrittenInPlaceAndSurvivesReopen) {
   EXPECT_EQ((*store)->replica_state(), (ReplicaState{Generation(2), Offset(500), false}));
 }
 
+TEST(ShardStore, ARetentionHoldIsSavedAndHoldsEveryLogFromTheNextOpen) {
+  // replication.md §20: a held shard is held before anyone can run a pass after a restart.
+  auto dir = test::TempDir("shard-hold");
+  LogOptions o = test::Opts();
+  o.segment_bytes = 4096;  // a record of ~600 bytes: a few records a segment
+  auto open = [&] {
+    auto store = ShardStore::Open(dir, ShardStoreOptions::Uniform(o));
+    EXPECT_TRUE(store) << (store ? "" : store.error().ToString());
+    return store ? std::move(*store) : nullptr;
+  };
+  {
+    auto store = open();
+    ASSERT_NE(store, nullptr);
+    for (size_t k = 0; k < kLogKindCount; ++k) EXPECT_FALSE(store->log(LogKind(k)).RetentionHeld());
+    test::AppendN(store->log(LogKind::kCache), Offset(0), 40, 600);
+    ASSERT_TRUE(store->SetRetentionHold(true));
+    EXPECT_TRUE(store->replica_state().retention_held);
+    ASSERT_TRUE(store->Close());
+  }
+  {
+    auto store = open();
+    ASSERT_NE(store, nullptr);
+    EXPECT_TRUE(store->replica_state().retention_held);
+    for (size_t k = 0; k < kLogKindCount; ++k) {
+      EXPECT_TRUE(store->log(LogKind(k)).RetentionHeld()) << LogKindName(LogKind(k));
+    }
+    // Held at a commit offset of 0 (replication has not said more yet): nothing goes.
+    DurableLog& cache = store->log(LogKind::kCache);
+    ASSERT_GT(cache.SegmentCount(), 2u);
+    ASSERT_TRUE(cache.Roll());
+    auto dropped = cache.DropSegmentsBelow(Offset(40));
+    ASSERT_TRUE(dropped);
+    EXPECT_EQ(dropped->segments_deleted, 0u);
+    EXPECT_EQ(cache.BaseOffset(), Offset(0));
+    ASSERT_TRUE(store->SetRetentionHold(false));
+    ASSERT_TRUE(store->Close());
+  }
+  auto store = open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_FALSE(store->replica_state().retention_held);
+  DurableLog& cache = store->log(LogKind::kCache);
+  EXPECT_FALSE(cache.RetentionHeld());
+  auto dropped = cache.DropSegmentsBelow(Offset(40));
+  ASSERT_TRUE(dropped);
+  EXPECT_GT(dropped->segments_deleted, 0u);
+  EXPECT_GT(cache.BaseOffset(), Offset(0));
+}
+
 TEST(OverwriteFileInPlace, CreatesAMissingFileAndReplacesOneOfAnotherSize) {
   auto dir = test::TempDir("overwrite");
   const std::vector<uint8_t> four{1, 2, 3, 4};
