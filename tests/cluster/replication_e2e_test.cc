@@ -365,6 +365,29 @@ class ReplicationE2E : public ::testing::Test {
       }
     }
   }
+  // A placed RF 3 `Leader` cache (CreatePlacedCache) whose leader serves it, and a session on
+  // that leader authenticated for caches.
+  struct PlacedCache {
+    std::optional<Placed> placed;
+    int leader = 0;
+    std::vector<std::string> followers;
+    std::unique_ptr<Flx1TestClient> client;
+    std::shared_ptr<Flx1TestStream> session;
+  };
+  void OpenPlacedCache(const std::string& cache, PlacedCache& out) {
+    ASSERT_NO_FATAL_FAILURE(CreatePlacedCache(cache, "Leader", out.placed));
+    out.leader = NodeNumber(out.placed->leader);
+    for (const auto& r : out.placed->replicas) {
+      if (r != out.placed->leader) out.followers.push_back(r);
+    }
+    ASSERT_TRUE(Eventually([&] { return !Led(out.leader, cache).is_null(); }));
+    const std::string token = CacheToken();
+    ASSERT_FALSE(token.empty());
+    out.client =
+        Flx1TestClient::Connect(Addr(cluster_.client_addr(out.leader)), cluster_.ca_file());
+    ASSERT_TRUE(out.client);
+    out.session = broker::e2e::Authed(*out.client, token);
+  }
   // Sends `n` cache requests, the i-th made by request(i), in pipelined windows of 64; each
   // must be answered (a put cache_ok, a delete the removed value, an add the new sum).
   template <typename Make>
@@ -589,24 +612,17 @@ TEST_F(ReplicationE2E, LeaderStreamFollowersCatchUpAfterKillAndWipeAndHoldTheLea
 // The other two logs of the five: an RF 3 durable cache (one shard) takes puts, deletes and
 // counter adds on its leader; once every follower is level, with every broker stopped, each
 // follower's cache and counter logs are the leader's by offset, payload bytes and generation
-// (from the leader's base on: the leader compacts, a follower keeps the older segments).
+// where both hold an offset, and fold to the leader's keys and sums (both compact).
 // (Times are not compared: cache and counter batches carry labels and times only to a
 // follower offering CACHE_FENCE, which this build does not yet offer; see docs/cluster.md.)
 TEST_F(ReplicationE2E, CacheAndCounterLogsOnEveryFollowerAreTheLeaders) {
   const size_t puts = std::max<size_t>(RecordCount() / 3, 64);
-  std::optional<Placed> placed;
-  ASSERT_NO_FATAL_FAILURE(CreatePlacedCache("rcache", "Leader", placed));
-  const int leader = NodeNumber(placed->leader);
-  std::vector<std::string> followers;
-  for (const auto& r : placed->replicas) {
-    if (r != placed->leader) followers.push_back(r);
-  }
-  ASSERT_TRUE(Eventually([&] { return !Led(leader, "rcache").is_null(); }));
-  const std::string cache_token = CacheToken();
-  ASSERT_FALSE(cache_token.empty());
-  auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(leader)), cluster_.ca_file());
-  ASSERT_TRUE(client);
-  auto s = broker::e2e::Authed(*client, cache_token);
+  PlacedCache c;
+  ASSERT_NO_FATAL_FAILURE(OpenPlacedCache("rcache", c));
+  const int leader = c.leader;
+  const std::vector<std::string>& followers = c.followers;
+  const std::optional<Placed>& placed = c.placed;
+  auto& s = c.session;
 
   // Puts over 50 keys, every tenth a delete, and counter adds over 7 counters.
   ASSERT_NO_FATAL_FAILURE(CacheRequests(*s, puts, [&](size_t i) -> flx1::Message {
@@ -1255,8 +1271,9 @@ TEST_F(FiveReplicaE2E, AQuorumStreamOfFiveFailsOverAndShowsWhatItInheritedOnceCo
 }
 
 // replication.md §20 on a follower: a follower of a stream with a size bound runs its own
-// retention pass, as the leader's core does, and never deletes at or above its commit offset
-// (the mark the leader carries). 64 KiB segments, a 256 KiB bound, a pass every second.
+// retention pass, as the leader's core does, and a cache's follower its compaction pass; neither
+// deletes at or above its commit offset (the mark the leader carries). 64 KiB segments, a pass
+// every second.
 class FollowerRetentionE2E : public ReplicationE2E {
  protected:
   static felix::testing::ClusterOptions Options() {
@@ -1313,40 +1330,18 @@ TEST_F(FollowerRetentionE2E, AFollowerOfABoundedStreamTrimsBelowItsCommitOffset)
   }
 }
 
-// A durable cache's followers compact too (follower_compaction.h): 64 KiB segments, a pass
-// every second, puts over 16 keys of ~1 KiB and adds to 4 counters — several times the
-// leader's compaction floors, so the leader copies its live records forward and deletes what
-// lies below its cut. Each follower's cache and counter logs then begin past 0, never past
-// their durable offsets, and after a stop they fold to the leader's keys and sums.
-class FollowerCompactionE2E : public ReplicationE2E {
- protected:
-  static felix::testing::ClusterOptions Options() {
-    felix::testing::ClusterOptions o = ReplicationE2E::Options();
-    o.env["FELIX_DURABLE_SEGMENT_BYTES"] = "65536";
-    o.env["FELIX_DURABLE_RETENTION_INTERVAL_SECONDS"] = "1";
-    return o;
-  }
-  FollowerCompactionE2E() : ReplicationE2E(Options()) {}
-};
-
-TEST_F(FollowerCompactionE2E, ACachesFollowersDropWhatTheirLeadersCopiesSuperseded) {
-  std::optional<Placed> placed;
-  ASSERT_NO_FATAL_FAILURE(CreatePlacedCache("fcache", "Leader", placed));
-  const int leader = NodeNumber(placed->leader);
-  std::vector<std::string> followers;
-  for (const auto& r : placed->replicas) {
-    if (r != placed->leader) followers.push_back(r);
-  }
-  ASSERT_TRUE(Eventually([&] { return !Led(leader, "fcache").is_null(); }));
-  const std::string token = CacheToken();
-  ASSERT_FALSE(token.empty());
-  auto client = Flx1TestClient::Connect(Addr(cluster_.client_addr(leader)), cluster_.ca_file());
-  ASSERT_TRUE(client);
-  auto s = broker::e2e::Authed(*client, token);
+// A durable cache's followers compact too (follower_compaction.h): puts over 16 keys of
+// ~1 KiB and adds to 4 counters — several times the leader's compaction floors, so the leader
+// copies its live records forward and deletes what lies below its cut. Each follower's cache and
+// counter logs then begin past 0, never past their durable offsets, and after a stop they fold
+// to the leader's keys and sums.
+TEST_F(FollowerRetentionE2E, ACachesFollowersDropWhatTheirLeadersCopiesSuperseded) {
+  PlacedCache c;
+  ASSERT_NO_FATAL_FAILURE(OpenPlacedCache("fcache", c));
   // ~3 MiB of puts (three times the cache log's 1 MiB floor) and 12,000 adds (~0.9 MiB, past
   // the counter log's 64 KiB floor many times).
   constexpr size_t kRequests = 15000;
-  ASSERT_NO_FATAL_FAILURE(CacheRequests(*s, kRequests, [&](size_t i) -> flx1::Message {
+  ASSERT_NO_FATAL_FAILURE(CacheRequests(*c.session, kRequests, [&](size_t i) -> flx1::Message {
     if (i % 5 != 0) {
       return flx1::CounterAdd{"default",  "default",
                               "fcache",   "counter-" + std::to_string(i % 4),
@@ -1361,7 +1356,7 @@ TEST_F(FollowerCompactionE2E, ACachesFollowersDropWhatTheirLeadersCopiesSupersed
                           ++request_id_,
                           std::nullopt};
   }));
-  for (const auto& f : followers) {
+  for (const auto& f : c.followers) {
     const int n = NodeNumber(f);
     ASSERT_TRUE(Eventually(
         [&] {
@@ -1383,7 +1378,8 @@ TEST_F(FollowerCompactionE2E, ACachesFollowersDropWhatTheirLeadersCopiesSupersed
   auto dir = [&](int n) {
     return cluster_.data_dir(n) + "/shards/_caches/default/default/fcache/0";
   };
-  ASSERT_NO_FATAL_FAILURE(ExpectCacheLogsMatch(dir(leader), followers, dir, placed->generation));
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectCacheLogsMatch(dir(c.leader), c.followers, dir, c.placed->generation));
 }
 
 class RestoreE2E : public ReplicationE2E {
