@@ -179,16 +179,12 @@ FollowerAnswer ReplicaFollower::Impl::Records(ReplicaFollower& f, const flxi::Re
   // 5. A newer leader must first compare what an older generation wrote here above the commit
   // offset: a batch starting past it is sent back there.
   const auto& history = f.store_.generation_history().entries();
-  if (own && !history.empty() && g > history.back().generation) {
-    Offset from = std::max(history.back().start_offset, CommitOffset(f));
-    if (st.verified_through) from = std::max(from, *st.verified_through);
-    if (from < follower::Tail(l) && first > from) {
-      return Error(flxi::ErrorCode::kLogGap, from,
-                   where + range + ": records from " + to_string(from) +
-                       " were written under generation " + to_string(history.back().generation) +
-                       " and are not compared yet",
-                   "gap");
-    }
+  if (auto from = UncomparedFrom(f, st, log, g); from && first > *from) {
+    return Error(flxi::ErrorCode::kLogGap, *from,
+                 where + range + ": records from " + to_string(*from) +
+                     " were written under generation " + to_string(history.back().generation) +
+                     " and are not compared yet",
+                 "gap");
   }
 
   // The records as stored: the leader's generation per record (labels, else the sender's) and

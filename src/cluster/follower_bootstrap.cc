@@ -40,6 +40,21 @@ FollowerAnswer ReplicaFollower::ApplyBootstrap(const flxi::Bootstrap& bootstrap,
     return Impl::Finish(*this, Impl::Ok(offered, "bootstrapped"));
   }
   if (base <= offered && offered <= tail) {
+    // Records an older generation wrote here above the commit offset, below the offered base:
+    // this leader no longer holds them to compare (its compaction or retention deleted them),
+    // and they must be compared before anything lands after them (§5 step 5) — answered with
+    // the tail, the leader would be sent back below its base again and again. Refused, the
+    // leader halts this log and a rebuild places it at the base (found by a Quorum fault run
+    // with 64 KiB segments: a cache shard's old leader never caught up with the new one).
+    if (auto from = Impl::UncomparedFrom(*this, st, log, Generation(bootstrap.shard.generation));
+        from && *from < offered) {
+      return Impl::Finish(*this, Impl::Error(flxi::ErrorCode::kLogConflict, tail,
+                                             where + ": records from " + to_string(*from) +
+                                                 " of an older generation are not compared yet "
+                                                 "and lie below the offered base" +
+                                                 shape,
+                                             "refused"));
+    }
     // The records span the offered base: shipping continues from the tail.
     if (auto d = follower::EnsureDurable(l, tail); !d) {
       return Impl::Finish(*this, Impl::StorageFailed(where, d.error()));

@@ -48,6 +48,11 @@ struct ReplicaFollower::Impl {
 
   // The own log's commit offset: the persisted one, or newer in the log's in-memory guard.
   static Offset CommitOffset(const ReplicaFollower& f);
+  // §5 step 5: where records an older generation wrote on the own log above the commit offset
+  // begin that a leader at `generation` has not compared yet (nothing may land after them until
+  // it has), or nullopt when there are none.
+  static std::optional<Offset> UncomparedFrom(const ReplicaFollower& f, const LogState& state,
+                                              storage::LogKind log, Generation generation);
   // Halts `log` (the leader sees LogConflict until a rebuild) and says so in the log.
   static void Halt(ReplicaFollower& f, storage::LogKind log, FollowerHalt why, std::string detail);
 

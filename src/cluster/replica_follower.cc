@@ -243,6 +243,18 @@ Offset ReplicaFollower::Impl::CommitOffset(const ReplicaFollower& f) {
   return std::max(f.store_.replica_state().commit_offset, f.store_.log(OwnLog(f)).CommitOffset());
 }
 
+std::optional<Offset> ReplicaFollower::Impl::UncomparedFrom(const ReplicaFollower& f,
+                                                            const LogState& state, LogKind log,
+                                                            Generation generation) {
+  if (log != OwnLog(f)) return std::nullopt;
+  const auto& history = f.store_.generation_history().entries();
+  if (history.empty() || generation <= history.back().generation) return std::nullopt;
+  Offset from = std::max(history.back().start_offset, CommitOffset(f));
+  if (state.verified_through) from = std::max(from, *state.verified_through);
+  if (from >= follower::Tail(f.store_.log(log))) return std::nullopt;
+  return from;
+}
+
 void ReplicaFollower::Impl::Halt(ReplicaFollower& f, LogKind log, FollowerHalt why,
                                  std::string detail) {
   LogState& st = f.logs_[size_t(log)];

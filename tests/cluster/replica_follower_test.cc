@@ -488,6 +488,10 @@ TEST_F(FollowerTest, CacheShardReplicatesCacheAndCounterLogs) {
 flxi::Bootstrap BootstrapAt(uint64_t g, uint64_t base) {
   return flxi::Bootstrap{0, flxi::ShardRef{"t", "ns", "s", 0, g}, base};
 }
+flxi::Rebuild RebuildAt(uint64_t g, uint64_t base,
+                        flxi::ReplicaLog log = flxi::ReplicaLog::kStream) {
+  return flxi::Rebuild{0, flxi::ShardRef{"t", "ns", "s", 0, g}, log, base};
+}
 
 TEST_F(FollowerTest, BootstrapPlacesAnEmptyLogAtTheBase) {
   Open();
@@ -510,6 +514,34 @@ TEST_F(FollowerTest, BootstrapOfALogSpanningTheBaseIsAnsweredWithTheTail) {
   a = follower_->ApplyBootstrap(BootstrapAt(1, 4), LogKind::kStream, FollowerRole::kFollower, "n1");
   EXPECT_EQ(OkAt(a), 4u) << "the base at the tail still spans";
   EXPECT_EQ(Payloads(), (Strings{"a", "b", "c", "d"}));
+}
+
+TEST_F(FollowerTest, BootstrapAboveRecordsAnOlderGenerationLeftUncomparedIsRefusedThenRebuilt) {
+  // A new leader whose log begins past records an older generation wrote here above the commit
+  // offset cannot show them for comparison (§5 step 5). Answered with the tail, it would be
+  // sent back below its base by the next batch, forever; refused, a rebuild places the log at
+  // its base.
+  Open();
+  auto b = Batch(1, 0, {"a", "b", "c", "d", "e", "f"});
+  b.commit_offset = 2;
+  ASSERT_EQ(OkAt(Send(b)), 6u);
+  auto gap = Send(Batch(2, 6, {"g"}), LogKind::kStream, FollowerRole::kFollower, "n2");
+  ASSERT_EQ(Code(gap), flxi::ErrorCode::kLogGap);
+  EXPECT_EQ(Expected(gap), 2u) << "generation 1's records from the commit offset first";
+  auto a =
+      follower_->ApplyBootstrap(BootstrapAt(2, 4), LogKind::kStream, FollowerRole::kFollower, "n2");
+  ASSERT_EQ(Code(a), flxi::ErrorCode::kLogConflict) << a.detail;
+  EXPECT_EQ(Payloads(), (Strings{"a", "b", "c", "d", "e", "f"})) << "nothing placed or cut";
+  // Offered at or below where the uncompared records begin, the log spans it as before.
+  EXPECT_EQ(OkAt(follower_->ApplyBootstrap(BootstrapAt(2, 2), LogKind::kStream,
+                                           FollowerRole::kFollower, "n2")),
+            6u);
+  auto r = follower_->ApplyRebuild(RebuildAt(2, 4), FollowerRole::kFollower, "n2");
+  EXPECT_EQ(OkAt(r), 4u) << r.detail;
+  EXPECT_EQ(store_->log(LogKind::kStream).BaseOffset(), Offset(4));
+  EXPECT_EQ(
+      OkAt(Send(Batch(2, 4, {"e", "f", "g"}), LogKind::kStream, FollowerRole::kFollower, "n2")),
+      7u);
 }
 
 TEST_F(FollowerTest, BootstrapNeverPlacesALogOverRecordsThatDoNotReachTheBase) {
@@ -538,11 +570,6 @@ TEST_F(FollowerTest, BootstrapNeverPlacesALogOverRecordsThatDoNotReachTheBase) {
 }
 
 // --- rebuild table (cluster-etcd.md §7 item 4) -----------------------------------------------
-
-flxi::Rebuild RebuildAt(uint64_t g, uint64_t base,
-                        flxi::ReplicaLog log = flxi::ReplicaLog::kStream) {
-  return flxi::Rebuild{0, flxi::ShardRef{"t", "ns", "s", 0, g}, log, base};
-}
 
 TEST_F(FollowerTest, RebuildDiscardsTheLogWhenNothingCommittedIsCut) {
   Open();

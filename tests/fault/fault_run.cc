@@ -118,6 +118,13 @@ class Run {
         !o.env.count("FELIX_FOLLOWER_INLINE_APPLY_US")) {
       o.env["FELIX_FOLLOWER_INLINE_APPLY_US"] = "100000";
     }
+    // Small segments and a pass a second: followers run their retention and a cache's
+    // followers their compaction (follower_compaction.h) under the nemesis, and a promoted
+    // follower folds a log whose head it deleted itself.
+    if (options_.quorum) {
+      o.env.emplace("FELIX_DURABLE_SEGMENT_BYTES", "65536");
+      o.env.emplace("FELIX_DURABLE_RETENTION_INTERVAL_SECONDS", "1");
+    }
     if (lab_) {
       o.etcd_host = lab_->etcd_host();
       for (int n = 1; n <= o.nodes; ++n) {
