@@ -10,7 +10,6 @@ namespace felix::cluster {
 
 namespace flxi = wire::flxi;
 using storage::LogKind;
-using storage::StorageErrc;
 
 FollowerAnswer ReplicaFollower::ApplyBootstrap(const flxi::Bootstrap& bootstrap, LogKind log,
                                                FollowerRole role, std::string_view sender) {
