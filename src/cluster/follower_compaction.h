@@ -24,7 +24,10 @@
 // `verified_to` is known superseded (supersession only grows as the floor and the clock move
 // on). The state starts over when the log was truncated or reset (DurableLog::Rewrites) or its
 // base moved past what was scanned. A pass reads at most `scan_bytes_per_pass` of payload and
-// says whether more remains. The index holds each key once (no values).
+// says whether more remains: the caller runs the next one as a new task, so the replicated
+// batches queued on the same executor are applied in between (a follower's first pass over a
+// large log would otherwise hold them back for its whole length). The index holds each key
+// once (no values).
 //
 // Threading: one caller at a time (the follower's executor); the log is thread-safe.
 #pragma once
@@ -55,7 +58,7 @@ struct FollowerCompactionPass {
 
 class FollowerCompaction {
  public:
-  explicit FollowerCompaction(CompactedLog which, uint64_t scan_bytes_per_pass = 16u << 20)
+  explicit FollowerCompaction(CompactedLog which, uint64_t scan_bytes_per_pass = 1u << 20)
       : which_(which), scan_bytes_per_pass_(scan_bytes_per_pass) {}
 
   // One pass over `log` with records below `floor` kept for good (see above), `now_ms` this
