@@ -29,24 +29,21 @@ void FollowerCompaction::StartOver(const storage::DurableLog& log) {
 
 void FollowerCompaction::Index(const storage::RecordView& r) {
   if (r.flags != 0) return;  // a generation-start record (or one Superseded refuses) names no key
+  std::string_view key;
   if (which_ == CompactedLog::kCache) {
     auto record = broker::DecodeCacheRecord(Bytes(r.payload));
     if (!record) return;
-    auto it = latest_.find(record->key);
-    if (it == latest_.end()) {
-      latest_.emplace(std::string(record->key), r.offset.value());
-    } else {
-      it->second = r.offset.value();
-    }
-    return;
-  }
-  auto record = broker::DecodeCounterRecord(Bytes(r.payload));
-  if (!record || record->op != broker::CounterRecord::Op::kCheckpoint) return;
-  auto it = latest_.find(record->key);
-  if (it == latest_.end()) {
-    latest_.emplace(std::string(record->key), r.offset.value());
+    key = record->key;
   } else {
+    auto record = broker::DecodeCounterRecord(Bytes(r.payload));
+    if (!record || record->op != broker::CounterRecord::Op::kCheckpoint) return;
+    key = record->key;
+  }
+  // The key views the read's buffer: copied only the first time it is seen.
+  if (auto it = latest_.find(key); it != latest_.end()) {
     it->second = r.offset.value();
+  } else {
+    latest_.emplace(std::string(key), r.offset.value());
   }
 }
 
