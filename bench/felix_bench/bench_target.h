@@ -24,6 +24,9 @@ struct Target {
   // Cache and queue modes: connections share this many client I/O threads (IoThread),
   // assigned in turn; 0: every connection has its own (the library's default).
   uint32_t io_threads = 0;
+  // Cache mode: the --clients threads share this many connections (felix::Client), assigned in
+  // turn; 0: one connection per thread.
+  uint32_t connections = 0;
   // ClientOptions::spin_wait of every connection, in µs (0: blocking calls sleep at once).
   uint32_t spin_us = 0;
   // ClientOptions::caller_runs_io of every connection (acked publishes and cache calls do their

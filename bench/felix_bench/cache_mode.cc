@@ -1,6 +1,8 @@
-// felix-bench cache mode: w.clients connections, each on its own thread, issue gets (share
-// w.get_ratio) and puts of w.payload_bytes values over w.key_space keys, one request at a
-// time per connection, as peer-bench-redis --cache does against Redis.
+// felix-bench cache mode: w.clients threads issue gets (share w.get_ratio) and puts of
+// w.payload_bytes values over w.key_space keys, one request at a time per thread, as
+// peer-bench-redis --cache does against Redis. Each thread has a connection of its own, or
+// with --connections the threads share that many (felix::Client is called from any thread).
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -18,7 +20,8 @@ int RunCache(const Target& target, const Workload& w) {
   auto options = ResolveOptions(target, cache->namespace_name, cache->cache,
                                 {"cache.read:cache:{scope}", "cache.write:cache:{scope}"});
   uint32_t clients = w.clients == 0 ? 1 : w.clients;
-  std::vector<std::unique_ptr<Client>> connections = ConnectManyOrDie(target, options, clients);
+  const uint32_t shared = target.connections == 0 ? clients : std::min(target.connections, clients);
+  std::vector<std::unique_ptr<Client>> connections = ConnectManyOrDie(target, options, shared);
 
   std::vector<LatencyHistogram> latencies(clients);
   std::vector<uint64_t> ops(clients, 0), failures(clients, 0);
@@ -31,7 +34,7 @@ int RunCache(const Target& target, const Workload& w) {
       std::uniform_int_distribution<uint32_t> key(0, w.key_space == 0 ? 0 : w.key_space - 1);
       std::uniform_real_distribution<double> op(0, 1);
       std::string value(w.payload_bytes, 'v');
-      Client& client = *connections[t];
+      Client& client = *connections[t % shared];
       uint64_t i = 0;
       for (; i < per_client && w.More(i, start, NowNanos()); ++i) {
         std::string k = "bench:" + std::to_string(key(rng));

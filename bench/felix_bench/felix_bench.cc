@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
                  "subscribers' connections share this many client I/O threads (0, the default: "
                  "one thread per connection)")
       ->check(CLI::Range(0u, 64u));
+  app.add_option("--connections", target.connections,
+                 "cache mode: the --clients threads share this many connections, assigned in "
+                 "turn (0, the default: one connection per thread)")
+      ->check(CLI::Range(0u, 4096u));
   app.add_option("--spin-us", target.spin_us,
                  "a blocking call spins this many µs for its answer before it sleeps "
                  "(ClientOptions::spin_wait; default 0)")

@@ -24,7 +24,9 @@ namespace flx1 = wire::flx1;
 namespace client_impl {
 namespace {
 
-constexpr size_t kMaxIdleLanes = 8;
+// As many lanes as callers commonly share one Client: a lane dropped while idle costs its next
+// caller a new stream and an `auth` round trip (docs/performance.md, change 55).
+constexpr size_t kMaxIdleLanes = 64;
 
 using Answer = ClientResult<flx1::Message>;
 using AnswerCallback = std::function<void(Answer)>;

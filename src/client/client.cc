@@ -412,8 +412,8 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   EventRouter<WaitingEvents, std::shared_ptr<Subscription::State>> router_;
   std::set<std::shared_ptr<Subscription::State>> subscriptions_;
   // ClientOptions::caller_runs_io applies (set by Start). subscriptions_awaiting_ (loop thread):
-  // the open subscriptions hold one AwaitingAnswers, so the loop thread does not park while
-  // their events may come (SyncSubscriptionsAwaiting).
+  // the open subscriptions hold one KeepLoopAwake, so the loop thread does not park while
+  // their events may come (SyncSubscriptionsAwaiting); callers still drive.
   bool drivable_ = false;
   bool subscriptions_awaiting_ = false;
   void SyncSubscriptionsAwaiting();
@@ -1212,7 +1212,7 @@ void Client::Impl::SyncSubscriptionsAwaiting() {
   const bool awaiting = !subscriptions_.empty();
   if (awaiting == subscriptions_awaiting_) return;
   subscriptions_awaiting_ = awaiting;
-  AwaitingLoop(awaiting ? +1 : -1);
+  if (drivable_ && endpoint_) endpoint_->KeepLoopAwake(awaiting ? +1 : -1);
 }
 
 void Client::Impl::OpenSubscription(std::shared_ptr<Subscription::State> state,

@@ -397,6 +397,10 @@ class EndpointImpl final : public Endpoint {
     return options_.drivable && InLoopThread() && std::this_thread::get_id() != own_thread_id_;
   }
   void AwaitingAnswers(int delta) override {
+    awaiting_callers_.fetch_add(delta);
+    KeepLoopAwake(delta);
+  }
+  void KeepLoopAwake(int delta) override {
     // Sequentially consistent: a drive ending reads it after its own last_drive_end_ns_ (Drive).
     awaiting_.fetch_add(delta);
     if (delta > 0) Unpark();
@@ -548,10 +552,11 @@ class EndpointImpl final : public Endpoint {
   // `cap_ns`), read, timers, settle. `on_loop` and `fds` are scratch of kMaxLoopGuests + 1
   // and twice that.
   void Iterate(uint64_t cap_ns, EndpointImpl** on_loop, pollfd* fds);
-  std::atomic<int> awaiting_{0};  // requests awaiting answers (AwaitingAnswers)
-  uint32_t loop_datagrams_ = 0;   // loop owner, loop thread: datagrams read this iteration
-  uint64_t last_event_ns_ = 0;    // loop owner, loop thread: when ppoll last returned an event
-  bool poll_skipped_ = false;     // loop owner, loop thread: the last iteration did not poll
+  std::atomic<int> awaiting_{0};          // requests awaiting answers, and KeepLoopAwake's count
+  std::atomic<int> awaiting_callers_{0};  // requests awaiting answers (AwaitingAnswers)
+  uint32_t loop_datagrams_ = 0;           // loop owner, loop thread: datagrams read this iteration
+  uint64_t last_event_ns_ = 0;  // loop owner, loop thread: when ppoll last returned an event
+  bool poll_skipped_ = false;   // loop owner, loop thread: the last iteration did not poll
   // Loop sharing: a guest runs on host_'s loop thread (host_ null: this endpoint has its own).
   EndpointImpl* host_ = nullptr;
   bool attached_ = false;                  // guest: joined the host's loop (Create/Stop thread)
@@ -2009,6 +2014,8 @@ bool EndpointImpl::Drive(const std::function<void()>& start, const std::function
                          std::chrono::steady_clock::time_point deadline) {
   // host_ is set before the endpoint is handed out; a guest has no loop of its own to drive.
   if (!options_.drivable || host_ != nullptr || InLoopThread() || stopping_) return false;
+  // Callers sharing the connection wait for the loop thread: it serves this one too.
+  if (awaiting_callers_.load() > 0) return false;
   if (drive_claimed_.exchange(true)) return false;  // another caller drives
   std::unique_lock<std::mutex> lk(drive_mu_, std::try_to_lock);
   if (!lk.owns_lock()) {

@@ -229,8 +229,13 @@ class Endpoint {
   virtual bool InLoopThread() const = 0;
   // A request sent on this endpoint now awaits its answer (+1), or got its outcome (−1): what
   // EndpointOptions::poll_while_awaiting counts, and what keeps a drivable endpoint's loop
-  // thread from parking (+1 wakes it). Any thread.
+  // thread from parking (+1 wakes it). While one is counted no caller drives (Drive). Any
+  // thread.
   virtual void AwaitingAnswers(int delta) = 0;
+  // Keeps a drivable endpoint's loop thread from parking (+1 wakes it) as AwaitingAnswers does,
+  // for what is not a caller's request — events that may come at any time — so callers still
+  // drive. Any thread.
+  virtual void KeepLoopAwake(int delta) = 0;
   // Dials `remote`; `done` runs on the loop thread with the connection once the handshake is
   // confirmed, or with an error (TLS refusal with its reason, timeout, ...).
   virtual void Dial(const HostPort& remote, DialOptions options, DialCallback done) = 0;
@@ -243,8 +248,11 @@ class Endpoint {
   // loop thread meanwhile (InLoopThread, posts run inline or in its iterations): `start()`
   // first, then loop iterations until `done()` (checked after each), `deadline` or Stop. true
   // once it ran; false, with nothing run, when it cannot: not drivable, on the loop thread,
-  // stopped, or another caller drives now (one at a time: wait the usual way, counted by
-  // AwaitingAnswers, and the driver's iterations serve that request too). Any other thread.
+  // stopped, another caller drives now (one at a time: wait the usual way, counted by
+  // AwaitingAnswers, and the driver's iterations serve that request too), or another caller
+  // waits for the loop thread (AwaitingAnswers: the loop thread serves this request too, rather
+  // than the loop changing hands at every answer of callers sharing a connection). Any other
+  // thread.
   virtual bool Drive(const std::function<void()>& start, const std::function<bool()>& done,
                      std::chrono::steady_clock::time_point deadline) = 0;
   // True on the thread of a caller inside Drive (where InLoopThread is true too); false on the

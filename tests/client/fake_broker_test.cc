@@ -10,6 +10,7 @@
 // cache delete whose answer was lost reported indeterminate, never resent (a get is).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -45,6 +46,9 @@ struct FakeBrokerOptions {
   // The first history batch says this many offsets below it hold no event (skipped_before).
   uint64_t first_batch_skipped = 0;
   uint32_t shards = 8;
+  // Cache gets are answered in groups of this many, once that many are held (0: at once): so
+  // many callers are in flight together on every round.
+  uint32_t cache_gets_answered_together = 0;
   // Cluster fakes: advertise TOPOLOGY | SHARD_OWNERS | REDIRECT and answer from `script`.
   bool cluster = false;
   // Shared between fakes so one CA file verifies them all (a fresh one when null).
@@ -125,6 +129,11 @@ class FakeBroker {
   uint64_t cache_requests(const std::string& type) {
     std::lock_guard<std::mutex> lock(mu_);
     return cache_requests_[type];
+  }
+  // The auth messages received: one per authenticated stream (any thread).
+  uint64_t auths() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return auths_;
   }
   // The auth message of the most recent stream (any thread).
   std::optional<flx1::Auth> last_auth() {
@@ -223,6 +232,7 @@ class FakeBroker {
       {
         std::lock_guard<std::mutex> lock(mu_);
         last_auth_ = *auth;
+        ++auths_;
       }
       if (auth->token == "bad") {
         Send(s, flx1::Message(flx1::Error{.message = "auth failed",
@@ -267,6 +277,13 @@ class FakeBroker {
       Subscribe(s, conn, *sub);
     } else if (auto* get = std::get_if<flx1::CacheGet>(&m)) {
       if (LoseCacheAnswer("cache_get")) return;
+      if (o_.cache_gets_answered_together > 0) {
+        held_gets_.emplace_back(session.stream, CacheAnswer(get->key, get->request_id, false));
+        if (held_gets_.size() < o_.cache_gets_answered_together) return;
+        for (auto& [stream, answer] : held_gets_) Send(*stream, flx1::Message(answer));
+        held_gets_.clear();
+        return;
+      }
       Send(s, flx1::Message(CacheAnswer(get->key, get->request_id, false)));
     } else if (auto* del = std::get_if<flx1::CacheDelete>(&m)) {
       if (LoseCacheAnswer("cache_delete")) return;
@@ -350,9 +367,11 @@ class FakeBroker {
   std::vector<std::shared_ptr<transport::Stream>> event_streams_;
   std::map<std::string, std::vector<std::string>> logs_;
   std::map<std::string, std::string> cache_;
+  std::vector<std::pair<std::shared_ptr<transport::Stream>, flx1::CacheValue>> held_gets_;
   uint64_t next_sub_ = 0;
   std::mutex mu_;
   std::optional<flx1::Auth> last_auth_;
+  uint64_t auths_ = 0;
   std::map<std::string, uint64_t> publishes_;
   std::map<std::string, uint64_t> cache_requests_;
   std::optional<flx1::NotLeader> redirect_;
@@ -690,6 +709,35 @@ TEST(ClientFakeBroker, ClosingAPushSubscriptionWaitsForItsHandlerAndSilencesIt) 
   EXPECT_TRUE(closer.get());
   client->Close();
   EXPECT_EQ(calls.load(), 1);
+}
+
+// One Client shared by many threads: each concurrent cache caller has a lane (a stream
+// authenticated once) and keeps reusing it. The fake answers gets only in groups of 16, so all
+// 16 callers are in flight together on every round; lanes dropped as idle between rounds would
+// each cost a new stream and `auth` (with 8 idle lanes kept: 8 per round, 160 over 20 rounds).
+TEST(ClientFakeBroker, ConcurrentCacheCallersOnOneClientKeepTheirLanes) {
+  constexpr int kCallers = 16;
+  constexpr int kRounds = 20;
+  FakeBroker broker({.cache_gets_answered_together = kCallers});
+  auto client = ConnectTo(broker);
+  ASSERT_NE(client, nullptr);
+  const uint64_t auths_before = broker.auths();
+  const CacheRef cache{"default", "c"};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kCallers; ++t) {
+    callers.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        auto got = client->CacheGet(cache, "k" + std::to_string(t));
+        if (!got || *got) ++failed;  // every key is a miss
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(broker.cache_requests("cache_get"), uint64_t{kCallers * kRounds});
+  EXPECT_LE(broker.auths() - auths_before, uint64_t{kCallers})
+      << "lanes were dropped while idle and opened again";
 }
 
 TEST(ClientFakeBroker, UnverifiableBrokerIsRefused) {

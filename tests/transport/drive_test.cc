@@ -213,12 +213,12 @@ TEST(EndpointDrive, APostFromAnotherThreadWakesTheParkedLoopThread) {
   EXPECT_EQ(got->thread, loop);
 }
 
-// A waiter counted by AwaitingAnswers keeps the loop thread from parking once a drive ends, and
-// one counted after it parked wakes it: either way the waiter's answer, which the drive did not
-// read, arrives.
+// A waiter counted by AwaitingAnswers while a drive runs keeps the loop thread from parking
+// once the drive ends, and one counted after it parked wakes it: either way the waiter's
+// answer, which the drive did not read, arrives.
 TEST(EndpointDrive, AnAnswerAwaitedByAnotherThreadArrivesAfterTheDrive) {
-  for (bool counted_before_the_drive : {true, false}) {
-    SCOPED_TRACE(counted_before_the_drive ? "counted before the drive" : "counted after it");
+  for (bool counted_during_the_drive : {true, false}) {
+    SCOPED_TRACE(counted_during_the_drive ? "counted during the drive" : "counted after it");
     MetricsRegistry metrics;
     HoldingEcho server(metrics);
     auto dialer = DrivableDialer(metrics);
@@ -230,14 +230,14 @@ TEST(EndpointDrive, AnAnswerAwaitedByAnotherThreadArrivesAfterTheDrive) {
     auto my_stream = OpenCollecting(*dialer, *conn, mine);
     auto their_stream = OpenCollecting(*dialer, *conn, theirs);
     ASSERT_TRUE(my_stream && their_stream);
-    if (counted_before_the_drive) dialer->AwaitingAnswers(+1);
     ASSERT_TRUE(dialer->Drive(
         [&] {
+          if (counted_during_the_drive) dialer->AwaitingAnswers(+1);
           Write(their_stream, "hold");
           Write(my_stream, "ping");
         },
         [&] { return Got(mine, "ping"); }, Deadline()));
-    if (!counted_before_the_drive) dialer->AwaitingAnswers(+1);
+    if (!counted_during_the_drive) dialer->AwaitingAnswers(+1);
     // The server answers the held request only now, after the drive ended.
     ASSERT_TRUE(server.Release()) << "the held request never reached the server";
     EXPECT_TRUE(Arrives(theirs, "held")) << "the loop thread stayed parked";
@@ -271,6 +271,27 @@ TEST(EndpointDrive, OneCallerDrivesAtATime) {
     return dialer->Drive([&] { started = true; }, [] { return true; }, Deadline());
   }));
   EXPECT_FALSE(started);
+}
+
+// While another caller waits for the loop thread (counted by AwaitingAnswers), a caller does not
+// take the loop over: the loop thread serves it too, instead of the loop changing hands at
+// every answer when many threads share one connection. What KeepLoopAwake counts (events that
+// may come) does not stop a drive; once no caller waits, callers drive again.
+TEST(EndpointDrive, ACallerDoesNotDriveWhileAnotherWaitsForTheLoopThread) {
+  DrivenEcho echo;
+  ASSERT_TRUE(echo.Open());
+  echo.dialer->AwaitingAnswers(+1);
+  bool started = false;
+  EXPECT_FALSE(echo.dialer->Drive([&] { started = true; }, [] { return true; }, Deadline()));
+  EXPECT_FALSE(started);
+  // The waiter is served by the loop thread meanwhile.
+  echo.dialer->Post([&] { Write(echo.stream, "x"); });
+  EXPECT_TRUE(Arrives(echo.got, "x")) << "the loop thread did not serve the waiter";
+  echo.dialer->AwaitingAnswers(-1);
+  echo.dialer->KeepLoopAwake(+1);
+  EXPECT_TRUE(echo.dialer->Drive([&] { Write(echo.stream, "y"); },
+                                 [&] { return Got(echo.got, "xy"); }, Deadline()));
+  echo.dialer->KeepLoopAwake(-1);
 }
 
 TEST(EndpointDrive, AnEndpointThatIsNotDrivableOrSharesALoopIsNotDriven) {
