@@ -143,12 +143,13 @@ struct ClientOptions {
   // while calls run, and for 2 ms after one). On a 2-vCPU VM an acked publish of one record
   // went from 10.7–13.1 k to 15.1–15.5 k per second, and the client's CPU per call from 62–78
   // to 37–40 µs (docs/performance.md, change 48). One caller drives at a time; a concurrent
-  // call waits as usual, served by it. Applies with a thread per connection (no io_thread); in
-  // a cluster a publish drives the connection it is routed to until its answer, or until it is
-  // retried (then it waits as usual). Callbacks are unchanged: a
-  // PublishAsync callback or a subscription's on_event read by a driving caller is handed to
-  // the I/O thread, in order, when the call ends (change 50). On by default; off, every
-  // request and answer goes through the I/O thread.
+  // call waits as usual, served by it; and no call drives while another waits for the I/O
+  // thread, which then serves them all (many threads on one Client, change 55). Applies with a
+  // thread per connection (no io_thread); in a cluster a publish drives the connection it is routed
+  // to until its answer, or until it is retried (then it waits as usual). Callbacks are unchanged:
+  // a PublishAsync callback or a subscription's on_event read by a driving caller is handed to the
+  // I/O thread, in order, when the call ends (change 50). On by default; off, every request and
+  // answer goes through the I/O thread.
   bool caller_runs_io = true;
 };
 
