@@ -393,6 +393,11 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   std::mutex unacked_mu_;                            // taken before mu_ where both are held
   std::deque<UnackedBatch> unacked_batches_;         // guarded by unacked_mu_
   std::vector<std::vector<uint8_t>> unacked_spare_;  // guarded by unacked_mu_: written buffers
+  // The size the last batch reached (guarded by unacked_mu_). Full, the publisher outruns the
+  // loop, so the next batch starts at the size it will reach instead of doubling up to it — each
+  // doubling a copy, and a large block fresh from the kernel a page fault a page
+  // (docs/performance.md, change 56).
+  size_t unacked_last_size_ = 0;
 
   // Loop thread only.
   std::shared_ptr<transport::Connection> conn_;
@@ -1035,6 +1040,8 @@ ClientResult<void> Client::Impl::QueueUnacked(
       batch.frames = std::move(unacked_spare_.back());
       unacked_spare_.pop_back();
     }
+    // Joins stop at kUnackedBatchBytes (below), so only a batch's last frame can pass it.
+    if (unacked_last_size_ >= kUnackedBatchBytes) batch.frames.reserve(kUnackedBatchBytes);
     {
       std::lock_guard<std::mutex> state(mu_);
       if (auto bad = Unusable()) return Unexpected(*bad);
@@ -1062,6 +1069,7 @@ ClientResult<void> Client::Impl::QueueUnacked(
       return Err<void>(ClientErrorCode::kInvalidArgument, "publish: " + joined.error().message);
     if (*joined) {
       batch.charged += charged;
+      unacked_last_size_ = batch.frames.size();
       if (batch.frames.size() >= kUnackedBatchBytes) batch.open = false;
       return {};
     }
@@ -1076,6 +1084,7 @@ ClientResult<void> Client::Impl::QueueUnacked(
                              ? before
                              : UnackedBatch::kNoFrame;
   batch.charged += charged;
+  unacked_last_size_ = batch.frames.size();
   // A full batch takes no more: what follows goes into the next one, written by its own task, so
   // no buffer grows past what one write should carry.
   if (batch.frames.size() >= kUnackedBatchBytes) batch.open = false;

@@ -52,42 +52,59 @@ StorageResult<AppendResult> RingLog::AppendImpl(std::optional<Offset> expected,
           "append at offset " + to_string(*expected) + " refused: tail is " + to_string(next);
       return StorageFail(std::move(e));
     }
+    // The records this append will push out go first, so their buffers carry its payloads: the
+    // bounds are checked against the ring as it will be, oldest first, exactly as evicting after
+    // the append would — which still happens below for an append larger than the ring itself.
+    uint64_t incoming = 0;
+    for (const auto& r : records) incoming += r.payload.size();
+    while (!records_.empty() && records_.size() + records.size() > 1 &&
+           (records_.size() + records.size() > opts_.max_records ||
+            bytes_ + incoming > opts_.max_bytes)) {
+      EvictOldest();
+    }
     result.first_offset = next;
     for (const auto& r : records) {
-      Record rec;
+      Record& rec = records_.PushBack();
       rec.offset = next;
       next += 1;
       rec.generation = r.generation;
       rec.timestamp_ms = r.timestamp_ms != 0 ? r.timestamp_ms : now_ms;
+      rec.flags = 0;
       if (!spare_.empty()) {
         rec.payload = std::move(spare_.back());
         spare_.pop_back();
       }
       rec.payload.assign(reinterpret_cast<const char*>(r.payload.data()), r.payload.size());
       bytes_ += rec.payload.size();
-      records_.push_back(std::move(rec));
     }
     result.last_offset = next - 1;
     while (records_.size() > 1 &&
            (records_.size() > opts_.max_records || bytes_ > opts_.max_bytes)) {
-      std::string& evicted = records_.front().payload;
-      bytes_ -= evicted.size();
-      if (spare_.size() < kSpareBuffers && evicted.capacity() <= kSpareBufferBytes) {
-        spare_.push_back(std::move(evicted));
-      }
-      records_.pop_front();
-      base_ += 1;
+      EvictOldest();
     }
+    if (spare_.size() > kSpareBuffers) spare_.resize(kSpareBuffers);
     tail = next;
   }
   notifier_.Advance(tail);
   return result;
 }
 
+void RingLog::EvictOldest() {
+  std::string& evicted = records_.front().payload;
+  bytes_ -= evicted.size();
+  if (evicted.capacity() <= kSpareBufferBytes) {
+    spare_.push_back(std::move(evicted));
+  } else {
+    std::string().swap(evicted);  // a popped slot holds no payload bytes (record_ring.h)
+  }
+  records_.PopFront();
+  base_ += 1;
+}
+
 void RingLog::Reset(Offset base) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    records_.clear();
+    records_.Clear();
     spare_.clear();
     bytes_ = 0;
     base_ = base;

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "storage/log_reader.h"
+#include "storage/record_ring.h"
 
 namespace felix::storage {
 
@@ -52,17 +52,21 @@ class RingLog final : public LogReader {
  private:
   StorageResult<AppendResult> AppendImpl(std::optional<Offset> expected,
                                          std::span<const AppendRecord> records);
+  // Drops the oldest record, keeping its payload buffer in spare_ when small. Needs mu_ held.
+  void EvictOldest();
 
   // Evicted payload buffers kept for the next appends, so a full ring (the steady state of a
   // busy in-memory stream) stores a record without a malloc and evicts one without a free —
   // those were a quarter of the broker's CPU under 1.5 M records/s (docs/performance.md change
-  // 20). At most kSpareBuffers of at most kSpareBufferBytes each are kept.
+  // 20). At most kSpareBuffers of at most kSpareBufferBytes each are kept between appends; an
+  // append first evicts the records it will push out, so a batch larger than that reuses their
+  // buffers too (change 56).
   static constexpr size_t kSpareBuffers = 128;
   static constexpr size_t kSpareBufferBytes = 4096;
 
   const RingOptions opts_;
   mutable std::mutex mu_;
-  std::deque<Record> records_;
+  RecordRing records_;              // guarded by mu_
   std::vector<std::string> spare_;  // guarded by mu_
   Offset base_;
   uint64_t bytes_ = 0;

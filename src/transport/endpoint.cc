@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "transport/chunk_pool.h"
 #include "transport/gnutls_init.h"
 #include "transport/send_buffer.h"
 #include "transport/tls_session.h"
@@ -438,6 +439,8 @@ class EndpointImpl final : public Endpoint {
 
   // Used by ConnImpl.
   const EndpointOptions& options() const { return options_; }
+  // Loop thread only (ChunkPool's contract).
+  ChunkPool& chunk_pool() { return chunk_pool_; }
   TransportMetrics& metrics() { return metrics_; }
   const sockaddr* local_sa() const { return reinterpret_cast<const sockaddr*>(&local_sa_); }
   socklen_t local_len() const { return local_len_; }
@@ -589,6 +592,8 @@ class EndpointImpl final : public Endpoint {
   using HeapEntry = std::pair<uint64_t, uint64_t>;  // (deadline, conn id)
   std::priority_queue<HeapEntry, std::vector<HeapEntry>, std::greater<>> conn_timers_;
   std::map<std::pair<uint64_t, TimerId>, std::function<void()>> timers_;
+  // Largest send-buffer chunks freed by this endpoint's streams, for their next writes.
+  ChunkPool chunk_pool_{NowNs};
   std::unordered_map<TimerId, uint64_t> timer_at_by_id_;
   TimerId next_timer_id_ = 0;
   uint64_t next_conn_id_ = 0;
@@ -680,7 +685,7 @@ Result<bool> StreamImpl::Write(std::span<const uint8_t> bytes) {
   if (!can_send()) return Fail(ErrorCode::kInvalidArgument, "stream is receive-only");
   if (tx_dead_ || aborted_ || fin_requested_ || closed_)
     return Fail(ErrorCode::kUnavailable, "stream write side closed");
-  tx_.Append(bytes.data(), bytes.size());
+  tx_.Append(bytes.data(), bytes.size(), &c->ep_->chunk_pool());
   c->data_pending_ = true;
   c->MarkDirty();
   if (tx_.unacked() >= c->ep_->options().send_high_water) {
@@ -844,7 +849,7 @@ ngtcp2_callbacks ConnImpl::Callbacks(bool server) {
     auto* c = static_cast<ConnImpl*>(ud);
     auto s = c->StreamFor(id, false);
     if (!s) return 0;
-    s->tx_.Acked(offset + len);
+    s->tx_.Acked(offset + len, &c->ep_->chunk_pool());
     if (s->want_writable_ && s->tx_.unacked() < c->ep_->options().send_high_water / 2) {
       s->want_writable_ = false;
       c->ep_->Defer([s] {
@@ -1778,11 +1783,12 @@ uint64_t EndpointImpl::NextDeadline() {
     break;
   }
   if (!timers_.empty()) next = std::min(next, timers_.begin()->first.first);
-  return next;
+  return std::min(next, chunk_pool_.ReleaseAt());
 }
 
 void EndpointImpl::RunTimers() {
   uint64_t now = NowNs();
+  chunk_pool_.Expire(now);
   while (!conn_timers_.empty() && conn_timers_.top().first <= now) {
     auto [at, id] = conn_timers_.top();
     conn_timers_.pop();

@@ -5,12 +5,15 @@
 
 namespace felix::transport {
 
-void SendBuffer::Append(const uint8_t* p, size_t n) {
+void SendBuffer::Append(const uint8_t* p, size_t n, ChunkPool* pool) {
   while (n > 0) {
     if (chunks_.empty() || fill_ == chunks_.back().capacity) {
       const size_t grown = chunks_.empty() ? kMinChunk : chunks_.back().capacity * 2;
       const size_t capacity = std::min(kMaxChunk, std::max(grown, n));
-      chunks_.push_back(Chunk{std::make_unique_for_overwrite<uint8_t[]>(capacity), capacity});
+      std::unique_ptr<uint8_t[]> bytes =
+          capacity == kMaxChunk && pool != nullptr ? pool->Take() : nullptr;
+      if (!bytes) bytes = std::make_unique_for_overwrite<uint8_t[]>(capacity);
+      chunks_.push_back(Chunk{std::move(bytes), capacity});
       fill_ = 0;
     }
     const size_t k = std::min(n, chunks_.back().capacity - fill_);
@@ -37,13 +40,19 @@ size_t SendBuffer::Peek(std::span<std::span<const uint8_t>> out) const {
   return count;
 }
 
-void SendBuffer::Acked(uint64_t upto) {
+void SendBuffer::Release(Chunk& chunk, ChunkPool* pool) {
+  if (pool != nullptr && chunk.capacity == kMaxChunk) pool->Give(std::move(chunk.bytes));
+}
+
+void SendBuffer::Acked(uint64_t upto, ChunkPool* pool) {
   acked_ = std::max(acked_, upto);
   while (chunks_.size() > 1 && base_ + chunks_.front().capacity <= acked_) {
     base_ += chunks_.front().capacity;
+    Release(chunks_.front(), pool);
     chunks_.erase(chunks_.begin());
   }
   if (acked_ == end_ && !chunks_.empty()) {  // nothing in flight: the next write starts afresh
+    for (Chunk& chunk : chunks_) Release(chunk, pool);
     chunks_.clear();
     base_ = end_;
     fill_ = 0;

@@ -22,6 +22,8 @@
 #include <span>
 #include <vector>
 
+#include "transport/chunk_pool.h"
+
 namespace felix::transport {
 
 class SendBuffer {
@@ -34,14 +36,16 @@ class SendBuffer {
   static constexpr size_t kMinChunk = 512;
   static constexpr size_t kMaxChunk = size_t{64} * 1024;
 
-  // Appends n bytes after the last written byte.
-  void Append(const uint8_t* p, size_t n);
+  // Appends n bytes after the last written byte. A new kMaxChunk chunk comes from `pool` when it
+  // keeps one (null: none used).
+  void Append(const uint8_t* p, size_t n, ChunkPool* pool = nullptr);
   // Fills up to out.size() spans with the written but unsent bytes, in order; returns how many.
   size_t Peek(std::span<std::span<const uint8_t>> out) const;
   // The first n unsent bytes were handed to the connection.
   void Sent(size_t n) { sent_ += n; }
   // Every byte below stream offset `upto` is acknowledged (a lower upto than before is ignored).
-  void Acked(uint64_t upto);
+  // Freed kMaxChunk chunks go to `pool` when given.
+  void Acked(uint64_t upto, ChunkPool* pool = nullptr);
 
   uint64_t unsent() const { return end_ - sent_; }
   uint64_t unacked() const { return end_ - acked_; }
@@ -58,6 +62,8 @@ class SendBuffer {
   // Every chunk but the last is full (Append fills one before it starts the next). A vector,
   // not a deque: an empty std::deque allocates (its map and a first block) with every stream,
   // and a stream rarely holds more than a few chunks (at most send_high_water / kMaxChunk).
+  static void Release(Chunk& chunk, ChunkPool* pool);
+
   std::vector<Chunk> chunks_;
   size_t fill_ = 0;    // bytes used in the last chunk
   uint64_t base_ = 0;  // stream offset of chunks_.front().bytes[0]

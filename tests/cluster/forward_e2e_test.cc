@@ -314,7 +314,14 @@ TEST_F(ForwardE2E, TheOwnerChecksTheClientsCredentialAndTheGenerationItself) {
       fp.credential = token;
       return forwarder.Call(to, flxi::Frame{flxi::Kind::kAuthorizedForwardPublish, fp});
     };
-    auto refused = send(subscribe_only, info.generation);
+    // Every broker's view has the shard (CreateAssigned), but the owner may not have learnt
+    // the stream itself yet: kUnavailable ("not known to this broker (yet)") until it has.
+    decltype(send(subscribe_only, info.generation)) refused;
+    EXPECT_TRUE(Eventually([&] {
+      refused = send(subscribe_only, info.generation);
+      return !refused || RefusalOf(*refused).code != flxi::ErrorCode::kUnavailable;
+    })) << "shard "
+        << shard;
     ASSERT_TRUE(refused.has_value()) << refused.error().message;
     EXPECT_EQ(RefusalOf(*refused).code, flxi::ErrorCode::kUnauthorized);
     auto ahead = send(publisher, info.generation + 1);

@@ -74,6 +74,48 @@ TEST(RingLog, RecordsStoredInRecycledBuffersReadBackExactly) {
   }
 }
 
+// An append evicts the records it pushes out before it stores its own (change 56): batches
+// larger than the spare buffers, larger than the ring, and ones the byte bound cuts read back
+// exactly, and the ring keeps exactly what its bounds allow.
+TEST(RingLog, BatchesLargerThanTheSparesOrTheRingKeepTheNewestExactly) {
+  auto payload = [](uint64_t i) {
+    const size_t sizes[] = {256, 17, 0, 3000, 256, 90000, 40};
+    return std::string(sizes[i % 7], char('a' + i % 26)) + std::to_string(i);
+  };
+  const uint64_t max_records = 200;
+  const uint64_t max_bytes = 400000;
+  RingLog ring(RingOptions{max_records, max_bytes, Offset(0)});
+  std::vector<std::string> all;
+  const size_t batch_sizes[] = {150, 1, 300, 199, 200, 7, 450, 129, 1};
+  for (size_t n : batch_sizes) {
+    std::vector<std::string> payloads;
+    for (size_t i = 0; i < n; ++i) payloads.push_back(payload(all.size() + i));
+    std::vector<AppendRecord> records;
+    for (const auto& p : payloads) records.push_back(AppendRecord{AsBytes(p), Generation(2), 0});
+    auto appended = ring.Append(records);
+    ASSERT_TRUE(appended);
+    EXPECT_EQ(appended->first_offset, Offset(all.size()));
+    all.insert(all.end(), payloads.begin(), payloads.end());
+    // What the bounds keep: the newest records, as many as fit, and always the newest.
+    uint64_t kept = 0, bytes = 0;
+    while (kept < all.size() && kept < max_records &&
+           (kept == 0 || bytes + all[all.size() - 1 - kept].size() <= max_bytes)) {
+      bytes += all[all.size() - 1 - kept].size();
+      ++kept;
+    }
+    ASSERT_EQ(ring.BaseOffset(), Offset(all.size() - kept)) << "after a batch of " << n;
+    ASSERT_EQ(ring.TailOffset(), Offset(all.size()));
+    EXPECT_EQ(ring.bytes(), bytes);
+    auto read = ring.Read(ring.BaseOffset(), ReadLimits{1000, 1 << 30});
+    ASSERT_TRUE(read);
+    ASSERT_EQ(read->records.size(), kept);
+    for (const auto& r : read->records) {
+      ASSERT_EQ(r.payload, all[r.offset.value()]) << r.offset;
+      EXPECT_EQ(r.generation, Generation(2));
+    }
+  }
+}
+
 TEST(RingLog, AppendAtAndTailFollowing) {
   RingLog ring(RingOptions{100, 1 << 20, Offset(50)});
   std::string p = "x";

@@ -101,5 +101,44 @@ TEST(SendBuffer, WritesAfterItDrainedContinueTheStreamFromASmallChunk) {
   EXPECT_EQ(buffer.unacked(), 100u);
 }
 
+// Largest chunks freed on acknowledgement go to the endpoint's pool and come back for the next
+// burst with their bytes rewritten in order (change 56); smaller ones are freed as before. The
+// pool keeps at most kMaxChunks, and frees them all once an idle period passed with none taken.
+TEST(SendBuffer, LargestChunksGoBackToThePoolAndServeTheNextBurst) {
+  static uint64_t now = 0;
+  ChunkPool pool([] { return now; });
+  SendBuffer buffer;
+  const std::vector<uint8_t> request = Pattern(300, 5);  // a first chunk of kMinChunk
+  const std::vector<uint8_t> burst = Pattern(5 * SendBuffer::kMaxChunk, 3);
+  buffer.Append(request.data(), request.size(), &pool);
+  buffer.Append(burst.data(), burst.size(), &pool);
+  const size_t largest = buffer.chunk_count() - 1;
+  EXPECT_EQ(largest, 5u);
+  EXPECT_EQ(pool.size(), 0u);
+  buffer.Sent(request.size() + burst.size());
+  buffer.Acked(request.size() + burst.size(), &pool);
+  EXPECT_EQ(buffer.chunk_count(), 0u);
+  EXPECT_EQ(pool.size(), largest);
+  EXPECT_EQ(pool.ReleaseAt(), ChunkPool::kIdleNs);
+
+  const std::vector<uint8_t> next = Pattern(3 * SendBuffer::kMaxChunk + 100, 11);
+  buffer.Append(next.data(), next.size(), &pool);
+  EXPECT_EQ(Unsent(buffer), next);
+  EXPECT_LT(pool.size(), largest);  // taken, not allocated anew
+
+  // Taken within the idle period: kept another one; then freed once none is taken.
+  now = pool.ReleaseAt();
+  pool.Expire(now);
+  EXPECT_GT(pool.size(), 0u);
+  now = pool.ReleaseAt();
+  pool.Expire(now);
+  EXPECT_EQ(pool.size(), 0u);
+  EXPECT_EQ(pool.ReleaseAt(), UINT64_MAX);
+
+  for (size_t i = 0; i < ChunkPool::kMaxChunks + 5; ++i)
+    pool.Give(std::make_unique<uint8_t[]>(SendBuffer::kMaxChunk));
+  EXPECT_EQ(pool.size(), ChunkPool::kMaxChunks);
+}
+
 }  // namespace
 }  // namespace felix::transport
