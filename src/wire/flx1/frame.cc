@@ -195,12 +195,13 @@ Result<void> AppendFrame(const Flx1Frame& frame, std::vector<uint8_t>& out) {
   return {};
 }
 
-Result<bool> AppendToPublishBatchFrame(std::vector<uint8_t>& out, size_t frame_start,
-                                       std::string_view tenant_id, std::string_view namespace_,
-                                       std::string_view stream,
-                                       std::span<const std::string> payloads) {
-  if (frame_start > out.size() || out.size() - frame_start < kHeaderSize) return false;
-  const std::span<const uint8_t> frame(out.data() + frame_start, out.size() - frame_start);
+std::optional<OpenPublishBatch> OpenPublishBatchFrame(std::span<const uint8_t> out,
+                                                      size_t frame_start,
+                                                      std::string_view tenant_id,
+                                                      std::string_view namespace_,
+                                                      std::string_view stream) {
+  if (frame_start > out.size() || out.size() - frame_start < kHeaderSize) return std::nullopt;
+  const std::span<const uint8_t> frame = out.subspan(frame_start);
   ByteReader header(frame.first(kHeaderSize));
   auto magic = header.ReadU32("magic");
   auto version = header.ReadU16("version");
@@ -208,31 +209,49 @@ Result<bool> AppendToPublishBatchFrame(std::vector<uint8_t>& out, size_t frame_s
   auto length = header.ReadU32("length");
   if (!magic || *magic != kMagic || !version || *version != kVersion || !flags ||
       *flags != kFlagBinaryPublishBatch || !length || *length != frame.size() - kHeaderSize)
-    return false;
+    return std::nullopt;
   ByteReader body(frame.subspan(kHeaderSize));
   for (std::string_view name : {tenant_id, namespace_, stream}) {
     auto field = body.ReadBytes16("publish_batch.name");
     if (!field ||
         std::string_view(reinterpret_cast<const char*>(field->data()), field->size()) != name)
-      return false;
+      return std::nullopt;
   }
   const size_t count_at = frame_start + kHeaderSize + body.position();
   auto count = body.ReadU32("publish_batch.count");
-  if (!count) return false;
+  if (!count) return std::nullopt;
+  return OpenPublishBatch{frame_start, count_at, *count, *length};
+}
+
+Result<void> AppendToOpenPublishBatch(std::vector<uint8_t>& out, OpenPublishBatch& open,
+                                      std::span<const std::string> payloads) {
   uint64_t added = 0;
   for (const auto& p : payloads) {
     if (p.size() > std::numeric_limits<uint32_t>::max())
       return Fail(ErrorCode::kInvalidArgument, "publish_batch.payload: longer than u32 max");
     added += 4 + p.size();
   }
-  if (uint64_t(*count) + payloads.size() > std::numeric_limits<uint32_t>::max() ||
-      uint64_t(*length) + added > std::numeric_limits<uint32_t>::max())
+  if (uint64_t(open.count) + payloads.size() > std::numeric_limits<uint32_t>::max() ||
+      uint64_t(open.length) + added > std::numeric_limits<uint32_t>::max())
     return Fail(ErrorCode::kInvalidArgument, "publish_batch: grown past u32 max");
   ByteWriter w(out);
   w.Reserve(size_t(added));
   for (const auto& p : payloads) w.WriteBytes32(p);
-  w.PatchU32(count_at, static_cast<uint32_t>(*count + payloads.size()));
-  w.PatchU32(frame_start + 8, static_cast<uint32_t>(*length + added));
+  open.count += static_cast<uint32_t>(payloads.size());
+  open.length += static_cast<uint32_t>(added);
+  w.PatchU32(open.count_at, open.count);
+  w.PatchU32(open.frame_start + 8, open.length);
+  return {};
+}
+
+Result<bool> AppendToPublishBatchFrame(std::vector<uint8_t>& out, size_t frame_start,
+                                       std::string_view tenant_id, std::string_view namespace_,
+                                       std::string_view stream,
+                                       std::span<const std::string> payloads) {
+  auto open = OpenPublishBatchFrame(out, frame_start, tenant_id, namespace_, stream);
+  if (!open) return false;
+  if (auto appended = AppendToOpenPublishBatch(out, *open, payloads); !appended)
+    return tl::unexpected(appended.error());
   return true;
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -75,6 +76,24 @@ Result<bool> AppendToPublishBatchFrame(std::vector<uint8_t>& out, size_t frame_s
                                        std::string_view tenant_id, std::string_view namespace_,
                                        std::string_view stream,
                                        std::span<const std::string> payloads);
+// The same in two steps, for a writer that appends to one frame many times: OpenPublishBatchFrame
+// checks the frame once (as above; nullopt when it is not such a frame) and notes where its
+// count is; AppendToOpenPublishBatch then appends without reading the frame again. `open`
+// describes `out` only while nothing but these appends is written after the frame.
+struct OpenPublishBatch {
+  size_t frame_start = 0;
+  size_t count_at = 0;  // offset of the u32 payload count in `out`
+  uint32_t count = 0;   // payloads in the frame now
+  uint32_t length = 0;  // the frame's body length now
+};
+std::optional<OpenPublishBatch> OpenPublishBatchFrame(std::span<const uint8_t> out,
+                                                      size_t frame_start,
+                                                      std::string_view tenant_id,
+                                                      std::string_view namespace_,
+                                                      std::string_view stream);
+// Fails, `out` and `open` untouched, when a payload or the grown frame cannot be carried.
+Result<void> AppendToOpenPublishBatch(std::vector<uint8_t>& out, OpenPublishBatch& open,
+                                      std::span<const std::string> payloads);
 // Convenience for the common case of a JSON message.
 Result<std::vector<uint8_t>> EncodeMessageFrame(const Message& message);
 

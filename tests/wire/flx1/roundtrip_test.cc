@@ -303,6 +303,36 @@ TEST(Flx1PublishBatchJoin, AJoinedFrameIsTheBatchOfAllItsPayloads) {
   }
 }
 
+// OpenPublishBatchFrame once, then AppendToOpenPublishBatch for every later run (how the client
+// joins a fire-and-forget run, change 57): the same bytes as the batch encoded at once.
+TEST(Flx1PublishBatchJoin, AFrameOpenedOnceTakesEveryLaterRun) {
+  Gen gen(31);
+  for (int i = 0; i < kIterations; ++i) {
+    BinaryPublishBatch whole;
+    whole.tenant_id = gen.Keep(gen.Text());
+    whole.namespace_ = gen.Keep(gen.Text());
+    whole.stream = gen.Keep(gen.Text());
+    BinaryPublishBatch first = whole;
+    first.payloads.push_back(gen.Keep(gen.RawBytes(40)));
+    whole.payloads = first.payloads;
+    std::vector<uint8_t> out = {0x01};
+    ASSERT_TRUE(AppendFrame(Flx1Frame(first), out));
+    auto open = OpenPublishBatchFrame(out, 1, whole.tenant_id, whole.namespace_, whole.stream);
+    ASSERT_TRUE(open.has_value());
+    EXPECT_FALSE(OpenPublishBatchFrame(out, 1, whole.tenant_id, whole.namespace_, "other"));
+    for (uint64_t r = gen.Below(6); r > 0; --r) {
+      std::vector<std::string> run;
+      for (uint64_t k = 1 + gen.Below(3); k > 0; --k) run.push_back(gen.RawBytes(40));
+      ASSERT_TRUE(AppendToOpenPublishBatch(out, *open, run));
+      for (const auto& p : run) whole.payloads.push_back(gen.Keep(p));
+    }
+    EXPECT_EQ(open->count, whole.payloads.size());
+    std::vector<uint8_t> expected = {0x01};
+    ASSERT_TRUE(AppendFrame(Flx1Frame(whole), expected));
+    EXPECT_EQ(out, expected) << "iteration " << i;
+  }
+}
+
 // Anything but a plain publish batch frame for those names, ending the buffer, is left alone:
 // another tenant, namespace or stream; an acked, idempotent or keyed batch; a JSON frame; a
 // frame with bytes after it; an offset that is not a frame's start.
