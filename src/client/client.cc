@@ -242,8 +242,8 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
 
   ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
                                   const PublishOptions& po, client_impl::PublishDone done);
-  // client_impl::QueueUnackedOn (connections.h).
-  ClientResult<void> QueueUnacked(
+  // client_impl::QueueUnackedOn (connections.h): why not queued, or nothing.
+  std::optional<ClientError> QueueUnacked(
       const StreamRef& stream, const std::vector<std::string>& payloads, const PublishOptions& po,
       size_t charged, const std::shared_ptr<const client_impl::UnackedWritten>& written);
   ClientResult<ShardInfo> StreamShards(const StreamRef& stream);
@@ -393,6 +393,9 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   std::mutex unacked_mu_;                            // taken before mu_ where both are held
   std::deque<UnackedBatch> unacked_batches_;         // guarded by unacked_mu_
   std::vector<std::vector<uint8_t>> unacked_spare_;  // guarded by unacked_mu_: written buffers
+  // Loop thread: the last written batch's buffer, put in unacked_spare_ by the next FlushUnacked
+  // (under the lock it takes anyway: one lock per batch on the loop, not two).
+  std::vector<uint8_t> flushed_frames_;
   // The size the last batch reached (guarded by unacked_mu_). Full, the publisher outruns the
   // loop, so the next batch starts at the size it will reach instead of doubling up to it — each
   // doubling a copy, and a large block fresh from the kernel a page fault a page
@@ -1024,13 +1027,14 @@ Result<void> Client::Impl::EncodePublish(const StreamRef& stream,
   return flx1::AppendFrame(flx1::Flx1Frame(flx1::Message(std::move(batch))), out);
 }
 
-ClientResult<void> Client::Impl::QueueUnacked(
+std::optional<ClientError> Client::Impl::QueueUnacked(
     const StreamRef& stream, const std::vector<std::string>& payloads, const PublishOptions& po,
     size_t charged, const std::shared_ptr<const client_impl::UnackedWritten>& written) {
   if (payloads.empty())
-    return Err<void>(ClientErrorCode::kInvalidArgument, "a publish needs at least one payload");
+    return MakeClientError(ClientErrorCode::kInvalidArgument,
+                           "a publish needs at least one payload");
   if (stream.stream.empty() || stream.namespace_name.empty())
-    return Err<void>(ClientErrorCode::kInvalidArgument, "empty namespace or stream name");
+    return MakeClientError(ClientErrorCode::kInvalidArgument, "empty namespace or stream name");
   std::lock_guard<std::mutex> lock(unacked_mu_);
   const bool open = !unacked_batches_.empty() && unacked_batches_.back().open &&
                     unacked_batches_.back().posts == posts_.load(std::memory_order_acquire);
@@ -1044,8 +1048,8 @@ ClientResult<void> Client::Impl::QueueUnacked(
     if (unacked_last_size_ >= kUnackedBatchBytes) batch.frames.reserve(kUnackedBatchBytes);
     {
       std::lock_guard<std::mutex> state(mu_);
-      if (auto bad = Unusable()) return Unexpected(*bad);
-      if (!PostLocked([this] { FlushUnacked(); })) return Unexpected(Closed());
+      if (auto bad = Unusable()) return bad;
+      if (!PostLocked([this] { FlushUnacked(); })) return Closed();
       batch.posts = posts_.load(std::memory_order_relaxed);
       batch.server_flags = server_.server_flags;
       last_stream_ = stream;
@@ -1067,17 +1071,19 @@ ClientResult<void> Client::Impl::QueueUnacked(
       stream.namespace_name == batch.joinable_stream.namespace_name) {
     if (auto joined = flx1::AppendToOpenPublishBatch(batch.frames, *batch.joinable, payloads);
         !joined) {
-      return Err<void>(ClientErrorCode::kInvalidArgument, "publish: " + joined.error().message);
+      return MakeClientError(ClientErrorCode::kInvalidArgument,
+                             "publish: " + joined.error().message);
     }
     batch.charged += charged;
     unacked_last_size_ = batch.frames.size();
     if (batch.frames.size() >= kUnackedBatchBytes) batch.open = false;
-    return {};
+    return std::nullopt;
   }
   if (auto encoded = EncodePublish(stream, payloads, po, 0, batch.server_flags, batch.frames);
       !encoded) {
     batch.frames.resize(before);
-    return Err<void>(ClientErrorCode::kInvalidArgument, "publish: " + encoded.error().message);
+    return MakeClientError(ClientErrorCode::kInvalidArgument,
+                           "publish: " + encoded.error().message);
   }
   // Binary and unkeyed: a plain publish batch frame that later publishes may join.
   batch.joinable.reset();
@@ -1091,13 +1097,21 @@ ClientResult<void> Client::Impl::QueueUnacked(
   // A full batch takes no more: what follows goes into the next one, written by its own task, so
   // no buffer grows past what one write should carry.
   if (batch.frames.size() >= kUnackedBatchBytes) batch.open = false;
-  return {};
+  return std::nullopt;
 }
 
 void Client::Impl::FlushUnacked() {
   UnackedBatch batch;
   {
+    // The last batch's buffer goes back under the same lock: the publisher, publishing fast,
+    // holds it most of the time, and each time the loop waited for it the publisher's unlock
+    // was a wake-up system call (change 58).
     std::lock_guard<std::mutex> lock(unacked_mu_);
+    if (flushed_frames_.capacity() > 0) {
+      if (unacked_spare_.size() < kUnackedSpareBuffers)
+        unacked_spare_.push_back(std::move(flushed_frames_));
+      flushed_frames_ = {};
+    }
     if (unacked_batches_.empty()) return;
     batch = std::move(unacked_batches_.front());
     unacked_batches_.pop_front();
@@ -1127,9 +1141,7 @@ void Client::Impl::FlushUnacked() {
   // Kept for a later batch unless one publish made it large: an idle connection holds little.
   if (batch.frames.capacity() > 2 * kUnackedBatchBytes) return;
   batch.frames.clear();
-  std::lock_guard<std::mutex> lock(unacked_mu_);
-  if (unacked_spare_.size() < kUnackedSpareBuffers)
-    unacked_spare_.push_back(std::move(batch.frames));
+  flushed_frames_ = std::move(batch.frames);
 }
 
 ClientResult<RequestAnswer> Client::Impl::WaitAnswer(client_impl::AnswerSlot<Answer>& answer,
@@ -1834,10 +1846,10 @@ ClientResult<void> PublishOn(Client::Impl& impl, const StreamRef& stream,
   return impl.PublishAsync(stream, payloads, po, std::move(done));
 }
 
-ClientResult<void> QueueUnackedOn(Client::Impl& impl, const StreamRef& stream,
-                                  const std::vector<std::string>& payloads,
-                                  const PublishOptions& po, size_t charged,
-                                  const std::shared_ptr<const UnackedWritten>& written) {
+std::optional<ClientError> QueueUnackedOn(Client::Impl& impl, const StreamRef& stream,
+                                          const std::vector<std::string>& payloads,
+                                          const PublishOptions& po, size_t charged,
+                                          const std::shared_ptr<const UnackedWritten>& written) {
   return impl.QueueUnacked(stream, payloads, po, charged, written);
 }
 

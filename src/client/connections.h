@@ -53,12 +53,14 @@ ClientResult<void> PublishOn(Client::Impl& impl, const StreamRef& stream,
 // runs on the I/O thread once per batch, with the sum of the `charged` of the publishes it held
 // and, if they were not written, why: after the stream accepted them, or once its backlog
 // drained below the high-water mark. The same `written` must be passed for every call on one
-// connection. An error returned here means this publish was not queued.
+// connection. Returns why this publish was not queued, or nothing when it was: not a
+// ClientResult<void>, whose success value zeroes the whole ClientError it could have held (280
+// bytes, ~12 ns; docs/performance.md, change 58) — a visible share of a fire-and-forget publish.
 using UnackedWritten = std::function<void(size_t charged, std::optional<ClientError> error)>;
-ClientResult<void> QueueUnackedOn(Client::Impl& impl, const StreamRef& stream,
-                                  const std::vector<std::string>& payloads,
-                                  const PublishOptions& po, size_t charged,
-                                  const std::shared_ptr<const UnackedWritten>& written);
+std::optional<ClientError> QueueUnackedOn(Client::Impl& impl, const StreamRef& stream,
+                                          const std::vector<std::string>& payloads,
+                                          const PublishOptions& po, size_t charged,
+                                          const std::shared_ptr<const UnackedWritten>& written);
 // Client::StreamShards on this connection; CachedStreamShards never sends (nullopt: unknown).
 ClientResult<ShardInfo> StreamShardsOn(Client::Impl& impl, const StreamRef& stream);
 std::optional<ShardInfo> CachedStreamShards(const Client::Impl& impl, const StreamRef& stream);

@@ -88,7 +88,9 @@ void Client::Router::Close() {
     const auto deadline = std::chrono::steady_clock::now() + options_.request_timeout;
     {
       std::unique_lock<std::mutex> lock(unacked_mu_);
-      unacked_cv_.wait_until(lock, deadline, [&] { return unacked_bytes_ == 0; });
+      unacked_waiters_.fetch_add(1);
+      unacked_cv_.wait_until(lock, deadline, [&] { return unacked_bytes_.load() == 0; });
+      unacked_waiters_.fetch_sub(1);
     }
     std::vector<Connection> open;
     {
@@ -391,68 +393,95 @@ struct Client::Router::PublishJob {
   }
 };
 
+bool Client::Router::TryReserveUnacked(size_t bytes) {
+  size_t queued = unacked_bytes_.load(std::memory_order_relaxed);
+  while (queued == 0 || queued + bytes <= kUnackedQueueBytes) {
+    if (unacked_bytes_.compare_exchange_weak(queued, queued + bytes)) return true;
+  }
+  return false;
+}
+
+void Client::Router::ReleaseUnacked(size_t bytes, std::optional<ClientError> error) {
+  if (error) {
+    std::lock_guard<std::mutex> lock(unacked_mu_);
+    if (!unacked_error_) {
+      unacked_error_ = AsWriteOutcome(*error);
+      unacked_failed_.store(true, std::memory_order_release);
+    }
+  }
+  unacked_bytes_.fetch_sub(bytes);
+  if (unacked_waiters_.load() == 0) return;
+  std::lock_guard<std::mutex> lock(unacked_mu_);
+  unacked_cv_.notify_all();
+}
+
+std::optional<ClientError> Client::Router::TakeUnackedError() {
+  if (!unacked_failed_.load(std::memory_order_acquire)) return std::nullopt;
+  std::lock_guard<std::mutex> lock(unacked_mu_);
+  if (!unacked_error_) return std::nullopt;
+  ClientError e = std::move(*unacked_error_);
+  unacked_error_.reset();
+  unacked_failed_.store(false, std::memory_order_relaxed);
+  e.message = "an earlier fire-and-forget publish was not sent (" + e.message +
+              "); this one was not sent either";
+  return e;
+}
+
 ClientResult<PublishReceipt> Client::Router::PublishUnacked(
     const StreamRef& stream, const std::vector<std::string>& payloads,
     const PublishOptions& options) {
   size_t bytes = 64;  // the frame's header and names, roughly: only a bound matters
   for (const auto& p : payloads) bytes += p.size() + 8;
-  {
-    std::unique_lock<std::mutex> lock(unacked_mu_);
-    auto earlier = [&]() -> std::optional<ClientError> {
-      if (!unacked_error_) return std::nullopt;
-      ClientError e = *unacked_error_;
-      unacked_error_.reset();
-      e.message = "an earlier fire-and-forget publish was not sent (" + e.message +
-                  "); this one was not sent either";
-      return e;
-    };
-    if (auto e = earlier()) return Unexpected(*e);
-    auto room = [&] { return unacked_bytes_ == 0 || unacked_bytes_ + bytes <= kUnackedQueueBytes; };
-    if (!room()) {
-      if (OnIoThread()) {
-        ClientError e = MakeClientError(
-            ClientErrorCode::kOverloaded,
-            "fire-and-forget send queue full (called from a client callback); not sent");
-        e.retry = RetryClass::kRetryAfter;
-        return Unexpected(e);
-      }
-      if (!unacked_cv_.wait_for(lock, options_.request_timeout, room)) {
-        ClientError e = MakeClientError(ClientErrorCode::kTimeout,
-                                        "fire-and-forget send queue stayed full; not sent");
-        e.retry = RetryClass::kRetryAfter;
-        return Unexpected(e);
-      }
-      if (auto e = earlier()) return Unexpected(*e);
+  if (auto e = TakeUnackedError()) return Unexpected(std::move(*e));
+  if (!TryReserveUnacked(bytes)) {
+    if (OnIoThread()) {
+      ClientError e = MakeClientError(
+          ClientErrorCode::kOverloaded,
+          "fire-and-forget send queue full (called from a client callback); not sent");
+      e.retry = RetryClass::kRetryAfter;
+      return Unexpected(e);
     }
-    unacked_bytes_ += bytes;
+    bool reserved = false;
+    {
+      std::unique_lock<std::mutex> lock(unacked_mu_);
+      unacked_waiters_.fetch_add(1);
+      reserved = unacked_cv_.wait_for(lock, options_.request_timeout,
+                                      [&] { return TryReserveUnacked(bytes); });
+      unacked_waiters_.fetch_sub(1);
+    }
+    if (!reserved) {
+      ClientError e = MakeClientError(ClientErrorCode::kTimeout,
+                                      "fire-and-forget send queue stayed full; not sent");
+      e.retry = RetryClass::kRetryAfter;
+      return Unexpected(e);
+    }
+    if (auto e = TakeUnackedError()) {  // failed while this one waited
+      ReleaseUnacked(bytes, std::nullopt);
+      return Unexpected(std::move(*e));
+    }
   }
-  unacked_used_.store(true, std::memory_order_relaxed);
-  std::call_once(unacked_written_once_, [this] {
-    unacked_written_ = std::make_shared<const client_impl::UnackedWritten>(
-        [weak = weak_from_this()](size_t charged, std::optional<ClientError> error) {
-          auto self = weak.lock();
-          if (!self) return;
-          std::lock_guard<std::mutex> lock(self->unacked_mu_);
-          self->unacked_bytes_ -= charged;
-          if (error && !self->unacked_error_) self->unacked_error_ = AsWriteOutcome(*error);
-          self->unacked_cv_.notify_all();
-        });
-  });
+  if (!unacked_used_.load(std::memory_order_acquire)) {
+    std::call_once(unacked_written_once_, [this] {
+      unacked_written_ = std::make_shared<const client_impl::UnackedWritten>(
+          [weak = weak_from_this()](size_t charged, std::optional<ClientError> error) {
+            if (auto self = weak.lock()) self->ReleaseUnacked(charged, std::move(error));
+          });
+    });
+    unacked_used_.store(true, std::memory_order_release);
+  }
   // Never retried (the outcome of a lost fire-and-forget publish is unknown by definition): no
   // job, straight to the shard's connection, whose I/O thread writes the publishes queued there
   // together.
-  Route route = Resolve(Target{
-      {NameKind::kStream, stream.namespace_name, stream.stream}, std::nullopt, options.key, true});
-  auto queued =
-      client_impl::QueueUnackedOn(*route.conn, stream, payloads, options, bytes, unacked_written_);
-  if (!queued) {
+  Route route = cluster_ ? Resolve(Target{{NameKind::kStream, stream.namespace_name, stream.stream},
+                                          std::nullopt,
+                                          options.key,
+                                          true})
+                         : Route{Home(), std::nullopt};
+  if (auto refused = client_impl::QueueUnackedOn(*route.conn, stream, payloads, options, bytes,
+                                                 unacked_written_)) {
     // Refused before anything was queued: this call reports it, and no later one.
-    {
-      std::lock_guard<std::mutex> lock(unacked_mu_);
-      unacked_bytes_ -= bytes;
-    }
-    unacked_cv_.notify_all();
-    return Unexpected(queued.error());
+    ReleaseUnacked(bytes, std::nullopt);
+    return Unexpected(std::move(*refused));
   }
   return PublishReceipt{std::nullopt, payloads.size()};
 }

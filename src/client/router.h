@@ -178,12 +178,25 @@ class Client::Router : public std::enable_shared_from_this<Client::Router> {
   std::vector<std::weak_ptr<Client::Impl>> draining_;
   bool closed_ = false;
 
-  // PublishUnacked's queue: bytes queued to a loop and not yet written, and the first failure
-  // of one of them not yet reported.
+  // PublishUnacked's queue: bytes queued to a loop and not yet written, reserved by a publish and
+  // released by the loop without a lock — a lock per publish, which the loop also took per
+  // written batch, was a visible share of a fire-and-forget publish (docs/performance.md, change
+  // 58). unacked_mu_ is taken only to wait for room, to record or take a failure, and to wake
+  // waiters; a waiter counts itself in unacked_waiters_ under it before it checks for room, and a
+  // release reads unacked_waiters_ after it freed bytes (both sequentially consistent), so either
+  // the waiter sees the room or the release sees the waiter and wakes it under the lock.
+  std::atomic<size_t> unacked_bytes_{0};
+  std::atomic<uint32_t> unacked_waiters_{0};
+  std::atomic<bool> unacked_failed_{false};  // unacked_error_ is set (read without the lock)
   std::mutex unacked_mu_;
   std::condition_variable unacked_cv_;
-  size_t unacked_bytes_ = 0;                  // guarded by unacked_mu_
   std::optional<ClientError> unacked_error_;  // guarded by unacked_mu_
+  // Reserves `bytes` when the queue has room for them (an empty queue takes any size).
+  bool TryReserveUnacked(size_t bytes);
+  // Returns `bytes` (written, or never queued) and records `error` (why they were not written).
+  void ReleaseUnacked(size_t bytes, std::optional<ClientError> error);
+  // The unreported failure of an earlier publish, taken (reported once).
+  std::optional<ClientError> TakeUnackedError();
   // Told by a connection what of unacked_bytes_ it wrote (client_impl::QueueUnackedOn); made
   // by the first PublishUnacked.
   std::once_flag unacked_written_once_;
