@@ -472,13 +472,18 @@ ClientResult<PublishReceipt> Client::Router::PublishUnacked(
   // Never retried (the outcome of a lost fire-and-forget publish is unknown by definition): no
   // job, straight to the shard's connection, whose I/O thread writes the publishes queued there
   // together.
-  Route route = cluster_ ? Resolve(Target{{NameKind::kStream, stream.namespace_name, stream.stream},
-                                          std::nullopt,
-                                          options.key,
-                                          true})
-                         : Route{Home(), std::nullopt};
-  if (auto refused = client_impl::QueueUnackedOn(*route.conn, stream, payloads, options, bytes,
-                                                 unacked_written_)) {
+  // Single node: home_ is set by Connect and never replaced (Home()), so it is used without mu_
+  // or a reference count, each a visible share of a fire-and-forget publish (change 58).
+  Route route;
+  if (cluster_) {
+    route = Resolve(Target{{NameKind::kStream, stream.namespace_name, stream.stream},
+                           std::nullopt,
+                           options.key,
+                           true});
+  }
+  Client::Impl& conn = cluster_ ? *route.conn : *home_;
+  if (auto refused =
+          client_impl::QueueUnackedOn(conn, stream, payloads, options, bytes, unacked_written_)) {
     // Refused before anything was queued: this call reports it, and no later one.
     ReleaseUnacked(bytes, std::nullopt);
     return Unexpected(std::move(*refused));
