@@ -65,13 +65,15 @@ Error ShardStorage::Refused(const std::string& key, const std::string& dir,
 WriteFaultReporting ShardStorage::Reporting(const char* log_kind) const {
   WriteFaultReporting r;
   r.health = options_.health;
-  if (options_.log_defaults.metrics != nullptr) {
-    r.full = &options_.log_defaults.metrics->AddCounter(
-        "felix_storage_full_total",
-        "appends refused because the disk or quota is full (ENOSPC, EDQUOT)",
-        std::string("log=\"") + log_kind + "\"");
-  }
+  if (options_.log_defaults.metrics != nullptr)
+    r.full = &FullCounter(*options_.log_defaults.metrics, log_kind);
   return r;
+}
+
+Counter& ShardStorage::FullCounter(MetricsRegistry& metrics, const char* log_kind) {
+  return metrics.AddCounter("felix_storage_full_total",
+                            "log writes refused because the disk or quota is full (ENOSPC, EDQUOT)",
+                            std::string("log=\"") + log_kind + "\"");
 }
 
 }  // namespace felix::broker

@@ -59,6 +59,9 @@ class ShardStorage {
   // How appends to a log of `log_kind` report write faults: /health, and ENOSPC/EDQUOT
   // refusals counted in felix_storage_full_total{log}.
   WriteFaultReporting Reporting(const char* log_kind) const;
+  // felix_storage_full_total{log=`log_kind`} in `metrics`: also counted by writes outside the
+  // append path (a promotion's generation-start record, cluster/promotion_fence.h).
+  static Counter& FullCounter(MetricsRegistry& metrics, const char* log_kind);
 
  private:
   Error Refused(const std::string& key, const std::string& dir,

@@ -1,6 +1,7 @@
 #include "cluster/promotion_fence.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -461,8 +462,14 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     const storage::AppendRecord start{payload, opts.generation, 0,
                                       storage::kRecordFlagGenerationStart};
     if (auto a = own.AppendAt(tail, {&start, 1}); !a) {
+      const storage::StorageError& e = a.error();
+      Counter* full = own_log() == LogKind::kCounters ? opts.counter_log_full : opts.own_log_full;
+      if (full != nullptr && e.code == storage::StorageErrc::kIo &&
+          (e.sys_errno == ENOSPC || e.sys_errno == EDQUOT)) {
+        full->Increment();
+      }
       return tl::unexpected("writing the generation-start record at " + to_string(tail) + ": " +
-                            a.error().ToString());
+                            e.ToString());
     }
     if (auto synced = own.Sync(); !synced) {
       return tl::unexpected("syncing the generation-start record: " + synced.error().ToString());

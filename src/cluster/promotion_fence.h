@@ -57,6 +57,7 @@
 
 #include "broker/executor.h"
 #include "cluster/shard_replicator.h"
+#include "common/metrics.h"
 #include "common/strong_types.h"
 #include "storage/shard_store.h"
 #include "wire/flxi/flxi.h"
@@ -78,6 +79,13 @@ struct PromotionFenceOptions {
   // 33 ReplicateLabelledFetch or 37 ReplicateTimedFetch (keeps the records' append times).
   wire::flxi::Kind fetch_kind = wire::flxi::Kind::kReplicateTimedFetch;
   uint32_t fetch_max_bytes = wire::flxi::kMaxFetchAnswerBytes;
+  // felix_storage_full_total{log} of the shard's own log and (a cache shard) its counter log:
+  // a generation-start record refused for lack of space counts there as a refused append does
+  // (optional; must outlive the fence). The promotion's failure is its report otherwise (the
+  // open fails with the reason); /health is not set from here, since no later write through
+  // this fence would clear it.
+  Counter* own_log_full = nullptr;
+  Counter* counter_log_full = nullptr;
 };
 
 // The delay before attempt n+1 after `failures` consecutive failed attempts (failures ≥ 1):

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "broker/shard_storage.h"
 #include "cluster/fence_answer.h"
 #include "cluster/follower_compaction.h"
 #include "cluster/promotion_fence.h"
@@ -767,6 +768,9 @@ Result<void> ReplicationHost::FenceQuorumShard(const broker::ShardId& id,
   fo.generation = Generation(a->generation);
   fo.self_node_id = options_.own_node_id;
   fo.attempt_timeout = options_.fence_attempt_timeout;
+  fo.own_log_full = &broker::ShardStorage::FullCounter(
+      metrics_, shard.kind == ShardKind::kCache ? "cache" : "stream");
+  fo.counter_log_full = &broker::ShardStorage::FullCounter(metrics_, "counters");
   for (const std::string& node : a->replicas) {
     if (node == options_.own_node_id) continue;
     // An unregistered replica keeps its seat in the count: an empty address fails to send,

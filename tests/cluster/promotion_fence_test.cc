@@ -6,12 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <condition_variable>
 #include <filesystem>
 #include <future>
 #include <map>
 #include <mutex>
 
+#include "broker/shard_storage.h"
 #include "cluster/fence_answer.h"
 #include "storage/record_format.h"
 #include "support/child_process.h"
@@ -140,9 +142,11 @@ class PromotionFenceTest : public ::testing::Test {
     executor_.Stop();
     std::filesystem::remove_all(dir_);
   }
-  std::unique_ptr<storage::ShardStore> OpenStore(const std::string& name) {
+  std::unique_ptr<storage::ShardStore> OpenStore(
+      const std::string& name, std::shared_ptr<storage::FaultInjector> faults = nullptr) {
     storage::LogOptions o;
     o.fsync_mode = storage::FsyncMode::kOnCommit;
+    o.faults = std::move(faults);
     auto s = storage::ShardStore::Open(dir_ + "/" + name, storage::ShardStoreOptions::Uniform(o));
     EXPECT_TRUE(s.has_value()) << s.error().ToString();
     return std::move(*s);
@@ -529,6 +533,39 @@ TEST_F(PromotionFenceTest, NoGenerationStartRecordOverAnEmptyLogOrAtAGenerationW
   fence_->Stop();
   EXPECT_EQ(fence_->start_records_written(), 0u);
   EXPECT_EQ(Contents(*leader_), (C{{"a", 2}}));
+}
+
+// A generation-start record the disk refuses (ENOSPC) counts in felix_storage_full_total of
+// its log, as a refused append does, and the shard does not open; once writes succeed again an
+// attempt writes it and the shard opens after it.
+TEST_F(PromotionFenceTest,
+       AGenerationStartRecordRefusedForSpaceIsCountedAndWrittenOnceThereIsSpace) {
+  auto faults = std::make_shared<storage::FaultInjector>();
+  leader_ = OpenStore("leader-full", faults);
+  Write(*leader_, {{"a", 1}});
+  Write(*replicas_["r1"].store, {{"a", 1}});
+  replicas_["r2"].mode = Mode::kFail;
+  MetricsRegistry metrics;
+  PromotionFenceOptions o;
+  o.retry = 5ms;
+  o.retry_max = 10ms;
+  o.own_log_full = &broker::ShardStorage::FullCounter(metrics, "stream");
+  o.counter_log_full = &broker::ShardStorage::FullCounter(metrics, "counters");
+  faults->FailWrites(1 << 30, ENOSPC);
+  StartFence(2, o);
+  // An attempt sends at most three frames (a fence to each replica, a fetch): the fourth is a
+  // later attempt's, started after the one before it failed writing the record.
+  ASSERT_TRUE(transport_.WaitForSends(4));
+  EXPECT_GE(o.own_log_full->Value(), 1u);
+  EXPECT_EQ(o.counter_log_full->Value(), 0u);
+  EXPECT_NE(metrics.RenderPrometheus().find("felix_storage_full_total{log=\"stream\"}"),
+            std::string::npos);
+  EXPECT_EQ(fence_->start_records_written(), 0u);
+  faults->FailWrites(0, 0);
+  EXPECT_EQ(WaitOpen(), Offset(1));
+  fence_->Stop();
+  EXPECT_EQ(fence_->start_records_written(), 1u);
+  EXPECT_EQ(Contents(*leader_), (C{{"a", 1}, {"<start 2>", 2}}));
 }
 
 // A start record a replica holds is fetched as one (FLXI mark 3) and stored with the flag; the
