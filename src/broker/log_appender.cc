@@ -1,7 +1,5 @@
 #include "broker/log_appender.h"
 
-#include <cerrno>
-
 #include <spdlog/spdlog.h>
 
 namespace felix::broker {
@@ -73,7 +71,7 @@ void LogAppender::NoteWrite(const storage::StorageResult<storage::AppendResult>&
   }
   const storage::StorageError& error = appended.error();
   if (error.code != storage::StorageErrc::kIo) return;  // closed, poisoned: reported elsewhere
-  if ((error.sys_errno == ENOSPC || error.sys_errno == EDQUOT) && reporting_.full) {
+  if (error.NoSpace() && reporting_.full) {
     reporting_.full->Increment();
   }
   auto now = std::chrono::steady_clock::now();

@@ -1,7 +1,6 @@
 #include "cluster/promotion_fence.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -464,10 +463,7 @@ struct PromotionFence::State : std::enable_shared_from_this<PromotionFence::Stat
     if (auto a = own.AppendAt(tail, {&start, 1}); !a) {
       const storage::StorageError& e = a.error();
       Counter* full = own_log() == LogKind::kCounters ? opts.counter_log_full : opts.own_log_full;
-      if (full != nullptr && e.code == storage::StorageErrc::kIo &&
-          (e.sys_errno == ENOSPC || e.sys_errno == EDQUOT)) {
-        full->Increment();
-      }
+      if (full != nullptr && e.NoSpace()) full->Increment();
       return tl::unexpected("writing the generation-start record at " + to_string(tail) + ": " +
                             e.ToString());
     }

@@ -1,5 +1,6 @@
 #include "storage/storage_error.h"
 
+#include <cerrno>
 #include <cstring>
 
 namespace felix::storage {
@@ -81,6 +82,10 @@ StorageError CorruptionError(const std::string& what, const std::string& file, u
   e.position = position;
   e.message = what;
   return e;
+}
+
+bool StorageError::NoSpace() const {
+  return code == StorageErrc::kIo && (sys_errno == ENOSPC || sys_errno == EDQUOT);
 }
 
 }  // namespace felix::storage

@@ -37,6 +37,9 @@ struct StorageError {
   int sys_errno = 0;
 
   std::string ToString() const;
+  // A write refused because the disk or quota is full (kIo with ENOSPC or EDQUOT): what
+  // felix_storage_full_total counts, wherever the write was made.
+  bool NoSpace() const;
   // Maps to the broad felix::Error for callers that do not need the detail.
   Error ToError() const;
 };
