@@ -1035,17 +1035,28 @@ std::optional<ClientError> Client::Impl::QueueUnacked(
                            "a publish needs at least one payload");
   if (stream.stream.empty() || stream.namespace_name.empty())
     return MakeClientError(ClientErrorCode::kInvalidArgument, "empty namespace or stream name");
+  size_t added = 0;
+  for (const auto& p : payloads) added += 4 + p.size();
   std::lock_guard<std::mutex> lock(unacked_mu_);
-  const bool open = !unacked_batches_.empty() && unacked_batches_.back().open &&
-                    unacked_batches_.back().posts == posts_.load(std::memory_order_acquire);
+  bool open = !unacked_batches_.empty() && unacked_batches_.back().open &&
+              unacked_batches_.back().posts == posts_.load(std::memory_order_acquire);
+  // A publish that would take the open batch past kUnackedBatchBytes starts the next batch, so
+  // only a batch's first frame can pass it. Appended instead, it outgrew the buffer: 64 KiB
+  // copied into 128 KiB — a size glibc maps fresh and unmaps on free — once per full batch.
+  if (open && !unacked_batches_.back().frames.empty() &&
+      unacked_batches_.back().frames.size() + added > kUnackedBatchBytes) {
+    unacked_batches_.back().open = false;
+    open = false;
+  }
   if (!open) {
     UnackedBatch batch;
     if (!unacked_spare_.empty()) {
       batch.frames = std::move(unacked_spare_.back());
       unacked_spare_.pop_back();
     }
-    // Joins stop at kUnackedBatchBytes (below), so only a batch's last frame can pass it.
-    if (unacked_last_size_ >= kUnackedBatchBytes) batch.frames.reserve(kUnackedBatchBytes);
+    // Sized for what the last batch came to: one begun without a spare buffer (the loop had
+    // not yet handed the last one back) would otherwise grow from nothing, a copy each time.
+    batch.frames.reserve(std::min(kUnackedBatchBytes, unacked_last_size_ + unacked_last_size_ / 2));
     {
       std::lock_guard<std::mutex> state(mu_);
       if (auto bad = Unusable()) return bad;
@@ -1062,8 +1073,6 @@ std::optional<ClientError> Client::Impl::QueueUnacked(
   // A run of publishes to one stream joins the frame the first of them started: one frame
   // header, one set of names encoded and checked, and one frame for the broker to decode, for
   // the whole run (docs/performance.md, change 44). Only while the batch stays under its size.
-  size_t added = 0;
-  for (const auto& p : payloads) added += 4 + p.size();
   // The frame is not read again for each publish: a fifth of the publisher's time at
   // fire-and-forget × 1 went to parsing its header and comparing its names (change 57).
   if (batch.joinable && !po.key.has_value() && before + added <= kUnackedBatchBytes &&
