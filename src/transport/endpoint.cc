@@ -916,6 +916,10 @@ void ConnImpl::FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p) {
   if (large_datagrams_) {
     s.max_tx_udp_payload_size = std::min(o.loopback_datagram_size, kMaxLoopbackDatagram);
     s.no_tx_udp_payload_size_shaping = 1;
+    // Path MTU discovery could only confirm ~1.4 KB, which the sizes above already exceed:
+    // its probes (a padded PING each way, twice, at some point after the handshake) would be
+    // two datagrams per connection sent for nothing.
+    s.no_pmtud = 1;
   }
   ngtcp2_transport_params_default(&p);
   p.initial_max_stream_data_bidi_local = o.initial_stream_window;
@@ -925,6 +929,7 @@ void ConnImpl::FillSettings(ngtcp2_settings& s, ngtcp2_transport_params& p) {
   p.initial_max_streams_bidi = o.max_streams_bidi;
   p.initial_max_streams_uni = o.max_streams_uni;
   p.max_idle_timeout = uint64_t(o.idle_timeout.count()) * NGTCP2_MILLISECONDS;
+  p.max_ack_delay = uint64_t(o.max_ack_delay.count()) * NGTCP2_MILLISECONDS;
   p.active_connection_id_limit = 4;
 }
 
@@ -2183,6 +2188,8 @@ Result<std::unique_ptr<Endpoint>> Endpoint::Create(const HostPort& bind, Endpoin
   EnsureGnutlsInitialized();
   if (!options.tls) return Fail(ErrorCode::kInvalidArgument, "EndpointOptions.tls is required");
   if (options.name.empty()) options.name = RoleName(options.tls->role());
+  if (options.max_ack_delay.count() < 0 || options.max_ack_delay.count() >= (1 << 14))
+    return Fail(ErrorCode::kInvalidArgument, "EndpointOptions.max_ack_delay: 0 to 16383 ms");
   EndpointImpl* host = nullptr;
   if (options.share_loop_of != nullptr) {
     host = dynamic_cast<EndpointImpl*>(options.share_loop_of);

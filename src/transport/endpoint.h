@@ -183,12 +183,16 @@ struct EndpointOptions {
   // before a synchronous caller's next request: a datagram each way per request). Not held
   // after more than ack_hold_packets such packets or while anything is in flight, so bursts,
   // subscriptions and loss recovery are acknowledged as before; stay well below the peer's probe
-  // timeout (over 25 ms: our max_ack_delay). Held only in a loop iteration that read at least
+  // timeout (over max_ack_delay, below). Held only in a loop iteration that read at least
   // ack_hold_min_datagrams datagrams (all endpoints on the loop): on an idle loop sending the
   // ACK costs less than the sleep it saves the thread before the caller's next request —
   // measured in docs/performance.md, change 43.
   std::chrono::microseconds ack_hold{0};
   uint32_t ack_hold_min_datagrams = 2;
+  // The max_ack_delay transport parameter sent to the peer (RFC 9000 §18.2; QUIC's default
+  // 25 ms, at most 16,383 ms): how long this end may put off an ACK, which the peer adds to its
+  // probe timeout before it resends what it has not seen acknowledged. ack_hold stays below it.
+  std::chrono::milliseconds max_ack_delay{25};
   // How many packets with stream data since the connection last sent a hold may cover (at
   // least 1). 2 is QUIC's usual delayed acknowledgement (RFC 9000 §13.2.2: one ACK per two
   // ack-eliciting packets) and covers an answer that follows an early part of itself (a
