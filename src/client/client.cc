@@ -1041,8 +1041,8 @@ std::optional<ClientError> Client::Impl::QueueUnacked(
   bool open = !unacked_batches_.empty() && unacked_batches_.back().open &&
               unacked_batches_.back().posts == posts_.load(std::memory_order_acquire);
   // A publish that would take the open batch past kUnackedBatchBytes starts the next batch, so
-  // only a batch's first frame can pass it. Appended instead, it outgrew the buffer: 64 KiB
-  // copied into 128 KiB — a size glibc maps fresh and unmaps on free — once per full batch.
+  // only a batch's first frame can pass it. Appended instead, it outgrew the buffer: the full
+  // 64 KiB copied into a new one of 128 KiB, once per full batch (docs/performance.md, change 59).
   if (open && !unacked_batches_.back().frames.empty() &&
       unacked_batches_.back().frames.size() + added > kUnackedBatchBytes) {
     unacked_batches_.back().open = false;
