@@ -52,9 +52,9 @@ StorageResult<AppendResult> RingLog::AppendImpl(std::optional<Offset> expected,
           "append at offset " + to_string(*expected) + " refused: tail is " + to_string(next);
       return StorageFail(std::move(e));
     }
-    // The records this append will push out go first, so their buffers carry its payloads: the
-    // bounds are checked against the ring as it will be, oldest first, exactly as evicting after
-    // the append would — which still happens below for an append larger than the ring itself.
+    // The records this append will push out go first, so the blocks they free take its payloads:
+    // the bounds are checked against the ring as it will be, oldest first, exactly as evicting
+    // after the append would — which still happens below for an append larger than the ring.
     uint64_t incoming = 0;
     for (const auto& r : records) incoming += r.payload.size();
     while (!records_.empty() && records_.size() + records.size() > 1 &&
@@ -64,25 +64,21 @@ StorageResult<AppendResult> RingLog::AppendImpl(std::optional<Offset> expected,
     }
     result.first_offset = next;
     for (const auto& r : records) {
-      Record& rec = records_.PushBack();
-      rec.offset = next;
+      const PayloadArena::Placed placed = arena_.Append(r.payload);
+      Slot& slot = records_.PushBack();
+      slot.generation = r.generation;
+      slot.timestamp_ms = r.timestamp_ms != 0 ? r.timestamp_ms : now_ms;
+      slot.payload = placed.data;
+      slot.block = placed.block;
+      slot.size = uint32_t(r.payload.size());  // at most kMaxPayloadBytes, checked above
+      bytes_ += r.payload.size();
       next += 1;
-      rec.generation = r.generation;
-      rec.timestamp_ms = r.timestamp_ms != 0 ? r.timestamp_ms : now_ms;
-      rec.flags = 0;
-      if (!spare_.empty()) {
-        rec.payload = std::move(spare_.back());
-        spare_.pop_back();
-      }
-      rec.payload.assign(reinterpret_cast<const char*>(r.payload.data()), r.payload.size());
-      bytes_ += rec.payload.size();
     }
     result.last_offset = next - 1;
     while (records_.size() > 1 &&
            (records_.size() > opts_.max_records || bytes_ > opts_.max_bytes)) {
       EvictOldest();
     }
-    if (spare_.size() > kSpareBuffers) spare_.resize(kSpareBuffers);
     tail = next;
   }
   notifier_.Advance(tail);
@@ -90,13 +86,9 @@ StorageResult<AppendResult> RingLog::AppendImpl(std::optional<Offset> expected,
 }
 
 void RingLog::EvictOldest() {
-  std::string& evicted = records_.front().payload;
-  bytes_ -= evicted.size();
-  if (evicted.capacity() <= kSpareBufferBytes) {
-    spare_.push_back(std::move(evicted));
-  } else {
-    std::string().swap(evicted);  // a popped slot holds no payload bytes (record_ring.h)
-  }
+  const Slot& oldest = records_.front();
+  bytes_ -= oldest.size;
+  arena_.Drop(oldest.block, oldest.size);
   records_.PopFront();
   base_ += 1;
 }
@@ -105,7 +97,7 @@ void RingLog::Reset(Offset base) {
   {
     std::lock_guard<std::mutex> l(mu_);
     records_.Clear();
-    spare_.clear();
+    arena_.Clear();
     bytes_ = 0;
     base_ = base;
   }
@@ -153,9 +145,13 @@ StorageResult<ReadBatch> RingLog::Read(Offset from, ReadLimits limits) const {
   uint64_t max_records = std::max<uint64_t>(1, limits.max_records);
   while (cur < tail && batch.records.size() < max_records &&
          (batch.records.empty() || used < limits.max_bytes)) {
-    const Record& r = records_[cur - base_];
-    batch.records.push_back(r);
-    used += r.payload.size();
+    const Slot& slot = records_[cur - base_];
+    Record& r = batch.records.emplace_back();
+    r.offset = cur;
+    r.generation = slot.generation;
+    r.timestamp_ms = slot.timestamp_ms;
+    r.payload.assign(reinterpret_cast<const char*>(slot.payload), slot.size);
+    used += slot.size;
     cur += 1;
   }
   batch.next_offset = cur;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "storage/log_reader.h"
+#include "storage/payload_arena.h"
 #include "storage/record_ring.h"
 
 namespace felix::storage {
@@ -52,22 +53,22 @@ class RingLog final : public LogReader {
  private:
   StorageResult<AppendResult> AppendImpl(std::optional<Offset> expected,
                                          std::span<const AppendRecord> records);
-  // Drops the oldest record, keeping its payload buffer in spare_ when small. Needs mu_ held.
-  void EvictOldest();
+  // A record as kept: its payload is in arena_.
+  struct Slot {
+    Generation generation;
+    uint64_t timestamp_ms = 0;
+    const uint8_t* payload = nullptr;
+    uint64_t block = PayloadArena::kNoBlock;
+    uint32_t size = 0;
+  };
 
-  // Evicted payload buffers kept for the next appends, so a full ring (the steady state of a
-  // busy in-memory stream) stores a record without a malloc and evicts one without a free —
-  // those were a quarter of the broker's CPU under 1.5 M records/s (docs/performance.md change
-  // 20). At most kSpareBuffers of at most kSpareBufferBytes each are kept between appends; an
-  // append first evicts the records it will push out, so a batch larger than that reuses their
-  // buffers too (change 56).
-  static constexpr size_t kSpareBuffers = 128;
-  static constexpr size_t kSpareBufferBytes = 4096;
+  // Drops the oldest record. Needs mu_ held.
+  void EvictOldest();
 
   const RingOptions opts_;
   mutable std::mutex mu_;
-  RecordRing records_;              // guarded by mu_
-  std::vector<std::string> spare_;  // guarded by mu_
+  RecordRing<Slot> records_;  // guarded by mu_
+  PayloadArena arena_;        // guarded by mu_
   Offset base_;
   uint64_t bytes_ = 0;
   bool closed_ = false;

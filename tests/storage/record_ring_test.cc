@@ -6,13 +6,13 @@
 namespace felix::storage {
 namespace {
 
-void Push(RecordRing& ring, uint64_t offset) {
+void Push(RecordRing<>& ring, uint64_t offset) {
   Record& r = ring.PushBack();
   r.offset = Offset(offset);
   r.payload = std::to_string(offset);
 }
 
-void ExpectOrder(const RecordRing& ring, uint64_t oldest, uint64_t newest) {
+void ExpectOrder(const RecordRing<>& ring, uint64_t oldest, uint64_t newest) {
   ASSERT_EQ(ring.size(), newest - oldest + 1);
   for (size_t i = 0; i < ring.size(); ++i) {
     EXPECT_EQ(ring[i].offset, Offset(oldest + i));
@@ -21,7 +21,7 @@ void ExpectOrder(const RecordRing& ring, uint64_t oldest, uint64_t newest) {
 }
 
 TEST(RecordRing, KeepsOrderWhenItWrapsAndWhenItGrowsWrapped) {
-  RecordRing ring;
+  RecordRing<> ring;
   EXPECT_TRUE(ring.empty());
   uint64_t oldest = 0, next = 0;
   // Push and pop in step so the oldest walks round the array many times, growing now and then

@@ -51,8 +51,8 @@ TEST(RingLog, BoundedByRecordsAndBytesWithTrimmedReads) {
   EXPECT_EQ(by_bytes.BaseOffset(), Offset(30));  // the newest record stays, alone
 }
 
-// A full ring stores new records in the buffers of the ones it evicts: shorter, longer and
-// empty payloads after them read back exactly, batch after batch.
+// A full ring stores new records in the blocks the ones it evicts free (change 60; their buffers
+// before): shorter, longer and empty payloads after them read back exactly, batch after batch.
 TEST(RingLog, RecordsStoredInRecycledBuffersReadBackExactly) {
   RingLog ring(RingOptions{8, 1 << 20, Offset(0)});
   auto payload = [](uint64_t i) {
@@ -75,7 +75,7 @@ TEST(RingLog, RecordsStoredInRecycledBuffersReadBackExactly) {
 }
 
 // An append evicts the records it pushes out before it stores its own (change 56): batches
-// larger than the spare buffers, larger than the ring, and ones the byte bound cuts read back
+// larger than a block, larger than the ring, and ones the byte bound cuts read back
 // exactly, and the ring keeps exactly what its bounds allow.
 TEST(RingLog, BatchesLargerThanTheSparesOrTheRingKeepTheNewestExactly) {
   auto payload = [](uint64_t i) {
