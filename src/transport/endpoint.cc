@@ -175,6 +175,7 @@ class StreamImpl final : public Stream, public std::enable_shared_from_this<Stre
   void SetHandlers(StreamHandlers handlers) override;
   bool ReleaseHandlers() override;
   Result<bool> Write(std::span<const uint8_t> bytes) override;
+  Result<bool> WriteOwned(std::vector<uint8_t> bytes) override;
   void Finish() override;
   void Reset(uint64_t app_error_code) override;
   void Consume(size_t n) override;
@@ -215,6 +216,10 @@ class StreamImpl final : public Stream, public std::enable_shared_from_this<Stre
   void ScheduleDeliver();
   void Deliver();
   void Abort(uint64_t code, bool notify);
+  // The stream's connection while the stream may be written; why not otherwise.
+  Result<std::shared_ptr<ConnImpl>> Writable();
+  // Bytes were queued: the connection has data to write; false at the high-water mark.
+  bool Queued(ConnImpl& c);
 };
 
 struct PendingDial {
@@ -679,16 +684,33 @@ void StreamImpl::Deliver() {
   }
 }
 
-Result<bool> StreamImpl::Write(std::span<const uint8_t> bytes) {
+Result<std::shared_ptr<ConnImpl>> StreamImpl::Writable() {
   auto c = conn_.lock();
   if (!c || !c->conn_ || !c->is_open()) return Fail(ErrorCode::kUnavailable, "connection closed");
   if (!can_send()) return Fail(ErrorCode::kInvalidArgument, "stream is receive-only");
   if (tx_dead_ || aborted_ || fin_requested_ || closed_)
     return Fail(ErrorCode::kUnavailable, "stream write side closed");
-  tx_.Append(bytes.data(), bytes.size(), &c->ep_->chunk_pool());
-  c->data_pending_ = true;
-  c->MarkDirty();
-  if (tx_.unacked() >= c->ep_->options().send_high_water) {
+  return c;
+}
+
+Result<bool> StreamImpl::Write(std::span<const uint8_t> bytes) {
+  auto c = Writable();
+  if (!c) return tl::unexpected(c.error());
+  tx_.Append(bytes.data(), bytes.size(), &(*c)->ep_->chunk_pool());
+  return Queued(**c);
+}
+
+Result<bool> StreamImpl::WriteOwned(std::vector<uint8_t> bytes) {
+  auto c = Writable();
+  if (!c) return tl::unexpected(c.error());
+  tx_.Adopt(std::move(bytes));
+  return Queued(**c);
+}
+
+bool StreamImpl::Queued(ConnImpl& c) {
+  c.data_pending_ = true;
+  c.MarkDirty();
+  if (tx_.unacked() >= c.ep_->options().send_high_water) {
     want_writable_ = true;
     return false;
   }
@@ -849,7 +871,7 @@ ngtcp2_callbacks ConnImpl::Callbacks(bool server) {
     auto* c = static_cast<ConnImpl*>(ud);
     auto s = c->StreamFor(id, false);
     if (!s) return 0;
-    s->tx_.Acked(offset + len, &c->ep_->chunk_pool());
+    s->tx_.Acked(offset + len, &c->ep_->chunk_pool(), &s->handlers_.on_buffer_done);
     if (s->want_writable_ && s->tx_.unacked() < c->ep_->options().send_high_water / 2) {
       s->want_writable_ = false;
       c->ep_->Defer([s] {

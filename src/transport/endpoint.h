@@ -63,6 +63,11 @@ struct StreamHandlers {
   // The unacknowledged send backlog fell below half the high-water mark after a Write that
   // returned false.
   std::function<void(Stream&)> on_writable;
+  // A buffer given to Stream::WriteOwned, every byte of it acknowledged by the peer: back to
+  // the writer for its next writes (bytes as written; clear it). Runs on the loop thread inside
+  // the transport's processing of an acknowledgement: it must not call into the stream or its
+  // connection. Unset: the buffer is freed. Not called for buffers a closing stream drops.
+  std::function<void(std::vector<uint8_t>)> on_buffer_done;
   // Held as long as these handlers are installed. Handlers that capture a raw pointer to it
   // instead of a shared_ptr each are stored inside their std::function: one that captures a
   // shared_ptr (not trivially copyable) is a heap allocation per handler, per stream.
@@ -85,6 +90,10 @@ class Stream {
   // high-water mark (the bytes are still queued); wait for on_writable before writing more.
   // Fails when the write side is closed.
   virtual Result<bool> Write(std::span<const uint8_t> bytes) = 0;
+  // As Write, without copying: the stream keeps `bytes` until the peer acknowledged all of
+  // them, then hands the buffer to StreamHandlers::on_buffer_done. For large writes, whose copy
+  // would cost more than the buffer it ties up (a small one is better copied).
+  virtual Result<bool> WriteOwned(std::vector<uint8_t> bytes) = 0;
   // Sends FIN after the queued bytes.
   virtual void Finish() = 0;
   // Aborts both directions with an application error code (RESET_STREAM + STOP_SENDING).

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -39,13 +40,19 @@ class SendBuffer {
   // Appends n bytes after the last written byte. A new kMaxChunk chunk comes from `pool` when it
   // keeps one (null: none used).
   void Append(const uint8_t* p, size_t n, ChunkPool* pool = nullptr);
+  // Appends `bytes` without copying them: the buffer becomes a chunk of its own, kept until
+  // every byte in it is acknowledged (ngtcp2 points into it until then), and the next Append
+  // starts a new chunk after it. Nothing when empty.
+  void Adopt(std::vector<uint8_t> bytes);
   // Fills up to out.size() spans with the written but unsent bytes, in order; returns how many.
   size_t Peek(std::span<std::span<const uint8_t>> out) const;
   // The first n unsent bytes were handed to the connection.
   void Sent(size_t n) { sent_ += n; }
   // Every byte below stream offset `upto` is acknowledged (a lower upto than before is ignored).
-  // Freed kMaxChunk chunks go to `pool` when given.
-  void Acked(uint64_t upto, ChunkPool* pool = nullptr);
+  // Freed kMaxChunk chunks go to `pool` when given; adopted buffers, every byte of them
+  // acknowledged, go to `returned` when given (their bytes as written), else are freed.
+  using Returned = std::function<void(std::vector<uint8_t>)>;
+  void Acked(uint64_t upto, ChunkPool* pool = nullptr, const Returned* returned = nullptr);
 
   uint64_t unsent() const { return end_ - sent_; }
   uint64_t unacked() const { return end_ - acked_; }
@@ -55,14 +62,19 @@ class SendBuffer {
 
  private:
   struct Chunk {
-    std::unique_ptr<uint8_t[]> bytes;
-    size_t capacity = 0;
+    std::unique_ptr<uint8_t[]> bytes;  // null for an adopted chunk
+    std::vector<uint8_t> adopted;      // Adopt's buffer
+    size_t capacity = 0;               // the chunk's bytes in the stream once it is not the last
+    size_t allocated = 0;              // of `bytes`: what goes back to a pool
+
+    const uint8_t* data() const { return bytes ? bytes.get() : adopted.data(); }
   };
 
-  // Every chunk but the last is full (Append fills one before it starts the next). A vector,
+  // Every chunk but the last is full (Append fills one before it starts the next; Adopt ends
+  // the last where it is filled to). A vector,
   // not a deque: an empty std::deque allocates (its map and a first block) with every stream,
   // and a stream rarely holds more than a few chunks (at most send_high_water / kMaxChunk).
-  static void Release(Chunk& chunk, ChunkPool* pool);
+  static void Release(Chunk& chunk, ChunkPool* pool, const Returned* returned);
 
   std::vector<Chunk> chunks_;
   size_t fill_ = 0;    // bytes used in the last chunk

@@ -826,6 +826,85 @@ TEST(EndpointTest, FlowControlIsBackpressure) {
   OnLoop(**server, [&] { reader->stream.reset(); });  // break the handler <-> stream cycle
 }
 
+// Stream::WriteOwned (change 61): buffers handed over without a copy arrive in their place among
+// copied writes, and each comes back through on_buffer_done, as written, once the peer
+// acknowledged it.
+TEST(EndpointTest, OwnedWritesArriveInOrderAmongCopiedOnesAndComeBackOnceAcknowledged) {
+  MetricsRegistry metrics;
+  struct Reader {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::shared_ptr<Stream> stream;
+    std::vector<uint8_t> bytes;
+    bool fin = false;
+    std::vector<std::vector<uint8_t>> returned;  // the writer's side
+  };
+  auto reader = std::make_shared<Reader>();
+  ListenHandlers lh;
+  lh.on_connection = [reader](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{[reader](const std::shared_ptr<Stream>& s) {
+                                        std::lock_guard<std::mutex> lock(reader->mu);
+                                        reader->stream = s;
+                                        s->SetHandlers(StreamHandlers{
+                                            .on_data =
+                                                [reader](Stream& st, std::span<const uint8_t> d) {
+                                                  std::lock_guard<std::mutex> lock(reader->mu);
+                                                  reader->bytes.insert(reader->bytes.end(),
+                                                                       d.begin(), d.end());
+                                                  st.Consume(d.size());
+                                                },
+                                            .on_fin =
+                                                [reader](Stream&) {
+                                                  std::lock_guard<std::mutex> lock(reader->mu);
+                                                  reader->fin = true;
+                                                  reader->cv.notify_all();
+                                                },
+                                        });
+                                      },
+                                      nullptr});
+  };
+  EndpointOptions so;
+  so.tls = MakeTls(ClientPortTls());
+  auto server = Endpoint::Create(Loopback(), so, metrics, lh);
+  ASSERT_TRUE(server.has_value());
+  auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
+  auto conn = DialAndWait(*dialer, (*server)->local_address());
+  ASSERT_TRUE(conn.has_value()) << conn.error().message;
+
+  std::vector<uint8_t> expected;
+  std::vector<std::vector<uint8_t>> owned;
+  std::shared_ptr<Stream> out = OnLoop(*dialer, [&] {
+    auto s = (*conn)->OpenBidiStream();
+    EXPECT_TRUE(s.has_value());
+    (*s)->SetHandlers(StreamHandlers{.on_buffer_done = [reader](std::vector<uint8_t> b) {
+      std::lock_guard<std::mutex> lock(reader->mu);
+      reader->returned.push_back(std::move(b));
+      reader->cv.notify_all();
+    }});
+    for (size_t i = 0; i < 40; ++i) {
+      std::vector<uint8_t> bytes(i % 5 == 0 ? 70000 : 100 + 997 * i);
+      for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = uint8_t(i * 31 + k);
+      expected.insert(expected.end(), bytes.begin(), bytes.end());
+      if (i % 2 == 0) {
+        owned.push_back(bytes);
+        EXPECT_TRUE((*s)->WriteOwned(std::move(bytes)).has_value());
+      } else {
+        EXPECT_TRUE((*s)->Write(bytes).has_value());
+      }
+    }
+    (*s)->Finish();
+    return *s;
+  });
+  std::unique_lock<std::mutex> lock(reader->mu);
+  ASSERT_TRUE(reader->cv.wait_for(
+      lock, kWait, [&] { return reader->fin && reader->returned.size() == owned.size(); }));
+  EXPECT_EQ(reader->bytes, expected);
+  EXPECT_EQ(reader->returned, owned);  // oldest first, bytes as written
+  lock.unlock();
+  OnLoop(**server, [&] { reader->stream.reset(); });  // break the handler <-> stream cycle
+  OnLoop(*dialer, [&] { out.reset(); });
+}
+
 // What a handler writes and then closes the connection on (an FLXI Error frame before a refusal's
 // CONNECTION_CLOSE) reaches the peer before the close, whatever the packet size: on a fresh
 // connection the first packets also carry the handshake's follow-ups.

@@ -141,5 +141,74 @@ TEST(SendBuffer, LargestChunksGoBackToThePoolAndServeTheNextBurst) {
   EXPECT_EQ(pool.size(), ChunkPool::kMaxChunks);
 }
 
+// Adopted buffers (Stream::WriteOwned, change 61) take their place in the stream between copied
+// bytes without a copy: a partly filled chunk before one ends there, bytes appended after one
+// start a new chunk, and each goes back through `returned` — as written — only once every byte
+// of it is acknowledged, oldest first; never into the chunk pool.
+TEST(SendBuffer, AdoptedBuffersKeepTheirPlaceAndComeBackOnceAcknowledged) {
+  static uint64_t now = 0;
+  ChunkPool pool([] { return now; });
+  SendBuffer buffer;
+  std::vector<uint8_t> written;
+  auto append = [&](size_t n, uint8_t seed) {
+    const std::vector<uint8_t> bytes = Pattern(n, seed);
+    buffer.Append(bytes.data(), bytes.size(), &pool);
+    written.insert(written.end(), bytes.begin(), bytes.end());
+  };
+  std::vector<std::vector<uint8_t>> adopted;
+  auto adopt = [&](size_t n, uint8_t seed) {
+    std::vector<uint8_t> bytes = Pattern(n, seed);
+    bytes.reserve(2 * n);
+    written.insert(written.end(), bytes.begin(), bytes.end());
+    adopted.push_back(bytes);
+    const uint8_t* at = bytes.data();
+    buffer.Adopt(std::move(bytes));
+    return at;
+  };
+  append(300, 1);  // a chunk of kMinChunk, partly filled
+  const uint8_t* first = adopt(5000, 2);
+  append(100, 3);  // after an adopted buffer: a chunk of its own
+  adopt(SendBuffer::kMaxChunk, 4);
+  adopt(7, 5);  // two adopted in a row
+  append(70000, 6);
+  EXPECT_EQ(buffer.unsent(), written.size());
+
+  std::vector<uint8_t> sent;
+  bool saw_first = false;
+  while (buffer.unsent() > 0) {
+    std::array<std::span<const uint8_t>, 16> spans;
+    const size_t count = buffer.Peek(spans);
+    ASSERT_GT(count, 0u);
+    saw_first = saw_first || spans[0].data() == first;  // the adopted bytes themselves, sent
+    const size_t n = std::min<size_t>(spans[0].size(), 3000);
+    sent.insert(sent.end(), spans[0].begin(), spans[0].begin() + long(n));
+    buffer.Sent(n);
+  }
+  EXPECT_EQ(sent, written);
+  EXPECT_TRUE(saw_first);
+
+  std::vector<std::vector<uint8_t>> back;
+  const SendBuffer::Returned returned = [&](std::vector<uint8_t> b) { back.push_back(b); };
+  buffer.Acked(300 + 4999, &pool, &returned);  // all but the first adopted buffer's last byte
+  EXPECT_TRUE(back.empty());
+  buffer.Acked(300 + 5000, &pool, &returned);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0], adopted[0]);
+  buffer.Acked(written.size() - 1, &pool, &returned);
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[1], adopted[1]);
+  EXPECT_EQ(back[2], adopted[2]);
+  buffer.Acked(written.size(), &pool, &returned);
+  EXPECT_EQ(back.size(), 3u);
+  EXPECT_EQ(buffer.chunk_count(), 0u);
+  EXPECT_EQ(pool.size(), 2u);  // the two 64 KiB chunks the 70,000 bytes took; no adopted buffer
+
+  // Without `returned` an acknowledged adopted buffer is freed.
+  adopt(1000, 7);
+  buffer.Sent(1000);
+  buffer.Acked(written.size(), &pool, nullptr);
+  EXPECT_EQ(buffer.chunk_count(), 0u);
+}
+
 }  // namespace
 }  // namespace felix::transport
