@@ -742,6 +742,23 @@ TEST(EndpointTest, ServerPushesOnUnidirectionalStream) {
   EXPECT_EQ(Await(f), payload);
 }
 
+// Listen handlers that keep each stream a peer opens in `reader->stream` (under reader->mu) with
+// the handlers `handlers(reader)` makes.
+template <typename Reader>
+ListenHandlers KeepPeerStreams(std::shared_ptr<Reader> reader,
+                               StreamHandlers (*handlers)(const std::shared_ptr<Reader>&)) {
+  ListenHandlers lh;
+  lh.on_connection = [reader, handlers](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{[reader, handlers](const std::shared_ptr<Stream>& s) {
+                                        std::lock_guard<std::mutex> lock(reader->mu);
+                                        reader->stream = s;
+                                        s->SetHandlers(handlers(reader));
+                                      },
+                                      nullptr});
+  };
+  return lh;
+}
+
 // A reader that does not consume stops the sender after one stream window; consuming resumes.
 TEST(EndpointTest, FlowControlIsBackpressure) {
   MetricsRegistry metrics;
@@ -764,30 +781,26 @@ TEST(EndpointTest, FlowControlIsBackpressure) {
     bool fin = false;
   };
   auto reader = std::make_shared<Reader>();
-  ListenHandlers lh;
-  lh.on_connection = [reader](const std::shared_ptr<Connection>& c) {
-    c->SetHandlers(ConnectionHandlers{[reader](const std::shared_ptr<Stream>& s) {
-                                        std::lock_guard<std::mutex> lock(reader->mu);
-                                        reader->stream = s;
-                                        s->SetHandlers(StreamHandlers{
-                                            [reader](Stream& st, std::span<const uint8_t> d) {
-                                              std::lock_guard<std::mutex> lock(reader->mu);
-                                              if (reader->consuming) {
-                                                reader->consumed += d.size();
-                                                st.Consume(d.size());
-                                              }
-                                              reader->buffered = st.received_buffered();
-                                              reader->cv.notify_all();
-                                            },
-                                            [reader](Stream&) {
-                                              std::lock_guard<std::mutex> lock(reader->mu);
-                                              reader->fin = true;
-                                              reader->cv.notify_all();
-                                            },
-                                            nullptr, nullptr});
-                                      },
-                                      nullptr});
-  };
+  ListenHandlers lh = KeepPeerStreams<Reader>(reader, [](const std::shared_ptr<Reader>& r) {
+    return StreamHandlers{
+        .on_data =
+            [r](Stream& st, std::span<const uint8_t> d) {
+              std::lock_guard<std::mutex> lock(r->mu);
+              if (r->consuming) {
+                r->consumed += d.size();
+                st.Consume(d.size());
+              }
+              r->buffered = st.received_buffered();
+              r->cv.notify_all();
+            },
+        .on_fin =
+            [r](Stream&) {
+              std::lock_guard<std::mutex> lock(r->mu);
+              r->fin = true;
+              r->cv.notify_all();
+            },
+    };
+  });
   auto server = Endpoint::Create(Loopback(), so, metrics, lh);
   ASSERT_TRUE(server.has_value());
   auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
@@ -840,29 +853,22 @@ TEST(EndpointTest, OwnedWritesArriveInOrderAmongCopiedOnesAndComeBackOnceAcknowl
     std::vector<std::vector<uint8_t>> returned;  // the writer's side
   };
   auto reader = std::make_shared<Reader>();
-  ListenHandlers lh;
-  lh.on_connection = [reader](const std::shared_ptr<Connection>& c) {
-    c->SetHandlers(ConnectionHandlers{[reader](const std::shared_ptr<Stream>& s) {
-                                        std::lock_guard<std::mutex> lock(reader->mu);
-                                        reader->stream = s;
-                                        s->SetHandlers(StreamHandlers{
-                                            .on_data =
-                                                [reader](Stream& st, std::span<const uint8_t> d) {
-                                                  std::lock_guard<std::mutex> lock(reader->mu);
-                                                  reader->bytes.insert(reader->bytes.end(),
-                                                                       d.begin(), d.end());
-                                                  st.Consume(d.size());
-                                                },
-                                            .on_fin =
-                                                [reader](Stream&) {
-                                                  std::lock_guard<std::mutex> lock(reader->mu);
-                                                  reader->fin = true;
-                                                  reader->cv.notify_all();
-                                                },
-                                        });
-                                      },
-                                      nullptr});
-  };
+  ListenHandlers lh = KeepPeerStreams<Reader>(reader, [](const std::shared_ptr<Reader>& r) {
+    return StreamHandlers{
+        .on_data =
+            [r](Stream& st, std::span<const uint8_t> d) {
+              std::lock_guard<std::mutex> lock(r->mu);
+              r->bytes.insert(r->bytes.end(), d.begin(), d.end());
+              st.Consume(d.size());
+            },
+        .on_fin =
+            [r](Stream&) {
+              std::lock_guard<std::mutex> lock(r->mu);
+              r->fin = true;
+              r->cv.notify_all();
+            },
+    };
+  });
   EndpointOptions so;
   so.tls = MakeTls(ClientPortTls());
   auto server = Endpoint::Create(Loopback(), so, metrics, lh);
