@@ -742,19 +742,33 @@ TEST(EndpointTest, ServerPushesOnUnidirectionalStream) {
   EXPECT_EQ(Await(f), payload);
 }
 
-// Listen handlers that keep each stream a peer opens in `reader->stream` (under reader->mu) with
-// the handlers `handlers(reader)` makes.
+// Listen handlers that keep each stream a peer opens in `reader->stream`, run `on_data` on what it
+// delivers and set `reader->fin` at its end, all under reader->mu, notifying reader->cv.
 template <typename Reader>
 ListenHandlers KeepPeerStreams(std::shared_ptr<Reader> reader,
-                               StreamHandlers (*handlers)(const std::shared_ptr<Reader>&)) {
+                               void (*on_data)(Reader&, Stream&, std::span<const uint8_t>)) {
   ListenHandlers lh;
-  lh.on_connection = [reader, handlers](const std::shared_ptr<Connection>& c) {
-    c->SetHandlers(ConnectionHandlers{[reader, handlers](const std::shared_ptr<Stream>& s) {
-                                        std::lock_guard<std::mutex> lock(reader->mu);
-                                        reader->stream = s;
-                                        s->SetHandlers(handlers(reader));
-                                      },
-                                      nullptr});
+  lh.on_connection = [reader, on_data](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(
+        ConnectionHandlers{[reader, on_data](const std::shared_ptr<Stream>& s) {
+                             std::lock_guard<std::mutex> lock(reader->mu);
+                             reader->stream = s;
+                             s->SetHandlers(StreamHandlers{
+                                 .on_data =
+                                     [reader, on_data](Stream& st, std::span<const uint8_t> d) {
+                                       std::lock_guard<std::mutex> lock(reader->mu);
+                                       on_data(*reader, st, d);
+                                       reader->cv.notify_all();
+                                     },
+                                 .on_fin =
+                                     [reader](Stream&) {
+                                       std::lock_guard<std::mutex> lock(reader->mu);
+                                       reader->fin = true;
+                                       reader->cv.notify_all();
+                                     },
+                             });
+                           },
+                           nullptr});
   };
   return lh;
 }
@@ -781,26 +795,14 @@ TEST(EndpointTest, FlowControlIsBackpressure) {
     bool fin = false;
   };
   auto reader = std::make_shared<Reader>();
-  ListenHandlers lh = KeepPeerStreams<Reader>(reader, [](const std::shared_ptr<Reader>& r) {
-    return StreamHandlers{
-        .on_data =
-            [r](Stream& st, std::span<const uint8_t> d) {
-              std::lock_guard<std::mutex> lock(r->mu);
-              if (r->consuming) {
-                r->consumed += d.size();
-                st.Consume(d.size());
-              }
-              r->buffered = st.received_buffered();
-              r->cv.notify_all();
-            },
-        .on_fin =
-            [r](Stream&) {
-              std::lock_guard<std::mutex> lock(r->mu);
-              r->fin = true;
-              r->cv.notify_all();
-            },
-    };
-  });
+  ListenHandlers lh =
+      KeepPeerStreams<Reader>(reader, [](Reader& r, Stream& st, std::span<const uint8_t> d) {
+        if (r.consuming) {
+          r.consumed += d.size();
+          st.Consume(d.size());
+        }
+        r.buffered = st.received_buffered();
+      });
   auto server = Endpoint::Create(Loopback(), so, metrics, lh);
   ASSERT_TRUE(server.has_value());
   auto dialer = MakeDialer(MakeTls(ClientDialTls({})), metrics);
@@ -853,22 +855,11 @@ TEST(EndpointTest, OwnedWritesArriveInOrderAmongCopiedOnesAndComeBackOnceAcknowl
     std::vector<std::vector<uint8_t>> returned;  // the writer's side
   };
   auto reader = std::make_shared<Reader>();
-  ListenHandlers lh = KeepPeerStreams<Reader>(reader, [](const std::shared_ptr<Reader>& r) {
-    return StreamHandlers{
-        .on_data =
-            [r](Stream& st, std::span<const uint8_t> d) {
-              std::lock_guard<std::mutex> lock(r->mu);
-              r->bytes.insert(r->bytes.end(), d.begin(), d.end());
-              st.Consume(d.size());
-            },
-        .on_fin =
-            [r](Stream&) {
-              std::lock_guard<std::mutex> lock(r->mu);
-              r->fin = true;
-              r->cv.notify_all();
-            },
-    };
-  });
+  ListenHandlers lh =
+      KeepPeerStreams<Reader>(reader, [](Reader& r, Stream& st, std::span<const uint8_t> d) {
+        r.bytes.insert(r.bytes.end(), d.begin(), d.end());
+        st.Consume(d.size());
+      });
   EndpointOptions so;
   so.tls = MakeTls(ClientPortTls());
   auto server = Endpoint::Create(Loopback(), so, metrics, lh);
