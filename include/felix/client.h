@@ -148,8 +148,9 @@ struct ClientOptions {
   // thread per connection (no io_thread); in a cluster a publish drives the connection it is routed
   // to until its answer, or until it is retried (then it waits as usual). Callbacks are unchanged:
   // a PublishAsync callback or a subscription's on_event read by a driving caller is handed to the
-  // I/O thread, in order, when the call ends (change 50). On by default; off, every request and
-  // answer goes through the I/O thread.
+  // I/O thread, in order, when the call ends (change 50). A fire-and-forget publisher that
+  // outruns the I/O thread writes its own batches the same way (Publish, change 62). On by
+  // default; off, every request and answer goes through the I/O thread.
   bool caller_runs_io = true;
 };
 
@@ -369,7 +370,11 @@ class Client {
   // is queued to the connection (at most 8 MiB queued unwritten: beyond, it waits for room up
   // to request_timeout); a batch that could then not be written (the connection was lost) is
   // reported by the next kNone call, which sends nothing and says an earlier batch was not
-  // sent. Batches of one thread to one shard leave in order.
+  // sent. Batches of one thread to one shard leave in order. A kNone publisher that outruns
+  // the connection's I/O thread (its queued publishes reach 56 KiB before the thread takes
+  // them) writes them itself, on its own thread, as a blocking call does with caller_runs_io;
+  // what it queues after its last such write then leaves at most 2 ms later
+  // (docs/performance.md, change 62).
   ClientResult<PublishReceipt> Publish(const StreamRef& stream,
                                        const std::vector<std::string>& payloads,
                                        const PublishOptions& options = {});

@@ -214,15 +214,18 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   bool DriveLoop(const std::function<void()>& start, const std::function<bool()>& done,
                  std::chrono::steady_clock::time_point deadline) override {
     if (!drivable_ || !endpoint_ || !endpoint_->Drive(start, done, deadline)) return false;
-    // User callbacks the drive read are the I/O thread's to run: hand them over now (a drain
-    // that a later drive runs leaves them to that drive's end).
+    HandOverKeptUserCallbacks();
+    return true;
+  }
+  // After a drive: user callbacks it read are the I/O thread's to run; hand them over now (a
+  // drain that a later drive runs leaves them to that drive's end).
+  void HandOverKeptUserCallbacks() {
     bool kept = false;
     {
       std::lock_guard<std::mutex> lock(user_callbacks_mu_);
       kept = !user_callbacks_.empty();
     }
     if (kept) Post([this] { RunKeptUserCallbacks(); });
-    return true;
   }
   void AwaitingLoop(int delta) override {
     if (drivable_ && endpoint_) endpoint_->AwaitingAnswers(delta);
@@ -245,7 +248,11 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   // client_impl::QueueUnackedOn (connections.h): why not queued, or nothing.
   std::optional<ClientError> QueueUnacked(
       const StreamRef& stream, const std::vector<std::string>& payloads, const PublishOptions& po,
-      size_t charged, const std::shared_ptr<const client_impl::UnackedWritten>& written);
+      size_t charged, const std::shared_ptr<const client_impl::UnackedWritten>& written,
+      bool* flush_due);
+  // The publisher's own loop turn once QueueUnacked said a batch is due (below); nothing when
+  // the loop cannot be driven now.
+  void DriveUnackedFlush();
   ClientResult<ShardInfo> StreamShards(const StreamRef& stream);
   std::optional<ShardInfo> CachedStreamShards(const StreamRef& stream) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -292,7 +299,8 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   const std::vector<uint8_t> auth_frame_ = EncodeAuthFrame(options);
 
   // Posts `fn` to the loop unless the client is closed; false when it was not posted.
-  bool PostLocked(std::function<void()> fn);  // mu_ held
+  // `without_unpark`: Endpoint::PostWithoutUnpark (a fire-and-forget batch its publisher writes).
+  bool PostLocked(std::function<void()> fn, bool without_unpark = false);  // mu_ held
   bool Post(std::function<void()> fn) {
     std::lock_guard<std::mutex> lock(mu_);
     return PostLocked(std::move(fn));
@@ -401,6 +409,21 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   // publisher's CPU (docs/performance.md, change 61). A smaller one is cheaper copied than tied
   // up until the broker acknowledges it.
   static constexpr size_t kUnackedHandOverBytes = 4096;
+  // A publisher that outruns the loop writes its own batches (docs/performance.md, change 62):
+  // once its open batch reaches kCallerFlushBytes before the loop thread took it, or another
+  // batch waits before it, the publish ends with one loop turn on the publisher's thread
+  // (Endpoint::DriveOneTurn: the batches written, ~56 KiB in one GSO send, the broker's
+  // acknowledgements read) instead of a wake of the I/O thread per batch and the bytes handed
+  // across cores. While it does (unacked_caller_flushes_), a new batch's task is posted without
+  // unparking the loop thread, so the publisher writes that batch too when it fills; a last
+  // partial batch is written by the loop thread at most EndpointOptions::drive_park (2 ms)
+  // after the publisher's last turn. The loop thread taking a batch itself (the publisher fell
+  // behind it, or stopped) or a backlogged request stream ends it. A publish alone as large as
+  // kCallerFlushBytes is written by its publisher at once either way.
+  static constexpr size_t kCallerFlushBytes = kUnackedBatchBytes / 8 * 7;
+  std::atomic<bool> unacked_caller_flushes_{false};
+  std::atomic<bool> unacked_turn_{false};  // DriveUnackedFlush's turn runs (read in it)
+  bool UnackedFlushDue() const;            // unacked_mu_ held
   // Loop thread: handed-over buffers the stream gave back once acknowledged (on_buffer_done),
   // put in unacked_spare_ by the next FlushUnacked as flushed_frames_ is.
   std::vector<std::vector<uint8_t>> returned_frames_;
@@ -464,11 +487,14 @@ client_impl::CacheChannel& client_impl::CacheChannelOf(Client::Impl& impl) {
   return impl.cache_channel();
 }
 
-bool Client::Impl::PostLocked(std::function<void()> fn) {
+bool Client::Impl::PostLocked(std::function<void()> fn, bool without_unpark) {
   if (closed_ || !endpoint_) return false;
   // QueueUnacked's open batch closes: what it holds is written before this task runs.
   posts_.fetch_add(1, std::memory_order_release);
-  endpoint_->Post(std::move(fn));
+  if (without_unpark)
+    endpoint_->PostWithoutUnpark(std::move(fn));
+  else
+    endpoint_->Post(std::move(fn));
   return true;
 }
 
@@ -1045,7 +1071,8 @@ Result<void> Client::Impl::EncodePublish(const StreamRef& stream,
 
 std::optional<ClientError> Client::Impl::QueueUnacked(
     const StreamRef& stream, const std::vector<std::string>& payloads, const PublishOptions& po,
-    size_t charged, const std::shared_ptr<const client_impl::UnackedWritten>& written) {
+    size_t charged, const std::shared_ptr<const client_impl::UnackedWritten>& written,
+    bool* flush_due) {
   if (payloads.empty())
     return MakeClientError(ClientErrorCode::kInvalidArgument,
                            "a publish needs at least one payload");
@@ -1076,7 +1103,11 @@ std::optional<ClientError> Client::Impl::QueueUnacked(
     {
       std::lock_guard<std::mutex> state(mu_);
       if (auto bad = Unusable()) return bad;
-      if (!PostLocked([this] { FlushUnacked(); })) return Closed();
+      // Its publisher writes it (kCallerFlushBytes): this one alone makes it due, or it wrote
+      // the last batch itself.
+      const bool publisher_writes =
+          added >= kCallerFlushBytes || unacked_caller_flushes_.load(std::memory_order_relaxed);
+      if (!PostLocked([this] { FlushUnacked(); }, publisher_writes)) return Closed();
       batch.posts = posts_.load(std::memory_order_relaxed);
       batch.server_flags = server_.server_flags;
       last_stream_ = stream;
@@ -1102,6 +1133,7 @@ std::optional<ClientError> Client::Impl::QueueUnacked(
     batch.charged += charged;
     unacked_last_size_ = batch.frames.size();
     if (batch.frames.size() >= kUnackedBatchBytes) batch.open = false;
+    *flush_due = UnackedFlushDue();
     return std::nullopt;
   }
   if (auto encoded = EncodePublish(stream, payloads, po, 0, batch.server_flags, batch.frames);
@@ -1122,10 +1154,29 @@ std::optional<ClientError> Client::Impl::QueueUnacked(
   // A full batch takes no more: what follows goes into the next one, written by its own task, so
   // no buffer grows past what one write should carry.
   if (batch.frames.size() >= kUnackedBatchBytes) batch.open = false;
+  *flush_due = UnackedFlushDue();
   return std::nullopt;
 }
 
+bool Client::Impl::UnackedFlushDue() const {
+  return drivable_ && (unacked_batches_.size() > 1 ||
+                       unacked_batches_.back().frames.size() >= kCallerFlushBytes);
+}
+
+void Client::Impl::DriveUnackedFlush() {
+  if (!drivable_ || !endpoint_) return;
+  unacked_turn_.store(true, std::memory_order_relaxed);
+  const bool turned = endpoint_->DriveOneTurn();
+  unacked_turn_.store(false, std::memory_order_relaxed);
+  if (turned) HandOverKeptUserCallbacks();
+}
+
 void Client::Impl::FlushUnacked() {
+  // Who writes this batch writes the next: its publisher, in its turn, or the loop thread (or a
+  // blocking call's drive), which the next batch's task then wakes.
+  unacked_caller_flushes_.store(
+      endpoint_->InDrive() && unacked_turn_.load(std::memory_order_relaxed),
+      std::memory_order_relaxed);
   UnackedBatch batch;
   {
     // The last batch's buffer goes back under the same lock: the publisher, publishing fast,
@@ -1162,6 +1213,13 @@ void Client::Impl::FlushUnacked() {
     if (!wrote) {
       error = client_impl::FromTransport(wrote.error(), "send", RetryClass::kOutcomeUnknown);
     } else if (!*wrote) {
+      // A publisher writing its own batches leaves the rest to the loop thread: the backlog
+      // drains as the broker's acknowledgements come, which it reads as they come, and a post
+      // made in a drive unparks it when the drive ends.
+      if (endpoint_->InDrive()) {
+        unacked_caller_flushes_.store(false, std::memory_order_relaxed);
+        endpoint_->Post([] {});
+      }
       // Queued, but the backlog is at its high-water mark: done once it drains.
       backlogged_.push_back([written = std::move(batch.written),
                              charged = batch.charged](std::optional<ClientError> why) {
@@ -1882,7 +1940,10 @@ std::optional<ClientError> QueueUnackedOn(Client::Impl& impl, const StreamRef& s
                                           const std::vector<std::string>& payloads,
                                           const PublishOptions& po, size_t charged,
                                           const std::shared_ptr<const UnackedWritten>& written) {
-  return impl.QueueUnacked(stream, payloads, po, charged, written);
+  bool flush_due = false;
+  auto r = impl.QueueUnacked(stream, payloads, po, charged, written, &flush_due);
+  if (!r && flush_due) impl.DriveUnackedFlush();
+  return r;
 }
 
 ClientResult<ShardInfo> StreamShardsOn(Client::Impl& impl, const StreamRef& stream) {

@@ -371,6 +371,7 @@ class EndpointImpl final : public Endpoint {
       return;
     }
     posted_.push_back(std::move(fn));
+    posted_unparks_ = true;
     // The loop thread drains every queue on its loop before it sleeps (Settle, HasPosted), and
     // one eventfd write not yet read wakes it for every later post to any endpoint on it: write
     // the loop owner's eventfd only when none is outstanding. With many client connections on
@@ -392,11 +393,26 @@ class EndpointImpl final : public Endpoint {
     ssize_t w = ::write(owner->event_fd_, &one, sizeof(one));
     (void)w;
   }
+  void PostWithoutUnpark(std::function<void()> fn) override {
+    // Parked or parking, or a caller drives: no wake, and the park is not cut short for it
+    // (posted_unparks_ stays as it was), so a caller that keeps driving keeps the loop; the loop
+    // thread runs it once drive_park has passed since the last drive. Otherwise the loop thread
+    // may be asleep in ppoll with no deadline near: a plain post.
+    if (options_.drivable && host_ == nullptr && (drive_claimed_.load() || park_waiting_.load())) {
+      std::lock_guard<std::mutex> lock(post_mu_);
+      if (!loop_done_) {
+        posted_.push_back(std::move(fn));
+        return;
+      }
+    }
+    Post(std::move(fn));
+  }
   bool InLoopThread() const override {
     return std::this_thread::get_id() == loop_thread_id_.load(std::memory_order_relaxed);
   }
   bool Drive(const std::function<void()>& start, const std::function<bool()>& done,
              std::chrono::steady_clock::time_point deadline) override;
+  bool DriveOneTurn() override;
   bool InDrive() const override {
     // A driver holds drive_mu_, under which the loop thread set own_thread_id_; only a
     // drivable endpoint (never a guest) is driven.
@@ -512,6 +528,8 @@ class EndpointImpl final : public Endpoint {
   // another thread must write it again.
   void RunPosted(bool woken);
   bool HasPosted();
+  // A post that is to end a park (any but PostWithoutUnpark's) waits to run.
+  bool HasPostUnparking();
   void RunTimers();
   // Runs the loop's posted and deferred work and writes the dirty connections, those with data
   // to send first. `urgent_only`: leaves the connections that owe only acknowledgements dirty
@@ -554,6 +572,10 @@ class EndpointImpl final : public Endpoint {
   std::atomic<bool> park_cancelled_{false};  // an Unpark during the current drive
   // Wakes a parked loop thread (no-op unless drivable and parked).
   void Unpark();
+  // Drive's and DriveOneTurn's start and end: claims the drive and takes drive_mu_ into `lk`
+  // (false, nothing claimed, where a drive is refused), then hands the loop back.
+  bool BeginDrive(std::unique_lock<std::mutex>& lk);
+  void EndDrive(std::unique_lock<std::mutex>& lk);
   // Whether the loop thread should park now rather than run an iteration.
   bool ShouldPark(uint64_t now);
   // One loop iteration over this endpoint and its guests: poll (sleeping at most until
@@ -580,6 +602,7 @@ class EndpointImpl final : public Endpoint {
   std::atomic<bool> wake_pending_{false};
   std::mutex post_mu_;
   std::vector<std::function<void()>> posted_;
+  bool posted_unparks_ = false;  // guarded by post_mu_: posted_ holds a task of Post's
   struct DeferredTask {
     enum class Kind : uint8_t { kTask, kDeliver, kOpened, kRelease };
     Kind kind = Kind::kTask;
@@ -1778,6 +1801,7 @@ void EndpointImpl::RunPosted(bool woken) {
   {
     std::lock_guard<std::mutex> lock(post_mu_);
     batch.swap(posted_);
+    posted_unparks_ = false;
   }
   for (auto& fn : batch) fn();
   batch.clear();
@@ -1787,6 +1811,11 @@ void EndpointImpl::RunPosted(bool woken) {
 bool EndpointImpl::HasPosted() {
   std::lock_guard<std::mutex> lock(post_mu_);
   return !posted_.empty();
+}
+
+bool EndpointImpl::HasPostUnparking() {
+  std::lock_guard<std::mutex> lock(post_mu_);
+  return posted_unparks_;
 }
 
 void EndpointImpl::Reschedule(ConnImpl* c) {
@@ -2027,7 +2056,7 @@ void EndpointImpl::Loop() {
 
 bool EndpointImpl::ShouldPark(uint64_t now) {
   if (drive_claimed_.load()) return true;
-  if (awaiting_.load() > 0 || HasPosted()) return false;
+  if (awaiting_.load() > 0 || HasPostUnparking()) return false;
   const uint64_t ended = last_drive_end_ns_;
   return ended != 0 && now < ended + uint64_t(options_.drive_park.count()) * 1000;
 }
@@ -2043,14 +2072,13 @@ void EndpointImpl::Unpark() {
   if (parked_) park_cv_.notify_one();
 }
 
-bool EndpointImpl::Drive(const std::function<void()>& start, const std::function<bool()>& done,
-                         std::chrono::steady_clock::time_point deadline) {
+bool EndpointImpl::BeginDrive(std::unique_lock<std::mutex>& lk) {
   // host_ is set before the endpoint is handed out; a guest has no loop of its own to drive.
   if (!options_.drivable || host_ != nullptr || InLoopThread() || stopping_) return false;
   // Callers sharing the connection wait for the loop thread: it serves this one too.
   if (awaiting_callers_.load() > 0) return false;
   if (drive_claimed_.exchange(true)) return false;  // another caller drives
-  std::unique_lock<std::mutex> lk(drive_mu_, std::try_to_lock);
+  lk = std::unique_lock<std::mutex>(drive_mu_, std::try_to_lock);
   if (!lk.owns_lock()) {
     // The loop thread runs an iteration, perhaps asleep in ppoll: wake it, wait for the end.
     if (!wake_pending_.exchange(true)) {
@@ -2061,11 +2089,29 @@ bool EndpointImpl::Drive(const std::function<void()>& start, const std::function
     lk.lock();
   }
   if (stopping_) {
+    lk.unlock();
     drive_claimed_ = false;
     return false;
   }
   park_cancelled_ = false;
   loop_thread_id_ = std::this_thread::get_id();
+  return true;
+}
+
+void EndpointImpl::EndDrive(std::unique_lock<std::mutex>& lk) {
+  last_drive_end_ns_ = park_cancelled_ ? 0 : NowNs();
+  loop_thread_id_ = own_thread_id_;
+  lk.unlock();
+  drive_claimed_ = false;
+  // Another caller's request awaits an answer this drive did not read, or a post came: the
+  // loop thread takes over now rather than after drive_park.
+  if (awaiting_.load() > 0 || HasPostUnparking() || stopping_) Unpark();
+}
+
+bool EndpointImpl::Drive(const std::function<void()>& start, const std::function<bool()>& done,
+                         std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lk;
+  if (!BeginDrive(lk)) return false;
   start();
   // What start() wrote or posted leaves now, before the first poll (which may sleep).
   Settle();
@@ -2075,13 +2121,21 @@ bool EndpointImpl::Drive(const std::function<void()>& start, const std::function
   EndpointImpl* on_loop[1 + kMaxLoopGuests];
   pollfd fds[2 * (1 + kMaxLoopGuests)];
   while (!done() && !stopping_ && NowNs() < cap) Iterate(cap, on_loop, fds);
-  last_drive_end_ns_ = park_cancelled_ ? 0 : NowNs();
-  loop_thread_id_ = own_thread_id_;
-  lk.unlock();
-  drive_claimed_ = false;
-  // Another caller's request awaits an answer this drive did not read, or a post came: the
-  // loop thread takes over now rather than after drive_park.
-  if (awaiting_.load() > 0 || HasPosted() || stopping_) Unpark();
+  EndDrive(lk);
+  return true;
+}
+
+bool EndpointImpl::DriveOneTurn() {
+  if (awaiting_.load() > 0) return false;
+  std::unique_lock<std::mutex> lk;
+  if (!BeginDrive(lk)) return false;
+  // What was posted runs and leaves first; the iteration then reads what came (every other turn
+  // when nothing else is pending: a due deadline alone skips the poll once, Iterate).
+  Settle();
+  EndpointImpl* on_loop[1 + kMaxLoopGuests];
+  pollfd fds[2 * (1 + kMaxLoopGuests)];
+  Iterate(NowNs(), on_loop, fds);
+  EndDrive(lk);
   return true;
 }
 

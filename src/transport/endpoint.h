@@ -239,6 +239,12 @@ class Endpoint {
 
   virtual HostPort local_address() const = 0;
   virtual void Post(std::function<void()> fn) = 0;
+  // As Post, except that a loop thread parked after a drive (EndpointOptions::drivable) is left
+  // parked: `fn` then runs in the next drive, or when the park ends — at most drive_park later.
+  // For work its caller will soon drive itself (a fire-and-forget publisher writing its own
+  // batches, docs/performance.md change 62), where a wake per post costs more than the work.
+  // Otherwise exactly Post. Any thread.
+  virtual void PostWithoutUnpark(std::function<void()> fn) = 0;
   virtual bool InLoopThread() const = 0;
   // A request sent on this endpoint now awaits its answer (+1), or got its outcome (−1): what
   // EndpointOptions::poll_while_awaiting counts, and what keeps a drivable endpoint's loop
@@ -268,6 +274,13 @@ class Endpoint {
   // thread.
   virtual bool Drive(const std::function<void()>& start, const std::function<bool()>& done,
                      std::chrono::steady_clock::time_point deadline) = 0;
+  // EndpointOptions::drivable: one loop iteration on the calling thread that sleeps nowhere —
+  // posted functions run, datagrams waiting are read, due timers run, what is ready is written —
+  // after which the loop thread stays parked for drive_park, as after Drive. true once it ran;
+  // false, with nothing run, wherever Drive refuses and while the loop thread is kept awake
+  // (KeepLoopAwake, AwaitingAnswers): it serves others then, and taking the loop from it at
+  // every turn would cost a wake each time. Any other thread.
+  virtual bool DriveOneTurn() = 0;
   // True on the thread of a caller inside Drive (where InLoopThread is true too); false on the
   // loop thread itself and on every other thread. A user of the endpoint that must run
   // something on its own loop thread, never on a caller's (a user callback), defers it while

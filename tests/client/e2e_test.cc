@@ -312,6 +312,48 @@ TEST_F(ClientE2E, FireAndForgetPublishersBeyondTheSendQueueWaitForRoomAndLoseNot
   EXPECT_EQ(next, std::vector<int>(kThreads, kPerThread));
 }
 
+// A fire-and-forget publisher whose batch fills before the I/O thread takes it writes the batch
+// itself, one loop turn on its own thread (docs/performance.md, change 62): records of 60 KiB
+// make every publish's batch due (past 56 KiB), so each publish here takes that path. Every
+// record arrives whole and in order, and so does a last small record published after them while
+// the publisher then stays open and idle: its batch, posted without waking the parked I/O
+// thread, is written once the park after the publisher's last turn ends (a tail left to a
+// publisher that never comes back would never arrive: mutation-checked).
+TEST_F(ClientE2E, AFireAndForgetPublisherWritingItsOwnBatchesLosesNothingAndLeavesNoTail) {
+  auto [rc, out] = Felix({"stream", "create", "ffown", "--durable"});
+  ASSERT_EQ(rc, 0) << out;
+  const StreamRef stream{"default", "ffown"};
+  constexpr int kBig = 48;
+  constexpr size_t kBigBytes = 60 * 1024;
+  auto big = [&](int i) {
+    std::string payload = std::to_string(i) + "/";
+    payload.resize(kBigBytes, static_cast<char>('a' + i % 26));
+    return payload;
+  };
+  auto publisher = Client::Connect(Options("ffown"));
+  ASSERT_TRUE(publisher) << publisher.error().ToString();
+  PublishOptions po;
+  po.ack = AckMode::kNone;
+  for (int i = 0; i < kBig; ++i) {
+    auto queued = (*publisher)->Publish(stream, {big(i)}, po);
+    ASSERT_TRUE(queued) << i << ": " << queued.error().ToString();
+  }
+  auto last = (*publisher)->Publish(stream, {"last"}, po);
+  ASSERT_TRUE(last) << last.error().ToString();
+  // The publisher stays open and publishes nothing more while the reader reads.
+  auto reader = Client::Connect(Options("ffown"));
+  ASSERT_TRUE(reader) << reader.error().ToString();
+  auto sub = (*reader)->Subscribe(stream, {.start = StartPosition::Earliest()});
+  ASSERT_TRUE(sub) << sub.error().ToString();
+  for (int i = 0; i <= kBig; ++i) {
+    auto e = (*sub)->Next(std::chrono::seconds(20));
+    ASSERT_TRUE(e) << e.error().ToString();
+    ASSERT_TRUE(*e) << "record " << i << " never arrived";
+    ASSERT_EQ((*e)->payload, i < kBig ? big(i) : "last") << "record " << i;
+  }
+  (*sub)->Close();
+}
+
 // A run of fire-and-forget publishes to one stream travels as one batch frame (change 44 of
 // docs/performance.md): publishes alternating between two streams, runs to each, and keyed
 // ones in between (never joined) each arrive on their own stream, all of them, in order.

@@ -4,6 +4,8 @@
 // endpoint that is not drivable, or shares a loop, is never driven. Every drivable dialer here
 // parks for an hour after a drive, so a loop thread that is not woken would never serve again:
 // the waits below (kWait) end on the event, not on a park running out (Stop always wakes it).
+// Endpoint::PostWithoutUnpark and Endpoint::DriveOneTurn (a fire-and-forget publisher writing
+// its own batches) are checked here too.
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -31,10 +33,13 @@ TlsOptions DialTls() {
   return o;
 }
 
-std::unique_ptr<Endpoint> DrivableDialer(MetricsRegistry& metrics) {
+std::unique_ptr<Endpoint> DrivableDialer(
+    MetricsRegistry& metrics,
+    std::chrono::microseconds park =
+        std::chrono::duration_cast<std::chrono::microseconds>(kLongPark)) {
   EndpointOptions o;
   o.drivable = true;
-  o.drive_park = kLongPark;
+  o.drive_park = park;
   return MakeDialer(MakeTls(DialTls()), metrics, o);
 }
 
@@ -316,6 +321,115 @@ TEST(EndpointDrive, AnEndpointThatIsNotDrivableOrSharesALoopIsNotDriven) {
   ASSERT_TRUE(drivable_guest.has_value()) << drivable_guest.error().message;
   EXPECT_FALSE((*drivable_guest)->Drive([&] { started = true; }, [] { return true; }, Deadline()));
   EXPECT_FALSE(started);
+}
+
+// A function posted with PostWithoutUnpark from another thread while a caller drives.
+struct PostedWithoutUnpark {
+  std::atomic<bool> ran{false};
+  std::thread::id ran_on;  // written before `ran`
+};
+
+// Drives once (nothing written, nothing awaited) and, while the drive is claimed, has another
+// thread post `what` with PostWithoutUnpark.
+bool DriveWhileAnotherThreadPostsWithoutUnpark(Endpoint& dialer, std::function<void()> what) {
+  bool posted = false;
+  return dialer.Drive([] {},
+                      [&] {
+                        if (!posted) {
+                          std::thread([&] { dialer.PostWithoutUnpark(what); }).join();
+                          posted = true;
+                        }
+                        return true;
+                      },
+                      Deadline());
+}
+
+// A post that does not unpark the loop thread waits for the caller that keeps the loop: it
+// runs in that caller's next turn, on its thread, not on the loop thread (parked for an hour).
+// Twenty rounds: a plain post in its place wakes the loop thread, which then runs it first in
+// nearly every round (mutation-checked).
+TEST(EndpointDrive, APostWithoutUnparkRunsInTheNextTurnOfTheCallerKeepingTheLoop) {
+  DrivenEcho echo;
+  ASSERT_TRUE(echo.Open());
+  std::string want;
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto posted = std::make_shared<PostedWithoutUnpark>();
+    const std::string piece = std::to_string(round) + ";";
+    ASSERT_TRUE(DriveWhileAnotherThreadPostsWithoutUnpark(*echo.dialer, [&, posted, piece] {
+      posted->ran_on = std::this_thread::get_id();
+      posted->ran = true;
+      Write(echo.stream, piece);
+    }));
+    EXPECT_FALSE(posted->ran.load()) << "ran before the caller's next turn";
+    ASSERT_TRUE(echo.dialer->DriveOneTurn());
+    ASSERT_TRUE(posted->ran.load()) << "the turn did not run it";
+    EXPECT_EQ(posted->ran_on, std::this_thread::get_id()) << "ran on the loop thread";
+    // What it wrote went out: the echo comes back (read by this caller's turns).
+    want += piece;
+    for (auto until = Deadline(); !Got(echo.got, want) && std::chrono::steady_clock::now() < until;)
+      ASSERT_TRUE(echo.dialer->DriveOneTurn());
+    ASSERT_TRUE(Got(echo.got, want));
+    std::lock_guard lock(echo.got->mu);
+    EXPECT_EQ(echo.got->thread, std::this_thread::get_id()) << "the echo was read by the caller";
+  }
+}
+
+// Nobody drives again: the loop thread runs the post once drive_park has passed since the last
+// drive. Not lost, whatever the park (checked here with a short one).
+TEST(EndpointDrive, APostWithoutUnparkRunsOnTheLoopThreadWhenNobodyDrivesAgain) {
+  MetricsRegistry metrics;
+  auto dialer = DrivableDialer(metrics, std::chrono::milliseconds(20));
+  ASSERT_NE(dialer, nullptr);
+  const std::thread::id loop = OnLoop(*dialer, [] { return std::this_thread::get_id(); });
+  auto posted = std::make_shared<PostedWithoutUnpark>();
+  ASSERT_TRUE(DriveWhileAnotherThreadPostsWithoutUnpark(*dialer, [posted] {
+    posted->ran_on = std::this_thread::get_id();
+    posted->ran = true;
+  }));
+  for (auto until = Deadline(); !posted->ran && std::chrono::steady_clock::now() < until;)
+    std::this_thread::yield();
+  ASSERT_TRUE(posted->ran.load()) << "never ran";
+  EXPECT_EQ(posted->ran_on, loop);
+}
+
+// Where no drive keeps the loop — an endpoint nobody drove, one that is not drivable — the loop
+// thread may be asleep with no deadline (no connections here): PostWithoutUnpark wakes it as
+// Post does, or what it posts would never run.
+TEST(EndpointDrive, APostWithoutUnparkToALoopNobodyDrivesIsAPlainPost) {
+  MetricsRegistry metrics;
+  auto drivable = DrivableDialer(metrics);
+  auto plain = MakeDialer(MakeTls(DialTls()), metrics);
+  ASSERT_TRUE(drivable && plain);
+  for (Endpoint* ep : {drivable.get(), plain.get()}) {
+    std::promise<std::thread::id> ran;
+    auto on = ran.get_future();
+    ep->PostWithoutUnpark([&] { ran.set_value(std::this_thread::get_id()); });
+    ASSERT_EQ(on.wait_for(kWait), std::future_status::ready) << "the loop thread slept on";
+    EXPECT_NE(on.get(), std::this_thread::get_id());
+  }
+}
+
+// DriveOneTurn is refused wherever Drive is, and also while the loop thread is kept awake for
+// others (KeepLoopAwake: events that may come; AwaitingAnswers: a caller waiting for it), where
+// taking the loop from it at every turn would cost it a wake each time.
+TEST(EndpointDrive, OneTurnIsRefusedWhileTheLoopThreadIsKeptAwakeOrWhereADriveIs) {
+  MetricsRegistry metrics;
+  auto dialer = DrivableDialer(metrics);
+  ASSERT_NE(dialer, nullptr);
+  dialer->KeepLoopAwake(+1);
+  EXPECT_FALSE(dialer->DriveOneTurn());
+  dialer->KeepLoopAwake(-1);
+  dialer->AwaitingAnswers(+1);
+  EXPECT_FALSE(dialer->DriveOneTurn());
+  dialer->AwaitingAnswers(-1);
+  EXPECT_TRUE(dialer->DriveOneTurn());
+  EXPECT_FALSE(OnLoop(*dialer, [&] { return dialer->DriveOneTurn(); })) << "on the loop thread";
+  auto plain = MakeDialer(MakeTls(DialTls()), metrics);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_FALSE(plain->DriveOneTurn()) << "not drivable";
+  dialer->Stop();
+  EXPECT_FALSE(dialer->DriveOneTurn()) << "stopped";
 }
 
 // Stop wakes a loop thread parked for an hour, and a stopped endpoint is not driven.
