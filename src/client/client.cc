@@ -422,8 +422,10 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   // kCallerFlushBytes is written by its publisher at once either way.
   static constexpr size_t kCallerFlushBytes = kUnackedBatchBytes / 8 * 7;
   std::atomic<bool> unacked_caller_flushes_{false};
-  std::atomic<bool> unacked_turn_{false};  // DriveUnackedFlush's turn runs (read in it)
-  bool UnackedFlushDue() const;            // unacked_mu_ held
+  // The thread whose DriveUnackedFlush turn runs (read in it: another caller's drive, or one
+  // that took the loop while this turn was refused, is not the publisher's own).
+  std::atomic<std::thread::id> unacked_turn_thread_{};
+  bool UnackedFlushDue() const;  // unacked_mu_ held
   // Loop thread: handed-over buffers the stream gave back once acknowledged (on_buffer_done),
   // put in unacked_spare_ by the next FlushUnacked as flushed_frames_ is.
   std::vector<std::vector<uint8_t>> returned_frames_;
@@ -1165,9 +1167,9 @@ bool Client::Impl::UnackedFlushDue() const {
 
 void Client::Impl::DriveUnackedFlush() {
   if (!drivable_ || !endpoint_) return;
-  unacked_turn_.store(true, std::memory_order_relaxed);
+  unacked_turn_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   const bool turned = endpoint_->DriveOneTurn();
-  unacked_turn_.store(false, std::memory_order_relaxed);
+  unacked_turn_thread_.store(std::thread::id(), std::memory_order_relaxed);
   if (turned) HandOverKeptUserCallbacks();
 }
 
@@ -1175,7 +1177,8 @@ void Client::Impl::FlushUnacked() {
   // Who writes this batch writes the next: its publisher, in its turn, or the loop thread (or a
   // blocking call's drive), which the next batch's task then wakes.
   unacked_caller_flushes_.store(
-      endpoint_->InDrive() && unacked_turn_.load(std::memory_order_relaxed),
+      endpoint_->InDrive() &&
+          unacked_turn_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id(),
       std::memory_order_relaxed);
   UnackedBatch batch;
   {
