@@ -374,7 +374,10 @@ class Client {
   // the connection's I/O thread (its queued publishes reach 56 KiB before the thread takes
   // them) writes them itself, on its own thread, as a blocking call does with caller_runs_io;
   // what it queues after its last such write then leaves at most 2 ms later
-  // (docs/performance.md, change 62).
+  // (docs/performance.md, change 62). Destroying the Client first waits (request_timeout at
+  // most) until the broker has handled every kNone batch queued; a broker without room for
+  // one in its in-flight budget sheds it after FELIX_PUBLISH_QUEUE_WAIT_MS unless it runs
+  // with FELIX_PUB_INGRESS_WAIT (docs/client.md).
   ClientResult<PublishReceipt> Publish(const StreamRef& stream,
                                        const std::vector<std::string>& payloads,
                                        const PublishOptions& options = {});

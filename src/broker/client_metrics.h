@@ -13,6 +13,9 @@ struct ClientMetrics {
                                    "result=\"error\"")),
         publish_dropped(r.AddCounter("felix_publish_requests_total", "publish requests by result",
                                      "result=\"dropped\"")),
+        publish_room_waits(r.AddCounter(
+            "felix_publish_room_waits_total",
+            "publishes that waited for room in the in-flight budgets, their stream not read")),
         publish_messages(
             r.AddCounter("felix_tenant_published_messages_total", "records published")),
         publish_bytes(r.AddCounter("felix_publish_bytes_total", "payload bytes published")),
@@ -49,6 +52,7 @@ struct ClientMetrics {
   Counter& publish_ok;
   Counter& publish_error;
   Counter& publish_dropped;
+  Counter& publish_room_waits;
   Counter& publish_messages;
   Counter& publish_bytes;
   Counter& acks;

@@ -40,6 +40,20 @@ void ClientService::ReleaseAll() {
   }
 }
 
+void ClientService::AwaitPublishRoom(std::weak_ptr<ClientSession> session) {
+  room_waiters_.push_back(std::move(session));
+}
+
+void ClientService::NotePublishRoom() {
+  if (room_waiters_.empty()) return;
+  // TryEndRoomWait posts the resumed reading (never reads inline), so the list is not changed
+  // while it is walked.
+  std::erase_if(room_waiters_, [](const std::weak_ptr<ClientSession>& weak) {
+    auto session = weak.lock();
+    return !session || session->TryEndRoomWait();
+  });
+}
+
 namespace {
 
 // The admission key of a peer: its IP, IPv4-mapped IPv6 counted as IPv4 (§1.1).

@@ -44,11 +44,16 @@ struct ClientServiceOptions {
   // at once (felix_quic_connections_refused_total{reason}). 0 per IP = unlimited.
   size_t max_connections = 8192;
   size_t max_connections_per_ip = 512;
-  // Publish payload bytes a stream may have in flight; beyond it acked publishes are answered
-  // `overloaded` and fire-and-forget ones are shed (semantics.md §6).
+  // Publish payload bytes a stream may have in flight (FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES)
+  // and the same summed over every stream of the broker (FELIX_BROKER_PUBLISH_INFLIGHT_BYTES;
+  // semantics.md §6). A binary publish that finds no room waits for it, its stream not read
+  // further (QUIC flow control then slows the client), for at most publish_room_wait; then an
+  // acked one is answered `overloaded` and a fire-and-forget one is shed (counted in
+  // felix_publish_dropped_total). With publish_ingress_wait it waits as long as it takes.
   size_t max_inflight_bytes_per_stream = 16u << 20;
-  // The same, summed over every stream of the broker (semantics.md §6: 64 MiB broker-wide).
   size_t max_inflight_bytes_total = 64u << 20;
+  std::chrono::milliseconds publish_room_wait{2000};  // FELIX_PUBLISH_QUEUE_WAIT_MS; 0: none
+  bool publish_ingress_wait = false;                  // FELIX_PUB_INGRESS_WAIT
   // What one record costs beyond its payload while in flight (its views in the request, the
   // log's append record, the fanout batch), charged to both budgets: without it a frame of a
   // million empty records would cost nothing (issue 12 item 11).
@@ -69,6 +74,7 @@ struct ClientServiceOptions {
 };
 
 struct ClientMetrics;
+class ClientSession;
 
 class ClientService {
  public:
@@ -147,7 +153,14 @@ class ClientService {
 
   MemoryTrimmer& memory_trimmer() { return memory_trimmer_; }
 
+  // Loop thread. A session whose next publish waits for room in the in-flight budgets is
+  // kept here until NotePublishRoom, called whenever a publish's cost is released (any
+  // session's), finds that its publish fits (ClientSession::TryEndRoomWait).
+  void AwaitPublishRoom(std::weak_ptr<ClientSession> session);
+  void NotePublishRoom();
+
  private:
+  std::vector<std::weak_ptr<ClientSession>> room_waiters_;  // loop thread
   std::atomic<size_t> inflight_total_{0};
   // Returns memory after bursts: once in flight drops to zero after 1/16 of the broker budget.
   MemoryTrimmer memory_trimmer_;

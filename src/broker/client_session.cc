@@ -234,7 +234,10 @@ void ClientSession::OnData(std::span<const uint8_t> data) {
     size_t take = std::min(assembly_total_ - assembly_.size(), data.size());
     assembly_.insert(assembly_.end(), data.begin(), data.begin() + take);
     used = take;
-    if (assembly_.size() < assembly_total_) {
+    if (assembly_.size() < assembly_total_ ||
+        !RoomForFrame(assembly_flags_,
+                      std::span<const uint8_t>(assembly_).subspan(flx1::kHeaderSize))) {
+      if (assembly_.size() == assembly_total_) read_paused_ = true;  // kept until room comes
       stream_->Consume(used);
       return;
     }
@@ -277,6 +280,10 @@ void ClientSession::OnData(std::span<const uint8_t> data) {
       break;
     }
     auto payload = rest.subspan(flx1::kHeaderSize, header->length);
+    if (!RoomForFrame(header->flags, payload)) {
+      read_paused_ = true;  // the rest stays unread until publishes in flight make room
+      break;
+    }
     if (!TryJoinUnackedRun(header->flags, payload) && !ended_) {
       HandleFrame(header->flags, payload);
     }

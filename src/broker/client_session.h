@@ -72,6 +72,10 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
                 std::shared_ptr<transport::Stream> stream);
 
   void Start();
+  // Loop thread (ClientService::NotePublishRoom): ends this session's wait for room in the
+  // in-flight budgets once the publish it holds back fits, reading on (posted); true when it
+  // no longer waits, false while it still does.
+  bool TryEndRoomWait();
   // Drops the stream handlers that keep this session alive (shutdown).
   void ForceRelease();
   // Shutdown drain: nothing admitted is waiting for its answer, and every answer written was
@@ -135,6 +139,15 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
       const catalog::Stream& stream, const std::vector<std::span<const uint8_t>>& payloads,
       size_t* bytes);
   void ReleasePublish(size_t bytes);  // loop thread, on its completion
+  // Whether the complete frame (flags, payload) is handled now. A binary publish whose cost
+  // does not fit the per-stream or the broker-wide budget — counting the unacked run read
+  // before it and not yet published — waits for room (ClientServiceOptions): the stream is not
+  // read further until TryEndRoomWait finds it fits, or the wait's deadline passes and the
+  // frame goes on to admission (refused `overloaded` or shed). Other frames never wait.
+  bool RoomForFrame(uint16_t flags, std::span<const uint8_t> payload);
+  bool FitsInFlight(size_t cost) const;  // as AdmitPublish decides, with the unacked run
+  size_t UnackedRunCost() const;
+  void EndRoomWait();
   // Through the ShardResolver. A Remote shard is the RemoteShard when `forwardable` and the
   // service has a PublishForwarder, else refused `not_leader` naming its owner.
   using Refusal = std::pair<uint16_t, std::string>;
@@ -335,7 +348,13 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   std::optional<std::deque<AnswerSlot>> answer_slots_;
   uint64_t next_ticket_ = 0;
   std::optional<uint64_t> current_ticket_;
-  bool read_paused_ = false;  // stopped reading at a full window
+  bool read_paused_ = false;  // stopped reading at a full window, or to wait for room
+  // The wait for in-flight room (RoomForFrame).
+  bool room_waiting_ = false;
+  bool room_wait_over_ = false;  // its deadline passed: the held frame goes on to admission
+  bool room_listed_ = false;     // in ClientService's waiters
+  size_t room_needed_ = 0;       // the held frame's cost
+  transport::TimerId room_deadline_ = 0;
   struct UnackedRun {
     std::string_view tenant, ns, stream;  // views into the read buffer
     std::optional<std::string_view> key;

@@ -82,6 +82,84 @@ std::optional<std::pair<uint16_t, std::string>> ClientSession::AdmitPublish(
 
 void ClientSession::ReleasePublish(size_t bytes) {
   inflight_bytes_ -= bytes;
+  service_.NotePublishRoom();
+}
+
+size_t ClientSession::UnackedRunCost() const {
+  return unacked_run_.payload_bytes +
+         unacked_run_.payloads.size() * service_.options().inflight_record_overhead;
+}
+
+bool ClientSession::FitsInFlight(size_t cost) const {
+  const ClientServiceOptions& options = service_.options();
+  const size_t run = UnackedRunCost();
+  const size_t stream = inflight_bytes_ + run;
+  const size_t total = service_.inflight_total().load() + run;
+  return (stream == 0 || stream + cost <= options.max_inflight_bytes_per_stream) &&
+         (total == 0 || total + cost <= options.max_inflight_bytes_total);
+}
+
+bool ClientSession::RoomForFrame(uint16_t flags, std::span<const uint8_t> payload) {
+  const ClientServiceOptions& options = service_.options();
+  if (!auth_ || (flags & flx1::kFlagBinaryPublishBatch) == 0) return true;
+  if (options.publish_room_wait.count() == 0 && !options.publish_ingress_wait) return true;
+  if (room_wait_over_) {
+    room_wait_over_ = false;
+    return true;  // waited publish_room_wait: admission refuses or sheds it
+  }
+  // A bound first (a record takes at least its 4-byte length): far from the budgets, the frame
+  // is not decoded twice.
+  const size_t overhead = options.inflight_record_overhead;
+  size_t cost = payload.size() + (payload.size() / 4 + 1) * overhead;
+  if (!FitsInFlight(cost)) {
+    auto batch = flx1::DecodePublishBatch(flags, payload);
+    if (!batch) return true;  // HandleFrame refuses it
+    cost = batch->payloads.size() * overhead;
+    for (std::string_view p : batch->payloads) cost += p.size();
+    // Larger than a budget: no wait makes room for it (admission refuses it).
+    if (cost > std::min(options.max_inflight_bytes_per_stream, options.max_inflight_bytes_total))
+      return true;
+  }
+  if (FitsInFlight(cost)) {
+    if (room_waiting_) EndRoomWait();
+    return true;
+  }
+  room_needed_ = cost;
+  if (room_waiting_) return false;
+  room_waiting_ = true;
+  service_.metrics().publish_room_waits.Increment();
+  if (!room_listed_) {
+    room_listed_ = true;
+    service_.AwaitPublishRoom(weak_from_this());
+  }
+  if (!options.publish_ingress_wait) {
+    std::weak_ptr<ClientSession> weak = weak_from_this();
+    room_deadline_ = endpoint_.RunAfter(options.publish_room_wait, [weak] {
+      auto self = weak.lock();
+      if (!self || !self->room_waiting_) return;
+      self->room_deadline_ = 0;
+      self->EndRoomWait();
+      self->room_wait_over_ = true;
+      self->ResumeReading();
+    });
+  }
+  return false;
+}
+
+void ClientSession::EndRoomWait() {
+  room_waiting_ = false;
+  if (room_deadline_ != 0) endpoint_.Cancel(room_deadline_);
+  room_deadline_ = 0;
+}
+
+bool ClientSession::TryEndRoomWait() {
+  if (room_waiting_ && !ended_ && !released_) {
+    if (!FitsInFlight(room_needed_)) return false;
+    EndRoomWait();
+    ResumeReading();
+  }
+  room_listed_ = false;
+  return true;
 }
 
 std::optional<uint32_t> ClientSession::NegotiatePublishing(uint32_t client_features) {
@@ -152,8 +230,12 @@ void ClientSession::ResumeReading() {
   if (ended_ || released_) return;
   // Installing the handlers again shows the unread bytes once more (not inline), so reading
   // continues where it stopped.
+  // A frame assembled whole before its wait for room has no unread bytes behind it to show.
   auto self = shared_from_this();
   endpoint_.Post([self] {
+    if (self->ended_ || self->released_) return;
+    if (self->assembly_total_ > 0 && self->assembly_.size() == self->assembly_total_)
+      self->OnData({});
     if (!self->ended_ && !self->released_) self->InstallHandlers();
   });
 }

@@ -13,11 +13,14 @@ std::function<void(ClientSession::SessionReply)> ClientSession::PendingReply() {
   ++pending_ops_;
   std::weak_ptr<ClientSession> weak = weak_from_this();
   transport::Endpoint* endpoint = &endpoint_;
-  return [weak, endpoint](SessionReply reply) {
-    endpoint->Post([weak, reply = std::move(reply)] {
+  ClientService* service = &service_;  // outlives the endpoint whose loop runs the reply
+  return [weak, endpoint, service](SessionReply reply) {
+    endpoint->Post([weak, service, reply = std::move(reply)] {
       auto self = weak.lock();
       if (!self) {
         reply(nullptr);
+        // A publish of a session gone released its broker-wide cost: others may wait for it.
+        service->NotePublishRoom();
         return;
       }
       --self->pending_ops_;

@@ -237,11 +237,12 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
 
   ClientResult<void> Start();
   void Close();
-  // Waits (polling the loop every millisecond, never on the loop thread) until the request
-  // stream's queued bytes were all acknowledged by the broker, the stream is gone, or
-  // `deadline` passed (false). Router::Close calls this first after fire-and-forget
-  // publishes, so what was written is not discarded by the close.
-  bool WaitSent(std::chrono::steady_clock::time_point deadline);
+  // Finishes the request stream and waits (never on the loop thread) until the broker has
+  // finished its side, the stream ended otherwise, or `deadline` passed (false). A broker
+  // finishes only once it has handled every frame before the FIN; the QUIC acknowledgement of
+  // the bytes says less (a broker waiting for room in its in-flight budget holds them unread,
+  // and a close would discard them). Router::Close calls this after fire-and-forget publishes.
+  bool FinishRequestStream(std::chrono::steady_clock::time_point deadline);
 
   ClientResult<void> PublishAsync(const StreamRef& stream, const std::vector<std::string>& payloads,
                                   const PublishOptions& po, client_impl::PublishDone done);
@@ -440,6 +441,9 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   std::shared_ptr<transport::Stream> request_stream_;
   std::unique_ptr<FrameReader> request_reader_;
   std::optional<ClientError> request_stream_error_;
+  // Loop thread: FinishRequestStream's waiter, told once the request stream has ended.
+  std::shared_ptr<std::promise<void>> request_stream_finish_;
+  void EndRequestStreamFinish();
   // The report of the last fire-and-forget batch written on the request stream now open (null:
   // none since it opened). If the broker ends that stream, what was written after the frame
   // it refused was never read: the next fire-and-forget Publish reports it.
@@ -666,6 +670,14 @@ bool Client::Impl::EnsureRequestStream() {
       .on_fin =
           [this, raw](transport::Stream&) {
             if (request_stream_.get() != raw) return;
+            if (request_stream_finish_) {
+              // The broker's answer to our FIN: everything before it was handled.
+              request_stream_.reset();
+              request_reader_.reset();
+              unacked_on_stream_.reset();
+              EndRequestStreamFinish();
+              return;
+            }
             OnRequestStreamEnded(request_stream_error_.value_or(MakeClientError(
                 ClientErrorCode::kTransport, "the broker ended the request stream")));
           },
@@ -801,29 +813,34 @@ void Client::Impl::ReleaseBacklogged(std::optional<ClientError> why) {
   for (auto& done : waiting) done(why);
 }
 
-bool Client::Impl::WaitSent(std::chrono::steady_clock::time_point deadline) {
-  for (;;) {
-    auto left = std::make_shared<std::promise<size_t>>();
-    auto answer = left->get_future();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!endpoint_ || endpoint_->InLoopThread()) return true;
-      if (!PostLocked([this, left] {
-            left->set_value(request_stream_ && !request_stream_->closed()
-                                ? request_stream_->send_buffered()
-                                : 0);
-          }))
-        return true;  // the loop is gone: nothing more can be sent
-    }
-    if (answer.get() == 0) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+bool Client::Impl::FinishRequestStream(std::chrono::steady_clock::time_point deadline) {
+  auto ended = std::make_shared<std::promise<void>>();
+  auto future = ended->get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!endpoint_ || endpoint_->InLoopThread()) return true;
+    if (!PostLocked([this, ended] {
+          if (!request_stream_ || request_stream_->closed() || request_stream_finish_) {
+            ended->set_value();
+            return;
+          }
+          request_stream_finish_ = ended;
+          request_stream_->Finish();
+        }))
+      return true;  // the loop is gone: nothing more can be sent
   }
+  return future.wait_until(deadline) == std::future_status::ready;
+}
+
+void Client::Impl::EndRequestStreamFinish() {
+  if (auto ended = std::move(request_stream_finish_)) ended->set_value();
+  request_stream_finish_.reset();
 }
 
 void Client::Impl::OnRequestStreamEnded(const ClientError& why) {
   request_stream_.reset();
   request_reader_.reset();
+  EndRequestStreamFinish();
   ReportUnackedOnStream(why);
   ReleaseBacklogged(why);
   OnAuthAnswer(Unexpected(why));
@@ -898,6 +915,7 @@ void Client::Impl::FailEverything(const ClientError& why) {
   ReleaseBacklogged(why);
   request_stream_.reset();
   request_reader_.reset();
+  EndRequestStreamFinish();
   auto subs = std::move(subscriptions_);
   subscriptions_.clear();
   SyncSubscriptionsAwaiting();
@@ -1909,8 +1927,8 @@ void CloseConnection(Client::Impl& impl) {
   impl.Close();
 }
 
-bool WaitSent(Client::Impl& impl, std::chrono::steady_clock::time_point deadline) {
-  return impl.WaitSent(deadline);
+bool FinishRequestStream(Client::Impl& impl, std::chrono::steady_clock::time_point deadline) {
+  return impl.FinishRequestStream(deadline);
 }
 
 bool Usable(const Client::Impl& impl) {

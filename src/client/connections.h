@@ -24,9 +24,10 @@ ClientResult<Connection> DialBroker(ClientOptions options);
 // Fails outstanding work with kClosed and closes (joins the connection's I/O thread: never
 // from that thread). Idempotent.
 void CloseConnection(Client::Impl& impl);
-// Waits until what the connection's request stream queued was acknowledged by the broker (or
-// the stream is gone); false when `deadline` passed first. Not on an I/O thread.
-bool WaitSent(Client::Impl& impl, std::chrono::steady_clock::time_point deadline);
+// Finishes the connection's request stream and waits until the broker finished its side (it
+// has then handled every frame written before), or the stream is gone; false when `deadline`
+// passed first. Not on an I/O thread. The request stream is not used again.
+bool FinishRequestStream(Client::Impl& impl, std::chrono::steady_clock::time_point deadline);
 // False once the connection was closed or lost.
 bool Usable(const Client::Impl& impl);
 // True on the connection's own I/O thread.

@@ -81,9 +81,9 @@ Client::Router::~Router() {
 }
 
 void Client::Router::Close() {
-  // Fire-and-forget batches queued to a loop are written, and what the request streams hold is
-  // acknowledged by the brokers, before the connections close (closing would discard it), for
-  // at most request_timeout in all.
+  // Fire-and-forget batches queued to a loop are written, and the brokers have handled what the
+  // request streams carried (each finishes its side after our FIN), before the connections
+  // close (closing would discard what a broker holds unread), for at most request_timeout.
   if (unacked_used_.load(std::memory_order_relaxed) && !OnIoThread()) {
     const auto deadline = std::chrono::steady_clock::now() + options_.request_timeout;
     {
@@ -98,7 +98,7 @@ void Client::Router::Close() {
       for (auto& [addr, conn] : conns_) open.push_back(conn);
       if (home_) open.push_back(home_);
     }
-    for (auto& conn : open) (void)client_impl::WaitSent(*conn, deadline);
+    for (auto& conn : open) (void)client_impl::FinishRequestStream(*conn, deadline);
   }
   {
     std::lock_guard<std::mutex> lock(retry_mu_);

@@ -160,6 +160,10 @@ const std::vector<Setting>& Settings() {
         U64("FELIX_PUBLISH_QUEUE_WAIT_MS", "publish_queue_wait_timeout_ms",
             &C::publish_queue_wait_ms),
         U64("FELIX_ACK_WAIT_TIMEOUT_MS", "ack_wait_timeout_ms", &C::ack_wait_timeout_ms),
+        Bool("FELIX_PUB_INGRESS_WAIT", "pub_ingress_wait", &C::pub_ingress_wait),
+        U64("FELIX_BROKER_PUBLISH_INFLIGHT_BYTES", "pub_inflight_bytes", &C::pub_inflight_bytes),
+        U64("FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES", "pub_conn_inflight_bytes",
+            &C::pub_conn_inflight_bytes),
         U64("FELIX_BROKER_PUBLISH_WINDOW", nullptr, &C::publish_window),
         Bool("FELIX_RECORD_PUBLISHERS", "record_publishers", &C::record_publishers),
         U64("FELIX_EVENT_BATCH_MAX_EVENTS", "event_batch_max_events", &C::event_batch_max_events),
@@ -372,8 +376,6 @@ Result<LoadedConfig> LoadBrokerConfig(const EnvironmentMap& env, const std::stri
                                 "has no effect in this version");
     }
   };
-  inert("FELIX_PUBLISH_QUEUE_WAIT_MS",
-        config.publish_queue_wait_ms != defaults.publish_queue_wait_ms);
   inert("FELIX_ACK_WAIT_TIMEOUT_MS", config.ack_wait_timeout_ms != defaults.ack_wait_timeout_ms);
   inert("FELIX_EVENT_BATCH_MAX_DELAY_US",
         config.event_batch_max_delay_us != defaults.event_batch_max_delay_us);
@@ -445,6 +447,17 @@ Result<void> ValidateBrokerConfig(const BrokerConfig& c) {
     return refuse("FELIX_DURABLE_RETENTION_INTERVAL_SECONDS must be greater than 0");
   }
   if (c.group_max_attempts == 0) return refuse("FELIX_GROUP_MAX_ATTEMPTS must be at least 1");
+  if (c.pub_conn_inflight_bytes == 0 || c.pub_inflight_bytes == 0) {
+    return refuse(
+        "FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES and FELIX_BROKER_PUBLISH_INFLIGHT_BYTES must be "
+        "greater than 0 (no publish could be admitted)");
+  }
+  if (c.pub_conn_inflight_bytes > c.pub_inflight_bytes) {
+    return refuse("FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES (" +
+                  std::to_string(c.pub_conn_inflight_bytes) +
+                  ") exceeds FELIX_BROKER_PUBLISH_INFLIGHT_BYTES (" +
+                  std::to_string(c.pub_inflight_bytes) + "): the per-stream cap could never apply");
+  }
   if (c.publish_window > UINT32_MAX) {
     return refuse("FELIX_BROKER_PUBLISH_WINDOW must fit in 32 bits (auth_ok.publish_window)");
   }

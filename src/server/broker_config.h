@@ -79,7 +79,15 @@ struct BrokerConfig {
 
   // Publish path (§2.4).
   bool ack_on_commit = false;
+  // How long a stream's next publish waits for room in the in-flight budgets below before it
+  // is refused `overloaded` (acked) or shed (fire-and-forget); 0: at once.
   uint64_t publish_queue_wait_ms = 2000;
+  // FELIX_PUB_INGRESS_WAIT: a stream waits for room as long as it takes (nothing is shed).
+  bool pub_ingress_wait = false;
+  // In-flight publish bytes (payload plus a per-record overhead): broker-wide, and per client
+  // stream (the spec's per-identity-per-connection budget: auth is per stream here).
+  uint64_t pub_inflight_bytes = 64u << 20;
+  uint64_t pub_conn_inflight_bytes = 16u << 20;
   uint64_t ack_wait_timeout_ms = 2000;
   uint64_t publish_window = 256;
   // FELIX_RECORD_PUBLISHERS: store each durable record's publisher (token `sub`) with it and

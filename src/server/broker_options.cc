@@ -43,6 +43,10 @@ broker::ClientServiceOptions ServiceOptionsFromConfig(const BrokerConfig& config
   o.max_connections_per_ip = config.max_connections_per_ip;
   o.ack_on_commit = config.ack_on_commit;
   o.publish_window = static_cast<uint32_t>(config.publish_window);
+  o.max_inflight_bytes_per_stream = config.pub_conn_inflight_bytes;
+  o.max_inflight_bytes_total = config.pub_inflight_bytes;
+  o.publish_room_wait = std::chrono::milliseconds(config.publish_queue_wait_ms);
+  o.publish_ingress_wait = config.pub_ingress_wait;
   o.record_publishers = config.record_publishers;
   o.cluster = config.cluster_mode();
   return o;

@@ -45,10 +45,16 @@ class ClientE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     data_dir_ = MakeTempDir("client-e2e");
+    // A small in-flight budget a stream, and publishes that wait for room however long it
+    // takes: fire-and-forget publishers here outrun the broker's budget, so what they wrote
+    // waits unread at the broker, and must still all arrive (the client's close waits for the
+    // broker to have handled it: Client::Impl::FinishRequestStream).
     env_ = {{"FELIX_DATA_DIR", data_dir_},
             {"FELIX_QUIC_BIND", "127.0.0.1:0"},
             {"FELIX_INTERNAL_BIND", "127.0.0.1:0"},
-            {"FELIX_BROKER_METRICS_BIND", "127.0.0.1:0"}};
+            {"FELIX_BROKER_METRICS_BIND", "127.0.0.1:0"},
+            {"FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES", "1048576"},
+            {"FELIX_PUB_INGRESS_WAIT", "true"}};
     broker_ = std::make_unique<ChildProcess>(BuiltProgram("src/server/felix-broker"),
                                              std::vector<std::string>{}, env_);
     auto line = broker_->WaitForLine("felix-broker listening");
@@ -259,8 +265,11 @@ TEST_F(ClientE2E, FireAndForgetPublishesAreAllWrittenInOrderBeforeTheClientClose
 // publishes queued and not yet written): each then waits for the I/O thread to free room, and
 // none is refused, lost or reordered. Four threads publish 24 MiB in 256 KiB records, three
 // times what the queue holds, so they wait for room (a publisher refused instead of waiting
-// fails it: mutation-checked). Nothing is timed: the check is that every call succeeds and every
-// record arrives, in each publisher's order.
+// fails it: mutation-checked). The broker's budget (1 MiB a stream here) holds what they wrote
+// unread at the broker while it waits for room, so the close must wait for the broker to have
+// handled it (closing once the bytes were acknowledged lost the last ~30 records: mutation-
+// checked). Nothing is timed: the check is that every call succeeds and every record arrives,
+// in each publisher's order.
 TEST_F(ClientE2E, FireAndForgetPublishersBeyondTheSendQueueWaitForRoomAndLoseNothing) {
   auto [rc, out] = Felix({"stream", "create", "ffq", "--durable"});
   ASSERT_EQ(rc, 0) << out;

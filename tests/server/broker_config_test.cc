@@ -110,6 +110,10 @@ TEST(BrokerConfig, ImpossibleCombinationsAreRefused) {
       "FELIX_INTERNAL_TLS_CA");
   ExpectRefusedNaming(Load({{"FELIX_BROKER_PUBLISH_WINDOW", "4294967296"}}),
                       "FELIX_BROKER_PUBLISH_WINDOW");
+  ExpectRefusedNaming(Load({{"FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES", "0"}}),
+                      "FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES");
+  ExpectRefusedNaming(Load({{"FELIX_BROKER_PUBLISH_INFLIGHT_BYTES", "1048576"}}),
+                      "exceeds FELIX_BROKER_PUBLISH_INFLIGHT_BYTES");
   ExpectRefusedNaming(Load({{"FELIX_NODE_ID", "bad_name"}}), "FELIX_NODE_ID");
   ExpectRefusedNaming(Load({{"FELIX_NODE_ID", "broker-1"}}), "FELIX_NODE_ADVERTISE_ADDR");
   ExpectRefusedNaming(Load({{"FELIX_NODE_ID", "broker-1"},
@@ -232,14 +236,12 @@ TEST(BrokerConfig, SettingsWithNoEffectYetSaySoWhenSet) {
   auto quiet = Load({{"FELIX_ACK_WAIT_TIMEOUT_MS", "2000"}});  // the default: nothing to say
   ASSERT_TRUE(quiet);
   EXPECT_TRUE(quiet->warnings.empty());
-  auto r = Load({{"FELIX_PUBLISH_QUEUE_WAIT_MS", "10"},
-                 {"FELIX_ACK_WAIT_TIMEOUT_MS", "10"},
+  auto r = Load({{"FELIX_ACK_WAIT_TIMEOUT_MS", "10"},
                  {"FELIX_EVENT_BATCH_MAX_DELAY_US", "10"},
                  {"FELIX_SUB_QUEUE_POLICY", "block"}});
   ASSERT_TRUE(r);
-  ASSERT_EQ(r->warnings.size(), 4u);
-  for (const char* name : {"FELIX_PUBLISH_QUEUE_WAIT_MS", "FELIX_ACK_WAIT_TIMEOUT_MS",
-                           "FELIX_EVENT_BATCH_MAX_DELAY_US"}) {
+  ASSERT_EQ(r->warnings.size(), 3u);
+  for (const char* name : {"FELIX_ACK_WAIT_TIMEOUT_MS", "FELIX_EVENT_BATCH_MAX_DELAY_US"}) {
     bool named = std::any_of(r->warnings.begin(), r->warnings.end(), [&](const std::string& w) {
       return w.find(name) != std::string::npos && w.find("no effect") != std::string::npos;
     });

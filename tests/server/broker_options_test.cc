@@ -191,6 +191,18 @@ std::map<std::string, SettingCheck> Checks() {
   c["FELIX_BROKER_PUBLISH_WINDOW"] = {"9", "auth_ok.publish_window", [](const Mapped& m) {
                                         EXPECT_EQ(m.service.publish_window, 9u);
                                       }};
+  c["FELIX_PUBLISH_QUEUE_WAIT_MS"] = {"10", "publish admission", [](const Mapped& m) {
+                                        EXPECT_EQ(m.service.publish_room_wait, ms(10));
+                                      }};
+  c["FELIX_PUB_INGRESS_WAIT"] = {"true", "publish admission", [](const Mapped& m) {
+                                   EXPECT_TRUE(m.service.publish_ingress_wait);
+                                 }};
+  c["FELIX_BROKER_PUBLISH_INFLIGHT_BYTES"] = {
+      "33554432", "publish admission",
+      [](const Mapped& m) { EXPECT_EQ(m.service.max_inflight_bytes_total, 32u << 20); }};
+  c["FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES"] = {
+      "1048576", "publish admission",
+      [](const Mapped& m) { EXPECT_EQ(m.service.max_inflight_bytes_per_stream, 1u << 20); }};
   c["FELIX_RECORD_PUBLISHERS"] = {"true", "publish path (durable streams)", [](const Mapped& m) {
                                     EXPECT_TRUE(m.service.record_publishers);
                                   }};
@@ -235,9 +247,6 @@ std::map<std::string, SettingCheck> Checks() {
                             }};
   // Accepted for the reference's files but not used (they warn when set:
   // BrokerConfig.SettingsWithNoEffectYetSaySoWhenSet).
-  c["FELIX_PUBLISH_QUEUE_WAIT_MS"] = {"10", "not used (warns)", [](const Mapped& m) {
-                                        EXPECT_EQ(m.config.publish_queue_wait_ms, 10u);
-                                      }};
   c["FELIX_ACK_WAIT_TIMEOUT_MS"] = {"10", "not used (warns)", [](const Mapped& m) {
                                       EXPECT_EQ(m.config.ack_wait_timeout_ms, 10u);
                                     }};

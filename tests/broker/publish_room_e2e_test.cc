@@ -1,0 +1,115 @@
+// Publishes that find no room in the in-flight budgets wait for it (client_session_publish.cc,
+// RoomForFrame): through the real broker with a per-stream budget smaller than two of the
+// records sent, every record of a burst is stored, in order — none is shed, none refused
+// `overloaded` — and the broker counts the waits. Mutation-checked: with RoomForFrame letting
+// every frame on (the behaviour before), fire-and-forget records are shed and acked ones are
+// answered `overloaded`.
+#include "e2e_broker.h"
+
+namespace felix::broker {
+namespace {
+
+using namespace e2e;  // NOLINT: the shared end-to-end fixture
+
+// The value of felix_publish_requests_total{result="<result>"} (0 when absent).
+double PublishRequests(Broker& broker, const std::string& result) {
+  const std::string series = "felix_publish_requests_total{result=\"" + result + "\"} ";
+  std::string text = broker.Metrics();
+  size_t at = text.find(series);
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size()));
+}
+
+// Records of 30,000 bytes against a budget of 40,000 a stream: a second one never fits beside
+// the first, so every record read while the one before is still being written waits.
+constexpr size_t kRecordBytes = 30000;
+constexpr int kRecords = 120;
+const std::map<std::string, std::string> kSmallBudget{
+    {"FELIX_BROKER_PUBLISH_CONN_INFLIGHT_BYTES", "40000"}};
+
+std::string Record(int i) {
+  std::string r = "r" + std::to_string(i) + "/";
+  r.resize(kRecordBytes, 'x');
+  return r;
+}
+
+// Every record of durable `stream` from the earliest, by offset.
+std::vector<std::pair<uint64_t, std::string>> Stored(Broker& broker, Flx1TestClient& client,
+                                                     const std::string& stream, size_t count) {
+  auto sub_stream = Authed(client, broker.AllToken());
+  sub_stream->SendMessage(SubscribeEarliest(stream));
+  auto events = client.AcceptEventStream();
+  EXPECT_TRUE(events);
+  if (!events) return {};
+  EXPECT_TRUE(events->Read<flx1::EventStreamHello>());
+  EXPECT_TRUE(sub_stream->Read<flx1::Subscribed>());
+  return ReadEvents(*events, count);
+}
+
+// Every record i at offset i (a mismatch named by its offset, not printed whole).
+void ExpectEveryRecord(const std::vector<std::pair<uint64_t, std::string>>& stored) {
+  ASSERT_EQ(stored.size(), size_t(kRecords));
+  for (int i = 0; i < kRecords; ++i) {
+    ASSERT_EQ(stored[i].first, uint64_t(i));
+    ASSERT_TRUE(stored[i].second == Record(i))
+        << "offset " << i << " holds " << stored[i].second.substr(0, 12) << "…";
+  }
+}
+
+// FELIX_PUB_INGRESS_WAIT: fire-and-forget records wait for room however long it takes.
+TEST(PublishRoomE2E, FireAndForgetPublishesBeyondTheBudgetWaitForRoomWithIngressWait) {
+  auto env = kSmallBudget;
+  env["FELIX_PUB_INGRESS_WAIT"] = "true";
+  auto broker = std::make_unique<Broker>(MakeTempDir("felix-e2e-room") + "/data", env);
+  broker->CreateStream("default", "ff", /*durable=*/true);
+  auto client = broker->Connect();
+  ASSERT_TRUE(client);
+  auto publisher = Authed(*client, broker->AllToken());
+  std::vector<uint8_t> burst;
+  for (int i = 0; i < kRecords; ++i) {
+    auto frame = PublishFrame(std::nullopt, "ff", {Record(i)});
+    burst.insert(burst.end(), frame.begin(), frame.end());
+  }
+  // An acked publish after them: its answer says every one before it was handled.
+  auto last = BinaryPublish(1, "ff", {"end"});
+  burst.insert(burst.end(), last.begin(), last.end());
+  publisher->Send(burst);
+  auto ack = ReadAck(*publisher);
+  EXPECT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk);
+  EXPECT_EQ(ack.offset, uint64_t(kRecords));
+  auto stored = Stored(*broker, *client, "ff", kRecords + 1);
+  ASSERT_EQ(stored.size(), size_t(kRecords + 1));
+  EXPECT_EQ(stored.back(), std::make_pair(uint64_t(kRecords), std::string("end")));
+  stored.pop_back();
+  ExpectEveryRecord(stored);
+  EXPECT_EQ(PublishRequests(*broker, "dropped"), 0);
+  EXPECT_GT(broker->Metric("felix_publish_room_waits_total"), 0);
+}
+
+// The default wait (here long enough never to end): acked publishes pipelined beyond the
+// budget are all answered ok, in order, none `overloaded`.
+TEST(PublishRoomE2E, AckedPublishesBeyondTheBudgetWaitForRoomInsteadOfOverloaded) {
+  auto env = kSmallBudget;
+  env["FELIX_PUBLISH_QUEUE_WAIT_MS"] = "600000";
+  auto broker = std::make_unique<Broker>(MakeTempDir("felix-e2e-room") + "/data", env);
+  broker->CreateStream("default", "acked", /*durable=*/true);
+  auto client = broker->Connect();
+  ASSERT_TRUE(client);
+  auto publisher = Authed(*client, broker->AllToken());
+  std::vector<uint8_t> burst;
+  for (int i = 0; i < kRecords; ++i) {
+    auto frame = BinaryPublish(uint64_t(100 + i), "acked", {Record(i)});
+    burst.insert(burst.end(), frame.begin(), frame.end());
+  }
+  publisher->Send(burst);
+  for (int i = 0; i < kRecords; ++i) {
+    auto ack = ReadAck(*publisher);
+    ASSERT_EQ(ack.request_id, uint64_t(100 + i));
+    ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk) << "publish " << i;
+    EXPECT_EQ(ack.offset, uint64_t(i));
+  }
+  ExpectEveryRecord(Stored(*broker, *client, "acked", kRecords));
+  EXPECT_GT(broker->Metric("felix_publish_room_waits_total"), 0);
+}
+
+}  // namespace
+}  // namespace felix::broker
