@@ -381,10 +381,8 @@ class EndpointImpl final : public Endpoint {
     EndpointImpl* owner = loop_owner();
     if (owner == this) {
       lock.unlock();
-      // A loop thread parked after a drive (EndpointOptions::drivable) runs it now; a caller
-      // driving reads the eventfd below. Not under post_mu_: the parked thread checks for posts
-      // under park_mu_.
-      Unpark();
+      WakeOwnLoop();
+      return;
     }
     if (owner->wake_pending_.exchange(true)) return;
     // A guest writes under its own lock: its host closes that eventfd only after shutting the
@@ -399,9 +397,17 @@ class EndpointImpl final : public Endpoint {
     // thread runs it once drive_park has passed since the last drive. Otherwise the loop thread
     // may be asleep in ppoll with no deadline near: a plain post.
     if (options_.drivable && host_ == nullptr && (drive_claimed_.load() || park_waiting_.load())) {
-      std::lock_guard<std::mutex> lock(post_mu_);
+      std::unique_lock<std::mutex> lock(post_mu_);
       if (!loop_done_) {
         posted_.push_back(std::move(fn));
+        // Read again after the push (both sequentially consistent, the push under post_mu_,
+        // which the loop thread takes to look for posts before it sleeps): a loop thread that
+        // left its park before this read may already have looked, and sleep in ppoll with no
+        // deadline near. Still parked or driven, it looks again before it sleeps.
+        if (drive_claimed_.load() || park_waiting_.load() || InLoopThread()) return;
+        posted_unparks_ = true;  // now a plain post
+        lock.unlock();
+        WakeOwnLoop();
         return;
       }
     }
@@ -578,6 +584,11 @@ class EndpointImpl final : public Endpoint {
   void EndDrive(std::unique_lock<std::mutex>& lk);
   // Whether the loop thread should park now rather than run an iteration.
   bool ShouldPark(uint64_t now);
+  // After a post to this endpoint's own loop (not a guest's), not on the loop thread, post_mu_
+  // not held: a loop thread parked after a drive (EndpointOptions::drivable) runs it now (the
+  // parked thread checks for posts under park_mu_); a loop thread in ppoll, or a caller
+  // driving, reads the eventfd.
+  void WakeOwnLoop();
   // One loop iteration over this endpoint and its guests: poll (sleeping at most until
   // `cap_ns`), read, timers, settle. `on_loop` and `fds` are scratch of kMaxLoopGuests + 1
   // and twice that.
@@ -2059,6 +2070,14 @@ bool EndpointImpl::ShouldPark(uint64_t now) {
   if (awaiting_.load() > 0 || HasPostUnparking()) return false;
   const uint64_t ended = last_drive_end_ns_;
   return ended != 0 && now < ended + uint64_t(options_.drive_park.count()) * 1000;
+}
+
+void EndpointImpl::WakeOwnLoop() {
+  Unpark();
+  if (wake_pending_.exchange(true)) return;
+  uint64_t one = 1;
+  ssize_t w = ::write(event_fd_, &one, sizeof(one));
+  (void)w;
 }
 
 void EndpointImpl::Unpark() {
