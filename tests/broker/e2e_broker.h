@@ -258,6 +258,26 @@ inline std::vector<std::pair<uint64_t, std::string>> ReadEvents(TestStream& even
   return out;
 }
 
+// Every record of durable `stream` (tenant and namespace "default") from the earliest, read
+// through a subscription whose live offset must be `count`: {offset, payload}.
+inline std::vector<std::pair<uint64_t, std::string>> StoredRecords(Broker& broker,
+                                                                   Flx1TestClient& client,
+                                                                   const std::string& stream,
+                                                                   size_t count) {
+  auto sub_stream = Authed(client, broker.AllToken());
+  sub_stream->SendMessage(SubscribeEarliest(stream));
+  auto events = client.AcceptEventStream();
+  EXPECT_TRUE(events);
+  if (!events) return {};
+  EXPECT_TRUE(events->Read<flx1::EventStreamHello>());
+  auto subscribed = sub_stream->Read<flx1::Subscribed>();
+  EXPECT_TRUE(subscribed);
+  if (subscribed) {
+    EXPECT_EQ(subscribed->live_offset, count);
+  }
+  return ReadEvents(*events, count);
+}
+
 // Reads an event stream up to its last frame. Every event batch must continue exactly where the
 // one before ended (from `first`: no gap, no jump); `next` is the offset after the last event,
 // `last` the closing JSON message (nullopt if the stream ended or went quiet without one).

@@ -32,17 +32,14 @@ std::string Record(int i) {
   return r;
 }
 
-// Every record of durable `stream` from the earliest, by offset.
-std::vector<std::pair<uint64_t, std::string>> Stored(Broker& broker, Flx1TestClient& client,
-                                                     const std::string& stream, size_t count) {
-  auto sub_stream = Authed(client, broker.AllToken());
-  sub_stream->SendMessage(SubscribeEarliest(stream));
-  auto events = client.AcceptEventStream();
-  EXPECT_TRUE(events);
-  if (!events) return {};
-  EXPECT_TRUE(events->Read<flx1::EventStreamHello>());
-  EXPECT_TRUE(sub_stream->Read<flx1::Subscribed>());
-  return ReadEvents(*events, count);
+// The frames of a burst: frame(i) for every record i, one after another.
+std::vector<uint8_t> Burst(const std::function<std::vector<uint8_t>(int)>& frame) {
+  std::vector<uint8_t> burst;
+  for (int i = 0; i < kRecords; ++i) {
+    auto f = frame(i);
+    burst.insert(burst.end(), f.begin(), f.end());
+  }
+  return burst;
 }
 
 // Every record i at offset i (a mismatch named by its offset, not printed whole).
@@ -64,11 +61,7 @@ TEST(PublishRoomE2E, FireAndForgetPublishesBeyondTheBudgetWaitForRoomWithIngress
   auto client = broker->Connect();
   ASSERT_TRUE(client);
   auto publisher = Authed(*client, broker->AllToken());
-  std::vector<uint8_t> burst;
-  for (int i = 0; i < kRecords; ++i) {
-    auto frame = PublishFrame(std::nullopt, "ff", {Record(i)});
-    burst.insert(burst.end(), frame.begin(), frame.end());
-  }
+  auto burst = Burst([](int i) { return PublishFrame(std::nullopt, "ff", {Record(i)}); });
   // An acked publish after them: its answer says every one before it was handled.
   auto last = BinaryPublish(1, "ff", {"end"});
   burst.insert(burst.end(), last.begin(), last.end());
@@ -76,7 +69,7 @@ TEST(PublishRoomE2E, FireAndForgetPublishesBeyondTheBudgetWaitForRoomWithIngress
   auto ack = ReadAck(*publisher);
   EXPECT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk);
   EXPECT_EQ(ack.offset, uint64_t(kRecords));
-  auto stored = Stored(*broker, *client, "ff", kRecords + 1);
+  auto stored = StoredRecords(*broker, *client, "ff", kRecords + 1);
   ASSERT_EQ(stored.size(), size_t(kRecords + 1));
   EXPECT_EQ(stored.back(), std::make_pair(uint64_t(kRecords), std::string("end")));
   stored.pop_back();
@@ -95,19 +88,15 @@ TEST(PublishRoomE2E, AckedPublishesBeyondTheBudgetWaitForRoomInsteadOfOverloaded
   auto client = broker->Connect();
   ASSERT_TRUE(client);
   auto publisher = Authed(*client, broker->AllToken());
-  std::vector<uint8_t> burst;
-  for (int i = 0; i < kRecords; ++i) {
-    auto frame = BinaryPublish(uint64_t(100 + i), "acked", {Record(i)});
-    burst.insert(burst.end(), frame.begin(), frame.end());
-  }
-  publisher->Send(burst);
+  publisher->Send(
+      Burst([](int i) { return BinaryPublish(uint64_t(100 + i), "acked", {Record(i)}); }));
   for (int i = 0; i < kRecords; ++i) {
     auto ack = ReadAck(*publisher);
     ASSERT_EQ(ack.request_id, uint64_t(100 + i));
     ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk) << "publish " << i;
     EXPECT_EQ(ack.offset, uint64_t(i));
   }
-  ExpectEveryRecord(Stored(*broker, *client, "acked", kRecords));
+  ExpectEveryRecord(StoredRecords(*broker, *client, "acked", kRecords));
   EXPECT_GT(broker->Metric("felix_publish_room_waits_total"), 0);
 }
 

@@ -25,23 +25,6 @@ void Append(std::vector<uint8_t>& to, const std::vector<uint8_t>& frame) {
   to.insert(to.end(), frame.begin(), frame.end());
 }
 
-// Every record of `stream` (durable, shard 0) from the earliest: {offset, payload}.
-std::vector<std::pair<uint64_t, std::string>> Records(Broker& broker, Flx1TestClient& client,
-                                                      const std::string& stream, size_t count) {
-  auto sub_stream = Authed(client, broker.AllToken());
-  sub_stream->SendMessage(SubscribeEarliest(stream));
-  auto events = client.AcceptEventStream();
-  EXPECT_TRUE(events);
-  if (!events) return {};
-  EXPECT_TRUE(events->Read<flx1::EventStreamHello>());
-  auto subscribed = sub_stream->Read<flx1::Subscribed>();
-  EXPECT_TRUE(subscribed);
-  if (subscribed) {
-    EXPECT_EQ(subscribed->live_offset, count);
-  }
-  return ReadEvents(*events, count);
-}
-
 TEST(UnackedRunE2E, UnackedPublishesSentTogetherKeepTheirOrderAndTheirStreamAmongOthers) {
   auto broker = std::make_unique<Broker>(MakeTempDir("felix-e2e-run") + "/data");
   broker->CreateStream("default", "a", /*durable=*/true);
@@ -71,8 +54,8 @@ TEST(UnackedRunE2E, UnackedPublishesSentTogetherKeepTheirOrderAndTheirStreamAmon
   EXPECT_EQ(last.request_id, 10u);
   EXPECT_EQ(last.offset, 2u);
 
-  EXPECT_EQ(Records(*broker, *client, "a", 8), Numbered("a", 8));
-  EXPECT_EQ(Records(*broker, *client, "b", 3), Numbered("b", 3));
+  EXPECT_EQ(StoredRecords(*broker, *client, "a", 8), Numbered("a", 8));
+  EXPECT_EQ(StoredRecords(*broker, *client, "b", 3), Numbered("b", 3));
 }
 
 // A record no consumer group could deliver is refused on its own: the unacked records around
@@ -95,7 +78,7 @@ TEST(UnackedRunE2E, AnOversizedRecordAmongUnackedPublishesIsRefusedAloneAndTheOt
   auto ack = ReadAck(*publisher);
   EXPECT_EQ(ack.request_id, 3u);
   EXPECT_EQ(ack.offset, 2u);
-  EXPECT_EQ(Records(*broker, *client, "d", 3), Numbered("d", 3));
+  EXPECT_EQ(StoredRecords(*broker, *client, "d", 3), Numbered("d", 3));
 }
 
 }  // namespace
