@@ -78,6 +78,45 @@ TEST(PublishRoomE2E, FireAndForgetPublishesBeyondTheBudgetWaitForRoomWithIngress
   EXPECT_GT(broker->Metric("felix_publish_room_waits_total"), 0);
 }
 
+// A wait that outlasts FELIX_PUBLISH_QUEUE_WAIT_MS (1 ms here: the durable write of the record
+// before nearly always takes longer) sheds the fire-and-forget record it held, and the stream
+// reads on: every record sent is either stored, in the order sent, or counted dropped, and the
+// acked publish after them is answered (ok, or `overloaded` if its own wait ran out). A deadline
+// that did not resume reading leaves that answer unsent (mutation-checked).
+TEST(PublishRoomE2E, AWaitPastItsDeadlineShedsTheRecordAndTheStreamReadsOn) {
+  auto env = kSmallBudget;
+  env["FELIX_PUBLISH_QUEUE_WAIT_MS"] = "1";
+  auto broker = std::make_unique<Broker>(MakeTempDir("felix-e2e-room") + "/data", env);
+  broker->CreateStream("default", "shed", /*durable=*/true);
+  auto client = broker->Connect();
+  ASSERT_TRUE(client);
+  auto publisher = Authed(*client, broker->AllToken());
+  auto burst = Burst([](int i) { return PublishFrame(std::nullopt, "shed", {Record(i)}); });
+  auto last = BinaryPublish(1, "shed", {"end"});
+  burst.insert(burst.end(), last.begin(), last.end());
+  publisher->Send(burst);
+  auto ack = ReadAck(*publisher);
+  ASSERT_EQ(ack.request_id, 1u) << "the stream was not read on";
+  const bool end_stored = ack.status == flx1::BinaryPublishAck::Status::kOk;
+  const auto dropped = size_t(PublishRequests(*broker, "dropped"));
+  ASSERT_LE(dropped, size_t(kRecords));
+  const size_t kept = kRecords - dropped;
+  auto stored = StoredRecords(*broker, *client, "shed", kept + (end_stored ? 1 : 0));
+  ASSERT_EQ(stored.size(), kept + (end_stored ? 1 : 0));
+  int previous = -1;
+  for (size_t at = 0; at < kept; ++at) {
+    ASSERT_EQ(stored[at].first, uint64_t(at));
+    const int index = std::atoi(stored[at].second.c_str() + 1);  // "r<index>/xxx…"
+    ASSERT_GT(index, previous) << "offset " << at << ": out of order";
+    ASSERT_TRUE(stored[at].second == Record(index)) << "offset " << at;
+    previous = index;
+  }
+  if (end_stored) {
+    EXPECT_EQ(stored.back().second, "end");
+  }
+  EXPECT_GT(broker->Metric("felix_publish_room_waits_total"), 0);
+}
+
 // The default wait (here long enough never to end): acked publishes pipelined beyond the
 // budget are all answered ok, in order, none `overloaded`.
 TEST(PublishRoomE2E, AckedPublishesBeyondTheBudgetWaitForRoomInsteadOfOverloaded) {
