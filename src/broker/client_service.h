@@ -49,7 +49,8 @@ struct ClientServiceOptions {
   // semantics.md §6). A binary publish that finds no room waits for it, its stream not read
   // further (QUIC flow control then slows the client), for at most publish_room_wait; then an
   // acked one is answered `overloaded` and a fire-and-forget one is shed (counted in
-  // felix_publish_dropped_total). With publish_ingress_wait it waits as long as it takes.
+  // felix_publish_dropped_total). With publish_ingress_wait a fire-and-forget one waits as long
+  // as it takes.
   size_t max_inflight_bytes_per_stream = 16u << 20;
   size_t max_inflight_bytes_total = 64u << 20;
   std::chrono::milliseconds publish_room_wait{2000};  // FELIX_PUBLISH_QUEUE_WAIT_MS; 0: none

@@ -102,7 +102,11 @@ bool ClientSession::FitsInFlight(size_t cost) const {
 bool ClientSession::RoomForFrame(uint16_t flags, std::span<const uint8_t> payload) {
   const ClientServiceOptions& options = service_.options();
   if (!auth_ || (flags & flx1::kFlagBinaryPublishBatch) == 0) return true;
-  if (options.publish_room_wait.count() == 0 && !options.publish_ingress_wait) return true;
+  // An acked publish waits at most publish_room_wait; a fire-and-forget one as long as it takes
+  // with publish_ingress_wait (broker-config.md §2.4).
+  const bool unbounded =
+      options.publish_ingress_wait && (flags & flx1::kFlagBinaryPublishAcked) == 0;
+  if (options.publish_room_wait.count() == 0 && !unbounded) return true;
   if (room_wait_over_) {
     room_wait_over_ = false;
     return true;  // waited publish_room_wait: admission refuses or sheds it
@@ -132,7 +136,7 @@ bool ClientSession::RoomForFrame(uint16_t flags, std::span<const uint8_t> payloa
     room_listed_ = true;
     service_.AwaitPublishRoom(weak_from_this());
   }
-  if (!options.publish_ingress_wait) {
+  if (!unbounded) {
     std::weak_ptr<ClientSession> weak = weak_from_this();
     room_deadline_ = endpoint_.RunAfter(options.publish_room_wait, [weak] {
       auto self = weak.lock();

@@ -52,10 +52,13 @@ void ExpectEveryRecord(const std::vector<std::pair<uint64_t, std::string>>& stor
   }
 }
 
-// FELIX_PUB_INGRESS_WAIT: fire-and-forget records wait for room however long it takes.
+// FELIX_PUB_INGRESS_WAIT: fire-and-forget records wait for room however long it takes — past
+// FELIX_PUBLISH_QUEUE_WAIT_MS, 1 ms here, which would shed some of them otherwise (the next
+// test; with the setting ignored here, mutation-checked).
 TEST(PublishRoomE2E, FireAndForgetPublishesBeyondTheBudgetWaitForRoomWithIngressWait) {
   auto env = kSmallBudget;
   env["FELIX_PUB_INGRESS_WAIT"] = "true";
+  env["FELIX_PUBLISH_QUEUE_WAIT_MS"] = "1";
   auto broker = std::make_unique<Broker>(MakeTempDir("felix-e2e-room") + "/data", env);
   broker->CreateStream("default", "ff", /*durable=*/true);
   auto client = broker->Connect();
