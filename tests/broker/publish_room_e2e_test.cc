@@ -52,27 +52,46 @@ void ExpectEveryRecord(const std::vector<std::pair<uint64_t, std::string>>& stor
   }
 }
 
+// A broker with the small budget and `more` settings, durable stream "s", and a publisher
+// stream authenticated on one connection (null publisher: the setup failed).
+struct RoomSetup {
+  std::unique_ptr<Broker> broker;
+  std::unique_ptr<Flx1TestClient> client;
+  std::shared_ptr<TestStream> publisher;
+};
+RoomSetup StartRoomBroker(const std::map<std::string, std::string>& more) {
+  auto env = kSmallBudget;
+  env.insert(more.begin(), more.end());
+  RoomSetup setup;
+  setup.broker = std::make_unique<Broker>(MakeTempDir("felix-e2e-room") + "/data", env);
+  setup.broker->CreateStream("default", "s", /*durable=*/true);
+  setup.client = setup.broker->Connect();
+  EXPECT_TRUE(setup.client);
+  if (setup.client) setup.publisher = Authed(*setup.client, setup.broker->AllToken());
+  return setup;
+}
+
+// Every record fire-and-forget, then an acked "end" (request 1) whose answer says every one
+// before it was handled.
+std::vector<uint8_t> FireAndForgetThenEnd() {
+  auto burst = Burst([](int i) { return PublishFrame(std::nullopt, "s", {Record(i)}); });
+  auto last = BinaryPublish(1, "s", {"end"});
+  burst.insert(burst.end(), last.begin(), last.end());
+  return burst;
+}
+
 // FELIX_PUB_INGRESS_WAIT: fire-and-forget records wait for room however long it takes — past
 // FELIX_PUBLISH_QUEUE_WAIT_MS, 1 ms here, which would shed some of them otherwise (the next
 // test; with the setting ignored here, mutation-checked).
 TEST(PublishRoomE2E, FireAndForgetPublishesBeyondTheBudgetWaitForRoomWithIngressWait) {
-  auto env = kSmallBudget;
-  env["FELIX_PUB_INGRESS_WAIT"] = "true";
-  env["FELIX_PUBLISH_QUEUE_WAIT_MS"] = "1";
-  auto broker = std::make_unique<Broker>(MakeTempDir("felix-e2e-room") + "/data", env);
-  broker->CreateStream("default", "ff", /*durable=*/true);
-  auto client = broker->Connect();
-  ASSERT_TRUE(client);
-  auto publisher = Authed(*client, broker->AllToken());
-  auto burst = Burst([](int i) { return PublishFrame(std::nullopt, "ff", {Record(i)}); });
-  // An acked publish after them: its answer says every one before it was handled.
-  auto last = BinaryPublish(1, "ff", {"end"});
-  burst.insert(burst.end(), last.begin(), last.end());
-  publisher->Send(burst);
+  auto [broker, client, publisher] =
+      StartRoomBroker({{"FELIX_PUB_INGRESS_WAIT", "true"}, {"FELIX_PUBLISH_QUEUE_WAIT_MS", "1"}});
+  ASSERT_TRUE(publisher);
+  publisher->Send(FireAndForgetThenEnd());
   auto ack = ReadAck(*publisher);
   EXPECT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk);
   EXPECT_EQ(ack.offset, uint64_t(kRecords));
-  auto stored = StoredRecords(*broker, *client, "ff", kRecords + 1);
+  auto stored = StoredRecords(*broker, *client, "s", kRecords + 1);
   ASSERT_EQ(stored.size(), size_t(kRecords + 1));
   EXPECT_EQ(stored.back(), std::make_pair(uint64_t(kRecords), std::string("end")));
   stored.pop_back();
@@ -88,17 +107,9 @@ TEST(PublishRoomE2E, FireAndForgetPublishesBeyondTheBudgetWaitForRoomWithIngress
 // waits) is stored after them and answered. A deadline that did not resume reading leaves that
 // answer unsent (mutation-checked).
 TEST(PublishRoomE2E, AWaitPastItsDeadlineShedsTheRecordAndTheStreamReadsOn) {
-  auto env = kSmallBudget;
-  env["FELIX_PUBLISH_QUEUE_WAIT_MS"] = "1";
-  auto broker = std::make_unique<Broker>(MakeTempDir("felix-e2e-room") + "/data", env);
-  broker->CreateStream("default", "shed", /*durable=*/true);
-  auto client = broker->Connect();
-  ASSERT_TRUE(client);
-  auto publisher = Authed(*client, broker->AllToken());
-  auto burst = Burst([](int i) { return PublishFrame(std::nullopt, "shed", {Record(i)}); });
-  auto last = BinaryPublish(1, "shed", {"end"});
-  burst.insert(burst.end(), last.begin(), last.end());
-  publisher->Send(burst);
+  auto [broker, client, publisher] = StartRoomBroker({{"FELIX_PUBLISH_QUEUE_WAIT_MS", "1"}});
+  ASSERT_TRUE(publisher);
+  publisher->Send(FireAndForgetThenEnd());
   auto ack = ReadAck(*publisher);
   ASSERT_EQ(ack.request_id, 1u) << "the stream was not read on";
   ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk);
@@ -106,7 +117,7 @@ TEST(PublishRoomE2E, AWaitPastItsDeadlineShedsTheRecordAndTheStreamReadsOn) {
   ASSERT_LE(dropped, size_t(kRecords));
   const size_t kept = kRecords - dropped;
   EXPECT_EQ(ack.offset, uint64_t(kept));
-  auto stored = StoredRecords(*broker, *client, "shed", kept + 1);
+  auto stored = StoredRecords(*broker, *client, "s", kept + 1);
   ASSERT_EQ(stored.size(), kept + 1);
   int previous = -1;
   for (size_t at = 0; at < kept; ++at) {
@@ -123,22 +134,16 @@ TEST(PublishRoomE2E, AWaitPastItsDeadlineShedsTheRecordAndTheStreamReadsOn) {
 // The default wait (here long enough never to end): acked publishes pipelined beyond the
 // budget are all answered ok, in order, none `overloaded`.
 TEST(PublishRoomE2E, AckedPublishesBeyondTheBudgetWaitForRoomInsteadOfOverloaded) {
-  auto env = kSmallBudget;
-  env["FELIX_PUBLISH_QUEUE_WAIT_MS"] = "600000";
-  auto broker = std::make_unique<Broker>(MakeTempDir("felix-e2e-room") + "/data", env);
-  broker->CreateStream("default", "acked", /*durable=*/true);
-  auto client = broker->Connect();
-  ASSERT_TRUE(client);
-  auto publisher = Authed(*client, broker->AllToken());
-  publisher->Send(
-      Burst([](int i) { return BinaryPublish(uint64_t(100 + i), "acked", {Record(i)}); }));
+  auto [broker, client, publisher] = StartRoomBroker({{"FELIX_PUBLISH_QUEUE_WAIT_MS", "600000"}});
+  ASSERT_TRUE(publisher);
+  publisher->Send(Burst([](int i) { return BinaryPublish(uint64_t(100 + i), "s", {Record(i)}); }));
   for (int i = 0; i < kRecords; ++i) {
     auto ack = ReadAck(*publisher);
     ASSERT_EQ(ack.request_id, uint64_t(100 + i));
     ASSERT_EQ(ack.status, flx1::BinaryPublishAck::Status::kOk) << "publish " << i;
     EXPECT_EQ(ack.offset, uint64_t(i));
   }
-  ExpectEveryRecord(StoredRecords(*broker, *client, "acked", kRecords));
+  ExpectEveryRecord(StoredRecords(*broker, *client, "s", kRecords));
   EXPECT_GT(broker->Metric("felix_publish_room_waits_total"), 0);
 }
 
