@@ -671,10 +671,12 @@ bool Client::Impl::EnsureRequestStream() {
           [this, raw](transport::Stream&) {
             if (request_stream_.get() != raw) return;
             if (request_stream_finish_) {
-              // The broker's answer to our FIN: everything before it was handled.
+              // The broker's answer to our FIN: everything before it was handled, so a batch
+              // still counted as backlogged was delivered too.
               request_stream_.reset();
               request_reader_.reset();
               unacked_on_stream_.reset();
+              ReleaseBacklogged(std::nullopt);
               EndRequestStreamFinish();
               return;
             }
