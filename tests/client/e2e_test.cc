@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <set>
@@ -43,6 +44,21 @@ std::string Field(const std::string& line, const std::string& name) {
 
 class ClientE2E : public ::testing::Test {
  protected:
+  // Publishes record(0) … record(count - 1) fire-and-forget, one call each: every call queued
+  // and answered with no offset (nothing comes back for fire-and-forget).
+  static ::testing::AssertionResult PublishEachFireAndForget(
+      Client& client, const StreamRef& stream, int count,
+      const std::function<std::string(int)>& record) {
+    PublishOptions po;
+    po.ack = AckMode::kNone;
+    for (int i = 0; i < count; ++i) {
+      auto queued = client.Publish(stream, {record(i)}, po);
+      if (!queued) return ::testing::AssertionFailure() << i << ": " << queued.error().ToString();
+      if (queued->offset) return ::testing::AssertionFailure() << i << ": an offset came back";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
   void SetUp() override {
     data_dir_ = MakeTempDir("client-e2e");
     // A small in-flight budget a stream, and publishes that wait for room however long it
@@ -232,13 +248,7 @@ TEST_F(ClientE2E, FireAndForgetPublishesAreAllWrittenInOrderBeforeTheClientClose
   {
     auto client = Client::Connect(Options("ff"));
     ASSERT_TRUE(client) << client.error().ToString();
-    PublishOptions po;
-    po.ack = AckMode::kNone;
-    for (int i = 0; i < kRecords; ++i) {
-      auto queued = (*client)->Publish(stream, {record(i)}, po);
-      ASSERT_TRUE(queued) << i << ": " << queued.error().ToString();
-      EXPECT_FALSE(queued->offset) << "nothing comes back for fire-and-forget";
-    }
+    ASSERT_TRUE(PublishEachFireAndForget(**client, stream, kRecords, record));
   }  // closed here, right after the last call returned
   auto reader = Client::Connect(Options("ff"));
   ASSERT_TRUE(reader) << reader.error().ToString();
@@ -341,12 +351,9 @@ TEST_F(ClientE2E, AFireAndForgetPublisherWritingItsOwnBatchesLosesNothingAndLeav
   };
   auto publisher = Client::Connect(Options("ffown"));
   ASSERT_TRUE(publisher) << publisher.error().ToString();
+  ASSERT_TRUE(PublishEachFireAndForget(**publisher, stream, kBig, big));
   PublishOptions po;
   po.ack = AckMode::kNone;
-  for (int i = 0; i < kBig; ++i) {
-    auto queued = (*publisher)->Publish(stream, {big(i)}, po);
-    ASSERT_TRUE(queued) << i << ": " << queued.error().ToString();
-  }
   auto last = (*publisher)->Publish(stream, {"last"}, po);
   ASSERT_TRUE(last) << last.error().ToString();
   // The publisher stays open and publishes nothing more while the reader reads.
