@@ -32,6 +32,9 @@ struct Workload {
   // its own ack, all are sent before any answer is awaited — instead of one round trip each.
   bool ack_together = false;
 
+  // Only subscribers read a payload's send time (StampPayload): without them no loop stamps.
+  bool StampsPayloads() const { return fanout > 0; }
+
   // Publishing goes on while this holds (message count and duration limits).
   bool More(uint64_t sent, uint64_t start_nanos, uint64_t now_nanos) const {
     return sent < messages &&
@@ -61,6 +64,30 @@ inline uint64_t NowNanos() {
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
 }
+
+// A publishing loop's stop test: the message count, and the duration read from the clock once
+// every kClockEvery tests — a loop of one-record fire-and-forget publishes spends ~8 % of its
+// thread on each clock read per publish (docs/performance.md), which measures the harness, not
+// the system. Stops at most kClockEvery − 1 publishes after the duration passed.
+class PublishLimit {
+ public:
+  static constexpr uint32_t kClockEvery = 16;
+  PublishLimit(const Workload& w, uint64_t messages, uint64_t start_nanos)
+      : messages_(messages),
+        duration_nanos_(w.duration > 0 ? static_cast<uint64_t>(w.duration * 1e9) : 0),
+        start_nanos_(start_nanos) {}
+  bool More(uint64_t sent) {
+    if (sent >= messages_) return false;
+    if (duration_nanos_ == 0 || ++tests_ % kClockEvery != 1) return true;
+    return NowNanos() - start_nanos_ < duration_nanos_;
+  }
+
+ private:
+  uint64_t messages_;
+  uint64_t duration_nanos_;  // 0: no duration limit
+  uint64_t start_nanos_;
+  uint64_t tests_ = 0;
+};
 
 // Payloads carry their send time in the first 8 bytes for publish→deliver latency (all
 // processes share CLOCK_MONOTONIC on one machine).

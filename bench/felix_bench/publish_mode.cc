@@ -94,14 +94,15 @@ void Publish(const ClientOptions& options, const StreamRef& stream, const Worklo
   Window window(window_size);
   std::mutex ack_mu;  // the ack histogram is shared with the I/O thread's callbacks
   uint64_t start = NowNanos();
-  Workload limits = w;
-  limits.messages = messages;
-  while (limits.More(out.sent, start, NowNanos())) {
+  PublishLimit limit(w, messages, start);
+  while (limit.More(out.sent)) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(w.batch, messages - out.sent));
     batch.resize(n);
     pacer.Wait(out.sent);
-    for (auto& payload : batch) StampPayload(payload);
-    uint64_t t0 = NowNanos();
+    if (w.StampsPayloads()) {
+      for (auto& payload : batch) StampPayload(payload);
+    }
+    const uint64_t t0 = w.acked ? NowNanos() : 0;  // unread without an answer to time
     if (window_size <= 1 || !w.acked) {
       auto receipt = client->Publish(stream, batch, po);
       if (!receipt) {

@@ -349,17 +349,18 @@ int main(int argc, char** argv) {
   uint64_t start = NowNanos();
   felix::bench::Pacer pacer(w.rate);
   uint64_t sent = 0;
-  while (w.More(sent, start, NowNanos())) {
+  felix::bench::PublishLimit limit(w, w.messages, start);
+  while (limit.More(sent)) {
     uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(w.batch, w.messages - sent));
     pacer.Wait(sent);
-    uint64_t t0 = NowNanos();
+    const uint64_t t0 = w.acked ? NowNanos() : 0;  // unread without an answer to time
     if (!w.acked) {
       for (uint32_t i = 0; i < n; ++i) {
-        felix::bench::StampPayload(payload);
+        if (w.StampsPayloads()) felix::bench::StampPayload(payload);
         natsConnection_Publish(nc, subject, payload.data(), static_cast<int>(payload.size()));
       }
     } else if (n == 1) {
-      felix::bench::StampPayload(payload);
+      if (w.StampsPayloads()) felix::bench::StampPayload(payload);
       jsPubAck* pa = nullptr;
       jsErrCode jerr = static_cast<jsErrCode>(0);
       s = js_Publish(&pa, js, subject, payload.data(), static_cast<int>(payload.size()), nullptr,
@@ -369,7 +370,7 @@ int main(int argc, char** argv) {
       ack.Record(NowNanos() - t0);
     } else {
       for (uint32_t i = 0; i < n; ++i) {
-        felix::bench::StampPayload(payload);
+        if (w.StampsPayloads()) felix::bench::StampPayload(payload);
         s = js_PublishAsync(js, subject, payload.data(), static_cast<int>(payload.size()), nullptr);
         if (s != NATS_OK) return Fail("publish async", s);
       }

@@ -256,12 +256,13 @@ int main(int argc, char** argv) {
   uint64_t start = NowNanos();
   felix::bench::Pacer pacer(w.rate);
   uint64_t sent = 0;
-  while (w.More(sent, start, NowNanos())) {
+  felix::bench::PublishLimit limit(w, w.messages, start);
+  while (limit.More(sent)) {
     uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(w.batch, w.messages - sent));
     pacer.Wait(sent);
     uint64_t t0 = NowNanos();
     for (uint32_t i = 0; i < n; ++i) {
-      felix::bench::StampPayload(payload);
+      if (w.StampsPayloads()) felix::bench::StampPayload(payload);
       if (pubsub) {
         redisAppendCommand(c, "PUBLISH bench:x %b", payload.data(), payload.size());
       } else {
