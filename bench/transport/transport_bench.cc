@@ -5,13 +5,18 @@
 // a bare UDP socket and a bare TCP socket (TCP_NODELAY), a server thread sleeping in `ppoll` as
 // the endpoint's loop does, the benchmark thread sending and blocking in `recv` — no QUIC, no
 // TLS, no application. It is what the QUIC round trip adds to, and what Redis's TCP round trip
-// is built on (docs/performance.md, "The goal rows, one by one").
+// is built on (docs/performance.md, "The goal rows, one by one"). And the many-clients floor:
+// 32 caller threads, each blocking on its own connection's answer, over Felix's QUIC transport
+// and over bare TCP sockets (Redis's shape) — what the cache row with 32 Clients is built on.
 //   build/release/bench/transport/bench_transport --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
+#include <linux/futex.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -223,6 +228,148 @@ BENCHMARK(BM_ConcurrentRequestResponse64)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
+// `state.range(0)` caller threads, each with a connection of its own (an endpoint, a socket
+// each) and one request in flight: the caller sends a 64-byte request and blocks until its echo
+// is read, `state.range(1)` times — the shape of felix-bench's cache row with 32 Clients, with
+// no FLX1, no cache and no broker above the transport, and the client endpoints set as
+// felix::Client sets them (EndpointOptions::ack_hold). `state.range(2)`: 0, the endpoints share
+// one loop thread (felix::IoThread: a caller posts its request to it and sleeps on an atomic the
+// loop's handler wakes); 1, each endpoint is drivable and its caller drives it (Endpoint::Drive,
+// the default for a Client of its own: the caller writes the request and reads the answer on
+// its own thread). Reports operations per second and the process's CPU per operation (both
+// ends) — what the cache row with many Clients can reach on this machine before any of Felix's
+// work above the transport (docs/performance.md, "The goal rows, one by one").
+void BM_BlockingCallers64(benchmark::State& state) {
+  Pair pair(true);
+  const int kCallers = int(state.range(0));
+  const int kRounds = int(state.range(1));
+  const bool drive = state.range(2) != 0;
+  static const std::vector<uint8_t> msg(64, 0x42);
+  struct Caller {
+    std::unique_ptr<Endpoint> endpoint;
+    std::shared_ptr<Connection> conn;
+    std::shared_ptr<Stream> stream;
+    std::atomic<uint32_t> answered{0};
+    std::atomic<bool> sleeping{false};
+    // Loop thread (or the driving caller): one more answer; a futex wake only for a sleeper,
+    // as felix::Client's AnswerSlot makes one.
+    void Answered() {
+      answered.fetch_add(1, std::memory_order_seq_cst);
+      if (sleeping.exchange(false, std::memory_order_seq_cst)) {
+        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&answered), FUTEX_WAKE_PRIVATE, 1, nullptr,
+                nullptr, 0);
+      }
+    }
+    void WaitFor(uint32_t want) {
+      for (;;) {
+        const uint32_t seen = answered.load(std::memory_order_acquire);
+        if (seen >= want) return;
+        sleeping.store(true, std::memory_order_seq_cst);
+        if (answered.load(std::memory_order_seq_cst) != seen) continue;
+        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&answered), FUTEX_WAIT_PRIVATE, seen,
+                nullptr, nullptr, 0);
+      }
+    }
+  };
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+  std::vector<std::unique_ptr<Caller>> callers;
+  for (int i = 0; i < kCallers; ++i) {
+    auto c = std::make_unique<Caller>();
+    EndpointOptions o;
+    o.tls = Tls({"felix/1"});
+    o.name = "bench-caller";
+    o.ack_hold = std::chrono::microseconds(1000);  // as felix::Client sets them
+    o.ack_hold_packets = 2;
+    if (drive) {
+      o.drivable = true;
+      o.ack_hold_min_datagrams = 0;
+    } else {
+      o.share_loop_of = pair.client.get();
+    }
+    auto ep = Endpoint::Create({"127.0.0.1", 0}, o, pair.metrics, std::nullopt);
+    if (!ep) {
+      state.SkipWithError("caller endpoint failed");
+      return;
+    }
+    c->endpoint = std::move(*ep);
+    std::promise<std::shared_ptr<Stream>> opened;
+    auto f = opened.get_future();
+    Caller* raw = c.get();
+    c->endpoint->Dial(
+        pair.server->local_address(), {"localhost"},
+        [raw, &opened](Result<std::shared_ptr<Connection>> r) {
+          if (!r) {
+            opened.set_value(nullptr);
+            return;
+          }
+          raw->conn = *r;
+          auto s = raw->conn->OpenBidiStream();
+          if (!s) {
+            opened.set_value(nullptr);
+            return;
+          }
+          (*s)->SetHandlers(StreamHandlers{[raw](Stream& st, std::span<const uint8_t> d) {
+                                             for (size_t have = d.size(); have >= 64; have -= 64) {
+                                               st.Consume(64);
+                                               raw->Answered();
+                                             }
+                                           },
+                                           nullptr, nullptr, nullptr});
+          opened.set_value(*s);
+        });
+    c->stream = f.get();
+    if (!c->stream) {
+      state.SkipWithError("dial failed");
+      return;
+    }
+    callers.push_back(std::move(c));
+  }
+  double ops_per_s = 0;
+  double cpu_s = 0;
+  for (auto _ : state) {
+    std::atomic<int> failed{0};
+    const double cpu0 = ProcessCpuSeconds();
+    const auto start = Clock::now();
+    std::vector<std::thread> threads;
+    for (auto& c : callers) {
+      threads.emplace_back([&failed, drive, kRounds, c = c.get()] {
+        const auto deadline = Clock::now() + std::chrono::seconds(30);
+        const uint32_t first = c->answered.load();
+        for (uint32_t want = first + 1; want <= first + uint32_t(kRounds); ++want) {
+          auto send = [c] { (void)c->stream->Write(msg); };
+          auto done = [c, want] { return c->answered.load(std::memory_order_acquire) >= want; };
+          if (!drive || !c->endpoint->Drive(send, done, deadline)) {
+            if (!drive) c->endpoint->Post(send);
+            c->WaitFor(want);
+          }
+          if (Clock::now() > deadline) {
+            ++failed;
+            return;
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    cpu_s = ProcessCpuSeconds() - cpu0;
+    ops_per_s = double(kCallers) * kRounds / seconds;
+    if (failed > 0) state.SkipWithError("a caller timed out");
+  }
+  state.counters["ops_per_s"] = ops_per_s;
+  state.counters["cpu_us"] = cpu_s * 1e6 / (double(kCallers) * kRounds);  // both ends, per op
+  for (auto& c : callers) c->endpoint->Post([s = c->stream] { s->Finish(); });
+  for (auto& c : callers) {
+    if (!drive) c->endpoint->Stop();  // before the loop they share stops
+  }
+}
+BENCHMARK(BM_BlockingCallers64)
+    ->ArgNames({"callers", "rounds", "drive"})
+    ->Args({32, 5000, 0})
+    ->Args({32, 5000, 1})
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 void BM_OneWay1KiB(benchmark::State& state) {
   Pair pair(false);
   const uint64_t kMessages = uint64_t(state.range(0));
@@ -363,6 +510,100 @@ void BM_TcpSocketFloor64(benchmark::State& state) {
 }
 BENCHMARK(BM_UdpSocketFloor64)->Arg(20000)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TcpSocketFloor64)->Arg(20000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// The same many-callers shape over bare TCP (TCP_NODELAY), Redis's: `state.range(0)` caller
+// threads each send a 64-byte request on a socket of their own and block in `recv` for its
+// answer, `state.range(1)` times; one server thread waits in `epoll_wait` and answers every
+// 64 bytes it reads. No QUIC, no TLS, no application: beside BM_BlockingCallers64 it is what
+// the transport and the threads cost, each way (docs/performance.md, "The goal rows").
+void BM_TcpBlockingCallers64(benchmark::State& state) {
+  const int kCallers = int(state.range(0));
+  const int kRounds = int(state.range(1));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  socklen_t len = sizeof addr;
+  if (listener < 0 || bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      listen(listener, kCallers) != 0) {
+    state.SkipWithError("cannot bind a loopback socket");
+    return;
+  }
+  const int one = 1;
+  std::vector<int> clients;
+  std::vector<int> served;
+  const int ep = epoll_create1(0);
+  for (int i = 0; i < kCallers; ++i) {
+    const int c = socket(AF_INET, SOCK_STREAM, 0);
+    if (c < 0 || connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      state.SkipWithError("cannot connect");
+      return;
+    }
+    setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const int a = accept(listener, nullptr, nullptr);
+    setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = a;
+    epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev);
+    clients.push_back(c);
+    served.push_back(a);
+  }
+  std::atomic<bool> stop{false};
+  std::thread server([&] {
+    epoll_event events[64];
+    uint8_t buf[4096];
+    while (!stop.load(std::memory_order_relaxed)) {
+      const int n = epoll_wait(ep, events, 64, 50);
+      for (int i = 0; i < n; ++i) {
+        const ssize_t got = recv(events[i].data.fd, buf, sizeof buf, MSG_DONTWAIT);
+        for (ssize_t at = 0; at + 64 <= got; at += 64)
+          (void)send(events[i].data.fd, buf + at, 64, 0);
+      }
+    }
+  });
+  double ops_per_s = 0;
+  double cpu_s = 0;
+  for (auto _ : state) {
+    const double cpu0 = ProcessCpuSeconds();
+    const auto start = Clock::now();
+    std::vector<std::thread> threads;
+    for (int fd : clients) {
+      threads.emplace_back([fd, kRounds] {
+        uint8_t msg[64];
+        std::fill(std::begin(msg), std::end(msg), uint8_t{0x42});
+        for (int k = 0; k < kRounds; ++k) {
+          if (send(fd, msg, sizeof msg, 0) != ssize_t(sizeof msg)) return;
+          uint8_t answer[64];
+          for (size_t got = 0; got < sizeof answer;) {
+            const ssize_t n = recv(fd, answer + got, sizeof answer - got, 0);
+            if (n <= 0) return;
+            got += size_t(n);
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    cpu_s = ProcessCpuSeconds() - cpu0;
+    ops_per_s = double(kCallers) * kRounds / seconds;
+  }
+  stop = true;
+  server.join();
+  for (int fd : clients) close(fd);
+  for (int fd : served) close(fd);
+  close(ep);
+  close(listener);
+  state.counters["ops_per_s"] = ops_per_s;
+  state.counters["cpu_us"] = cpu_s * 1e6 / (double(kCallers) * kRounds);  // both ends, per op
+}
+BENCHMARK(BM_TcpBlockingCallers64)
+    ->ArgNames({"callers", "rounds"})
+    ->Args({32, 5000})
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace felix::transport
