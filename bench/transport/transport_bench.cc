@@ -370,6 +370,135 @@ BENCHMARK(BM_BlockingCallers64)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// A stream per request, FLX1's shape for consumer-group calls (client-protocol.md §1.2: `auth`,
+// one request, one answer, each call on a bidirectional stream of its own): `state.range(0)`
+// connections, each opening `state.range(1)` streams at once, every stream carrying a 160-byte
+// request (about an `auth` and a `group_ack`) and its end, answered on the server with 48 bytes
+// (about a `cache_ok`) and the stream's end; a connection's next round starts when all its
+// streams are answered, `state.range(2)` rounds, all on the client's loop thread. Reports
+// streams per second and the process's CPU per stream (both ends) — the transport's share of
+// `queue-drain-…-ack-together`, before the broker's work and the cursor's fsync
+// (docs/performance.md, "The goal rows, one by one").
+void BM_StreamPerRequest(benchmark::State& state) {
+  const int kConnections = int(state.range(0));
+  const int kStreams = int(state.range(1));
+  const int kRounds = int(state.range(2));
+  constexpr size_t kRequest = 160;
+  constexpr size_t kAnswer = 48;
+  MetricsRegistry metrics;
+  ListenHandlers lh;
+  lh.on_connection = [](const std::shared_ptr<Connection>& c) {
+    c->SetHandlers(ConnectionHandlers{
+        [](const std::shared_ptr<Stream>& s) {
+          s->SetHandlers(StreamHandlers{[](Stream& st, std::span<const uint8_t> d) {
+                                          if (d.size() < kRequest) return;
+                                          st.Consume(d.size());
+                                          static const std::vector<uint8_t> answer(kAnswer, 0x61);
+                                          (void)st.Write(answer);
+                                          st.Finish();
+                                        },
+                                        nullptr, nullptr, nullptr});
+        },
+        nullptr});
+  };
+  EndpointOptions so;
+  so.tls = Tls();
+  auto server = Endpoint::Create({"127.0.0.1", 0}, so, metrics, lh);
+  EndpointOptions co;
+  co.tls = Tls({"felix/1"});
+  co.name = "bench-client";
+  auto client = Endpoint::Create({"127.0.0.1", 0}, co, metrics, std::nullopt);
+  if (!server || !client) {
+    state.SkipWithError("endpoint failed");
+    return;
+  }
+  std::vector<std::shared_ptr<Connection>> conns;
+  for (int i = 0; i < kConnections; ++i) {
+    std::promise<std::shared_ptr<Connection>> p;
+    auto f = p.get_future();
+    (*client)->Dial((*server)->local_address(), {"localhost"},
+                    [&p](Result<std::shared_ptr<Connection>> r) { p.set_value(r ? *r : nullptr); });
+    conns.push_back(f.get());
+    if (!conns.back()) {
+      state.SkipWithError("dial failed");
+      return;
+    }
+  }
+  double streams_per_s = 0;
+  double cpu_s = 0;
+  for (auto _ : state) {
+    std::promise<void> done;
+    auto f = done.get_future();
+    struct Round {
+      std::shared_ptr<Connection> conn;
+      int left_in_round = 0;
+      int rounds_left = 0;
+    };
+    auto rounds = std::make_shared<std::vector<Round>>(conns.size());
+    auto connections_left = std::make_shared<int>(kConnections);
+    auto failed = std::make_shared<bool>(false);
+    auto start_round = std::make_shared<std::function<void(Round&)>>();
+    *start_round = [&, start_round, connections_left, failed](Round& r) {
+      static const std::vector<uint8_t> request(kRequest, 0x72);
+      r.left_in_round = kStreams;
+      for (int k = 0; k < kStreams; ++k) {
+        auto s = r.conn->OpenBidiStream();
+        if (!s) {
+          if (!*failed) {
+            *failed = true;
+            done.set_value();
+          }
+          return;
+        }
+        (*s)->SetHandlers(StreamHandlers{
+            [&, start_round, connections_left](Stream& st, std::span<const uint8_t> d) {
+              if (d.size() < kAnswer) return;
+              st.Consume(d.size());
+              if (--r.left_in_round > 0) return;
+              if (--r.rounds_left > 0) {
+                (*start_round)(r);
+              } else if (--*connections_left == 0) {
+                done.set_value();
+              }
+            },
+            nullptr, nullptr, nullptr});
+        (void)(*s)->Write(request);
+        (*s)->Finish();
+      }
+    };
+    const double cpu0 = ProcessCpuSeconds();
+    const auto start = Clock::now();
+    (*client)->Post([&, rounds, start_round] {
+      for (size_t i = 0; i < conns.size(); ++i) {
+        (*rounds)[i].conn = conns[i];
+        (*rounds)[i].rounds_left = kRounds;
+        (*start_round)((*rounds)[i]);
+      }
+    });
+    f.wait();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    cpu_s = ProcessCpuSeconds() - cpu0;
+    (*client)->Post([start_round] { *start_round = nullptr; });  // its captures hold it
+    if (*failed) {
+      state.SkipWithError("a stream could not be opened");
+      return;
+    }
+    streams_per_s = double(kConnections) * kStreams * kRounds / seconds;
+  }
+  state.counters["ops_per_s"] = streams_per_s;
+  state.counters["cpu_us"] =
+      cpu_s * 1e6 / (double(kConnections) * kStreams * kRounds);  // both ends, per stream
+  conns.clear();
+  (*client)->Stop();
+  (*server)->Stop();
+}
+BENCHMARK(BM_StreamPerRequest)
+    ->ArgNames({"conns", "streams", "rounds"})
+    ->Args({4, 100, 500})
+    ->Iterations(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 void BM_OneWay1KiB(benchmark::State& state) {
   Pair pair(false);
   const uint64_t kMessages = uint64_t(state.range(0));

@@ -192,7 +192,11 @@ bool FlatJsonArrayReader::Next(FlatJsonObject& out) {
 
 const FlatJsonValue* FlatJsonObject::Find(std::string_view key) const {
   for (size_t i = 0; i < size_; ++i) {
-    if (members_[i].key == key) return &members_[i].value;
+    const std::string_view name = members_[i].key;
+    // Sizes and first characters first: most names differ there, and a call to memcmp for
+    // every name of the same length cost more than the rest of the lookup.
+    if (name.size() != key.size() || (!key.empty() && name[0] != key[0])) continue;
+    if (name == key) return &members_[i].value;
   }
   return nullptr;
 }
