@@ -48,6 +48,15 @@ std::shared_ptr<TlsContext> Tls(std::vector<std::string> alpn = {}) {
   return *TlsContext::Create(o);
 }
 
+// Dials `to` from `from` and waits for the handshake: the connection, or nullptr.
+std::shared_ptr<Connection> DialAndWait(Endpoint& from, const HostPort& to) {
+  std::promise<std::shared_ptr<Connection>> p;
+  auto f = p.get_future();
+  from.Dial(to, {"localhost"},
+            [&p](Result<std::shared_ptr<Connection>> r) { p.set_value(r ? *r : nullptr); });
+  return f.get();
+}
+
 struct Pair {
   MetricsRegistry metrics;
   std::unique_ptr<Endpoint> server;
@@ -81,11 +90,7 @@ struct Pair {
     co.tls = Tls({"felix/1"});
     co.name = "bench-client";
     client = std::move(*Endpoint::Create({"127.0.0.1", 0}, co, metrics, std::nullopt));
-    std::promise<std::shared_ptr<Connection>> p;
-    auto f = p.get_future();
-    client->Dial(server->local_address(), {"localhost"},
-                 [&p](Result<std::shared_ptr<Connection>> r) { p.set_value(r ? *r : nullptr); });
-    conn = f.get();
+    conn = DialAndWait(*client, server->local_address());
   }
 };
 
@@ -170,11 +175,7 @@ void BM_ConcurrentRequestResponse64(benchmark::State& state) {
       guests.push_back(std::move(*guest));
       from = guests.back().get();
     }
-    std::promise<std::shared_ptr<Connection>> p;
-    auto f = p.get_future();
-    from->Dial(pair.server->local_address(), {"localhost"},
-               [&p](Result<std::shared_ptr<Connection>> r) { p.set_value(r ? *r : nullptr); });
-    conns.push_back(f.get());
+    conns.push_back(DialAndWait(*from, pair.server->local_address()));
     if (!conns.back()) {
       state.SkipWithError("dial failed");
       return;
@@ -412,17 +413,11 @@ void BM_StreamPerRequest(benchmark::State& state) {
     state.SkipWithError("endpoint failed");
     return;
   }
-  std::vector<std::shared_ptr<Connection>> conns;
-  for (int i = 0; i < kConnections; ++i) {
-    std::promise<std::shared_ptr<Connection>> p;
-    auto f = p.get_future();
-    (*client)->Dial((*server)->local_address(), {"localhost"},
-                    [&p](Result<std::shared_ptr<Connection>> r) { p.set_value(r ? *r : nullptr); });
-    conns.push_back(f.get());
-    if (!conns.back()) {
-      state.SkipWithError("dial failed");
-      return;
-    }
+  std::vector<std::shared_ptr<Connection>> conns(static_cast<size_t>(kConnections));
+  for (auto& conn : conns) conn = DialAndWait(**client, (*server)->local_address());
+  if (std::find(conns.begin(), conns.end(), nullptr) != conns.end()) {
+    state.SkipWithError("dial failed");
+    return;
   }
   double streams_per_s = 0;
   double cpu_s = 0;
