@@ -446,13 +446,13 @@ void BM_StreamPerRequest(benchmark::State& state) {
           return;
         }
         (*s)->SetHandlers(StreamHandlers{
-            [&, start_round, connections_left](Stream& st, std::span<const uint8_t> d) {
+            [&, start_round, connections_left, failed](Stream& st, std::span<const uint8_t> d) {
               if (d.size() < kAnswer) return;
               st.Consume(d.size());
               if (--r.left_in_round > 0) return;
               if (--r.rounds_left > 0) {
                 (*start_round)(r);
-              } else if (--*connections_left == 0) {
+              } else if (--*connections_left == 0 && !*failed) {  // a failure already ended it
                 done.set_value();
               }
             },
