@@ -385,7 +385,7 @@ bool ClientSession::HandleMessage(flx1::Message message) {
     if (auto* extension = std::get_if<flx1::Extension>(&message)) {
       answer.extension = extension->name;
     }
-    Send(answer);
+    Send(std::move(answer));
     return true;
   }
   if (std::holds_alternative<flx1::UnknownMessage>(message)) {
@@ -823,7 +823,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
                         : flx1::CursorErrorReason::kInFuture;
     answer.requested = cursor->requested.value();
     answer.available = cursor->available.value();
-    Send(answer);
+    Send(std::move(answer));
     FinishStream();
     return;
   }
@@ -871,7 +871,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
     answer.live_offset = sub.live_offset.value();
   }
   if (requested_capacity) answer.queue_capacity = sub.queue_capacity;
-  Send(answer);
+  Send(std::move(answer));
   FinishStream();
 }
 
@@ -895,12 +895,15 @@ bool ClientSession::HandleStreamShards(const flx1::StreamShards& request) {
 
 void ClientSession::Send(const flx1::Message& message) {
   if (stream_->is_unidirectional()) return;  // publish-only streams are never answered
-  auto frame = flx1::EncodeMessageFrame(message);
-  if (!frame) {
-    spdlog::error("answer encode failed: {}", frame.error().ToString());
+  std::string& frame = connection_->answer_buffer;
+  frame.clear();
+  if (auto encoded = flx1::AppendMessageFrame(message, frame); !encoded) {
+    spdlog::error("answer encode failed: {}", encoded.error().ToString());
     return;
   }
-  (void)stream_->Write(*frame);
+  (void)stream_->Write(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(frame.data()), frame.size()));
+  if (frame.capacity() > ClientConnectionState::kMaxKeptAnswerBuffer) std::string().swap(frame);
 }
 
 void ClientSession::SendError(uint16_t code, std::string message) {
@@ -910,7 +913,7 @@ void ClientSession::SendError(uint16_t code, std::string message) {
     if (auto name = flx1::ErrorCodeName(code)) error.code = std::string(*name);
     error.retry = std::string(flx1::RetryClassName(flx1::DefaultRetryClass(code)));
   }
-  Send(error);
+  Send(std::move(error));
 }
 
 void ClientSession::FinishStream() {

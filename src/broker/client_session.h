@@ -57,6 +57,11 @@ struct ClientConnectionState {
   // The `auth_ok` frames answered on this connection, encoded once: [0] without a
   // publish window, [1] with the service's (the only two answers a broker gives).
   std::vector<uint8_t> auth_ok_frames[2];
+  // Where ClientSession::Send renders an answer's frame before the stream copies it: kept
+  // between answers so that an answer allocates nothing; one above kMaxKeptAnswerBuffer bytes
+  // (a large read) is released after use.
+  static constexpr size_t kMaxKeptAnswerBuffer = size_t{64} * 1024;
+  std::string answer_buffer;
   // Every session and writer of the connection, so shutdown can break their handler cycles
   // even if the transport never reports their streams' end.
   std::vector<std::weak_ptr<ClientSession>> sessions;
@@ -231,11 +236,27 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // as pending until then. Returns false, with nothing pending, when the executor is stopping; the
   // caller answers.
   using SessionReply = std::function<void(ClientSession*)>;
-  using ShardWork = std::function<void(std::function<void(SessionReply)>)>;
+  // Hands a SessionReply to the loop thread: called exactly once, from any thread. A value of
+  // its own rather than a std::function around the same captures, so that handing it on (into
+  // a shard's work, a group operation, a completion) is a move, not an allocation
+  // (docs/performance.md, change 65).
+  class LoopReply {
+   public:
+    void operator()(SessionReply reply) const;
+
+   private:
+    friend class ClientSession;
+    std::weak_ptr<ClientSession> session_;
+    transport::Endpoint* endpoint_ = nullptr;
+    ClientService* service_ = nullptr;  // outlives the endpoint whose loop runs the reply
+    // A consumer-group reply: run with nullptr once the stream was reset (no answer is read).
+    bool null_after_reset_ = false;
+  };
+  using ShardWork = std::function<void(LoopReply)>;
   bool RunOnShard(Executor& executor, ShardWork work);
-  // The request counts as pending from now; the function returned hands back, exactly once and
+  // The request counts as pending from now; the LoopReply returned hands back, exactly once and
   // from any thread, the reply RunOnShard's work gets (what RunOnShard and forwards share).
-  std::function<void(SessionReply)> PendingReply();
+  LoopReply PendingReply();
   // The answer to a request for a shard another broker serves: `not_leader` to a client that
   // offered FEATURE_REDIRECT, otherwise `error` code not_leader naming the owner in prose.
   void SendNotLeader(const RemoteShard& remote);
@@ -306,8 +327,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
                                                   bool* keep_reading);
   // Runs `op` on the shard's executor; the reply it hands back runs on the loop thread with
   // this session, or with nullptr when the session (or its stream) is gone.
-  using GroupReply = std::function<void(ClientSession*)>;
-  using GroupOp = std::function<void(StreamGroups&, std::function<void(GroupReply)>)>;
+  using GroupReply = SessionReply;
+  using GroupOp = std::function<void(StreamGroups&, LoopReply)>;
   void RunGroupOp(const StreamShardHandle& handle, GroupOp op);
   void SendGroupError(const GroupError& error);
   // ---- end of consumer groups ----

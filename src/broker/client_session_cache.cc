@@ -70,7 +70,7 @@ std::optional<bool> ClientSession::HandleCacheRequest(const flx1::Message& messa
                                flx1::CacheValue out = answer;
                                if (result.value) out.value = ToBytes(*result.value);
                                if (result.value) out.version = result.version;
-                               session.Send(out);
+                               session.Send(std::move(out));
                              });
   }
   auto answer_sum = [](uint64_t request_id) {

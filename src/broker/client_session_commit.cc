@@ -131,7 +131,7 @@ std::optional<bool> ClientSession::HandleCommitRequest(const flx1::Message& mess
           answer.version = ValueOf(found->version);
           answer.as_of = ValueOf(found->as_of);
           answer.request_id = request_id;
-          self->Send(answer);
+          self->Send(std::move(answer));
         });
       });
     });

@@ -43,7 +43,7 @@ void ClientSession::SendGroupError(const GroupError& error) {
     flx1::RetryClass retry = error.fatal ? flx1::RetryClass::kFatal : flx1::DefaultRetryClass(code);
     answer.retry = std::string(flx1::RetryClassName(retry));
   }
-  Send(answer);
+  Send(std::move(answer));
 }
 
 std::optional<StreamShardHandle> ClientSession::OpenGroupShard(const GroupScope& scope,
@@ -90,21 +90,17 @@ std::optional<StreamShardHandle> ClientSession::OpenGroupShard(const GroupScope&
 void ClientSession::RunGroupOp(const StreamShardHandle& handle, GroupOp op) {
   // Each stage runs once: the replies are moved along, not copied (a std::function holding a
   // std::function allocates at every copy; docs/performance.md change 34).
-  bool posted =
-      RunOnShard(*handle.executor, [cell = handle.cell, op = std::move(op)](auto reply) mutable {
-        auto reply_on_loop = [reply = std::move(reply)](GroupReply group_reply) {
-          reply([group_reply = std::move(group_reply)](ClientSession* self) {
-            group_reply(self == nullptr || self->reset_ ? nullptr : self);
-          });
-        };
-        cell->WhenOpen([op = std::move(op), reply_on_loop = std::move(reply_on_loop)](
-                           Result<OpenedStream*> opened) mutable {
-          if (opened && (*opened)->groups) return op(*(*opened)->groups, std::move(reply_on_loop));
+  bool posted = RunOnShard(
+      *handle.executor, [cell = handle.cell, op = std::move(op)](LoopReply reply) mutable {
+        reply.null_after_reset_ = true;
+        cell->WhenOpen([op = std::move(op),
+                        reply = std::move(reply)](Result<OpenedStream*> opened) mutable {
+          if (opened && (*opened)->groups) return op(*(*opened)->groups, std::move(reply));
           Error error = opened ? Error{ErrorCode::kInvalidArgument,
                                        "this broker has no durable storage for this stream, so it "
                                        "serves no consumer groups"}
                                : opened.error();
-          reply_on_loop([error](ClientSession* self) {
+          reply([error](ClientSession* self) {
             if (self != nullptr) self->SendError(ProtocolCodeFor(error), error.message);
           });
         });
@@ -149,8 +145,8 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     std::string group = m->group;
     uint64_t request_id = m->request_id;
     Executor* executor = handle->executor;
-    RunGroupOp(*handle, [group, request, request_id, executor](
-                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+    RunGroupOp(*handle, [group, request, request_id, executor](StreamGroups& groups,
+                                                               LoopReply reply) {
       auto* owner = &groups;
       groups.Poll(
           group, request,
@@ -184,7 +180,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
                 if (publishers && !d.publisher.empty()) record.publisher = std::move(d.publisher);
                 answer.records.push_back(std::move(record));
               }
-              self->Send(answer);
+              self->Send(std::move(answer));
             });
           });
     });
@@ -195,7 +191,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     if (!handle) return true;
     RunGroupOp(*handle,
                [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
-                   StreamGroups& groups, std::function<void(GroupReply)> reply) {
+                   StreamGroups& groups, LoopReply reply) {
                  groups.Ack(group, offset, [make, reply = std::move(reply)](GroupResult<void> r) {
                    reply(make(std::move(r)));
                  });
@@ -208,7 +204,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     auto delay = std::chrono::milliseconds(m->delay_ms.value_or(0));
     RunGroupOp(*handle, [group = m->group, offset = Offset(m->offset), delay,
                          attempts = m->attempts.value_or(0), make = settle_reply(m->request_id)](
-                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+                            StreamGroups& groups, LoopReply reply) {
       groups.Nack(
           group, offset, delay, attempts,
           [make, reply = std::move(reply)](GroupResult<void> r) { reply(make(std::move(r))); });
@@ -218,19 +214,18 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
   if (auto* m = std::get_if<flx1::GroupExtend>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle,
-               [group = m->group, offset = Offset(m->offset), attempts = m->attempts,
-                extend = std::chrono::milliseconds(m->extend_ms), request_id = m->request_id](
-                   StreamGroups& groups, std::function<void(GroupReply)> reply) {
-                 groups.Extend(group, offset, attempts, extend,
-                               [request_id, reply = std::move(reply)](GroupResult<uint64_t> r) {
-                                 reply([request_id, r = std::move(r)](ClientSession* self) {
-                                   if (self == nullptr) return;
-                                   if (!r) return self->SendGroupError(r.error());
-                                   self->Send(flx1::GroupExtended{*r, request_id});
-                                 });
-                               });
-               });
+    RunGroupOp(*handle, [group = m->group, offset = Offset(m->offset), attempts = m->attempts,
+                         extend = std::chrono::milliseconds(m->extend_ms),
+                         request_id = m->request_id](StreamGroups& groups, LoopReply reply) {
+      groups.Extend(group, offset, attempts, extend,
+                    [request_id, reply = std::move(reply)](GroupResult<uint64_t> r) {
+                      reply([request_id, r = std::move(r)](ClientSession* self) {
+                        if (self == nullptr) return;
+                        if (!r) return self->SendGroupError(r.error());
+                        self->Send(flx1::GroupExtended{*r, request_id});
+                      });
+                    });
+    });
     return true;
   }
   if (auto* m = std::get_if<flx1::GroupDeadLetter>(&message)) {
@@ -238,7 +233,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     if (!handle) return true;
     RunGroupOp(
         *handle, [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
-                     StreamGroups& groups, std::function<void(GroupReply)> reply) {
+                     StreamGroups& groups, LoopReply reply) {
           groups.DeadLetter(group, offset, [make, reply = std::move(reply)](GroupResult<void> r) {
             reply(make(std::move(r)));
           });
@@ -248,8 +243,8 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
   if (auto* m = std::get_if<flx1::GroupDeadLetters>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
-                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+    RunGroupOp(*handle, [group = m->group, request_id = m->request_id](StreamGroups& groups,
+                                                                       LoopReply reply) {
       groups.ListDeadLetters(
           group, [request_id, reply = std::move(reply)](GroupResult<std::vector<Offset>> r) {
             reply([request_id, r = std::move(r)](ClientSession* self) {
@@ -269,7 +264,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     if (!handle) return true;
     RunGroupOp(
         *handle, [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
-                     StreamGroups& groups, std::function<void(GroupReply)> reply) {
+                     StreamGroups& groups, LoopReply reply) {
           groups.Redrive(group, offset, [make, reply = std::move(reply)](GroupResult<void> r) {
             reply(make(std::move(r)));
           });
@@ -281,7 +276,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
     if (!handle) return true;
     RunGroupOp(
         *handle, [group = m->group, offset = Offset(m->offset), make = settle_reply(m->request_id)](
-                     StreamGroups& groups, std::function<void(GroupReply)> reply) {
+                     StreamGroups& groups, LoopReply reply) {
           groups.Discard(group, offset, [make, reply = std::move(reply)](GroupResult<void> r) {
             reply(make(std::move(r)));
           });
@@ -291,8 +286,8 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
   if (auto* m = std::get_if<flx1::GroupDescribe>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupConsume, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
-                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+    RunGroupOp(*handle, [group = m->group, request_id = m->request_id](StreamGroups& groups,
+                                                                       LoopReply reply) {
       groups.Describe(group,
                       [request_id, reply = std::move(reply)](GroupResult<GroupDescription> r) {
                         reply([request_id, r = std::move(r)](ClientSession* self) {
@@ -305,7 +300,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
                           info.owed = r->owed;
                           info.dead_letters = r->dead_letters;
                           info.request_id = request_id;
-                          self->Send(info);
+                          self->Send(std::move(info));
                         });
                       });
     });
@@ -328,7 +323,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
         break;
     }
     RunGroupOp(*handle, [group = m->group, target, if_new = m->if_new, request_id = m->request_id](
-                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+                            StreamGroups& groups, LoopReply reply) {
       groups.Seek(group, target, if_new,
                   [request_id, reply = std::move(reply)](GroupResult<std::pair<Offset, bool>> r) {
                     reply([request_id, r = std::move(r)](ClientSession* self) {
@@ -343,8 +338,8 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
   if (auto* m = std::get_if<flx1::GroupDelete>(&message)) {
     auto handle = OpenGroupShard(ScopeOf(*m), Action::kGroupManage, keep_reading);
     if (!handle) return true;
-    RunGroupOp(*handle, [group = m->group, request_id = m->request_id](
-                            StreamGroups& groups, std::function<void(GroupReply)> reply) {
+    RunGroupOp(*handle, [group = m->group, request_id = m->request_id](StreamGroups& groups,
+                                                                       LoopReply reply) {
       groups.Delete(group, [request_id, reply = std::move(reply)](GroupResult<bool> r) {
         reply([request_id, r = std::move(r)](ClientSession* self) {
           if (self == nullptr) return;

@@ -9,26 +9,30 @@ namespace felix::broker {
 namespace flx1 = felix::wire::flx1;
 using flx1::ProtocolErrorCode;
 
-std::function<void(ClientSession::SessionReply)> ClientSession::PendingReply() {
+ClientSession::LoopReply ClientSession::PendingReply() {
   ++pending_ops_;
-  std::weak_ptr<ClientSession> weak = weak_from_this();
-  transport::Endpoint* endpoint = &endpoint_;
-  ClientService* service = &service_;  // outlives the endpoint whose loop runs the reply
-  return [weak, endpoint, service](SessionReply reply) {
-    endpoint->Post([weak, service, reply = std::move(reply)] {
-      auto self = weak.lock();
-      if (!self) {
-        reply(nullptr);
-        // A publish of a session gone released its broker-wide cost: others may wait for it.
-        service->NotePublishRoom();
-        return;
-      }
-      --self->pending_ops_;
-      reply(self.get());
-      if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
-      self->MaybeRelease();
-    });
-  };
+  LoopReply reply;
+  reply.session_ = weak_from_this();
+  reply.endpoint_ = &endpoint_;
+  reply.service_ = &service_;
+  return reply;
+}
+
+void ClientSession::LoopReply::operator()(SessionReply reply) const {
+  endpoint_->Post([session = session_, service = service_, null_after_reset = null_after_reset_,
+                   reply = std::move(reply)] {
+    auto self = session.lock();
+    if (!self) {
+      reply(nullptr);
+      // A publish of a session gone released its broker-wide cost: others may wait for it.
+      service->NotePublishRoom();
+      return;
+    }
+    --self->pending_ops_;
+    reply(null_after_reset && self->reset_ ? nullptr : self.get());
+    if (self->peer_finished_ && self->pending_ops_ == 0) self->FinishStream();
+    self->MaybeRelease();
+  });
 }
 
 bool ClientSession::RunOnShard(Executor& executor, ShardWork work) {
@@ -61,7 +65,7 @@ void ClientSession::SendNotLeader(const RemoteShard& remote) {
     answer.node_id = remote.owner_node_id;
     if (!remote.owner_client_addr.empty()) answer.addr = remote.owner_client_addr;
     answer.generation = remote.generation.value();
-    Send(answer);
+    Send(std::move(answer));
     return;
   }
   SendError(Code(ProtocolErrorCode::kNotLeader), OwnerProse(remote));

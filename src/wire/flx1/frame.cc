@@ -1,5 +1,6 @@
 #include "wire/flx1/frame.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -261,8 +262,48 @@ Result<std::vector<uint8_t>> EncodeFrame(const Flx1Frame& frame) {
   return out;
 }
 
+namespace {
+
+// The 12-byte envelope of a JSON frame (flag word 0) at `out`, big-endian as every field.
+void PutJsonHeader(uint32_t length, uint8_t* out) {
+  auto put = [&out](uint64_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i) *out++ = static_cast<uint8_t>(v >> (8 * i));
+  };
+  put(kMagic, 4);
+  put(kVersion, 2);
+  put(0, 2);
+  put(length, 4);
+}
+
+}  // namespace
+
+Result<void> AppendMessageFrame(const Message& message, std::string& out) {
+  const size_t start = out.size();
+  out.append(kHeaderSize, '\0');
+  if (auto rendered = AppendMessageJson(message, out); !rendered) {
+    out.resize(start);
+    return rendered;
+  }
+  const size_t length = out.size() - start - kHeaderSize;
+  if (length > std::numeric_limits<uint32_t>::max()) {
+    out.resize(start);
+    return Fail(ErrorCode::kInvalidArgument, "frame payload longer than u32 max");
+  }
+  PutJsonHeader(static_cast<uint32_t>(length), reinterpret_cast<uint8_t*>(out.data() + start));
+  return {};
+}
+
 Result<std::vector<uint8_t>> EncodeMessageFrame(const Message& message) {
-  return EncodeFrame(Flx1Frame(message));
+  // Rendered first, the frame sized once; the message is not copied into an Flx1Frame.
+  auto text = EncodeMessageJson(message);
+  if (!text) return tl::unexpected(text.error());
+  if (text->size() > std::numeric_limits<uint32_t>::max()) {
+    return Fail(ErrorCode::kInvalidArgument, "frame payload longer than u32 max");
+  }
+  std::vector<uint8_t> out(kHeaderSize + text->size());
+  PutJsonHeader(static_cast<uint32_t>(text->size()), out.data());
+  std::copy(text->begin(), text->end(), out.begin() + kHeaderSize);
+  return out;
 }
 
 // ---- Canonical JSON ----

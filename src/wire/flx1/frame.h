@@ -96,6 +96,9 @@ Result<void> AppendToOpenPublishBatch(std::vector<uint8_t>& out, OpenPublishBatc
                                       std::span<const std::string> payloads);
 // Convenience for the common case of a JSON message.
 Result<std::vector<uint8_t>> EncodeMessageFrame(const Message& message);
+// The same frame appended to `out` (untouched on failure), the JSON rendered in place after
+// the header: one buffer and no copy of the text, for a writer that sends the bytes at once.
+Result<void> AppendMessageFrame(const Message& message, std::string& out);
 
 // Canonical JSON: {"frame":"json","flags":0,"message":{every field, absent ones null}} or
 // {"frame":"publish_batch"|"publish_ack"|"event_batch","flags":N, every field ...}; byte

@@ -894,16 +894,21 @@ std::optional<Message> DecodeFlat(const FlatJsonObject& object) {
   return result;
 }
 
-Result<std::string> Render(const Message& message, bool canonical) {
+// Appends the message's JSON to `out`; on failure `out` may hold part of it.
+Result<void> RenderInto(const Message& message, bool canonical, std::string& out) {
   if (const auto* unknown = std::get_if<UnknownMessage>(&message)) {
-    if (!canonical) return unknown->raw_json;
+    if (!canonical) {
+      out += unknown->raw_json;
+      return {};
+    }
     // Canonical: the same object, re-dumped compactly.
     auto parsed = JsonValue::parse(unknown->raw_json, nullptr, false);
     if (parsed.is_discarded() || !parsed.is_object()) {
       return Fail(ErrorCode::kInvalidArgument, "unknown message: raw JSON is not an object");
     }
     try {
-      return parsed.dump();
+      out += parsed.dump();
+      return {};
     } catch (const nlohmann::json::exception& e) {
       return Fail(ErrorCode::kInvalidArgument, std::string("unknown message: ") + e.what());
     }
@@ -911,10 +916,6 @@ Result<std::string> Render(const Message& message, bool canonical) {
   if (auto bad = CheckObjects(message); !bad) {
     return Fail(ErrorCode::kInvalidArgument, bad.error().detail);
   }
-  std::string out;
-  // Most messages (answers, acks, group requests) are a few hundred bytes: grown from empty
-  // the string reallocated four or five times on the way (31, 61, 121, 241 bytes).
-  out.reserve(256);
   std::optional<std::string> error;
   std::visit(
       [&](const auto& m) {
@@ -929,6 +930,17 @@ Result<std::string> Render(const Message& message, bool canonical) {
   if (error) {
     return Fail(ErrorCode::kInvalidArgument, std::string(MessageType(message)) + ": " + *error);
   }
+  return {};
+}
+
+Result<std::string> Render(const Message& message, bool canonical) {
+  std::string out;
+  // Most messages (answers, acks, group requests) are a few hundred bytes: grown from empty
+  // the string reallocated four or five times on the way (31, 61, 121, 241 bytes).
+  out.reserve(256);
+  if (auto rendered = RenderInto(message, canonical, out); !rendered) {
+    return tl::unexpected(rendered.error());
+  }
   return out;
 }
 
@@ -936,6 +948,13 @@ Result<std::string> Render(const Message& message, bool canonical) {
 
 Result<std::string> EncodeMessageJson(const Message& message) {
   return Render(message, false);
+}
+
+Result<void> AppendMessageJson(const Message& message, std::string& out) {
+  const size_t start = out.size();
+  auto rendered = RenderInto(message, false, out);
+  if (!rendered) out.resize(start);
+  return rendered;
 }
 
 Result<std::string> MessageToCanonicalJson(const Message& message) {

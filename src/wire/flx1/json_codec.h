@@ -22,6 +22,9 @@ namespace felix::wire::flx1 {
 // Compact wire JSON. Fails (kInvalidArgument) only on a string that is not valid UTF-8 or an
 // opaque JsonValue of the wrong shape.
 Result<std::string> EncodeMessageJson(const Message& message);
+// The same JSON appended to `out` (untouched on failure): for a writer that renders a frame's
+// header and body into one buffer.
+Result<void> AppendMessageJson(const Message& message, std::string& out);
 
 // A flat object of plain scalars (json_flat_object.h: most requests and answers) is read in
 // place; anything else, and anything the flat read cannot take whole, through

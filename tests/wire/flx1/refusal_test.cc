@@ -218,6 +218,10 @@ TEST(Flx1Refusal, InvalidUtf8) {
   EXPECT_EQ(JsonCode(R"({"type":"error","message":"\ud800"})"), DecodeErrorCode::kInvalidJson);
   // Encoders refuse it too.
   EXPECT_FALSE(EncodeMessageJson(Error{.message = "\xff"}));
+  EXPECT_FALSE(EncodeMessageFrame(Error{.message = "\xff"}));
+  std::string buffer = "kept";  // a refused frame leaves what the buffer held
+  EXPECT_FALSE(AppendMessageFrame(Error{.message = "ok \xff"}, buffer));
+  EXPECT_EQ(buffer, "kept");
   BinaryPublishBatch b;
   b.tenant_id = "\xc3";
   EXPECT_FALSE(EncodeFrame(b));

@@ -176,6 +176,14 @@ void RoundTripType(uint64_t seed) {
     auto back = DecodeFrame(*frame, kDefaultMaxFrameBytes);
     ASSERT_TRUE(back) << back.error().ToString();
     ASSERT_EQ(*back, Flx1Frame(message));
+    auto general = EncodeFrame(Flx1Frame(message));
+    ASSERT_TRUE(general);
+    ASSERT_EQ(*frame, *general);
+    // Appended after what a buffer holds, the same bytes.
+    std::string appended = "prefix";
+    ASSERT_TRUE(AppendMessageFrame(message, appended));
+    ASSERT_EQ(appended.substr(0, 6), "prefix");
+    ASSERT_EQ(appended.substr(6), std::string(frame->begin(), frame->end()));
 
     // Canonical rendering (every field present) reads back to the same message.
     auto canonical = FrameToCanonicalJson(message);
