@@ -10,8 +10,7 @@ void SendBuffer::Append(const uint8_t* p, size_t n, ChunkPool* pool) {
     if (chunks_.empty() || fill_ == chunks_.back().capacity) {
       const size_t grown = chunks_.empty() ? kMinChunk : chunks_.back().capacity * 2;
       const size_t capacity = std::min(kMaxChunk, std::max(grown, n));
-      std::unique_ptr<uint8_t[]> bytes =
-          capacity == kMaxChunk && pool != nullptr ? pool->Take() : nullptr;
+      std::unique_ptr<uint8_t[]> bytes = pool != nullptr ? pool->Take(capacity) : nullptr;
       if (!bytes) bytes = std::make_unique_for_overwrite<uint8_t[]>(capacity);
       chunks_.push_back(Chunk{std::move(bytes), {}, capacity, capacity});
       fill_ = 0;
@@ -56,7 +55,7 @@ void SendBuffer::Release(Chunk& chunk, ChunkPool* pool, const Returned* returned
     if (returned != nullptr && *returned) (*returned)(std::move(chunk.adopted));
     return;
   }
-  if (pool != nullptr && chunk.allocated == kMaxChunk) pool->Give(std::move(chunk.bytes));
+  if (pool != nullptr) pool->Give(std::move(chunk.bytes), chunk.allocated);
 }
 
 void SendBuffer::Acked(uint64_t upto, ChunkPool* pool, const Returned* returned) {

@@ -34,11 +34,11 @@ class SendBuffer {
   // cannot serve first consolidates the fast bins — with hundreds of short streams in flight
   // (a consumer's acknowledgements, each on its own stream) that was nearly every one
   // (docs/performance.md, change 36).
-  static constexpr size_t kMinChunk = 512;
-  static constexpr size_t kMaxChunk = size_t{64} * 1024;
+  static constexpr size_t kMinChunk = ChunkPool::kSmallChunkBytes;  // 512
+  static constexpr size_t kMaxChunk = ChunkPool::kLargeChunkBytes;  // 64 KiB
 
-  // Appends n bytes after the last written byte. A new kMaxChunk chunk comes from `pool` when it
-  // keeps one (null: none used).
+  // Appends n bytes after the last written byte. A new chunk of kMinChunk or kMaxChunk comes
+  // from `pool` when it keeps one (null: none used).
   void Append(const uint8_t* p, size_t n, ChunkPool* pool = nullptr);
   // Appends `bytes` without copying them: the buffer becomes a chunk of its own, kept until
   // every byte in it is acknowledged (ngtcp2 points into it until then), and the next Append
@@ -49,8 +49,8 @@ class SendBuffer {
   // The first n unsent bytes were handed to the connection.
   void Sent(size_t n) { sent_ += n; }
   // Every byte below stream offset `upto` is acknowledged (a lower upto than before is ignored).
-  // Freed kMaxChunk chunks go to `pool` when given; adopted buffers, every byte of them
-  // acknowledged, go to `returned` when given (their bytes as written), else are freed.
+  // Freed kMinChunk and kMaxChunk chunks go to `pool` when given; adopted buffers, every byte of
+  // them acknowledged, go to `returned` when given (their bytes as written), else are freed.
   using Returned = std::function<void(std::vector<uint8_t>)>;
   void Acked(uint64_t upto, ChunkPool* pool = nullptr, const Returned* returned = nullptr);
 

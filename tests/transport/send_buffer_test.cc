@@ -102,8 +102,10 @@ TEST(SendBuffer, WritesAfterItDrainedContinueTheStreamFromASmallChunk) {
 }
 
 // Largest chunks freed on acknowledgement go to the endpoint's pool and come back for the next
-// burst with their bytes rewritten in order (change 56); smaller ones are freed as before. The
-// pool keeps at most kMaxChunks, and frees them all once an idle period passed with none taken.
+// burst with their bytes rewritten in order (change 56); so do the smallest, a short stream's
+// one chunk (change 66); sizes between are freed as before. The pool keeps at most kMaxChunks
+// large and kMaxSmallChunks small ones, and frees them all once an idle period passed with none
+// taken.
 TEST(SendBuffer, LargestChunksGoBackToThePoolAndServeTheNextBurst) {
   static uint64_t now;  // the pool's clock: a plain function pointer, so not a capture
   now = 0;              // each run from zero (gtest_repeat)
@@ -120,12 +122,14 @@ TEST(SendBuffer, LargestChunksGoBackToThePoolAndServeTheNextBurst) {
   buffer.Acked(request.size() + burst.size(), &pool);
   EXPECT_EQ(buffer.chunk_count(), 0u);
   EXPECT_EQ(pool.size(), largest);
+  EXPECT_EQ(pool.small_size(), 1u);  // the request's chunk
   EXPECT_EQ(pool.ReleaseAt(), ChunkPool::kIdleNs);
 
   const std::vector<uint8_t> next = Pattern(3 * SendBuffer::kMaxChunk + 100, 11);
   buffer.Append(next.data(), next.size(), &pool);
   EXPECT_EQ(Unsent(buffer), next);
-  EXPECT_LT(pool.size(), largest);  // taken, not allocated anew
+  EXPECT_LT(pool.size(), largest);   // taken, not allocated anew
+  EXPECT_EQ(pool.small_size(), 1u);  // a burst starts with a chunk of its size, not a small one
 
   // Taken within the idle period: kept another one; then freed once none is taken.
   now = pool.ReleaseAt();
@@ -137,8 +141,35 @@ TEST(SendBuffer, LargestChunksGoBackToThePoolAndServeTheNextBurst) {
   EXPECT_EQ(pool.ReleaseAt(), UINT64_MAX);
 
   for (size_t i = 0; i < ChunkPool::kMaxChunks + 5; ++i)
-    pool.Give(std::make_unique<uint8_t[]>(SendBuffer::kMaxChunk));
+    pool.Give(std::make_unique<uint8_t[]>(SendBuffer::kMaxChunk), SendBuffer::kMaxChunk);
   EXPECT_EQ(pool.size(), ChunkPool::kMaxChunks);
+  for (size_t i = 0; i < ChunkPool::kMaxSmallChunks + 5; ++i)
+    pool.Give(std::make_unique<uint8_t[]>(SendBuffer::kMinChunk), SendBuffer::kMinChunk);
+  EXPECT_EQ(pool.small_size(), ChunkPool::kMaxSmallChunks);
+  pool.Give(std::make_unique<uint8_t[]>(1000), 1000);  // a size not kept
+  EXPECT_EQ(pool.size() + pool.small_size(), ChunkPool::kMaxChunks + ChunkPool::kMaxSmallChunks);
+  EXPECT_EQ(pool.Take(1000), nullptr);
+}
+
+// Short streams, one after another, each write their answer into a small chunk the last one
+// gave back: after the first, no chunk is allocated (the same block serves every stream).
+TEST(SendBuffer, ShortStreamsReuseOneSmallChunk) {
+  static uint64_t now = 0;
+  ChunkPool pool([] { return now; });
+  const std::vector<uint8_t> answer = Pattern(200, 9);
+  const uint8_t* first_block = nullptr;
+  for (int stream = 0; stream < 5; ++stream) {
+    SendBuffer buffer;
+    buffer.Append(answer.data(), answer.size(), &pool);
+    std::array<std::span<const uint8_t>, 4> spans;
+    ASSERT_EQ(buffer.Peek(spans), 1u);
+    ASSERT_EQ(std::vector<uint8_t>(spans[0].begin(), spans[0].end()), answer);
+    if (stream == 0) first_block = spans[0].data();
+    EXPECT_EQ(spans[0].data(), first_block);
+    buffer.Sent(answer.size());
+    buffer.Acked(answer.size(), &pool);
+    EXPECT_EQ(pool.small_size(), 1u);
+  }
 }
 
 // Adopted buffers (Stream::WriteOwned, change 61) take their place in the stream between copied
