@@ -316,6 +316,7 @@ bool ClientSession::HandleFrame(uint16_t flags, std::span<const uint8_t> payload
         auth != nullptr && payload.size() <= ClientConnectionState::kMaxRememberedAuth) {
       connection.last_auth_payload.assign(payload.begin(), payload.end());
       connection.last_auth = std::move(*auth);
+      connection.last_auth_context.reset();
       return HandleAuth(*connection.last_auth);
     }
     return HandleMessage(std::move(message));
@@ -414,22 +415,38 @@ bool ClientSession::HandleAuth(const flx1::Auth& auth) {
     FinishStream();
     return false;
   }
-  auto context = service_.verified_credentials().Verify(service_.catalog(), auth.tenant_id,
-                                                        auth.token, auth::NowUnixSeconds());
-  if (!context) {
-    service_.metrics().auth_failures.Increment();
-    spdlog::debug("auth refused tenant={} reason={}", auth.tenant_id, context.error().ToString());
-    SendError(Code(ProtocolErrorCode::kUnauthenticated), auth::kAuthFailedMessage);
-    FinishStream();
-    return false;
+  ClientConnectionState& connection = *connection_;
+  const bool remembered = connection.last_auth && &auth == &*connection.last_auth;
+  const int64_t now = auth::NowUnixSeconds();
+  auto snapshot = service_.catalog().Snapshot();
+  if (remembered && connection.last_auth_context &&
+      now < connection.last_auth_context->expires_at &&
+      connection.last_auth_snapshot.lock() == snapshot) {
+    auth_ = connection.last_auth_context;
+  } else {
+    auto context =
+        service_.verified_credentials().Verify(service_.catalog(), auth.tenant_id, auth.token, now);
+    if (!context) {
+      service_.metrics().auth_failures.Increment();
+      spdlog::debug("auth refused tenant={} reason={}", auth.tenant_id, context.error().ToString());
+      SendError(Code(ProtocolErrorCode::kUnauthenticated), auth::kAuthFailedMessage);
+      FinishStream();
+      return false;
+    }
+    auth_ = std::move(*context);
+    if (remembered) {
+      // The snapshot read before Verify: if the catalog changed in between, the next `auth`
+      // finds another one and verifies again.
+      connection.last_auth_context = auth_;
+      connection.last_auth_snapshot = snapshot;
+    }
   }
-  auth_ = std::move(*context);
-  connection_->any_stream_authenticated = true;
+  connection.any_stream_authenticated = true;
   peer_flags_ = auth.client_flags.value_or(flx1::kOriginalV1Flags);
   peer_features_ = auth.client_features.value_or(0);
   std::optional<uint32_t> window = NegotiatePublishing(peer_features_);
   if (auth.client_flags) {
-    std::vector<uint8_t>& frame = connection_->auth_ok_frames[window ? 1 : 0];
+    std::vector<uint8_t>& frame = connection.auth_ok_frames[window ? 1 : 0];
     if (frame.empty()) {
       flx1::AuthOk ok;
       ok.server_flags = kServerFlags;

@@ -54,6 +54,13 @@ struct ClientConnectionState {
   static constexpr size_t kMaxRememberedAuth = 4096;
   std::vector<uint8_t> last_auth_payload;
   std::optional<wire::flx1::Auth> last_auth;
+  // What `last_auth` verified to, and the catalog snapshot current when it did: while that
+  // snapshot is still the catalog's (the tenant's keys unchanged) and the token unexpired, the
+  // same `auth` is answered with it — what VerifiedCredentials would answer from its cache,
+  // without building its key and taking its lock on every stream (docs/performance.md change
+  // 67). Weak: an idle connection does not keep an old catalog alive.
+  std::shared_ptr<const auth::AuthContext> last_auth_context;
+  std::weak_ptr<const catalog::CatalogSnapshot> last_auth_snapshot;
   // The `auth_ok` frames answered on this connection, encoded once: [0] without a
   // publish window, [1] with the service's (the only two answers a broker gives).
   std::vector<uint8_t> auth_ok_frames[2];
