@@ -23,24 +23,31 @@ constexpr std::array<uint8_t, 256> kDecode = MakeDecodeTable();
 
 }  // namespace
 
-std::string Base64Encode(std::span<const uint8_t> bytes) {
-  std::string out((bytes.size() + 2) / 3 * 4, '=');
-  size_t o = 0, i = 0;
+void AppendBase64(std::span<const uint8_t> bytes, std::string& out) {
+  const size_t start = out.size();
+  out.resize(start + (bytes.size() + 2) / 3 * 4, '=');
+  char* o = out.data() + start;
+  size_t i = 0;
   for (; i + 3 <= bytes.size(); i += 3) {
     const uint32_t v = uint32_t(bytes[i]) << 16 | uint32_t(bytes[i + 1]) << 8 | bytes[i + 2];
-    out[o++] = kAlphabet[v >> 18];
-    out[o++] = kAlphabet[(v >> 12) & 63];
-    out[o++] = kAlphabet[(v >> 6) & 63];
-    out[o++] = kAlphabet[v & 63];
+    *o++ = kAlphabet[v >> 18];
+    *o++ = kAlphabet[(v >> 12) & 63];
+    *o++ = kAlphabet[(v >> 6) & 63];
+    *o++ = kAlphabet[v & 63];
   }
   const size_t rest = bytes.size() - i;
   if (rest > 0) {
     uint32_t v = uint32_t(bytes[i]) << 16;
     if (rest == 2) v |= uint32_t(bytes[i + 1]) << 8;
-    out[o++] = kAlphabet[v >> 18];
-    out[o++] = kAlphabet[(v >> 12) & 63];
-    if (rest == 2) out[o] = kAlphabet[(v >> 6) & 63];  // else stays '='
+    *o++ = kAlphabet[v >> 18];
+    *o++ = kAlphabet[(v >> 12) & 63];
+    if (rest == 2) *o = kAlphabet[(v >> 6) & 63];  // else stays '='
   }
+}
+
+std::string Base64Encode(std::span<const uint8_t> bytes) {
+  std::string out;
+  AppendBase64(bytes, out);
   return out;
 }
 

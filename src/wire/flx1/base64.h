@@ -14,6 +14,9 @@
 namespace felix::wire::flx1 {
 
 std::string Base64Encode(std::span<const uint8_t> bytes);
+// The same text appended to `out`: a JSON writer encodes a byte field in place, without a
+// string of its own per field (docs/performance.md change 68).
+void AppendBase64(std::span<const uint8_t> bytes, std::string& out);
 // nullopt when `text` is not canonical padded standard base64.
 std::optional<std::vector<uint8_t>> Base64Decode(std::string_view text);
 

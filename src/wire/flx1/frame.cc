@@ -1,6 +1,6 @@
 #include "wire/flx1/frame.h"
 
-#include <algorithm>
+#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -302,7 +302,7 @@ Result<std::vector<uint8_t>> EncodeMessageFrame(const Message& message) {
   }
   std::vector<uint8_t> out(kHeaderSize + text->size());
   PutJsonHeader(static_cast<uint32_t>(text->size()), out.data());
-  std::copy(text->begin(), text->end(), out.begin() + kHeaderSize);
+  std::memcpy(out.data() + kHeaderSize, text->data(), text->size());
   return out;
 }
 

@@ -188,7 +188,7 @@ class JsonWriter {
   void Value(const std::string& s) { String(s); }
   void Value(const Bytes& b) {
     out_ += '"';
-    out_ += Base64Encode(b);
+    AppendBase64(b, out_);
     out_ += '"';
   }
   void Value(bool b) { out_ += b ? "true" : "false"; }

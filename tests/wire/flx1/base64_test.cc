@@ -45,6 +45,9 @@ TEST(Base64, MatchesLibsodiumOnEveryLengthAndRoundTrips) {
     for (auto& b : bytes) b = uint8_t(rng());
     const std::string text = Base64Encode(bytes);
     ASSERT_EQ(text, SodiumEncode(bytes)) << n;
+    std::string appended = "\"";  // after what the buffer holds, as a JSON writer appends
+    AppendBase64(bytes, appended);
+    ASSERT_EQ(appended, "\"" + text) << n;
     auto back = Base64Decode(text);
     ASSERT_TRUE(back) << n;
     EXPECT_EQ(*back, bytes) << n;

@@ -1,0 +1,76 @@
+// Cost of encoding one FLX1 answer frame as the broker sends it: a consumer's poll answered
+// with 100 records of 256 bytes (`group_records`, queue drains) and the acknowledgement's answer
+// (`cache_ok`). EncodeMessageFrame is the general entry point; AppendMessageFrame into a kept
+// buffer is ClientSession::Send's path (docs/performance.md changes 65 and 68).
+//   build/release/bench/wire/bench_wire --benchmark_filter=Encode
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "wire/flx1/frame.h"
+
+namespace {
+
+namespace flx1 = felix::wire::flx1;
+
+flx1::Message GroupRecords100() {
+  flx1::GroupRecords answer;
+  answer.request_id = 7;
+  for (uint64_t i = 0; i < 100; ++i) {
+    flx1::GroupRecord record;
+    record.offset = 100000 + i;
+    record.payload.assign(256, static_cast<uint8_t>('a' + i % 26));
+    record.attempts = 1;
+    answer.records.push_back(std::move(record));
+  }
+  return answer;
+}
+
+void BM_EncodeFrameGroupRecords100(benchmark::State& state) {
+  const flx1::Message message = GroupRecords100();
+  for (auto _ : state) {
+    auto frame = flx1::EncodeMessageFrame(message);
+    benchmark::DoNotOptimize(frame);
+  }
+}
+
+void BM_AppendFrameGroupRecords100(benchmark::State& state) {
+  const flx1::Message message = GroupRecords100();
+  std::string buffer;
+  for (auto _ : state) {
+    buffer.clear();
+    if (!flx1::AppendMessageFrame(message, buffer)) {
+      state.SkipWithError("the message does not encode");
+      return;
+    }
+    benchmark::DoNotOptimize(buffer.data());
+  }
+}
+
+void BM_EncodeFrameCacheOk(benchmark::State& state) {
+  const flx1::Message message = flx1::CacheOk{9};
+  for (auto _ : state) {
+    auto frame = flx1::EncodeMessageFrame(message);
+    benchmark::DoNotOptimize(frame);
+  }
+}
+
+void BM_AppendFrameCacheOk(benchmark::State& state) {
+  const flx1::Message message = flx1::CacheOk{9};
+  std::string buffer;
+  for (auto _ : state) {
+    buffer.clear();
+    if (!flx1::AppendMessageFrame(message, buffer)) {
+      state.SkipWithError("the message does not encode");
+      return;
+    }
+    benchmark::DoNotOptimize(buffer.data());
+  }
+}
+
+BENCHMARK(BM_EncodeFrameGroupRecords100);
+BENCHMARK(BM_AppendFrameGroupRecords100);
+BENCHMARK(BM_EncodeFrameCacheOk);
+BENCHMARK(BM_AppendFrameCacheOk);
+
+}  // namespace
