@@ -26,46 +26,36 @@ flx1::Message GroupRecords100() {
   return answer;
 }
 
+void EncodeLoop(benchmark::State& state, const flx1::Message& message) {
+  for (auto _ : state) {
+    auto frame = flx1::EncodeMessageFrame(message);
+    benchmark::DoNotOptimize(frame);
+  }
+}
+
+void AppendLoop(benchmark::State& state, const flx1::Message& message) {
+  std::string buffer;
+  for (auto _ : state) {
+    buffer.clear();
+    if (!flx1::AppendMessageFrame(message, buffer)) {
+      state.SkipWithError("the message does not encode");
+      return;
+    }
+    benchmark::DoNotOptimize(buffer.data());
+  }
+}
+
 void BM_EncodeFrameGroupRecords100(benchmark::State& state) {
-  const flx1::Message message = GroupRecords100();
-  for (auto _ : state) {
-    auto frame = flx1::EncodeMessageFrame(message);
-    benchmark::DoNotOptimize(frame);
-  }
+  EncodeLoop(state, GroupRecords100());
 }
-
 void BM_AppendFrameGroupRecords100(benchmark::State& state) {
-  const flx1::Message message = GroupRecords100();
-  std::string buffer;
-  for (auto _ : state) {
-    buffer.clear();
-    if (!flx1::AppendMessageFrame(message, buffer)) {
-      state.SkipWithError("the message does not encode");
-      return;
-    }
-    benchmark::DoNotOptimize(buffer.data());
-  }
+  AppendLoop(state, GroupRecords100());
 }
-
 void BM_EncodeFrameCacheOk(benchmark::State& state) {
-  const flx1::Message message = flx1::CacheOk{9};
-  for (auto _ : state) {
-    auto frame = flx1::EncodeMessageFrame(message);
-    benchmark::DoNotOptimize(frame);
-  }
+  EncodeLoop(state, flx1::CacheOk{9});
 }
-
 void BM_AppendFrameCacheOk(benchmark::State& state) {
-  const flx1::Message message = flx1::CacheOk{9};
-  std::string buffer;
-  for (auto _ : state) {
-    buffer.clear();
-    if (!flx1::AppendMessageFrame(message, buffer)) {
-      state.SkipWithError("the message does not encode");
-      return;
-    }
-    benchmark::DoNotOptimize(buffer.data());
-  }
+  AppendLoop(state, flx1::CacheOk{9});
 }
 
 BENCHMARK(BM_EncodeFrameGroupRecords100);

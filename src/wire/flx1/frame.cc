@@ -294,15 +294,14 @@ Result<void> AppendMessageFrame(const Message& message, std::string& out) {
 }
 
 Result<std::vector<uint8_t>> EncodeMessageFrame(const Message& message) {
-  // Rendered first, the frame sized once; the message is not copied into an Flx1Frame.
-  auto text = EncodeMessageJson(message);
-  if (!text) return tl::unexpected(text.error());
-  if (text->size() > std::numeric_limits<uint32_t>::max()) {
-    return Fail(ErrorCode::kInvalidArgument, "frame payload longer than u32 max");
+  // The message is not copied into an Flx1Frame; the bytes are moved with memcpy (a std::copy
+  // from char to uint8_t was an element-wise loop).
+  std::string frame;
+  if (auto appended = AppendMessageFrame(message, frame); !appended) {
+    return tl::unexpected(appended.error());
   }
-  std::vector<uint8_t> out(kHeaderSize + text->size());
-  PutJsonHeader(static_cast<uint32_t>(text->size()), out.data());
-  std::memcpy(out.data() + kHeaderSize, text->data(), text->size());
+  std::vector<uint8_t> out(frame.size());
+  std::memcpy(out.data(), frame.data(), frame.size());
   return out;
 }
 
