@@ -840,7 +840,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
                         : flx1::CursorErrorReason::kInFuture;
     answer.requested = cursor->requested.value();
     answer.available = cursor->available.value();
-    Send(std::move(answer));
+    Send(answer);
     FinishStream();
     return;
   }
@@ -888,7 +888,7 @@ void ClientSession::OnSubscribed(const StreamShardHandle& handle,
     answer.live_offset = sub.live_offset.value();
   }
   if (requested_capacity) answer.queue_capacity = sub.queue_capacity;
-  Send(std::move(answer));
+  Send(answer);
   FinishStream();
 }
 

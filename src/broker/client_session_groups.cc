@@ -300,7 +300,7 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
                           info.owed = r->owed;
                           info.dead_letters = r->dead_letters;
                           info.request_id = request_id;
-                          self->Send(std::move(info));
+                          self->Send(info);
                         });
                       });
     });

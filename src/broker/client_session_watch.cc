@@ -147,7 +147,7 @@ void ClientSession::OnCacheWatched(const CacheShardHandle& handle,
                         : flx1::CursorErrorReason::kInFuture;
     answer.requested = cursor->requested.value();
     answer.available = cursor->available.value();
-    if (!ended_) Send(std::move(answer));
+    if (!ended_) Send(answer);
     return;
   }
   if (auto* error = std::get_if<Error>(&result)) {
@@ -188,7 +188,7 @@ void ClientSession::OnCacheWatched(const CacheShardHandle& handle,
   answer.resume_offset = reg.resume_offset.value();
   answer.resnapshot = reg.resnapshot;
   answer.retained_count = reg.retained_count;
-  Send(std::move(answer));
+  Send(answer);
 }
 
 }  // namespace felix::broker
