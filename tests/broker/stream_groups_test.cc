@@ -263,6 +263,34 @@ TEST_F(StreamGroupsTest, AcksWhileCursorWritesAreInFlightShareTheNextCursorRecor
   EXPECT_EQ(CommittedAfterReopen(), Offset(n));
 }
 
+// The group's timer stays armed for the earliest deadline when that claim is acknowledged
+// (performance.md change 70): firing early it finds nothing lapsed and arms the next, so the
+// later claim still lapses and is delivered again — to a poll waiting for it, well within its
+// wait.
+TEST_F(StreamGroupsTest, AClaimLapsesAfterAnEarlierOneWasAcknowledged) {
+  ASSERT_TRUE(OpenGroups());
+  Publish({"first", "second"});
+  auto poll = [&](std::chrono::milliseconds wait, std::chrono::milliseconds visibility) {
+    auto r = Call<std::vector<GroupDelivery>>(executor_, [&, wait, visibility](auto done) {
+      groups_->Poll("g", GroupPollRequest{1, wait, visibility}, done);
+    });
+    EXPECT_TRUE(r);
+    return r ? *r : std::vector<GroupDelivery>{};
+  };
+  auto first = poll(0ms, 50ms);  // the earliest deadline: the timer is armed for it
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].offset, Offset(0));
+  auto second = poll(0ms, 200ms);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].offset, Offset(1));
+  ASSERT_TRUE(Ack("g", Offset(0)));
+  auto again = poll(5s, 0ms);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].offset, Offset(1));
+  EXPECT_EQ(again[0].attempts, 2u);
+  EXPECT_EQ(Describe("g").committed, Offset(1));
+}
+
 TEST_F(StreamGroupsTest, AcksWaitingForAFailedCursorWriteGetTheOutcomeOfTheirOwnWrite) {
   ASSERT_TRUE(OpenGroups());
   const uint64_t n = kInFlight + 2;
