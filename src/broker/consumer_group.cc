@@ -1,6 +1,7 @@
 #include "broker/consumer_group.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace felix::broker {
 namespace {
@@ -21,7 +22,9 @@ ConsumerGroup::ConsumerGroup(std::optional<Offset> committed, Offset tail_at_sta
       committed_(committed),
       position_(committed.value_or(Offset(0))),
       next_new_(position_),
-      tail_at_start_(tail_at_start) {}
+      tail_at_start_(tail_at_start) {
+  finished_.Reset(position_);
+}
 
 void ConsumerGroup::RestoreDeadLetter(Offset offset, DeadLetterState state) {
   dead_letters_[offset] = state;
@@ -35,7 +38,7 @@ std::optional<Offset> ConsumerGroup::NextCandidate(Offset tail) {
   if (!owed_.empty()) return *owed_.begin();
   while (next_new_ < tail) {
     const Offset n = next_new_;
-    if (n < position_ || finished_.count(n) || claims_.count(n) || delayed_.count(n) ||
+    if (n < position_ || finished_.Contains(n) || claims_.contains(n) || delayed_.count(n) ||
         dead_letter_pending_.count(n)) {
       ++next_new_;
       continue;
@@ -52,10 +55,10 @@ uint32_t ConsumerGroup::Claim(Offset offset, GroupTime visible_until, const Grou
   // would skip the unfinished records in between for good (they would never be handed out,
   // and the cursor would stall below them).
   if (offset == next_new_) ++next_new_;
-  uint32_t attempts = ++attempts_[offset];
+  uint32_t attempts = ++attempts_.FindOrInsert(offset);
   DropClaim(offset);
-  claims_[offset] = ClaimState{attempts, visible_until, holder};
-  claim_deadlines_.insert({visible_until, offset});
+  claims_.Insert(offset, ClaimState{attempts, visible_until, holder});
+  PushDeadline(visible_until, offset);
   touched_ = true;
   return attempts;
 }
@@ -68,12 +71,12 @@ size_t ConsumerGroup::Reclaim(const GroupMember& who) {
   if (who.connection <= last) return 0;
   last = who.connection;
   size_t reserved = 0;
-  for (const auto& [offset, claim] : claims_) {
+  claims_.ForEach([&](Offset offset, const ClaimState& claim) {
     if (claim.holder.member == who.member && claim.holder.connection < who.connection) {
       reserved_[offset] = who.connection;
       ++reserved;
     }
-  }
+  });
   return reserved;
 }
 
@@ -93,25 +96,23 @@ bool ConsumerGroup::DeadLetterIfAtBound(Offset offset) {
 }
 
 void ConsumerGroup::Release(Offset offset, uint32_t attempts) {
-  auto it = claims_.find(offset);
-  if (it == claims_.end() || it->second.attempts != attempts) return;
+  const ClaimState* claim = claims_.Find(offset);
+  if (claim == nullptr || claim->attempts != attempts) return;
   DropClaim(offset);
-  auto a = attempts_.find(offset);
-  if (a != attempts_.end() && a->second > 0) --a->second;
+  uint32_t* count = attempts_.Find(offset);
+  if (count != nullptr && *count > 0) --*count;
   owed_.insert(offset);
 }
 
 bool ConsumerGroup::SkipTrimmed(Offset oldest) {
   auto below = [oldest](Offset o) { return o < oldest; };
-  for (auto it = claims_.begin(); it != claims_.end() && it->first < oldest;) {
-    claim_deadlines_.erase({it->second.visible_until, it->first});
-    reserved_.erase(it->first);
-    it = claims_.erase(it);
-  }
+  claims_.EraseIf([&](Offset offset, const ClaimState&) { return below(offset); });
+  std::erase_if(reserved_, [&](const auto& r) { return below(r.first); });
+  PruneDeadlines();
   std::erase_if(owed_, below);  // a redriven entry stays listed, but nothing is left to deliver
   std::erase_if(delayed_, [&](const auto& d) { return below(d.first); });
-  std::erase_if(attempts_, [&](const auto& a) { return below(a.first); });
-  std::erase_if(finished_, below);
+  attempts_.EraseIf([&](Offset offset, uint32_t) { return below(offset); });
+  finished_.DropBelow(oldest);
   next_new_ = std::max(next_new_, oldest);
   if (position_ >= oldest) return false;
   position_ = oldest;
@@ -121,7 +122,7 @@ bool ConsumerGroup::SkipTrimmed(Offset oldest) {
 
 bool ConsumerGroup::HandedOutByUs(Offset offset) const {
   return offset < std::max(tail_at_start_, next_new_) || owed_.count(offset) != 0 ||
-         claims_.count(offset) != 0 || delayed_.count(offset) != 0;
+         claims_.contains(offset) || delayed_.count(offset) != 0;
 }
 
 std::optional<SettleOutcome> ConsumerGroup::CheckSettle(Offset offset, Offset tail) const {
@@ -130,7 +131,7 @@ std::optional<SettleOutcome> ConsumerGroup::CheckSettle(Offset offset, Offset ta
   }
   auto dl = dead_letters_.find(offset);
   bool redriven = dl != dead_letters_.end() && dl->second == DeadLetterState::kRedriven;
-  if (!redriven && (offset < position_ || finished_.count(offset) != 0 ||
+  if (!redriven && (offset < position_ || finished_.Contains(offset) ||
                     dead_letter_pending_.count(offset) != 0)) {
     return Verdict(SettleVerdict::kDuplicate, "already finished");
   }
@@ -151,19 +152,19 @@ SettleOutcome ConsumerGroup::Ack(Offset offset, Offset tail) {
   DropClaim(offset);
   owed_.erase(offset);
   delayed_.erase(offset);
-  attempts_.erase(offset);
-  if (offset >= position_ && finished_.count(offset) == 0) out.cursor_moved = Finish(offset);
+  attempts_.Erase(offset);
+  if (offset >= position_ && !finished_.Contains(offset)) out.cursor_moved = Finish(offset);
   return out;
 }
 
 SettleOutcome ConsumerGroup::Nack(Offset offset, Offset tail, uint32_t attempts, GroupTime now,
                                   GroupClock::duration delay) {
   if (auto refused = CheckSettle(offset, tail)) return *refused;
-  auto claim = claims_.find(offset);
-  if (attempts != 0 && (claim == claims_.end() || claim->second.attempts != attempts)) {
+  const ClaimState* claim = claims_.Find(offset);
+  if (attempts != 0 && (claim == nullptr || claim->attempts != attempts)) {
     return Verdict(SettleVerdict::kStaleClaim, "that delivery's claim no longer stands", true);
   }
-  if (claim == claims_.end() && (owed_.count(offset) != 0 || delayed_.count(offset) != 0)) {
+  if (claim == nullptr && (owed_.count(offset) != 0 || delayed_.count(offset) != 0)) {
     return SettleOutcome{};  // already handed back
   }
   DropClaim(offset);
@@ -176,13 +177,13 @@ SettleOutcome ConsumerGroup::Nack(Offset offset, Offset tail, uint32_t attempts,
 }
 
 SettleOutcome ConsumerGroup::Extend(Offset offset, uint32_t attempts, GroupTime visible_until) {
-  auto claim = claims_.find(offset);
-  if (claim == claims_.end() || claim->second.attempts != attempts) {
+  ClaimState* claim = claims_.Find(offset);
+  if (claim == nullptr || claim->attempts != attempts) {
     return Verdict(SettleVerdict::kStaleClaim, "that delivery's claim no longer stands", true);
   }
-  claim_deadlines_.erase({claim->second.visible_until, offset});
-  claim->second.visible_until = visible_until;
-  claim_deadlines_.insert({visible_until, offset});
+  claim->visible_until = visible_until;  // the entry of the old deadline goes stale
+  PushDeadline(visible_until, offset);
+  PruneDeadlines();
   return SettleOutcome{};
 }
 
@@ -203,8 +204,13 @@ SettleOutcome ConsumerGroup::DeadLetterNow(Offset offset, Offset tail) {
 
 bool ConsumerGroup::Expire(GroupTime now) {
   bool changed = false;
-  while (!claim_deadlines_.empty() && claim_deadlines_.begin()->first <= now) {
-    Offset offset = claim_deadlines_.begin()->second;
+  constexpr std::greater<> kEarliestFirst;
+  while (!claim_deadlines_.empty() && claim_deadlines_.front().first <= now) {
+    const auto entry = claim_deadlines_.front();
+    std::pop_heap(claim_deadlines_.begin(), claim_deadlines_.end(), kEarliestFirst);
+    claim_deadlines_.pop_back();
+    if (!DeadlineLive(entry)) continue;  // a duplicate of one that lapsed a moment ago
+    const Offset offset = entry.second;
     DropClaim(offset);
     MakeOwed(offset);
     changed = true;
@@ -224,7 +230,7 @@ bool ConsumerGroup::Expire(GroupTime now) {
 
 std::optional<GroupTime> ConsumerGroup::NextDeadline() const {
   std::optional<GroupTime> next;
-  if (!claim_deadlines_.empty()) next = claim_deadlines_.begin()->first;
+  if (!claim_deadlines_.empty()) next = claim_deadlines_.front().first;
   for (const auto& [offset, due] : delayed_) {
     if (!next || due < *next) next = due;
   }
@@ -238,8 +244,8 @@ std::vector<Offset> ConsumerGroup::TakeDeadLetterWork() {
 bool ConsumerGroup::FinishDeadLettered(Offset offset) {
   dead_letter_pending_.erase(offset);
   dead_letters_[offset] = DeadLetterState::kDeadLettered;
-  attempts_.erase(offset);
-  if (offset >= position_ && finished_.count(offset) == 0) return Finish(offset);
+  attempts_.Erase(offset);
+  if (offset >= position_ && !finished_.Contains(offset)) return Finish(offset);
   return false;
 }
 
@@ -262,19 +268,19 @@ std::optional<DeadLetterState> ConsumerGroup::DeadLetterStateOf(Offset offset) c
 
 void ConsumerGroup::ApplyRedrive(Offset offset) {
   dead_letters_[offset] = DeadLetterState::kRedriven;
-  attempts_.erase(offset);
-  if (claims_.count(offset) == 0 && delayed_.count(offset) == 0) owed_.insert(offset);
+  attempts_.Erase(offset);
+  if (!claims_.contains(offset) && delayed_.count(offset) == 0) owed_.insert(offset);
 }
 
 void ConsumerGroup::ApplyDiscard(Offset offset) {
   dead_letters_.erase(offset);
   // A finished (or redriven) record is no longer owed; one still below no cursor stays an
   // ordinary record.
-  if (offset < position_ || finished_.count(offset) != 0) {
+  if (offset < position_ || finished_.Contains(offset)) {
     DropClaim(offset);
     owed_.erase(offset);
     delayed_.erase(offset);
-    attempts_.erase(offset);
+    attempts_.Erase(offset);
   }
 }
 
@@ -285,7 +291,7 @@ void ConsumerGroup::Seek(Offset position) {
   delayed_.clear();
   owed_.clear();
   attempts_.clear();
-  finished_.clear();
+  finished_.Reset(position);
   position_ = position;
   next_new_ = position;
   tail_at_start_ = position;
@@ -296,16 +302,42 @@ void ConsumerGroup::Seek(Offset position) {
 }
 
 uint32_t ConsumerGroup::AttemptsOf(Offset offset) const {
-  auto it = attempts_.find(offset);
-  return it == attempts_.end() ? 0 : it->second;
+  const uint32_t* count = attempts_.Find(offset);
+  return count == nullptr ? 0 : *count;
 }
 
 void ConsumerGroup::DropClaim(Offset offset) {
-  auto it = claims_.find(offset);
-  if (it == claims_.end()) return;
-  claim_deadlines_.erase({it->second.visible_until, offset});
-  claims_.erase(it);
-  reserved_.erase(offset);  // settled or lapsed: no longer reserved for a reclaimer
+  if (!claims_.Erase(offset)) return;
+  if (!reserved_.empty()) reserved_.erase(offset);  // settled or lapsed: no longer reserved
+  PruneDeadlines();
+}
+
+bool ConsumerGroup::DeadlineLive(const std::pair<GroupTime, Offset>& entry) const {
+  const ClaimState* claim = claims_.Find(entry.second);
+  return claim != nullptr && claim->visible_until == entry.first;
+}
+
+void ConsumerGroup::PushDeadline(GroupTime visible_until, Offset offset) {
+  constexpr std::greater<> kEarliestFirst;
+  claim_deadlines_.emplace_back(visible_until, offset);
+  std::push_heap(claim_deadlines_.begin(), claim_deadlines_.end(), kEarliestFirst);
+  if (claim_deadlines_.size() <= 2 * claims_.size() + 64) return;
+  // Mostly stale: rebuilt from the live claims, so the heap stays within 2 × claims + 64
+  // entries whatever the pattern of acks (amortised O(1) per push).
+  std::vector<std::pair<GroupTime, Offset>> live;
+  live.reserve(2 * claims_.size() + 64);
+  claims_.ForEach(
+      [&](Offset at, const ClaimState& claim) { live.emplace_back(claim.visible_until, at); });
+  std::make_heap(live.begin(), live.end(), kEarliestFirst);
+  claim_deadlines_ = std::move(live);
+}
+
+void ConsumerGroup::PruneDeadlines() {
+  constexpr std::greater<> kEarliestFirst;
+  while (!claim_deadlines_.empty() && !DeadlineLive(claim_deadlines_.front())) {
+    std::pop_heap(claim_deadlines_.begin(), claim_deadlines_.end(), kEarliestFirst);
+    claim_deadlines_.pop_back();
+  }
 }
 
 void ConsumerGroup::MakeOwed(Offset offset) {
@@ -318,16 +350,13 @@ void ConsumerGroup::MakeOwed(Offset offset) {
 }
 
 bool ConsumerGroup::Finish(Offset offset) {
-  finished_.insert(offset);
+  finished_.Mark(offset);
   return Advance();
 }
 
 bool ConsumerGroup::Advance() {
   const Offset before = position_;
-  while (!finished_.empty() && *finished_.begin() <= position_) {
-    if (*finished_.begin() == position_) ++position_;
-    finished_.erase(finished_.begin());
-  }
+  position_ = finished_.AdvanceFrom(position_);
   next_new_ = std::max(next_new_, position_);
   return position_ != before;
 }

@@ -37,7 +37,9 @@
 #include <utility>
 #include <vector>
 
+#include "broker/finished_window.h"
 #include "broker/group_log_record.h"
+#include "broker/offset_table.h"
 #include "common/strong_types.h"
 
 namespace felix::broker {
@@ -151,7 +153,7 @@ class ConsumerGroup {
   // Records the committed cursor value once it is durable.
   void SetCommitted(Offset position) { committed_ = position; }
   uint32_t AttemptsOf(Offset offset) const;
-  bool IsClaimed(Offset offset) const { return claims_.count(offset) != 0; }
+  bool IsClaimed(Offset offset) const { return claims_.contains(offset); }
 
  private:
   struct ClaimState {
@@ -163,6 +165,13 @@ class ConsumerGroup {
   std::optional<SettleOutcome> CheckSettle(Offset offset, Offset tail) const;
   bool HandedOutByUs(Offset offset) const;
   void DropClaim(Offset offset);
+  // The claim deadlines: a min-heap of (visible_until, offset) whose entries go stale when
+  // their claim is dropped or extended (an erase from the middle of a heap is not cheap, a
+  // stale entry is). Invariant: the top, if any, is live — every call that can make it stale
+  // ends with PruneDeadlines — so NextDeadline and Expire read it as it stands.
+  bool DeadlineLive(const std::pair<GroupTime, Offset>& entry) const;
+  void PushDeadline(GroupTime visible_until, Offset offset);
+  void PruneDeadlines();
   void MakeOwed(Offset offset);
   // Marks `offset` finished and advances the cursor; true if it moved.
   bool Finish(Offset offset);
@@ -174,12 +183,13 @@ class ConsumerGroup {
   Offset next_new_;                  // lowest offset this tracker has not handed out
   Offset tail_at_start_;             // T0
   bool touched_ = false;
-  std::set<Offset> finished_;  // finished offsets >= position_
-  std::map<Offset, ClaimState> claims_;
-  std::set<std::pair<GroupTime, Offset>> claim_deadlines_;
+  FinishedWindow finished_;  // finished offsets >= position_
+  OffsetTable<ClaimState> claims_;
+  // At most 2 × claims + 64 entries: a push beyond that rebuilds it from the live claims.
+  std::vector<std::pair<GroupTime, Offset>> claim_deadlines_;
   std::map<Offset, GroupTime> delayed_;  // nacked with a delay: owed at that time
   std::set<Offset> owed_;
-  std::map<Offset, uint32_t> attempts_;  // deliveries so far, per unsettled offset
+  OffsetTable<uint32_t> attempts_;  // deliveries so far, per unsettled offset
   std::map<Offset, DeadLetterState> dead_letters_;
   std::set<Offset> dead_letter_pending_;  // being written to the dead-letter log
   std::vector<Offset> dead_letter_work_;

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
 namespace felix::broker {
 namespace {
 
@@ -311,6 +316,72 @@ TEST_F(ConsumerGroupTest, ReservedClaimAtTheAttemptBoundIsDeadLetteredInsteadOfD
   EXPECT_FALSE(g.IsClaimed(Offset(0)));
   EXPECT_FALSE(g.NextReserved(2).has_value());
   EXPECT_EQ(g.TakeDeadLetterWork(), std::vector<Offset>{Offset(0)});
+}
+
+// The claim deadlines against a model under seeded random claims, acks, extends, hand-backs and
+// lapses (the deadlines are a heap whose dropped entries go stale; this checks that a stale
+// entry never surfaces as a deadline or a lapse, and a live one is never lost).
+TEST_F(ConsumerGroupTest, DeadlinesAndLapsesFollowEveryClaimThroughSettlesAndExtends) {
+  std::mt19937_64 random(20261206);
+  ConsumerGroup g(std::nullopt, Offset(0), {.max_attempts = 1000, .max_in_flight = 400});
+  const Offset tail(1'000'000);
+  std::map<Offset, std::pair<uint32_t, GroupTime>> claims;  // the model: attempts, deadline
+  std::set<Offset> owed;
+  int64_t now_ms = 0;
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t op = random() % 10;
+    if (op < 4 && !g.AtInFlightCap()) {  // poll a few
+      for (uint64_t n = 1 + random() % 8; n > 0 && !g.AtInFlightCap(); --n) {
+        auto next = g.NextCandidate(tail);
+        ASSERT_TRUE(next);
+        if (!owed.empty()) {
+          ASSERT_EQ(*next, *owed.begin());
+        }
+        const GroupTime until = At(now_ms + 1 + static_cast<int64_t>(random() % 500));
+        const uint32_t attempts = g.Claim(*next, until);
+        owed.erase(*next);
+        claims[*next] = {attempts, until};
+      }
+    } else if (op < 7 && !claims.empty()) {  // settle or extend a random claim
+      auto it = claims.begin();
+      std::advance(it, static_cast<long>(random() % claims.size()));
+      const Offset offset = it->first;
+      if (op == 4) {
+        ASSERT_EQ(g.Ack(offset, tail).verdict, SettleVerdict::kAccepted);
+        claims.erase(it);
+      } else if (op == 5) {
+        const GroupTime until = At(now_ms + static_cast<int64_t>(random() % 800));
+        ASSERT_EQ(g.Extend(offset, it->second.first, until).verdict, SettleVerdict::kAccepted);
+        it->second.second = until;
+      } else {
+        ASSERT_EQ(g.Nack(offset, tail, it->second.first, At(now_ms), {}).verdict,
+                  SettleVerdict::kAccepted);
+        owed.insert(offset);
+        claims.erase(it);
+      }
+    } else {  // time passes: the claims due lapse
+      now_ms += static_cast<int64_t>(random() % 120);
+      const bool due = std::any_of(claims.begin(), claims.end(),
+                                   [&](const auto& c) { return c.second.second <= At(now_ms); });
+      ASSERT_EQ(g.Expire(At(now_ms)), due) << "step " << step;
+      std::erase_if(claims, [&](const auto& c) {
+        if (c.second.second > At(now_ms)) return false;
+        owed.insert(c.first);
+        return true;
+      });
+    }
+    ASSERT_EQ(g.in_flight(), claims.size()) << "step " << step;
+    ASSERT_EQ(g.owed(), owed.size()) << "step " << step;
+    std::optional<GroupTime> earliest;
+    for (const auto& [offset, claim] : claims) {
+      if (!earliest || claim.second < *earliest) earliest = claim.second;
+    }
+    ASSERT_EQ(g.NextDeadline(), earliest) << "step " << step;
+  }
+  for (const auto& [offset, claim] : claims) {
+    EXPECT_TRUE(g.IsClaimed(offset));
+    EXPECT_EQ(g.AttemptsOf(offset), claim.first);
+  }
 }
 
 }  // namespace
