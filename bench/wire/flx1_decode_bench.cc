@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "group_records_sample.h"
+#include "wire/flx1/frame.h"
 #include "wire/flx1/json_codec.h"
 
 namespace {
@@ -24,12 +26,14 @@ void Decode(benchmark::State& state, const std::string& text) {
 
 // A consumer's acknowledgement (queue drains), a cache lookup and the answers a client reads.
 void BM_DecodeGroupAck(benchmark::State& state) {
-  Decode(state,
-         R"({"type":"group_ack","tenant_id":"default","namespace":"default","stream":"bench-dur","shard":0,"group":"drain-1-12345","offset":123456,"request_id":7})");
+  Decode(
+      state,
+      R"({"type":"group_ack","tenant_id":"default","namespace":"default","stream":"bench-dur","shard":0,"group":"drain-1-12345","offset":123456,"request_id":7})");
 }
 void BM_DecodeCacheGet(benchmark::State& state) {
-  Decode(state,
-         R"({"type":"cache_get","tenant_id":"default","namespace":"default","cache":"bench-cache","key":"k-1234","request_id":9})");
+  Decode(
+      state,
+      R"({"type":"cache_get","tenant_id":"default","namespace":"default","cache":"bench-cache","key":"k-1234","request_id":9})");
 }
 void BM_DecodeCacheOk(benchmark::State& state) {
   Decode(state, R"({"type":"cache_ok","request_id":9})");
@@ -37,7 +41,17 @@ void BM_DecodeCacheOk(benchmark::State& state) {
 void BM_DecodePublishOk(benchmark::State& state) {
   Decode(state, R"({"type":"publish_ok","offset":12345,"shard":0,"request_id":3})");
 }
+// A poll's answer as the consumer reads it: 100 records of 256 bytes.
+void BM_DecodeGroupRecords100(benchmark::State& state) {
+  std::string frame;
+  if (!felix::wire::flx1::AppendMessageFrame(felix::wire::flx1::GroupRecords100(), frame)) {
+    state.SkipWithError("the message does not encode");
+    return;
+  }
+  Decode(state, frame.substr(felix::wire::flx1::kHeaderSize));
+}
 BENCHMARK(BM_DecodeGroupAck);
+BENCHMARK(BM_DecodeGroupRecords100);
 BENCHMARK(BM_DecodeCacheGet);
 BENCHMARK(BM_DecodeCacheOk);
 BENCHMARK(BM_DecodePublishOk);

@@ -7,24 +7,14 @@
 
 #include <string>
 
+#include "group_records_sample.h"
 #include "wire/flx1/frame.h"
 
 namespace {
 
 namespace flx1 = felix::wire::flx1;
 
-flx1::Message GroupRecords100() {
-  flx1::GroupRecords answer;
-  answer.request_id = 7;
-  for (uint64_t i = 0; i < 100; ++i) {
-    flx1::GroupRecord record;
-    record.offset = 100000 + i;
-    record.payload.assign(256, static_cast<uint8_t>('a' + i % 26));
-    record.attempts = 1;
-    answer.records.push_back(std::move(record));
-  }
-  return answer;
-}
+using flx1::GroupRecords100;
 
 void EncodeLoop(benchmark::State& state, const flx1::Message& message) {
   for (auto _ : state) {

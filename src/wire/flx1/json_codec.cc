@@ -698,8 +698,10 @@ class FlatReader {
  public:
   explicit FlatReader(const FlatJsonObject& object) : object_(object) {}
 
+  // `name` a view: the length of each literal field name is then known where Fields passes
+  // it, not measured (strlen) on every lookup.
   template <class T>
-  void operator()(const char* name, T& field, unsigned options = kPlain) {
+  void operator()(std::string_view name, T& field, unsigned options = kPlain) {
     if (failed) return;
     const FlatJsonValue* value = object_.Find(name);
     const bool absent = value == nullptr || value->kind == FlatJsonValue::Kind::kNull;

@@ -99,6 +99,10 @@ TEST(FlatJsonObject, RefusesAControlByteOrBackslashAnywhereInALongString) {
         body[at] = refused;
         EXPECT_FALSE(FlatJsonObject::Scan("{\"k\":\"" + body + "\"}"))
             << "length " << length << " at " << at << " byte " << int{refused};
+        // Inside an array's element, key or value, first or a later element: the array's
+        // reader does not check its elements' strings again, so the scan must refuse them.
+        EXPECT_FALSE(FlatJsonObject::Scan("{\"a\":[{\"k\":\"" + body + "\"}]}"));
+        EXPECT_FALSE(FlatJsonObject::Scan("{\"a\":[{\"k\":1},{\"" + body + "\":2}]}"));
       }
       for (char accepted : {' ', '!', '[', ']', '\x7f', '\x80', '\xc3', '\xff'}) {
         std::string body(length, 'A');
