@@ -41,6 +41,20 @@ void BM_EncodeFrameGroupRecords100(benchmark::State& state) {
 void BM_AppendFrameGroupRecords100(benchmark::State& state) {
   AppendLoop(state, GroupRecords100());
 }
+// A consumer's acknowledgement as the client encodes it (a window of `GroupAckAll`).
+flx1::Message GroupAck() {
+  flx1::GroupAck ack;
+  ack.tenant_id = "default";
+  ack.namespace_ = "default";
+  ack.stream = "bench-dur";
+  ack.group = "drain-1-12345";
+  ack.offset = 123456;
+  ack.request_id = 7;
+  return ack;
+}
+void BM_EncodeFrameGroupAck(benchmark::State& state) {
+  EncodeLoop(state, GroupAck());
+}
 void BM_EncodeFrameCacheOk(benchmark::State& state) {
   EncodeLoop(state, flx1::CacheOk{9});
 }
@@ -50,6 +64,7 @@ void BM_AppendFrameCacheOk(benchmark::State& state) {
 
 BENCHMARK(BM_EncodeFrameGroupRecords100);
 BENCHMARK(BM_AppendFrameGroupRecords100);
+BENCHMARK(BM_EncodeFrameGroupAck);
 BENCHMARK(BM_EncodeFrameCacheOk);
 BENCHMARK(BM_AppendFrameCacheOk);
 

@@ -1780,7 +1780,7 @@ void Client::Impl::OpenExchange(std::shared_ptr<OwnStreamExchange> exchange) {
             auto fed =
                 exchange->reader->Feed(data, [&](uint16_t flags, std::span<const uint8_t> p) {
                   auto frame = flx1::DecodePayload(flags, p);
-                  const flx1::Message* m = frame ? std::get_if<flx1::Message>(&*frame) : nullptr;
+                  flx1::Message* m = frame ? std::get_if<flx1::Message>(&*frame) : nullptr;
                   if (m == nullptr) {
                     result = Err<flx1::Message>(ClientErrorCode::kProtocol,
                                                 "undecodable answer on a request stream");
@@ -1793,7 +1793,7 @@ void Client::Impl::OpenExchange(std::shared_ptr<OwnStreamExchange> exchange) {
                       return Verdict::kAccept;
                     }
                   }
-                  result = *m;  // the answer (or an `error`, mapped by the caller)
+                  result = std::move(*m);  // the answer (or an `error`, mapped by the caller)
                   return Verdict::kStop;
                 });
             if (fed.consume) s.Consume(fed.consume);
@@ -1864,13 +1864,18 @@ namespace client_impl {
 void StartExchangesOnOwnStreams(Client::Impl& impl, std::vector<OwnStreamRequest> requests) {
   std::vector<Client::Impl::OwnStreamFrame> encoded;
   encoded.reserve(requests.size());
+  // Rendered into one buffer in turn, each frame then copied out at its size: an allocation per
+  // request rather than one per doubling of a string and another for the copy (a window of
+  // `GroupAckAll`'s acks; docs/performance.md change 73).
+  std::string rendered;
   for (auto& [request, done] : requests) {
-    auto frame = flx1::EncodeMessageFrame(request);
-    if (!frame) {
-      done(Err<flx1::Message>(ClientErrorCode::kInvalidArgument, frame.error().message));
+    rendered.clear();
+    if (auto appended = flx1::AppendMessageFrame(request, rendered); !appended) {
+      done(Err<flx1::Message>(ClientErrorCode::kInvalidArgument, appended.error().message));
       continue;
     }
-    encoded.emplace_back(std::move(*frame), std::move(done));
+    const auto* bytes = reinterpret_cast<const uint8_t*>(rendered.data());
+    encoded.emplace_back(std::vector<uint8_t>(bytes, bytes + rendered.size()), std::move(done));
   }
   if (encoded.empty() || impl.ExchangesOnOwnStreams(encoded)) return;
   // A closed client took none: each is answered here as its blocking form would be.

@@ -293,10 +293,16 @@ Result<void> AppendMessageFrame(const Message& message, std::string& out) {
   return {};
 }
 
+namespace {
+// Room for the header and JSON of a request or a small answer (an `auth`, a `group_ack`).
+constexpr size_t kSmallFrameBytes = 512;
+}  // namespace
+
 Result<std::vector<uint8_t>> EncodeMessageFrame(const Message& message) {
   // The message is not copied into an Flx1Frame; the bytes are moved with memcpy (a std::copy
   // from char to uint8_t was an element-wise loop).
   std::string frame;
+  frame.reserve(kSmallFrameBytes);  // a request's frame: one allocation, not one per doubling
   if (auto appended = AppendMessageFrame(message, frame); !appended) {
     return tl::unexpected(appended.error());
   }
