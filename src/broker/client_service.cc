@@ -1,5 +1,6 @@
 #include "broker/client_service.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <future>
 #include <thread>
@@ -141,7 +142,10 @@ void ClientService::OnConnection(const std::shared_ptr<transport::Connection>& c
   handlers.on_stream = [this, state](const std::shared_ptr<transport::Stream>& stream) {
     if (stream->is_local()) return;
     auto session = std::make_shared<ClientSession>(*this, state, stream);
-    std::erase_if(state->sessions, [](const auto& weak) { return weak.expired(); });
+    if (state->sessions.size() >= state->sessions_sweep_at) {
+      std::erase_if(state->sessions, [](const auto& weak) { return weak.expired(); });
+      state->sessions_sweep_at = std::max<size_t>(64, 2 * state->sessions.size());
+    }
     state->sessions.push_back(session);
     session->Start();
   };

@@ -72,6 +72,10 @@ struct ClientConnectionState {
   // Every session and writer of the connection, so shutdown can break their handler cycles
   // even if the transport never reports their streams' end.
   std::vector<std::weak_ptr<ClientSession>> sessions;
+  // `sessions` is swept of ended ones when it reaches this size, which then becomes twice what
+  // is left (at least 64): a stream per request with hundreds open at once swept the whole
+  // list on every stream before (docs/performance.md change 74).
+  size_t sessions_sweep_at = 64;
   std::vector<std::weak_ptr<EventStreamWriter>> writers;
   std::vector<std::weak_ptr<CacheWatchWriter>> watch_writers;  // cache watches
   // Stops every writer and drops every session's handlers (after the endpoint stopped).
