@@ -43,14 +43,12 @@ void BM_AppendFrameGroupRecords100(benchmark::State& state) {
 }
 // A consumer's acknowledgement as the client encodes it (a window of `GroupAckAll`).
 flx1::Message GroupAck() {
-  flx1::GroupAck ack;
-  ack.tenant_id = "default";
-  ack.namespace_ = "default";
-  ack.stream = "bench-dur";
-  ack.group = "drain-1-12345";
-  ack.offset = 123456;
-  ack.request_id = 7;
-  return ack;
+  return flx1::GroupAck{.tenant_id = "default",
+                        .namespace_ = "default",
+                        .stream = "bench-dur",
+                        .group = "drain-1-12345",
+                        .offset = 123456,
+                        .request_id = 7};
 }
 void BM_EncodeFrameGroupAck(benchmark::State& state) {
   EncodeLoop(state, GroupAck());
