@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <future>
 #include <map>
@@ -470,8 +471,10 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   // Event streams not yet attached to a subscription (their handlers own them: cleared on
   // shutdown so nothing stays alive through that cycle).
   std::set<std::shared_ptr<WaitingEvents>> unattached_;
-  // Requests on streams of their own, until answered (failed on shutdown).
-  std::set<std::shared_ptr<OwnStreamExchange>> exchanges_;
+  // Requests on streams of their own, until answered (failed on shutdown). Unordered: each
+  // knows its slot and leaves by a swap with the last (a tree node per acknowledgement of a
+  // `GroupAckAll` window before; docs/performance.md change 75).
+  std::vector<std::shared_ptr<OwnStreamExchange>> exchanges_;
   std::vector<std::shared_ptr<transport::Stream>> finished_exchange_streams_;
   bool loop_shut_down_ = false;
   std::shared_ptr<client_impl::CacheChannel> cache_;
@@ -1737,6 +1740,7 @@ struct Client::Impl::OwnStreamExchange : std::enable_shared_from_this<OwnStreamE
   std::shared_ptr<transport::Stream> stream;
   std::optional<FrameReader> reader;
   bool authenticated = false;
+  size_t slot = SIZE_MAX;  // index in Impl::exchanges_ while listed there
 };
 
 bool Client::Impl::ExchangeOnOwnStream(std::vector<uint8_t> frame, ExchangeDone done) {
@@ -1768,7 +1772,8 @@ void Client::Impl::OpenExchange(std::shared_ptr<OwnStreamExchange> exchange) {
                                                         RetryClass::kRetry)));
   exchange->stream = *stream;
   exchange->reader.emplace(options.max_frame_bytes);
-  exchanges_.insert(exchange);
+  exchange->slot = exchanges_.size();
+  exchanges_.push_back(exchange);
   // Alive while the handlers are (their owner). Each handler captures [this, x] only: two
   // pointers fit a std::function without a heap allocation.
   OwnStreamExchange* x = exchange.get();
@@ -1855,7 +1860,16 @@ void Client::Impl::FinishExchange(std::shared_ptr<OwnStreamExchange> exchange,
       DropFinishedExchangeStreams();
     }
   }
-  exchanges_.erase(exchange);
+  if (exchange->slot < exchanges_.size() && exchanges_[exchange->slot] == exchange) {
+    // Not listed any more once shutdown took the list (FailEverything).
+    const size_t at = exchange->slot;
+    if (at + 1 != exchanges_.size()) {
+      exchanges_[at] = std::move(exchanges_.back());
+      exchanges_[at]->slot = at;
+    }
+    exchanges_.pop_back();
+  }
+  exchange->slot = SIZE_MAX;
   done(std::move(result));
 }
 
