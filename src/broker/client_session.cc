@@ -910,17 +910,26 @@ bool ClientSession::HandleStreamShards(const flx1::StreamShards& request) {
   return true;
 }
 
-void ClientSession::Send(const flx1::Message& message) {
+template <typename Encode>
+void ClientSession::SendEncoded(const Encode& encode) {
   if (stream_->is_unidirectional()) return;  // publish-only streams are never answered
   std::string& frame = connection_->answer_buffer;
   frame.clear();
-  if (auto encoded = flx1::AppendMessageFrame(message, frame); !encoded) {
+  if (auto encoded = encode(frame); !encoded) {
     spdlog::error("answer encode failed: {}", encoded.error().ToString());
     return;
   }
   (void)stream_->Write(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(frame.data()), frame.size()));
   if (frame.capacity() > ClientConnectionState::kMaxKeptAnswerBuffer) std::string().swap(frame);
+}
+
+void ClientSession::Send(const flx1::Message& message) {
+  SendEncoded([&](std::string& frame) { return flx1::AppendMessageFrame(message, frame); });
+}
+
+void ClientSession::Send(const flx1::GroupRecordsView& answer) {
+  SendEncoded([&](std::string& frame) { return flx1::AppendGroupRecordsFrame(answer, frame); });
 }
 
 void ClientSession::SendError(uint16_t code, std::string message) {

@@ -187,6 +187,11 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
 
   // Answers and stream endings.
   void Send(const wire::flx1::Message& message);
+  // A group_records answer from views into the records' read buffers (no copy per record).
+  void Send(const wire::flx1::GroupRecordsView& answer);
+  // Encodes an answer with `encode(frame)` into the connection's answer buffer and writes it.
+  template <typename Encode>
+  void SendEncoded(const Encode& encode);
   void SendError(uint16_t code, std::string message);
   void SendPublishError(bool binary, uint64_t request_id, uint16_t code, std::string message);
 

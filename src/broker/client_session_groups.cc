@@ -167,20 +167,22 @@ bool ClientSession::HandleGroupRequest(const flx1::Message& message, bool* keep_
               const bool skipped = (self->peer_features_ & flx1::kFeatureGroupSkipped) != 0;
               const bool publishers = (self->peer_features_ & flx1::kFeatureGroupPublisher) != 0;
               const bool timestamps = (self->peer_features_ & flx1::kFeatureRecordTimestamps) != 0;
-              flx1::GroupRecords answer;
-              answer.request_id = request_id;
-              answer.records.reserve(result->size());
-              for (auto& d : *result) {
-                flx1::GroupRecord record;
+              // Encoded from the log's read buffers the deliveries hold: no copy per record.
+              std::vector<flx1::GroupRecordView> records(result->size());
+              for (size_t i = 0; i < records.size(); ++i) {
+                const GroupDelivery& d = (*result)[i];
+                flx1::GroupRecordView& record = records[i];
                 record.offset = d.offset.value();
-                record.payload = std::move(d.payload);
+                record.payload = d.payload;
                 record.attempts = d.attempts;
                 if (skipped && d.skipped_before != 0) record.skipped_before = d.skipped_before;
                 if (timestamps) record.timestamp_micros = d.timestamp_micros;
-                if (publishers && !d.publisher.empty()) record.publisher = std::move(d.publisher);
-                answer.records.push_back(std::move(record));
+                if (publishers && !d.publisher.empty()) {
+                  record.publisher = std::string_view(
+                      reinterpret_cast<const char*>(d.publisher.data()), d.publisher.size());
+                }
               }
-              self->Send(std::move(answer));
+              self->Send(flx1::GroupRecordsView{records, request_id});
             });
           });
     });

@@ -1,5 +1,8 @@
 #include "broker/log_adapters.h"
 
+#include <memory>
+#include <type_traits>
+
 #include "broker/commit_record.h"
 #include "storage/record_format.h"
 
@@ -30,16 +33,27 @@ std::vector<storage::AppendRecord> ToRecords(const PayloadBatch& batch, bool kee
   return records;
 }
 
-RecordLog::ReadOutcome FromStorage(storage::StorageResult<storage::ReadBatch> read) {
+// `Batch`: storage::ReadBatch (a ring's records, copied) or storage::RecordViews (a durable
+// log's, in the buffers the read filled: no copy or allocation per record).
+template <typename Batch>
+RecordLog::ReadOutcome FromStorage(storage::StorageResult<Batch> read) {
   if (!read) {
     if (read.error().code == storage::StorageErrc::kTrimmed) return Trimmed{read.error().oldest};
     return read.error().ToError();
   }
-  // Payload strings move into one owner; the views point into them.
-  auto owner = std::make_shared<std::vector<storage::Record>>(std::move(read->records));
+  // The views point into one owner: the copied records, or the read's buffers.
+  std::shared_ptr<const void> owner;
+  const auto* records = &read->records;
+  if constexpr (std::is_same_v<Batch, storage::ReadBatch>) {
+    auto copied = std::make_shared<std::vector<storage::Record>>(std::move(read->records));
+    records = copied.get();
+    owner = std::move(copied);
+  } else {
+    owner = std::move(read->bytes);
+  }
   RecordRead out;
-  out.records.reserve(owner->size());
-  for (const storage::Record& r : *owner) {
+  out.records.reserve(records->size());
+  for (const auto& r : *records) {
     if (storage::IsGenerationStart(r.flags)) {
       // Every reader but replication passes over it; a read ends before one so that what it
       // returns stays contiguous.
@@ -119,8 +133,8 @@ Result<uint64_t> DurableRecordLog::EnforceRetention() {
 RecordLog::ReadOutcome DurableRecordLog::Read(Offset from, size_t max_records, size_t max_bytes) {
   uint64_t passed_over = 0;
   for (;;) {
-    RecordLog::ReadOutcome read =
-        FromStorage(log_.Read(from + passed_over, storage::ReadLimits{max_records, max_bytes}));
+    RecordLog::ReadOutcome read = FromStorage(
+        log_.ReadViews(from + passed_over, storage::ReadLimits{max_records, max_bytes}));
     auto* records = std::get_if<RecordRead>(&read);
     if (records == nullptr) return read;
     const bool only_start_records = records->records.empty() && records->passed_over > 0;

@@ -228,9 +228,8 @@ GroupResult<std::vector<GroupDelivery>> StreamGroups::Fill(const std::string& gr
     if (attempts > 1) metrics_.redeliveries.Increment();
     auto run = entry.skipped_runs.find(offset);
     out.push_back(GroupDelivery{offset, attempts, view->timestamp_micros,
-                                run == entry.skipped_runs.end() ? 0 : run->second,
-                                std::vector<uint8_t>(view->payload.begin(), view->payload.end()),
-                                std::string(view->publisher.begin(), view->publisher.end())});
+                                run == entry.skipped_runs.end() ? 0 : run->second, view->payload,
+                                view->publisher, cached.owner});
     bytes += encoded;
   }
   return out;

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,8 +101,11 @@ struct GroupDelivery {
   // them before the group reached them); 0 = none. Sent as `skipped_before` to clients that
   // offered FEATURE_GROUP_SKIPPED (consumer-groups.md §2 step 3).
   uint64_t skipped_before = 0;
-  std::vector<uint8_t> payload;
-  std::string publisher;  // stored with the record (FELIX_RECORD_PUBLISHERS); empty = none
+  // The record's bytes where the log's read left them, valid while `owner` is held (the read's
+  // buffers, shared by the deliveries it served): sent from there, never copied per record.
+  std::span<const uint8_t> payload;
+  std::span<const uint8_t> publisher;  // stored with the record (FELIX_RECORD_PUBLISHERS)
+  std::shared_ptr<const void> owner;
 };
 
 struct GroupPollRequest {

@@ -161,7 +161,7 @@ struct ShardReplicator::State : std::enable_shared_from_this<ShardReplicator::St
     Offset first;
     Offset end;
     uint64_t bytes = 0;
-    std::shared_ptr<const uint8_t[]> held;  // the read's buffer (DurableLog::ReadViews)
+    std::shared_ptr<const void> held;  // the read's buffers (DurableLog::ReadViews)
     std::vector<storage::RecordView> records;
     std::vector<flxi::Bytes> payloads;
     std::vector<flxi::RecordMark> marks;  // generation-start records (replication.md §17)

@@ -63,8 +63,17 @@ struct DurableLog::SyncWaiter {
 
 namespace {
 
-// A read scans forward through up to this many bytes per pread (fewer at a segment's end).
+// A read scans forward in preads of kFirstReadAheadBytes, doubling at each refill up to
+// kReadAheadBytes (fewer at a segment's end). A poll of 100 small records needs ~30 KiB: one
+// pread of the whole 256 KiB copied eight times what it used out of the page cache (and
+// allocated as much) — a measurable share of a queue drain's loop thread.
+constexpr uint64_t kFirstReadAheadBytes = uint64_t{16} * 1024;
 constexpr uint64_t kReadAheadBytes = uint64_t{256} * 1024;
+
+// What an in-place read's views point into: the buffers it filled, in order.
+struct ReadBuffers {
+  std::vector<std::unique_ptr<uint8_t[]>> filled;
+};
 
 uint64_t WallMs() {
   return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -1104,11 +1113,24 @@ StorageResult<Out> DurableLog::ReadBelow(uint64_t from, ReadLimits limits, uint6
   uint64_t used = 0;
   uint64_t cur = from;
   // Read-ahead buffer, never zero-filled: a tail read (a replicator's, a live reader's) fills
-  // only the few KiB it needs.
+  // only the few KiB it needs. In place, a buffer records already view is kept (`viewed`)
+  // and the next pread fills a new one.
   std::unique_ptr<uint8_t[]> buf;
   size_t buf_capacity = 0;
+  uint64_t read_ahead = kFirstReadAheadBytes;
+  [[maybe_unused]] std::vector<std::unique_ptr<uint8_t[]>> viewed;
+  [[maybe_unused]] size_t records_in_viewed = 0;  // records viewing `viewed` or `buf` before
   auto finish = [&]() -> Out {
-    if constexpr (kInPlace) batch.bytes = std::shared_ptr<const uint8_t[]>(std::move(buf));
+    if constexpr (kInPlace) {
+      if (viewed.empty()) {
+        batch.bytes = std::shared_ptr<const void>(std::shared_ptr<uint8_t[]>(std::move(buf)));
+      } else {
+        auto buffers = std::make_shared<ReadBuffers>();
+        buffers->filled = std::move(viewed);
+        buffers->filled.push_back(std::move(buf));
+        batch.bytes = std::shared_ptr<const void>(std::move(buffers));
+      }
+    }
     batch.next_offset = Offset(cur);
     return std::move(batch);
   };
@@ -1148,12 +1170,19 @@ StorageResult<Out> DurableLog::ReadBelow(uint64_t from, ReadLimits limits, uint6
     size_t buf_len = 0;
     while (cur < stop && batch.records.size() < max_records &&
            (batch.records.empty() || used < budget)) {
-      enum class Have { kYes, kShort, kViewed };
+      enum class Have { kYes, kShort };
       auto ensure = [&](uint64_t p, size_t n) -> Have {
         if (p >= buf_pos && p + n <= buf_pos + buf_len) return Have::kYes;
-        if (kInPlace && !batch.records.empty()) return Have::kViewed;
         const uint64_t complete = seg_bytes > p ? seg_bytes - p : 0;
-        const size_t want = std::max<size_t>(n, std::min<uint64_t>(complete, kReadAheadBytes));
+        const size_t want = std::max<size_t>(n, std::min(complete, read_ahead));
+        read_ahead = std::min(read_ahead * 2, kReadAheadBytes);
+        if constexpr (kInPlace) {
+          if (batch.records.size() > records_in_viewed) {
+            viewed.push_back(std::move(buf));  // records view it: the next pread fills another
+            records_in_viewed = batch.records.size();
+            buf_capacity = 0;
+          }
+        }
         if (buf_capacity < want) {
           buf = std::make_unique_for_overwrite<uint8_t[]>(want);
           buf_capacity = want;
@@ -1171,19 +1200,14 @@ StorageResult<Out> DurableLog::ReadBelow(uint64_t from, ReadLimits limits, uint6
       RecordHeader h;
       const uint8_t* payload = nullptr;
       Have header = ensure(pos, kRecordHeaderBytes);
-      Have whole = Have::kShort;
-      if (header == Have::kViewed) {
-        return finish();  // the next read starts at this record, in a buffer of its own
-      } else if (header == Have::kShort) {
+      if (header == Have::kShort) {
         damage = CorruptionError("short read of record header at offset " + std::to_string(cur),
                                  seg->log_path, pos);
       } else if (!DecodeRecordHeader(buf.get() + (pos - buf_pos), &h) || h.offset != cur ||
                  h.payload_len > kMaxPayloadBytes) {
         damage = CorruptionError("record header damaged at offset " + std::to_string(cur),
                                  seg->log_path, pos);
-      } else if (whole = ensure(pos, RecordBytes(h.payload_len)); whole == Have::kViewed) {
-        return finish();
-      } else if (whole == Have::kShort) {
+      } else if (ensure(pos, RecordBytes(h.payload_len)) == Have::kShort) {
         damage = CorruptionError("short read of record payload at offset " + std::to_string(cur),
                                  seg->log_path, pos);
       } else {

@@ -200,9 +200,9 @@ class DurableLog final : public LogReader {
   // (the callback runs on the appending thread, outside the log's locks).
   StorageResult<ReadBatch> ReadWritten(Offset from, ReadLimits limits) const;
   // Read and ReadWritten with the records in place: their payloads view one buffer the read
-  // filled (RecordViews::bytes), with no allocation or copy per record — for a replicator that
-  // ships them on. Such a read ends early (next_offset says where) rather than refill its
-  // buffer: at a segment's end, or where a record lies past the first ~256 KiB read.
+  // filled (RecordViews::bytes, which keeps every buffer the read filled), with no allocation
+  // or copy per record — for a replicator that ships them on, and a group poll that sends them.
+  // Bounded like Read: by the limits, the tail and the log's max_records_per_read.
   StorageResult<RecordViews> ReadViews(Offset from, ReadLimits limits) const;
   StorageResult<RecordViews> ReadWrittenViews(Offset from, ReadLimits limits) const;
   uint64_t NotifyWrittenWhen(Offset offset, TailCallback cb);

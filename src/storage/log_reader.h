@@ -48,8 +48,8 @@ struct AppendResult {
 };
 
 // A record as read: `Payload` is std::string (Record: the payload copied) or std::string_view
-// (RecordView, read in place by DurableLog::ReadViews: it views the buffer of the read that
-// returned it, RecordViews::bytes, and is valid while that buffer is held).
+// (RecordView, read in place by DurableLog::ReadViews: it views a buffer of the read that
+// returned it, RecordViews::bytes, and is valid while that is held).
 template <typename Payload>
 struct BasicRecord {
   Offset offset;
@@ -62,7 +62,7 @@ using Record = BasicRecord<std::string>;
 using RecordView = BasicRecord<std::string_view>;
 
 struct RecordViews {
-  std::shared_ptr<const uint8_t[]> bytes;  // what the views point into
+  std::shared_ptr<const void> bytes;  // what the views point into (the read's buffers)
   std::vector<RecordView> records;
   Offset next_offset;  // where the next read should start
 };

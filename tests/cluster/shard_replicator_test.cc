@@ -258,9 +258,9 @@ class ShardReplicatorTest : public ::testing::Test {
   }
 
   // With such a log: `cut` (a retention pass, or a compaction's drop, run on the executor)
-  // removes nothing at mark 0; once the follower confirmed `first` — a batch reads within one
-  // segment, so it confirms 0..1 — only the segments wholly below the new mark go. Returns
-  // what the follower confirmed.
+  // removes nothing at mark 0; once the follower confirmed `first` — a batch held to a few
+  // records (max_batch_records), so it confirms fewer than 12 — only the segments wholly below
+  // the new mark go. Returns what the follower confirmed.
   uint64_t ExpectCutsStopAtTheMark(LogKind log, const SentPtr& first,
                                    const std::function<Offset()>& cut) {
     EXPECT_EQ(cut(), Offset(0));
@@ -1038,6 +1038,7 @@ TEST_F(ShardReplicatorTest, ALeaderCachesCompactionStopsAtTheMark) {
   };
   auto o = Options(1);
   o.cache_shard = true;
+  o.max_batch_records = 4;
   o.max_in_flight = 1;
   Start(o);  // `Leader`: acks_wait_for_mark unset
   SentPtr first;

@@ -210,64 +210,102 @@ TEST(DurableLog, AReadAtThePreallocatedTailReadsOnlyTheRecordsWritten) {
   ExpectRecords(*log, Offset(0), Offset(9), 100);
 }
 
-// Records read in place are the records Read copies; each in-place read fills one buffer, so it
-// ends at a segment's end, and a reader resuming at next_offset gets every record once.
-TEST(DurableLog, ReadViewsReturnsWhatReadDoesOneBufferAtATime) {
+// Records read in place are the records Read copies, under the same limits: a read goes on
+// across segments and refills (new buffers) as Read does, and a reader resuming at
+// next_offset gets every record once.
+TEST(DurableLog, ReadViewsReturnsWhatReadDoesUnderTheSameLimits) {
   auto dir = TempDir("views");
   LogOptions o = Opts(FsyncMode::kNone);
   o.segment_bytes = 4096;
   auto log = MustOpen(dir, o);
   AppendN(*log, Offset(0), 200, 50, 7);
   ASSERT_GT(log->SegmentCount(), 3u);
-  auto copied = log->Read(Offset(0), ReadLimits{1000, 1 << 20});
-  ASSERT_TRUE(copied) << copied.error().ToString();
-  ASSERT_EQ(copied->records.size(), 200u);
-  Offset at(0);
-  size_t reads = 0;
-  while (at < Offset(200)) {
-    auto views = log->ReadViews(at, ReadLimits{1000, 1 << 20});
-    ASSERT_TRUE(views) << views.error().ToString();
-    ASSERT_FALSE(views->records.empty()) << "nothing at " << at;
-    ASSERT_TRUE(views->bytes);
-    for (const RecordView& v : views->records) {
-      const Record& r = copied->records[v.offset.value()];
-      ASSERT_EQ(v.offset, at);
-      EXPECT_EQ(v.payload, r.payload);
-      EXPECT_EQ(v.generation, r.generation);
-      EXPECT_EQ(v.timestamp_ms, r.timestamp_ms);
-      EXPECT_EQ(v.flags, r.flags);
-      at = at.next();
+  auto all = log->Read(Offset(0), ReadLimits{1000, 1 << 20});
+  ASSERT_TRUE(all) << all.error().ToString();
+  ASSERT_EQ(all->records.size(), 200u);
+  for (const ReadLimits limits : {ReadLimits{1000, 1 << 20}, ReadLimits{13, 1 << 20},
+                                  ReadLimits{1000, 333}, ReadLimits{1, 1}}) {
+    Offset at(0);
+    while (at < Offset(200)) {
+      auto copied = log->Read(at, limits);
+      auto views = log->ReadViews(at, limits);
+      ASSERT_TRUE(copied) << copied.error().ToString();
+      ASSERT_TRUE(views) << views.error().ToString();
+      ASSERT_EQ(views->records.size(), copied->records.size()) << "at " << at;
+      ASSERT_FALSE(views->records.empty()) << "nothing at " << at;
+      ASSERT_TRUE(views->bytes);
+      for (const RecordView& v : views->records) {
+        const Record& r = all->records[v.offset.value()];
+        ASSERT_EQ(v.offset, at);
+        EXPECT_EQ(v.payload, r.payload);
+        EXPECT_EQ(v.generation, r.generation);
+        EXPECT_EQ(v.timestamp_ms, r.timestamp_ms);
+        EXPECT_EQ(v.flags, r.flags);
+        at = at.next();
+      }
+      EXPECT_EQ(views->next_offset, at);
+      EXPECT_EQ(copied->next_offset, at);
     }
-    EXPECT_EQ(views->next_offset, at);
-    ++reads;
   }
-  EXPECT_EQ(reads, log->SegmentCount()) << "one read per segment";
 }
 
-// A record that does not fit in what the read already holds ends an in-place read there; the
-// views it returned stay valid, whatever is appended or read after.
-TEST(DurableLog, ReadViewsStopsRatherThanRefillAndItsViewsOutliveLaterReads) {
+// An in-place read that outgrows its buffer goes on in a new one: records lying across several
+// buffers come back whole, and every view stays valid, whatever is appended or read after.
+TEST(DurableLog, ReadViewsRefillIntoNewBuffersAndItsViewsOutliveLaterReads) {
   auto dir = TempDir("views-large");
   auto log = MustOpen(dir, Opts(FsyncMode::kNone));
-  AppendN(*log, Offset(0), 6, 100 << 10);  // 100 KiB each: two and a part in 256 KiB
-  auto first = log->ReadWrittenViews(Offset(0), ReadLimits{1000, 64 << 20});
+  AppendN(*log, Offset(0), 6, 100 << 10);  // 100 KiB each: past the first read-ahead
+  auto first = log->ReadWrittenViews(Offset(0), ReadLimits{4, 64 << 20});
   ASSERT_TRUE(first) << first.error().ToString();
-  ASSERT_EQ(first->records.size(), 2u);
-  EXPECT_EQ(first->next_offset, Offset(2));
+  ASSERT_EQ(first->records.size(), 4u);
+  EXPECT_EQ(first->next_offset, Offset(4));
   auto second = log->ReadViews(first->next_offset, ReadLimits{1000, 64 << 20});
   ASSERT_TRUE(second) << second.error().ToString();
   ASSERT_EQ(second->records.size(), 2u);
   AppendN(*log, Offset(6), 3, 100 << 10);
-  EXPECT_EQ(first->records[0].payload, Payload(0, 100 << 10));
-  EXPECT_EQ(first->records[1].payload, Payload(1, 100 << 10));
-  EXPECT_EQ(second->records[1].payload, Payload(3, 100 << 10));
-  // A record larger than the read-ahead is read whole, on its own.
+  auto third = log->ReadViews(Offset(0), ReadLimits{1000, 64 << 20});
+  ASSERT_TRUE(third) << third.error().ToString();
+  ASSERT_EQ(third->records.size(), 9u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(first->records[i].payload, Payload(i, 100 << 10));
+  EXPECT_EQ(second->records[1].payload, Payload(5, 100 << 10));
+  for (size_t i = 0; i < 9; ++i) EXPECT_EQ(third->records[i].payload, Payload(i, 100 << 10));
+  // A record larger than the largest read-ahead is read whole.
   const std::string big = Payload(9, 300 << 10);
   ASSERT_TRUE(log->Append(AppendRecord{AsBytes(big)}));
-  auto alone = log->ReadViews(Offset(9), ReadLimits{1000, 64 << 20});
+  auto alone = log->ReadViews(Offset(8), ReadLimits{1000, 64 << 20});
   ASSERT_TRUE(alone) << alone.error().ToString();
-  ASSERT_EQ(alone->records.size(), 1u);
-  EXPECT_EQ(alone->records[0].payload, big);
+  ASSERT_EQ(alone->records.size(), 2u);
+  EXPECT_EQ(alone->records[1].payload, big);
+}
+
+// A read of a few records from a long segment reads about what it returns: its read-ahead
+// starts small and doubles at each refill, so a consumer group's poll of 100 small records
+// does not copy a quarter MiB out of the page cache (or allocate as much) to use 30 KiB.
+TEST(DurableLog, AReadOfAFewRecordsReadsAboutWhatItReturns) {
+  auto dir = TempDir("read-ahead");
+  MetricsRegistry registry;
+  LogOptions o = Opts(FsyncMode::kNone);
+  o.metrics = &registry;
+  auto log = MustOpen(dir, o);
+  const Counter& read = *StorageMetrics::Register(registry, "log").read_bytes;
+  AppendN(*log, Offset(0), 5000, 256);  // ~1.3 MiB in one segment
+  for (const bool in_place : {false, true}) {
+    const uint64_t before = read.Value();
+    size_t got = 0;
+    if (in_place) {
+      auto views = log->ReadViews(Offset(1000), ReadLimits{100, 1 << 20});
+      ASSERT_TRUE(views) << views.error().ToString();
+      got = views->records.size();
+    } else {
+      auto copied = log->Read(Offset(1000), ReadLimits{100, 1 << 20});
+      ASSERT_TRUE(copied) << copied.error().ToString();
+      got = copied->records.size();
+    }
+    ASSERT_EQ(got, 100u);
+    const uint64_t used = 100 * RecordBytes(256);
+    // Locating offset 1000 reads record headers from the index entry below it (a few KiB).
+    EXPECT_LT(read.Value() - before, 2 * used + (16 << 10)) << (in_place ? "in place" : "copied");
+  }
 }
 
 // A copy of the directory taken while the log is open holds what a crash would leave: zeros

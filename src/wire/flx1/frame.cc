@@ -275,12 +275,13 @@ void PutJsonHeader(uint32_t length, uint8_t* out) {
   put(length, 4);
 }
 
-}  // namespace
-
-Result<void> AppendMessageFrame(const Message& message, std::string& out) {
+// A JSON frame appended to `out`: the header, then what `render` appends (the JSON), then the
+// header filled in with its length. `out` is untouched on failure.
+template <class Render>
+Result<void> AppendJsonFrame(std::string& out, const Render& render) {
   const size_t start = out.size();
   out.append(kHeaderSize, '\0');
-  if (auto rendered = AppendMessageJson(message, out); !rendered) {
+  if (auto rendered = render(out); !rendered) {
     out.resize(start);
     return rendered;
   }
@@ -291,6 +292,17 @@ Result<void> AppendMessageFrame(const Message& message, std::string& out) {
   }
   PutJsonHeader(static_cast<uint32_t>(length), reinterpret_cast<uint8_t*>(out.data() + start));
   return {};
+}
+
+}  // namespace
+
+Result<void> AppendMessageFrame(const Message& message, std::string& out) {
+  return AppendJsonFrame(out, [&](std::string& json) { return AppendMessageJson(message, json); });
+}
+
+Result<void> AppendGroupRecordsFrame(const GroupRecordsView& answer, std::string& out) {
+  return AppendJsonFrame(out,
+                         [&](std::string& json) { return AppendGroupRecordsJson(answer, json); });
 }
 
 namespace {

@@ -99,6 +99,9 @@ Result<std::vector<uint8_t>> EncodeMessageFrame(const Message& message);
 // The same frame appended to `out` (untouched on failure), the JSON rendered in place after
 // the header: one buffer and no copy of the text, for a writer that sends the bytes at once.
 Result<void> AppendMessageFrame(const Message& message, std::string& out);
+// A group_records answer's frame from views (json_codec.h AppendGroupRecordsJson): the bytes
+// AppendMessageFrame writes for the GroupRecords holding the same records.
+Result<void> AppendGroupRecordsFrame(const GroupRecordsView& answer, std::string& out);
 
 // Canonical JSON: {"frame":"json","flags":0,"message":{every field, absent ones null}} or
 // {"frame":"publish_batch"|"publish_ack"|"event_batch","flags":N, every field ...}; byte

@@ -186,7 +186,9 @@ class JsonWriter {
   }
 
   void Value(const std::string& s) { String(s); }
-  void Value(const Bytes& b) {
+  void Value(std::string_view s) { String(s); }
+  void Value(const Bytes& b) { Value(std::span<const uint8_t>(b)); }
+  void Value(std::span<const uint8_t> b) {
     out_ += '"';
     AppendBase64(b, out_);
     out_ += '"';
@@ -294,6 +296,10 @@ class JsonWriter {
   }
   template <class T>
   void Value(const std::vector<T>& items) {
+    Value(std::span<const T>(items));
+  }
+  template <class T>
+  void Value(std::span<const T> items) {
     out_ += '[';
     bool first = true;
     for (const auto& item : items) {
@@ -957,6 +963,18 @@ Result<void> AppendMessageJson(const Message& message, std::string& out) {
   auto rendered = RenderInto(message, false, out);
   if (!rendered) out.resize(start);
   return rendered;
+}
+
+Result<void> AppendGroupRecordsJson(const GroupRecordsView& answer, std::string& out) {
+  const size_t start = out.size();
+  JsonWriter writer(out, false);
+  writer.Object(answer, GroupRecordsView::kType);
+  if (writer.error) {
+    out.resize(start);
+    return Fail(ErrorCode::kInvalidArgument,
+                std::string(GroupRecordsView::kType) + ": " + *writer.error);
+  }
+  return {};
 }
 
 Result<std::string> MessageToCanonicalJson(const Message& message) {

@@ -25,6 +25,9 @@ Result<std::string> EncodeMessageJson(const Message& message);
 // The same JSON appended to `out` (untouched on failure): for a writer that renders a frame's
 // header and body into one buffer.
 Result<void> AppendMessageJson(const Message& message, std::string& out);
+// A group_records answer from views: byte for byte the JSON of the GroupRecords holding the
+// same records (tested so), appended to `out` (untouched on failure).
+Result<void> AppendGroupRecordsJson(const GroupRecordsView& answer, std::string& out);
 
 // A flat object of plain scalars (json_flat_object.h: most requests and answers) is read in
 // place; anything else, and anything the flat read cannot take whole, through

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -1100,6 +1101,31 @@ struct GroupRecords {
   static void Fields(S& s, V& v) {
     v("records", s.records);
     v("request_id", s.request_id);
+  }
+};
+
+// A `group_records` answer to be sent from where its records already are (the broker's read
+// buffers): the same fields as GroupRecords / GroupRecord, the byte and text fields viewed, not
+// owned. Encode-only (AppendGroupRecordsFrame); the views must outlive the call.
+struct GroupRecordView {
+  uint64_t offset = 0;
+  std::span<const uint8_t> payload;
+  uint32_t attempts = 0;
+  std::optional<uint64_t> skipped_before;
+  std::optional<std::string_view> publisher;
+  std::optional<uint64_t> timestamp_micros;
+  template <class S, class V>
+  static void Fields(S& s, V& v) {
+    GroupRecord::Fields(s, v);
+  }
+};
+struct GroupRecordsView {
+  static constexpr std::string_view kType = GroupRecords::kType;
+  std::span<const GroupRecordView> records;
+  uint64_t request_id = 0;
+  template <class S, class V>
+  static void Fields(S& s, V& v) {
+    GroupRecords::Fields(s, v);
   }
 };
 

@@ -237,6 +237,39 @@ TEST(Flx1RoundTrip, EveryJsonMessageType) {
                      UnknownMessage>);
 }
 
+// A group_records answer sent from views (the broker's path: payloads where the log's read left
+// them) is byte for byte the frame of the GroupRecords holding the same records — random
+// records with every optional field present or absent and publishers of any text — and one
+// whose publisher is not UTF-8 is refused the same way, leaving the buffer as it was.
+TEST(Flx1GroupRecordsView, EncodesTheBytesOfTheSameGroupRecords) {
+  Gen gen(76);
+  for (int i = 0; i < kIterations; ++i) {
+    GroupRecords owned;
+    gen.Fill(owned);
+    std::vector<GroupRecordView> views;
+    for (const GroupRecord& r : owned.records) {
+      views.push_back(GroupRecordView{
+          r.offset, r.payload, r.attempts, r.skipped_before,
+          r.publisher ? std::optional<std::string_view>(*r.publisher) : std::nullopt,
+          r.timestamp_micros});
+    }
+    std::string expected = "prefix";
+    std::string got = "prefix";
+    const bool encoded = AppendMessageFrame(owned, expected).has_value();
+    ASSERT_EQ(AppendGroupRecordsFrame(GroupRecordsView{views, owned.request_id}, got).has_value(),
+              encoded);
+    ASSERT_EQ(got, expected);
+  }
+  GroupRecords bad;
+  bad.records.push_back(GroupRecord{.offset = 1, .publisher = std::string("\xff")});
+  const std::string_view bad_publisher = "\xff";
+  const GroupRecordView bad_view{.offset = 1, .publisher = bad_publisher};
+  std::string buffer = "kept";
+  EXPECT_FALSE(AppendMessageFrame(bad, buffer));
+  EXPECT_FALSE(AppendGroupRecordsFrame(GroupRecordsView{{&bad_view, 1}, 0}, buffer));
+  EXPECT_EQ(buffer, "kept");
+}
+
 void ExpectFrameRoundTrip(const Flx1Frame& frame) {
   auto bytes = EncodeFrame(frame);
   ASSERT_TRUE(bytes) << bytes.error().ToString();
