@@ -1807,6 +1807,9 @@ void Client::Impl::OpenExchange(std::shared_ptr<OwnStreamExchange> exchange) {
           },
       .on_fin =
           [this, x](transport::Stream&) {
+            // The usual end: the broker finishes the stream right after its answer, which
+            // finished the exchange (no error is built for nobody).
+            if (!x->done) return;
             FinishExchange(x->shared_from_this(),
                            Err<flx1::Message>(ClientErrorCode::kTransport,
                                               "the broker ended the request stream"),
@@ -1814,6 +1817,7 @@ void Client::Impl::OpenExchange(std::shared_ptr<OwnStreamExchange> exchange) {
           },
       .on_reset =
           [this, x](transport::Stream&, uint64_t code) {
+            if (!x->done) return;
             FinishExchange(x->shared_from_this(),
                            Err<flx1::Message>(
                                ClientErrorCode::kTransport,
@@ -1855,7 +1859,11 @@ void Client::Impl::FinishExchange(std::shared_ptr<OwnStreamExchange> exchange,
     // from FailEverything, whichever comes first).
     finished_exchange_streams_.push_back(std::move(stream));
     if (in_handler && endpoint_) {
-      endpoint_->Post([this] { DropFinishedExchangeStreams(); });
+      // One drop for every stream finished before it runs (a window of acks answered in one
+      // packet posted one per answer before).
+      if (finished_exchange_streams_.size() == 1) {
+        endpoint_->Post([this] { DropFinishedExchangeStreams(); });
+      }
     } else {
       DropFinishedExchangeStreams();
     }

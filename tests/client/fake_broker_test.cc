@@ -10,6 +10,7 @@
 // cache delete whose answer was lost reported indeterminate, never resent (a get is).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -49,6 +50,8 @@ struct FakeBrokerOptions {
   // Cache gets are answered in groups of this many, once that many are held (0: at once): so
   // many callers are in flight together on every round.
   uint32_t cache_gets_answered_together = 0;
+  // group_ack: the stream finished with no answer (else `cache_ok`, then the stream finished).
+  bool group_acks_unanswered = false;
   // Cluster fakes: advertise TOPOLOGY | SHARD_OWNERS | REDIRECT and answer from `script`.
   bool cluster = false;
   // Shared between fakes so one CA file verifies them all (a fresh one when null).
@@ -105,6 +108,10 @@ class FakeBroker {
   }
 
   const std::string& ca_file() const { return ca_file_; }
+  std::vector<uint64_t> Acked() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return acked_;
+  }
   ClientOptions ClientOpts() const {
     ClientOptions c;
     c.broker = endpoint_->local_address().ToString();
@@ -244,8 +251,8 @@ class FakeBroker {
       }
       flx1::AuthOk ok;
       ok.server_flags = 0x7EFF;
-      ok.server_features =
-          flx1::kFeatureStreamShards | flx1::kFeatureErrorCodes | flx1::kFeatureCacheDelete;
+      ok.server_features = flx1::kFeatureStreamShards | flx1::kFeatureErrorCodes |
+                           flx1::kFeatureCacheDelete | flx1::kFeatureConsumerGroup;
       if (o_.cluster)
         *ok.server_features |=
             flx1::kFeatureTopology | flx1::kFeatureShardOwners | flx1::kFeatureRedirect;
@@ -288,6 +295,14 @@ class FakeBroker {
     } else if (auto* del = std::get_if<flx1::CacheDelete>(&m)) {
       if (LoseCacheAnswer("cache_delete")) return;
       Send(s, flx1::Message(CacheAnswer(del->key, del->request_id, true)));
+    } else if (auto* ack = std::get_if<flx1::GroupAck>(&m)) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        acked_.push_back(ack->offset);
+      }
+      // A group request's stream carries one answer, then the broker finishes it.
+      if (!o_.group_acks_unanswered) Send(s, flx1::Message(flx1::CacheOk{ack->request_id}));
+      s.Finish();
     }
   }
 
@@ -374,6 +389,7 @@ class FakeBroker {
   uint64_t auths_ = 0;
   std::map<std::string, uint64_t> publishes_;
   std::map<std::string, uint64_t> cache_requests_;
+  std::vector<uint64_t> acked_;  // group_ack offsets, as they came
   std::optional<flx1::NotLeader> redirect_;
 };
 
@@ -498,6 +514,34 @@ TEST(ClientFakeBroker, FailedAckIsATypedError) {
   EXPECT_EQ(r.error().retry, RetryClass::kFatal);
   EXPECT_EQ(r.error().message, "forbidden");
   EXPECT_TRUE(client->Publish(kDemo, {"still fine"}));  // the stream continues
+}
+
+// A group request's stream ends after its answer: the answer is the outcome. Ended with no
+// answer, the request fails as a transport error saying so (its outcome unknown).
+TEST(ClientFakeBroker, AGroupRequestStreamEndedWithoutAnAnswerFailsAndOneAnsweredSucceeds) {
+  const GroupRef group{kDemo, 0, "g"};
+  {
+    FakeBroker broker({});
+    auto client = ConnectTo(broker);
+    ASSERT_TRUE(client);
+    ASSERT_TRUE(client->GroupAck(group, 7));
+    std::vector<uint64_t> offsets(300);
+    for (uint64_t i = 0; i < offsets.size(); ++i) offsets[i] = 100 + i;
+    ASSERT_TRUE(client->GroupAckAll(group, offsets));
+    auto acked = broker.Acked();
+    std::sort(acked.begin(), acked.end());
+    ASSERT_EQ(acked.size(), 301u);
+    EXPECT_EQ(acked.front(), 7u);
+    EXPECT_EQ(std::vector<uint64_t>(acked.begin() + 1, acked.end()), offsets);
+  }
+  FakeBroker broker({.group_acks_unanswered = true});
+  auto client = ConnectTo(broker);
+  ASSERT_TRUE(client);
+  auto r = client->GroupAck(group, 7);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ClientErrorCode::kTransport);
+  EXPECT_NE(r.error().message.find("ended the request stream"), std::string::npos)
+      << r.error().message;
 }
 
 TEST(ClientFakeBroker, CursorPastTheTailIsRefusedWithTheTail) {
