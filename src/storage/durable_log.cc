@@ -64,7 +64,8 @@ struct DurableLog::SyncWaiter {
 namespace {
 
 // A read scans forward in preads of kFirstReadAheadBytes, doubling at each refill up to
-// kReadAheadBytes (fewer at a segment's end). A poll of 100 small records needs ~30 KiB: one
+// kReadAheadBytes (fewer at a segment's end, and a refill no more than the records still
+// wanted need at the size of those read so far). A poll of 100 small records needs ~30 KiB: one
 // pread of the whole 256 KiB copied eight times what it used out of the page cache (and
 // allocated as much) — a measurable share of a queue drain's loop thread.
 constexpr uint64_t kFirstReadAheadBytes = uint64_t{16} * 1024;
@@ -1118,6 +1119,7 @@ StorageResult<Out> DurableLog::ReadBelow(uint64_t from, ReadLimits limits, uint6
   std::unique_ptr<uint8_t[]> buf;
   size_t buf_capacity = 0;
   uint64_t read_ahead = kFirstReadAheadBytes;
+  uint64_t scanned = 0;  // bytes of the records returned so far (headers included)
   [[maybe_unused]] std::vector<std::unique_ptr<uint8_t[]>> viewed;
   [[maybe_unused]] size_t records_in_viewed = 0;  // records viewing `viewed` or `buf` before
   auto finish = [&]() -> Out {
@@ -1174,8 +1176,17 @@ StorageResult<Out> DurableLog::ReadBelow(uint64_t from, ReadLimits limits, uint6
       auto ensure = [&](uint64_t p, size_t n) -> Have {
         if (p >= buf_pos && p + n <= buf_pos + buf_len) return Have::kYes;
         const uint64_t complete = seg_bytes > p ? seg_bytes - p : 0;
-        const size_t want = std::max<size_t>(n, std::min(complete, read_ahead));
+        uint64_t ahead = read_ahead;
         read_ahead = std::min(read_ahead * 2, kReadAheadBytes);
+        if (!batch.records.empty()) {
+          // A refill reads what the records still wanted would take at the size of those
+          // read so far, plus a quarter (fewer bytes copied, and held by an in-place read's
+          // views; a record larger than that is still read whole, in another refill).
+          const uint64_t per_record = scanned / batch.records.size() + 1;
+          const uint64_t expected = (max_records - batch.records.size()) * per_record;
+          ahead = std::min(ahead, expected + expected / 4);
+        }
+        const size_t want = std::max<size_t>(n, std::min(complete, ahead));
         if constexpr (kInPlace) {
           if (batch.records.size() > records_in_viewed) {
             viewed.push_back(std::move(buf));  // records view it: the next pread fills another
@@ -1235,6 +1246,7 @@ StorageResult<Out> DurableLog::ReadBelow(uint64_t from, ReadLimits limits, uint6
         batch.records.push_back(std::move(rec));
       }
       used += h.payload_len;
+      scanned += RecordBytes(h.payload_len);
       pos += RecordBytes(h.payload_len);
       ++cur;
     }
