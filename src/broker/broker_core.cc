@@ -94,10 +94,18 @@ BrokerCore::~BrokerCore() {
 
 std::optional<catalog::Stream> BrokerCore::FindStream(std::string_view tenant, std::string_view ns,
                                                       std::string_view stream) const {
-  auto snapshot = catalog_.Snapshot();
-  const catalog::Stream* found = snapshot->FindStream(tenant, ns, stream);
+  auto found = StreamNow(tenant, ns, stream);
   if (found == nullptr) return std::nullopt;
   return *found;
+}
+
+std::shared_ptr<const catalog::Stream> BrokerCore::StreamNow(std::string_view tenant,
+                                                             std::string_view ns,
+                                                             std::string_view stream) const {
+  auto snapshot = catalog_.Snapshot();
+  const catalog::Stream* found = snapshot->FindStream(tenant, ns, stream);
+  if (found == nullptr) return nullptr;
+  return std::shared_ptr<const catalog::Stream>(std::move(snapshot), found);  // aliasing
 }
 
 Executor& BrokerCore::ExecutorFor(const std::string& key) {
@@ -230,13 +238,18 @@ void BrokerCore::StartOpen(const std::string& key, const ShardHandle<Opened>& ha
 
 Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& stream,
                                                       uint32_t shard_index) {
+  return OpenStreamShard(stream, ShardId{stream.tenant_id, stream.namespace_name, stream.name,
+                                         ShardKind::kStream, shard_index});
+}
+
+Result<StreamShardHandle> BrokerCore::OpenStreamShard(const catalog::Stream& stream,
+                                                      const ShardId& id) {
+  const uint32_t shard_index = id.shard;
   if (shard_index >= stream.shards) {
     return Fail(ErrorCode::kInvalidArgument, "shard " + std::to_string(shard_index) +
                                                  " out of range: stream has " +
                                                  std::to_string(stream.shards) + " shards");
   }
-  const ShardId id{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream,
-                   shard_index};
   MutexLock lock(mu_);
   if (stopped_) return Fail(ErrorCode::kUnavailable, "broker is stopping");
   // Open already (every request but the first): found by the id, no key built.

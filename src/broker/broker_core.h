@@ -138,10 +138,17 @@ class BrokerCore {
   // The stream as the catalog has it now, or nullopt.
   std::optional<catalog::Stream> FindStream(std::string_view tenant, std::string_view ns,
                                             std::string_view stream) const;
+  // The same, not copied: it shares ownership of the catalog snapshot it is in (immutable);
+  // null when there is no such stream. For the request path, which resolves a stream per request.
+  std::shared_ptr<const catalog::Stream> StreamNow(std::string_view tenant, std::string_view ns,
+                                                   std::string_view stream) const;
 
   // kInvalidArgument: shard out of range; kUnavailable: stopping. A failure to open the logs
   // (kIo/kCorruption, naming the file) reaches the work through the cell.
   Result<StreamShardHandle> OpenStreamShard(const catalog::Stream& stream, uint32_t shard);
+  // The same for `id` (ShardKind::kStream, naming `stream` and one of its shards), which the
+  // caller built already.
+  Result<StreamShardHandle> OpenStreamShard(const catalog::Stream& stream, const ShardId& id);
 
   // Caches, as streams: durable cache shards keep a ShardStore (cache and counter logs) under
   // <storage_dir>/_caches/<tenant>/<ns>/<cache>/<shard> ("_caches" is no valid tenant name);

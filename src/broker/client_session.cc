@@ -619,7 +619,7 @@ bool ClientSession::Publish(PublishRequest request) {
     if (!remote_stream) return refuse(Code(ProtocolErrorCode::kNotFound), "stream not found");
   }
   const catalog::Stream& stream =
-      remote_stream ? *remote_stream : std::get<PublishRoute>(route).stream;
+      remote_stream ? *remote_stream : *std::get<PublishRoute>(route).stream;
   size_t bytes = 0;
   if (auto refusal = AdmitPublish(stream, request.payloads, &bytes)) {
     if (!answer_id && refusal->first == Code(ProtocolErrorCode::kOverloaded)) {
@@ -637,13 +637,13 @@ bool ClientSession::Publish(PublishRequest request) {
   PayloadBatch batch{std::move(request.owner), std::move(request.payloads),
                      NowMicrosRoundedToMillis()};
   bool binary = request.binary;
-  bool durable = target.stream.durable;
+  bool durable = target.stream->durable;
   if (durable) batch.publisher = StoredPublisher();
   // Answered after the write when commit acks were negotiated, and always on a `Quorum`
   // stream (after its commit gate, when the shard has one); otherwise at enqueue below
   // (semantics.md §2.3).
   const bool after_write =
-      commit_acks_ || target.stream.consistency == catalog::Consistency::kQuorum;
+      commit_acks_ || target.stream->consistency == catalog::Consistency::kQuorum;
   std::optional<uint64_t> commit_answer_id = after_write ? answer_id : std::nullopt;
   std::optional<uint64_t> ticket = current_ticket_;
   std::atomic<size_t>* inflight_total = &service_.inflight_total();  // outlives completions
@@ -781,7 +781,7 @@ bool ClientSession::HandleSubscribe(const flx1::Subscribe& request) {
     }
   }
   uint64_t client_id = request.subscription_id.value_or(service_.core().NextSubscriptionId());
-  bool durable = local.stream.durable;
+  bool durable = local.stream->durable;
   // client-protocol.md §7: subscription_lagged only to a client that offered the feature and
   // reads offsets; every other durable subscriber is slowed down to replay instead.
   bool end_on_lag = durable && (peer_features_ & flx1::kFeatureSubscriptionLagged) != 0 &&

@@ -143,7 +143,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // The shard a publish to (tenant, ns, stream) with `key` goes to, or the refusal
   // (code, message) to answer it with (client_session_publish.cc).
   struct PublishRoute {
-    catalog::Stream stream;
+    std::shared_ptr<const catalog::Stream> stream;  // never null (LocalStreamShard::stream)
     StreamShardHandle handle;
   };
   // Admits a publish batch to `stream`: the largest record a group can deliver (durable

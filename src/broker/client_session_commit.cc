@@ -38,10 +38,10 @@ std::optional<LocalStreamShard> ClientSession::ResolveCommitShard(std::string_vi
     return std::nullopt;
   }
   auto& local = std::get<LocalStreamShard>(resolved);
-  if (!local.stream.durable) {
+  if (!local.stream->durable) {
     SendError(
         Code(ProtocolErrorCode::kInvalidRequest),
-        std::string(what) + " needs a durable stream; '" + local.stream.name + "' is in memory");
+        std::string(what) + " needs a durable stream; '" + local.stream->name + "' is in memory");
     return std::nullopt;
   }
   return local;

@@ -79,9 +79,9 @@ std::optional<StreamShardHandle> ClientSession::OpenGroupShard(const GroupScope&
     return std::nullopt;
   }
   auto& local = std::get<LocalStreamShard>(resolved);
-  if (!local.stream.durable) {
+  if (!local.stream->durable) {
     SendError(Code(ProtocolErrorCode::kInvalidRequest),
-              "consumer groups need a durable stream; '" + local.stream.name + "' is in memory");
+              "consumer groups need a durable stream; '" + local.stream->name + "' is in memory");
     return std::nullopt;
   }
   return local.handle;

@@ -92,13 +92,13 @@ bool ClientSession::PublishIdempotent(IdempotentRequest request) {
   }
   const PublishRoute& target = std::get<PublishRoute>(route);
   size_t bytes = 0;
-  if (auto refusal = AdmitPublish(target.stream, request.payloads, &bytes)) {
+  if (auto refusal = AdmitPublish(*target.stream, request.payloads, &bytes)) {
     return refuse(refusal->first, std::move(refusal->second));
   }
 
   PayloadBatch batch{std::move(request.owner), std::move(request.payloads),
                      NowMicrosRoundedToMillis()};
-  bool durable = target.stream.durable;
+  bool durable = target.stream->durable;
   if (durable) batch.publisher = StoredPublisher();
   uint64_t request_id = request.request_id;
   std::optional<uint64_t> ticket = current_ticket_;

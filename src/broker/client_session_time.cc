@@ -30,9 +30,9 @@ bool ClientSession::HandleOffsetForTime(const flx1::OffsetForTime& request) {
     return true;
   }
   auto& local = std::get<LocalStreamShard>(resolved);
-  if (!local.stream.durable) {
+  if (!local.stream->durable) {
     SendError(Code(ProtocolErrorCode::kInvalidRequest),
-              "offset_for_time needs a durable stream; '" + local.stream.name + "' is in memory");
+              "offset_for_time needs a durable stream; '" + local.stream->name + "' is in memory");
     return true;
   }
   bool posted =

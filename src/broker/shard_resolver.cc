@@ -32,13 +32,15 @@ Error Unavailable(const Route& route, const ShardId& id) {
 
 }  // namespace
 
-Resolution<LocalStreamShard> ShardResolver::RouteStream(catalog::Stream stream, uint32_t shard) {
-  if (shard >= stream.shards) return OutOfRange("stream", shard, stream.shards);
-  ShardId id{stream.tenant_id, stream.namespace_name, stream.name, ShardKind::kStream, shard};
+Resolution<LocalStreamShard> ShardResolver::RouteStream(
+    std::shared_ptr<const catalog::Stream> stream, uint32_t shard) {
+  if (shard >= stream->shards) return OutOfRange("stream", shard, stream->shards);
+  const ShardId id{stream->tenant_id, stream->namespace_name, stream->name, ShardKind::kStream,
+                   shard};
   Route route = router_.RouteShard(id);
   if (route.is_remote()) return ToRemote(route, shard);
   if (!route.is_local()) return Unavailable(route, id);
-  auto handle = core_.OpenStreamShard(stream, shard);
+  auto handle = core_.OpenStreamShard(*stream, id);
   if (!handle) return handle.error();
   return LocalStreamShard{std::move(*handle), std::move(stream), shard, route.generation};
 }
@@ -47,19 +49,19 @@ Resolution<LocalStreamShard> ShardResolver::ResolvePublish(std::string_view tena
                                                            std::string_view ns,
                                                            std::string_view stream,
                                                            std::optional<std::string_view> key) {
-  auto found = core_.FindStream(tenant, ns, stream);
+  auto found = core_.StreamNow(tenant, ns, stream);
   if (!found) return Error{ErrorCode::kNotFound, "stream not found"};
   uint32_t shard = StreamShardForKey(*found, key);
-  return RouteStream(std::move(*found), shard);
+  return RouteStream(std::move(found), shard);
 }
 
 Resolution<LocalStreamShard> ShardResolver::ResolveStreamShard(std::string_view tenant,
                                                                std::string_view ns,
                                                                std::string_view stream,
                                                                uint32_t shard) {
-  auto found = core_.FindStream(tenant, ns, stream);
+  auto found = core_.StreamNow(tenant, ns, stream);
   if (!found) return Error{ErrorCode::kNotFound, "stream not found"};
-  return RouteStream(std::move(*found), shard);
+  return RouteStream(std::move(found), shard);
 }
 
 Resolution<LocalCacheShard> ShardResolver::ResolveCacheKey(std::string_view tenant,

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,7 +42,9 @@ struct RemoteShard {
 
 struct LocalStreamShard {
   StreamShardHandle handle;
-  catalog::Stream stream;
+  // The catalog's stream as resolved (shared with its snapshot, never null): a request reads
+  // its durability and consistency without copying the stream.
+  std::shared_ptr<const catalog::Stream> stream;
   uint32_t shard = 0;
   Generation generation;
 };
@@ -90,7 +93,8 @@ class ShardResolver {
   }
 
  private:
-  Resolution<LocalStreamShard> RouteStream(catalog::Stream stream, uint32_t shard);
+  Resolution<LocalStreamShard> RouteStream(std::shared_ptr<const catalog::Stream> stream,
+                                           uint32_t shard);
   Resolution<LocalCacheShard> RouteCache(catalog::Cache cache, uint32_t shard);
 
   BrokerCore& core_;

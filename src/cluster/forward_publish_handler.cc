@@ -86,7 +86,7 @@ void ForwardPublishHandler::Handle(const PeerRequest& request, PeerReply reply) 
   broker::PayloadBatch batch{std::move(owner), std::move(payloads),
                              broker::NowMicrosRoundedToMillis()};
   const uint64_t count = forward.payloads.size();
-  const bool durable = local.stream.durable;
+  const bool durable = local.stream->durable;
   transport::Endpoint* loop = request.endpoint;
   auto answer = [this, loop, reply, corr, kind, count, durable](Result<Offset> written) {
     ForwardAnswer a = WrittenAnswer(written, count, durable);

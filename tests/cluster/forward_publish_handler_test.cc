@@ -88,7 +88,7 @@ TEST_F(ForwardPublishHandlerTest, EqualGenerationWithAValidCredentialProceedsOnT
   ASSERT_NE(local, nullptr) << AnswerOf(d).detail;
   EXPECT_EQ(local->shard, 2u);
   EXPECT_EQ(local->generation, Generation(5));
-  EXPECT_EQ(local->stream.name, "orders");
+  EXPECT_EQ(local->stream->name, "orders");
 }
 
 TEST_F(ForwardPublishHandlerTest, RequesterBehindGetsNotLeaderWithOwnerAddressAndGeneration) {
