@@ -10,10 +10,10 @@
 // shard whose open failed keeps answering that error (logged once, counted in
 // felix_broker_shard_open_failures_total).
 //
-// Threading: OpenStreamShard, OpenCacheShard, FindStream, FindCache and NextSubscriptionId are
-// thread-safe and never block on I/O. Stop() (also run by the destructor) waits for opens in
-// progress, drains the executors, then closes the shards and their logs; no handle may be
-// used after it. The catalog and the metrics registry must outlive the core.
+// Threading: OpenStreamShard, OpenCacheShard, FindStream, StreamNow, FindCache and
+// NextSubscriptionId are thread-safe and never block on I/O. Stop() (also run by the
+// destructor) waits for opens in progress, drains the executors, then closes the shards and
+// their logs; no handle may be used after it. The catalog and the metrics registry must outlive the core.
 #pragma once
 
 #include <atomic>
