@@ -13,7 +13,8 @@
 // Threading: OpenStreamShard, OpenCacheShard, FindStream, StreamNow, FindCache and
 // NextSubscriptionId are thread-safe and never block on I/O. Stop() (also run by the
 // destructor) waits for opens in progress, drains the executors, then closes the shards and
-// their logs; no handle may be used after it. The catalog and the metrics registry must outlive the core.
+// their logs; no handle may be used after it. The catalog and the metrics registry must
+// outlive the core.
 #pragma once
 
 #include <atomic>
