@@ -482,6 +482,7 @@ void StreamGroups::ProcessDeadLetters(const std::string& group, Entry& entry, Do
     return;
   }
   std::vector<Write> writes;
+  writes.reserve(work.size());
   for (const Offset offset : work) {
     writes.push_back(Write{&dead_letters_, EncodeDeadLetterPut(group, offset.value(),
                                                                DeadLetterState::kDeadLettered)});

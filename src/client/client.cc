@@ -385,7 +385,7 @@ class Client::Impl : public std::enable_shared_from_this<Client::Impl>,
   // was posted to the loop since its own (`posts` == posts_), so a batch is never written after
   // a task posted later than one of its publishes (a fire-and-forget publish does not overtake
   // a later acked one).
-  static constexpr size_t kUnackedBatchBytes = 64 * 1024;
+  static constexpr size_t kUnackedBatchBytes = size_t{64} << 10;
   static constexpr size_t kUnackedSpareBuffers = 4;
   struct UnackedBatch {
     std::vector<uint8_t> frames;
@@ -960,9 +960,10 @@ void Client::Impl::Keepalive() {
     req.tenant_id = options.tenant_id;
     req.namespace_ = target->namespace_name;
     req.stream = target->stream;
-    req.request_id = next_request_id_++;
+    const uint64_t request_id = next_request_id_++;
+    req.request_id = request_id;
     if (auto frame = flx1::EncodeMessageFrame(flx1::Message(std::move(req))))
-      SendRequest(req.request_id, *frame, [](Answer) {});
+      SendRequest(request_id, *frame, [](Answer) {});
   }
   endpoint_->RunAfter(options.keepalive_interval, [this] { Keepalive(); });
 }
